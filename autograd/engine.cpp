@@ -1,0 +1,333 @@
+// The backward engine.
+//
+// backward(y) walks the graph below y once to count, for every node, how many edges lead
+// into it; then runs nodes in an order where each runs only after every node that feeds it a
+// gradient has run (a topological order, kept with a work list, not recursion, so a graph
+// 100,000 ops deep is fine). Gradients arriving at the same node are summed first.
+#include <algorithm>
+#include <atomic>
+#include <cctype>
+#include <cmath>
+#include <queue>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "autograd/node.h"
+#include "tensor/kernels.h"
+
+namespace cppgrad::autograd {
+
+// ---- modes and node bookkeeping -------------------------------------------------------------
+namespace {
+thread_local bool t_grad_enabled = true;
+thread_local bool t_anomaly_enabled = false;
+std::atomic<int64_t> g_live_nodes{0};
+std::atomic<uint64_t> g_next_sequence{0};
+}  // namespace
+
+bool GradMode::is_enabled() { return t_grad_enabled; }
+void GradMode::set_enabled(bool enabled) { t_grad_enabled = enabled; }
+bool AnomalyMode::is_enabled() { return t_anomaly_enabled; }
+void AnomalyMode::set_enabled(bool enabled) { t_anomaly_enabled = enabled; }
+
+Node::Node() : sequence_nr(g_next_sequence++) { ++g_live_nodes; }
+Node::~Node() { --g_live_nodes; }
+int64_t live_node_count() { return g_live_nodes.load(); }
+
+std::string Node::name() const {
+  std::string n;
+  bool upper = true;
+  for (char c : op) {
+    if (c == '_') {
+      upper = true;
+      continue;
+    }
+    n += upper ? static_cast<char>(std::toupper(static_cast<unsigned char>(c))) : c;
+    upper = false;
+  }
+  return n + "Backward";
+}
+
+// ---- recording ------------------------------------------------------------------------------
+namespace {
+std::shared_ptr<AutogradMeta> meta_of(const Tensor& t) { return t.defined() ? t.impl()->autograd : nullptr; }
+}  // namespace
+
+bool any_requires_grad(const std::vector<Tensor>& tensors) {
+  return std::any_of(tensors.begin(), tensors.end(), [](const Tensor& t) { return t.defined() && t.requires_grad(); });
+}
+
+Tensor record(std::string_view op, Tensor out, const std::vector<Tensor>& inputs, const std::vector<Tensor>& to_save,
+              BackwardFn backward) {
+  if (!GradMode::is_enabled() || !any_requires_grad(inputs)) return out;
+  // A kernel may hand back its input unchanged (contiguous() of a contiguous tensor): the
+  // output needs its own handle, or recording would rewrite the input's history.
+  for (const Tensor& in : inputs)
+    if (in.defined() && in.is_same(out)) out = kernels::alias(out);
+
+  auto node = std::make_shared<Node>();
+  node->op = op;
+  for (const Tensor& in : inputs) {
+    Edge edge;
+    if (in.defined() && in.requires_grad()) {
+      if (in.grad_fn())
+        edge.node = in.grad_fn();
+      else
+        edge.leaf = meta_of(in);
+    }
+    node->next.push_back(edge);
+    node->input_shapes.push_back(in.defined() ? in.shape() : Shape{});
+    node->input_dtypes.push_back(in.defined() ? in.dtype() : kFloat32);
+  }
+  for (const Tensor& t : to_save) {
+    if (t.is_same(out))
+      node->saved.push_back({kernels::alias(out), true, out.version()});
+    else
+      node->saved.push_back({t, false, t.defined() ? t.version() : 0});
+  }
+  node->backward = std::move(backward);
+
+  auto meta = std::make_shared<AutogradMeta>();
+  meta->requires_grad = true;
+  meta->grad_fn = std::move(node);
+  out.impl()->autograd = std::move(meta);
+  return out;
+}
+
+// ---- the engine -----------------------------------------------------------------------------
+namespace {
+
+// A saved tensor as the backward function sees it, refusing one changed in place since.
+Tensor unpack(Node& node, size_t i) {
+  const SavedTensor& s = node.saved[i];
+  if (!s.tensor.defined()) return s.tensor;
+  if (s.tensor.version() != s.version)
+    throw Error(fmt::format(
+        "backward: a tensor of shape {} that '{}' saved for its gradient was modified by an in-place operation "
+        "(it is at version {}, expected {}); compute on a clone() instead of modifying it in place",
+        shape_str(s.tensor.shape()), node.op, s.tensor.version(), s.version));
+  if (!s.is_output || !GradMode::is_enabled()) return s.tensor;
+  // For a second derivative, the output must again point at this node as its grad_fn.
+  Tensor out = kernels::alias(s.tensor);
+  auto meta = std::make_shared<AutogradMeta>();
+  meta->requires_grad = true;
+  meta->grad_fn = node.shared_from_this();
+  out.impl()->autograd = std::move(meta);
+  return out;
+}
+
+Tensor apply_hooks(const std::vector<Tensor::Hook>& hooks, Tensor grad) {
+  for (const auto& hook : hooks) {
+    Tensor replaced = hook(grad);
+    if (replaced.defined()) grad = replaced;
+  }
+  return grad;
+}
+
+bool all_finite(const Tensor& t) {
+  if (!t.is_floating_point()) return true;
+  NoGradGuard no_grad;
+  Tensor bad = kernels::compare(kernels::Compare::Ne, t, t);  // NaN
+  Tensor inf = kernels::compare(kernels::Compare::Eq, kernels::unary(kernels::Unary::Abs, t),
+                                full({}, INFINITY, t.dtype()));
+  return kernels::sum(bad, {}, false).item<int64_t>() == 0 && kernels::sum(inf, {}, false).item<int64_t>() == 0;
+}
+
+struct LaterFirst {
+  bool operator()(const Node* a, const Node* b) const { return a->sequence_nr < b->sequence_nr; }
+};
+
+class Engine {
+ public:
+  Engine(bool retain_graph, bool create_graph) : retain_graph_(retain_graph), create_graph_(create_graph) {}
+
+  // With `inputs`, gradients reaching them are captured and returned, and no .grad changes.
+  std::vector<Tensor> run(const std::vector<Tensor>& roots, const std::vector<Tensor>& root_grads,
+                          const std::vector<Tensor>* inputs) {
+    GradModeGuard mode(create_graph_);
+    if (inputs) {
+      captured_.resize(inputs->size());
+      for (size_t i = 0; i < inputs->size(); ++i) {
+        const Tensor& in = (*inputs)[i];
+        check(in.requires_grad(), "grad: input {} of shape {} does not require grad", i, shape_str(in.shape()));
+        if (in.grad_fn())
+          capture_node_[in.grad_fn().get()].push_back(i);
+        else
+          capture_leaf_[meta_of(in).get()].push_back(i);
+      }
+      capturing_ = true;
+    }
+    std::vector<Node*> starts;
+    for (size_t i = 0; i < roots.size(); ++i) {
+      if (roots[i].grad_fn()) {
+        add_to(pending_[roots[i].grad_fn().get()], root_grads[i]);
+        starts.push_back(roots[i].grad_fn().get());
+      } else {
+        deliver_to_leaf(meta_of(roots[i]), root_grads[i]);
+      }
+    }
+    count_dependencies(starts);
+    std::priority_queue<Node*, std::vector<Node*>, LaterFirst> ready;
+    std::unordered_set<Node*> queued;
+    for (Node* n : starts)
+      if (dependencies_[n] == 0 && queued.insert(n).second) ready.push(n);
+    while (!ready.empty()) {
+      Node* node = ready.top();
+      ready.pop();
+      run_node(*node, [&](Node* next) {
+        if (--dependencies_[next] == 0) ready.push(next);
+      });
+    }
+    return std::move(captured_);
+  }
+
+ private:
+  void add_to(Tensor& slot, const Tensor& g) { slot = slot.defined() ? slot + g : g; }
+
+  void count_dependencies(const std::vector<Node*>& starts) {
+    std::vector<Node*> stack(starts.begin(), starts.end());
+    std::unordered_set<Node*> seen(starts.begin(), starts.end());
+    while (!stack.empty()) {
+      Node* n = stack.back();
+      stack.pop_back();
+      for (const Edge& e : n->next) {
+        if (!e.node) continue;
+        ++dependencies_[e.node.get()];
+        if (seen.insert(e.node.get()).second) stack.push_back(e.node.get());
+      }
+    }
+  }
+
+  template <class OnDone>
+  void run_node(Node& node, OnDone on_done) {
+    Tensor grad;
+    if (auto it = pending_.find(&node); it != pending_.end()) {
+      grad = std::move(it->second);
+      pending_.erase(it);
+    }
+    Grads input_grads(node.next.size());
+    if (grad.defined()) {
+      grad = apply_hooks(node.pre_hooks, grad);
+      if (auto it = capture_node_.find(&node); it != capture_node_.end())
+        for (size_t i : it->second) captured_[i] = grad;
+      if (node.released)
+        throw Error(fmt::format(
+            "backward: trying to backward through the graph a second time ('{}' already freed its saved tensors); "
+            "pass retain_graph=true to the first backward if you need to run backward twice",
+            node.op));
+      input_grads = call_backward(node, grad);
+    }
+    for (size_t i = 0; i < node.next.size(); ++i) {
+      const Edge& edge = node.next[i];
+      Tensor g = i < input_grads.size() ? input_grads[i] : Tensor();
+      if (g.defined() && edge.valid()) {
+        // Broadcasting and dtype promotion in the forward are undone here, once for every op.
+        if (g.shape() != node.input_shapes[i]) g = sum_to(g, node.input_shapes[i]);
+        if (g.dtype() != node.input_dtypes[i]) g = g.to(node.input_dtypes[i]);
+        if (edge.node)
+          add_to(pending_[edge.node.get()], g);
+        else
+          deliver_to_leaf(edge.leaf, g);
+      }
+      if (edge.node) on_done(edge.node.get());
+    }
+  }
+
+  Grads call_backward(Node& node, const Tensor& grad) {
+    std::vector<Tensor> saved;
+    for (size_t i = 0; i < node.saved.size(); ++i) saved.push_back(unpack(node, i));
+    std::vector<bool> needs;
+    for (const Edge& e : node.next) needs.push_back(e.valid());
+    Grads grads = node.backward(grad, Saved(std::move(saved), std::move(needs)));
+    check(grads.size() == node.next.size(), "backward: '{}' returned {} gradients for {} inputs", node.op,
+          grads.size(), node.next.size());
+    if (AnomalyMode::is_enabled()) {
+      for (size_t i = 0; i < grads.size(); ++i) {
+        if (grads[i].defined() && !all_finite(grads[i])) {
+          std::vector<std::string> shapes;
+          for (const Shape& s : node.input_shapes) shapes.push_back(shape_str(s));
+          throw Error(fmt::format("anomaly: the backward of '{}' (inputs {}) produced NaN or Inf in the gradient "
+                                  "of input {}",
+                                  node.op, fmt::join(shapes, ", "), i));
+        }
+      }
+    }
+    if (!retain_graph_) {
+      node.saved.clear();
+      node.backward = nullptr;
+      node.released = true;
+    }
+    return grads;
+  }
+
+  void deliver_to_leaf(const std::shared_ptr<AutogradMeta>& leaf, Tensor g) {
+    if (!leaf) return;
+    g = apply_hooks(leaf->hooks, g);
+    if (capturing_) {
+      if (auto it = capture_leaf_.find(leaf.get()); it != capture_leaf_.end())
+        for (size_t i : it->second) add_to(captured_[i], g);
+      return;
+    }
+    if (!create_graph_) g = g.detach();
+    if (!leaf->grad.defined()) {
+      // The same gradient tensor may be handed to several inputs (add's backward): keep a
+      // private copy unless nothing else refers to it.
+      leaf->grad = (create_graph_ || g.impl_ptr().use_count() == 1) ? g : kernels::clone(g);
+    } else {
+      leaf->grad = leaf->grad + g;
+    }
+  }
+
+  bool retain_graph_, create_graph_;
+  bool capturing_ = false;
+  std::unordered_map<Node*, Tensor> pending_;
+  std::unordered_map<Node*, int64_t> dependencies_;
+  std::unordered_map<Node*, std::vector<size_t>> capture_node_;
+  std::unordered_map<AutogradMeta*, std::vector<size_t>> capture_leaf_;
+  std::vector<Tensor> captured_;
+};
+
+std::vector<Tensor> root_gradients(const std::vector<Tensor>& outputs, const std::vector<Tensor>& grad_outputs,
+                                   std::string_view op) {
+  check(grad_outputs.empty() || grad_outputs.size() == outputs.size(), "{}: {} outputs but {} gradients", op,
+        outputs.size(), grad_outputs.size());
+  std::vector<Tensor> grads;
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    const Tensor& out = outputs[i];
+    check(out.requires_grad(), "{}: output {} of shape {} does not require grad and has no grad_fn", op, i,
+          shape_str(out.shape()));
+    Tensor g = grad_outputs.empty() ? Tensor() : grad_outputs[i];
+    if (!g.defined()) {
+      check(out.numel() == 1, "{}: a gradient can be implied only for a one-element output; output {} has shape {}",
+            op, i, shape_str(out.shape()));
+      g = ones_like(out);
+    }
+    check(g.shape() == out.shape(), "{}: gradient of shape {} for output {} of shape {}", op, shape_str(g.shape()), i,
+          shape_str(out.shape()));
+    grads.push_back(g);
+  }
+  return grads;
+}
+
+}  // namespace
+
+std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
+                         const std::vector<Tensor>& grad_outputs, bool retain_graph, bool create_graph,
+                         bool allow_unused) {
+  std::vector<Tensor> roots = root_gradients(outputs, grad_outputs, "grad");
+  std::vector<Tensor> result = Engine(retain_graph, create_graph).run(outputs, roots, &inputs);
+  for (size_t i = 0; i < result.size(); ++i)
+    check(allow_unused || result[i].defined(),
+          "grad: input {} of shape {} was not used to compute the outputs; pass allow_unused=true to get an "
+          "undefined gradient for it",
+          i, shape_str(inputs[i].shape()));
+  return result;
+}
+
+void backward(const std::vector<Tensor>& outputs, const std::vector<Tensor>& grad_outputs, bool retain_graph,
+              bool create_graph) {
+  std::vector<Tensor> roots = root_gradients(outputs, grad_outputs, "backward");
+  Engine(retain_graph, create_graph).run(outputs, roots, nullptr);
+}
+
+}  // namespace cppgrad::autograd

@@ -1,0 +1,158 @@
+// The graph: each differentiable op's output points at a Node that knows how to send the
+// output's gradient back to the op's inputs.
+//
+//   y = a * b      y.grad_fn = Node{op "mul", next = [a's edge, b's edge], saved = [a, b]}
+//
+// Nodes hold their inputs (edges, saved tensors), never their outputs, so the graph has no
+// reference cycles and is freed when its last output handle goes.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string_view>
+#include <vector>
+
+#include "tensor/tensor.h"
+
+namespace cppgrad::autograd {
+
+struct Node;
+
+// What autograd keeps on a tensor (TensorImpl::autograd).
+struct AutogradMeta {
+  bool requires_grad = false;
+  Tensor grad;                       // accumulated by backward, for leaves (and retain_grad)
+  std::shared_ptr<Node> grad_fn;     // null for a leaf
+  bool retains_grad = false;
+  std::vector<Tensor::Hook> hooks;   // a leaf's hooks; a non-leaf's live on its grad_fn
+};
+
+// Where one input's gradient goes: into the node that produced the input, or, for a leaf that
+// requires grad, into its .grad.
+struct Edge {
+  std::shared_ptr<Node> node;
+  std::shared_ptr<AutogradMeta> leaf;
+  bool valid() const { return node != nullptr || leaf != nullptr; }
+};
+
+// A tensor a node keeps for its backward, with the version it had when saved.
+struct SavedTensor {
+  Tensor tensor;           // the input itself, or a graph-free alias of the op's output
+  bool is_output = false;  // the output is rebuilt with this node as grad_fn when unpacked
+  uint64_t version = 0;
+};
+
+// What a backward function reads: its saved tensors (checked against in-place changes), and
+// which inputs need a gradient at all (so it can skip computing the others).
+class Saved {
+ public:
+  Saved(std::vector<Tensor> tensors, std::vector<bool> needs) : tensors_(std::move(tensors)), needs_(std::move(needs)) {}
+  const Tensor& operator[](size_t i) const { return tensors_.at(i); }
+  bool needs_grad(size_t input) const { return needs_.at(input); }
+
+ private:
+  std::vector<Tensor> tensors_;
+  std::vector<bool> needs_;
+};
+
+// One gradient per input, in the forward's order; an undefined tensor means "none".
+using Grads = std::vector<Tensor>;
+using BackwardFn = std::function<Grads(const Tensor& grad, const Saved& saved)>;
+
+struct Node : std::enable_shared_from_this<Node> {
+  Node();
+  ~Node();
+  Node(const Node&) = delete;
+  Node& operator=(const Node&) = delete;
+
+  std::string_view op;              // the forward op, e.g. "matmul"
+  std::vector<Edge> next;           // one per input
+  std::vector<Shape> input_shapes;  // a gradient is summed back to its input's shape
+  std::vector<DType> input_dtypes;  // and converted to its input's dtype
+  std::vector<SavedTensor> saved;
+  BackwardFn backward;
+  std::vector<Tensor::Hook> pre_hooks;  // the output tensor's hooks (and retain_grad)
+  uint64_t sequence_nr;                 // creation order: later nodes run first
+  bool released = false;                // saved tensors freed by a backward without retain_graph
+
+  // "MatmulBackward", as PyTorch names grad_fn.
+  std::string name() const;
+};
+
+int64_t live_node_count();
+
+// ---- modes --------------------------------------------------------------------------------
+class GradMode {
+ public:
+  static bool is_enabled();
+  static void set_enabled(bool enabled);
+};
+
+// Within its scope no graph is recorded (inference, optimizer updates, initialisation).
+class NoGradGuard {
+ public:
+  NoGradGuard() : previous_(GradMode::is_enabled()) { GradMode::set_enabled(false); }
+  ~NoGradGuard() { GradMode::set_enabled(previous_); }
+  NoGradGuard(const NoGradGuard&) = delete;
+  NoGradGuard& operator=(const NoGradGuard&) = delete;
+
+ private:
+  bool previous_;
+};
+
+// Sets grad mode to a given value for its scope (the engine enables it for create_graph).
+class GradModeGuard {
+ public:
+  explicit GradModeGuard(bool enabled) : previous_(GradMode::is_enabled()) { GradMode::set_enabled(enabled); }
+  ~GradModeGuard() { GradMode::set_enabled(previous_); }
+  GradModeGuard(const GradModeGuard&) = delete;
+  GradModeGuard& operator=(const GradModeGuard&) = delete;
+
+ private:
+  bool previous_;
+};
+
+class AnomalyMode {
+ public:
+  static bool is_enabled();
+  static void set_enabled(bool enabled);
+};
+
+// Within its scope, a backward step that produces NaN or Inf throws, naming the forward op.
+class AnomalyModeGuard {
+ public:
+  AnomalyModeGuard() : previous_(AnomalyMode::is_enabled()) { AnomalyMode::set_enabled(true); }
+  ~AnomalyModeGuard() { AnomalyMode::set_enabled(previous_); }
+  AnomalyModeGuard(const AnomalyModeGuard&) = delete;
+  AnomalyModeGuard& operator=(const AnomalyModeGuard&) = delete;
+
+ private:
+  bool previous_;
+};
+
+// ---- recording an op -------------------------------------------------------------------------
+// Called by every differentiable op after its kernel has computed `out`. When grad mode is on
+// and some input requires grad, makes a Node for `op` with an edge to each input, saves
+// `to_save` (which may include `out` itself), and sets out's grad_fn. Otherwise returns out.
+Tensor record(std::string_view op, Tensor out, const std::vector<Tensor>& inputs, const std::vector<Tensor>& to_save,
+              BackwardFn backward);
+
+// The same, for an op with a list of inputs (cat).
+bool any_requires_grad(const std::vector<Tensor>& tensors);
+
+// ---- running backward (autograd/engine.cpp) --------------------------------------------------
+// The gradients of `outputs` with respect to `inputs`, without touching any .grad.
+std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
+                         const std::vector<Tensor>& grad_outputs = {}, bool retain_graph = false,
+                         bool create_graph = false, bool allow_unused = false);
+
+// Backward from several roots at once, accumulating into the leaves' .grad.
+void backward(const std::vector<Tensor>& outputs, const std::vector<Tensor>& grad_outputs = {},
+              bool retain_graph = false, bool create_graph = false);
+
+}  // namespace cppgrad::autograd
+
+namespace cppgrad {
+using autograd::NoGradGuard;
+using autograd::AnomalyModeGuard;
+}  // namespace cppgrad

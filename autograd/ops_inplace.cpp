@@ -1,0 +1,98 @@
+// In-place ops. Each writes into the tensor's storage and bumps its version counter, so a
+// node that saved this tensor for backward will refuse to use the changed values.
+//
+// Under no_grad (optimizer steps, initialisation) they are plain kernels. When the graph must
+// see them, the op is computed out of place on the tensor's current history, the result is
+// written into the storage, and the tensor's grad_fn becomes the new op's node, as PyTorch's
+// in-place ops rebase history.
+#include "autograd/functions.h"
+#include "tensor/kernels.h"
+
+namespace cppgrad {
+
+using autograd::AutogradMeta;
+using autograd::GradMode;
+
+namespace {
+
+template <class OutOfPlace, class Raw>
+Tensor& apply_inplace(Tensor& self, std::string_view op, const Tensor& other, OutOfPlace out_of_place, Raw raw) {
+  const bool tracked = GradMode::is_enabled() && (self.requires_grad() || (other.defined() && other.requires_grad()));
+  if (!tracked) {
+    raw();
+    return self;
+  }
+  check(!(self.is_leaf() && self.requires_grad()),
+        "{}: a leaf tensor that requires grad (shape {}) is being modified in place; do it inside a NoGradGuard",
+        op, shape_str(self.shape()));
+  check(!self.impl()->is_view,
+        "{}: in-place change of a view (shape {}) inside the graph is not supported; use the out-of-place op", op,
+        shape_str(self.shape()));
+  // The history as it stands, on a handle of its own, so the new node does not save `self`
+  // (which will point at that node: a cycle).
+  Tensor history = kernels::alias(self);
+  if (self.impl()->autograd) history.impl()->autograd = std::make_shared<AutogradMeta>(*self.impl()->autograd);
+  Tensor result = out_of_place(history);
+  check(result.shape() == self.shape(), "{}: the result shape {} differs from the in-place target's shape {}", op,
+        shape_str(result.shape()), shape_str(self.shape()));
+  kernels::copy_(self, result);
+  auto meta = std::make_shared<AutogradMeta>();
+  meta->requires_grad = result.requires_grad();
+  meta->grad_fn = result.grad_fn();
+  self.impl()->autograd = std::move(meta);
+  return self;
+}
+
+}  // namespace
+
+Tensor& Tensor::add_(const Tensor& other, double alpha) {
+  return apply_inplace(
+      *this, "add_", other, [&](const Tensor& h) { return alpha == 1.0 ? h + other : h + other * alpha; },
+      [&] { kernels::binary_(kernels::Binary::Add, *this, alpha == 1.0 ? other : kernels::binary(kernels::Binary::Mul, other, full({}, alpha, other.dtype()))); });
+}
+
+Tensor& Tensor::add_(double value) { return add_(full({}, value, dtype())); }
+
+Tensor& Tensor::sub_(const Tensor& other) {
+  return apply_inplace(
+      *this, "sub_", other, [&](const Tensor& h) { return h - other; },
+      [&] { kernels::binary_(kernels::Binary::Sub, *this, other); });
+}
+
+Tensor& Tensor::mul_(const Tensor& other) {
+  return apply_inplace(
+      *this, "mul_", other, [&](const Tensor& h) { return h * other; },
+      [&] { kernels::binary_(kernels::Binary::Mul, *this, other); });
+}
+
+Tensor& Tensor::mul_(double value) { return mul_(full({}, value, dtype())); }
+
+Tensor& Tensor::div_(const Tensor& other) {
+  return apply_inplace(
+      *this, "div_", other, [&](const Tensor& h) { return h / other; },
+      [&] { kernels::binary_(kernels::Binary::Div, *this, other); });
+}
+
+Tensor& Tensor::div_(double value) { return div_(full({}, value, dtype())); }
+
+Tensor& Tensor::fill_(double value) {
+  return apply_inplace(
+      *this, "fill_", Tensor(), [&](const Tensor& h) { return zeros_like(h) + value; },
+      [&] { kernels::fill_(*this, value); });
+}
+
+Tensor& Tensor::zero_() { return fill_(0.0); }
+
+Tensor& Tensor::copy_(const Tensor& src) {
+  return apply_inplace(
+      *this, "copy_", src, [&](const Tensor& h) { return zeros_like(h) + src.to(h.dtype()); },
+      [&] { kernels::copy_(*this, src); });
+}
+
+Tensor& Tensor::masked_fill_(const Tensor& mask, double value) {
+  return apply_inplace(
+      *this, "masked_fill_", Tensor(), [&](const Tensor& h) { return h.masked_fill(mask, value); },
+      [&] { kernels::masked_fill_(*this, mask, value); });
+}
+
+}  // namespace cppgrad

@@ -1,0 +1,132 @@
+// Differentiable reductions and softmax.
+#include "autograd/functions.h"
+#include "tensor/kernels.h"
+
+namespace cppgrad {
+
+using autograd::Grads;
+using autograd::record;
+using autograd::Saved;
+
+namespace {
+// A gradient of a reduced output, given back its reduced dims as size 1, ready to broadcast.
+Tensor unsqueeze_reduced(const Tensor& g, const Shape& in, const std::vector<int64_t>& dims, bool keepdim) {
+  if (keepdim) return g;
+  Tensor out = g;
+  for (int64_t d : wrap_dims(dims, static_cast<int64_t>(in.size()), "reduce")) out = out.unsqueeze(d);
+  return out;
+}
+int64_t reduced_count(const Shape& in, const std::vector<int64_t>& dims) {
+  int64_t n = 1;
+  for (int64_t d : wrap_dims(dims, static_cast<int64_t>(in.size()), "reduce")) n *= in[d];
+  return n;
+}
+}  // namespace
+
+Tensor Tensor::sum() const { return sum({}, false); }
+
+Tensor Tensor::sum(const std::vector<int64_t>& dims, bool keepdim) const {
+  Shape in = shape();
+  // dA = dC broadcast back over the summed dims
+  return record("sum", kernels::sum(*this, dims, keepdim), {*this}, {},
+                [in, dims, keepdim](const Tensor& g, const Saved&) -> Grads {
+                  return {unsqueeze_reduced(g, in, dims, keepdim).expand(in)};
+                });
+}
+
+Tensor Tensor::mean() const { return mean({}, false); }
+
+Tensor Tensor::mean(const std::vector<int64_t>& dims, bool keepdim) const {
+  Shape in = shape();
+  // dA = dC / N broadcast back over the averaged dims (N of them)
+  return record("mean", kernels::mean(*this, dims, keepdim), {*this}, {},
+                [in, dims, keepdim](const Tensor& g, const Saved&) -> Grads {
+                  double n = static_cast<double>(reduced_count(in, dims));
+                  return {(unsqueeze_reduced(g, in, dims, keepdim) / n).expand(in)};
+                });
+}
+
+Tensor Tensor::var(const std::vector<int64_t>& dims, int64_t correction, bool keepdim) const {
+  Shape in = shape();
+  // dA = dC ⊙ 2 (A - mean(A)) / (N - correction)
+  return record("var", kernels::var(*this, dims, correction, keepdim), {*this}, {*this},
+                [in, dims, correction, keepdim](const Tensor& g, const Saved& s) -> Grads {
+                  const Tensor& x = s[0];
+                  double denom = static_cast<double>(reduced_count(in, dims) - correction);
+                  Tensor centred = x - x.mean(dims, /*keepdim=*/true);
+                  return {unsqueeze_reduced(g, in, dims, keepdim) * centred * (2.0 / denom)};
+                });
+}
+
+namespace {
+// max/min along a dim: the gradient goes to the element that was picked.
+ValuesIndices extremum_dim(kernels::Extremum which, const char* op, const Tensor& t, int64_t dim, bool keepdim) {
+  auto [values, indices] = kernels::extremum(which, t, dim, keepdim);
+  Shape in = t.shape();
+  int64_t d = t.dim() == 0 ? 0 : wrap_dim(dim, t.dim(), op);
+  // dA = zeros(shape(A)) with dC placed at the picked index along dim
+  values = record(op, values, {t}, {indices}, [in, d, keepdim](const Tensor& g, const Saved& s) -> Grads {
+    if (in.empty()) return {g};
+    Tensor idx = keepdim ? s[0] : s[0].unsqueeze(d);
+    Tensor grad = keepdim ? g : g.unsqueeze(d);
+    return {scatter_add(zeros(in, g.dtype()), d, idx, grad)};
+  });
+  return {values, indices};
+}
+
+Tensor extremum_all(kernels::Extremum which, const char* op, const Tensor& t) {
+  auto [value, index] = kernels::extremum_all(which, t);
+  Shape in = t.shape();
+  // dA = zeros(shape(A)) with dC at the (first) extreme element
+  return record(op, value, {t}, {index}, [in](const Tensor& g, const Saved& s) -> Grads {
+    Tensor flat = scatter_add(zeros({numel(in)}, g.dtype()), 0, s[0].reshape({1}), g.reshape({1}));
+    return {flat.reshape(in)};
+  });
+}
+}  // namespace
+
+Tensor Tensor::max() const { return extremum_all(kernels::Extremum::Max, "max", *this); }
+Tensor Tensor::min() const { return extremum_all(kernels::Extremum::Min, "min", *this); }
+ValuesIndices Tensor::max(int64_t dim, bool keepdim) const {
+  return extremum_dim(kernels::Extremum::Max, "max", *this, dim, keepdim);
+}
+ValuesIndices Tensor::min(int64_t dim, bool keepdim) const {
+  return extremum_dim(kernels::Extremum::Min, "min", *this, dim, keepdim);
+}
+// Indices are integers: argmax and argmin have no gradient.
+Tensor Tensor::argmax() const { return kernels::extremum_all(kernels::Extremum::Max, *this).indices; }
+Tensor Tensor::argmax(int64_t dim, bool keepdim) const {
+  return kernels::extremum(kernels::Extremum::Max, *this, dim, keepdim).indices;
+}
+Tensor Tensor::argmin(int64_t dim, bool keepdim) const {
+  return kernels::extremum(kernels::Extremum::Min, *this, dim, keepdim).indices;
+}
+
+Tensor softmax(const Tensor& t, int64_t dim) {
+  Tensor out = kernels::softmax(t, dim);
+  // dA = C ⊙ (dC - Σ_dim(dC ⊙ C))
+  return record("softmax", out, {t}, {out}, [dim](const Tensor& g, const Saved& s) -> Grads {
+    const Tensor& y = s[0];
+    return {y * (g - (g * y).sum({dim}, /*keepdim=*/true))};
+  });
+}
+
+Tensor log_softmax(const Tensor& t, int64_t dim) {
+  Tensor out = kernels::log_softmax(t, dim);
+  // dA = dC - exp(C) ⊙ Σ_dim dC
+  return record("log_softmax", out, {t}, {out}, [dim](const Tensor& g, const Saved& s) -> Grads {
+    return {g - s[0].exp() * g.sum({dim}, /*keepdim=*/true)};
+  });
+}
+
+Tensor Tensor::softmax(int64_t dim) const { return cppgrad::softmax(*this, dim); }
+Tensor Tensor::log_softmax(int64_t dim) const { return cppgrad::log_softmax(*this, dim); }
+
+Tensor sum_to(const Tensor& t, const Shape& shape) {
+  Shape in = t.shape();
+  // dA = dC broadcast back to A's shape
+  return record("sum_to", kernels::sum_to(t, shape), {t}, {},
+                [in](const Tensor& g, const Saved&) -> Grads { return {g.expand(in)}; });
+}
+
+}  // namespace cppgrad

@@ -1,0 +1,154 @@
+// Factories: tensors made from sizes, values or random draws.
+#include <cmath>
+
+#include "tensor/kernels.h"
+#include "tensor/tensor.h"
+
+namespace cppgrad {
+
+namespace {
+Tensor finish(Tensor t, const TensorOptions& options) {
+  if (options.requires_grad_) t.requires_grad_(true);
+  return t;
+}
+void check_shape(const Shape& shape, std::string_view op) {
+  for (int64_t s : shape) check(s >= 0, "{}: negative size in shape {}", op, shape_str(shape));
+}
+}  // namespace
+
+Tensor empty(const Shape& shape, TensorOptions options) {
+  check_shape(shape, "empty");
+  auto storage = std::make_shared<Storage>(static_cast<size_t>(numel(shape)) * dtype_size(options.dtype_));
+  auto impl = std::make_shared<TensorImpl>(std::move(storage), shape, contiguous_strides(shape), 0, options.dtype_);
+  return finish(Tensor(std::move(impl)), options);
+}
+
+Tensor zeros(const Shape& shape, TensorOptions options) { return empty(shape, options); }  // storage is zeroed
+
+Tensor full(const Shape& shape, double value, TensorOptions options) {
+  Tensor t = empty(shape, options.dtype_);
+  kernels::fill_(t, value);
+  return finish(t, options);
+}
+
+Tensor ones(const Shape& shape, TensorOptions options) { return full(shape, 1.0, options); }
+Tensor scalar_tensor(double value, TensorOptions options) { return full({}, value, options); }
+
+Tensor arange(double end, TensorOptions options) { return arange(0, end, 1, options); }
+
+Tensor arange(double start, double end, double step, TensorOptions options) {
+  check(step != 0, "arange: step must be non-zero");
+  check((end - start) / step >= 0, "arange: range [{}, {}) is empty going by step {}", start, end, step);
+  auto n = static_cast<int64_t>(std::ceil((end - start) / step));
+  Tensor t = empty({n}, options.dtype_);
+  dispatch(t.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    T* p = t.data<T>();
+    for (int64_t i = 0; i < n; ++i) p[i] = static_cast<T>(start + static_cast<double>(i) * step);
+  });
+  return finish(t, options);
+}
+
+Tensor eye(int64_t n, TensorOptions options) {
+  check(n >= 0, "eye: negative size {}", n);
+  Tensor t = zeros({n, n}, options.dtype_);
+  dispatch(t.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    for (int64_t i = 0; i < n; ++i) t.data<T>()[i * n + i] = T(1);
+  });
+  return finish(t, options);
+}
+
+// Random draws are made in row-major order on the calling thread: same seed, same tensor.
+template <class Draw>
+static Tensor random_tensor(const Shape& shape, TensorOptions options, std::string_view op, Draw draw) {
+  Tensor t = empty(shape, options.dtype_);
+  dispatch_floating(t.dtype(), op, [&](auto tag) {
+    using T = decltype(tag);
+    T* p = t.data<T>();
+    for (int64_t i = 0; i < t.numel(); ++i) p[i] = static_cast<T>(draw());
+  });
+  return finish(t, options);
+}
+
+Tensor rand(const Shape& shape, TensorOptions options, Generator& gen) {
+  return random_tensor(shape, options, "rand", [&] { return gen.uniform(); });
+}
+
+Tensor randn(const Shape& shape, TensorOptions options, Generator& gen) {
+  return random_tensor(shape, options, "randn", [&] { return gen.normal(); });
+}
+
+Tensor randint(int64_t low, int64_t high, const Shape& shape, Generator& gen) {
+  check(low < high, "randint: empty range [{}, {})", low, high);
+  Tensor t = empty(shape, kInt64);
+  int64_t* p = t.data<int64_t>();
+  for (int64_t i = 0; i < t.numel(); ++i) p[i] = gen.randint(low, high);
+  return t;
+}
+
+Tensor empty_like(const Tensor& t) { return empty(t.shape(), t.dtype()); }
+Tensor zeros_like(const Tensor& t) { return zeros(t.shape(), t.dtype()); }
+Tensor ones_like(const Tensor& t) { return ones(t.shape(), t.dtype()); }
+Tensor full_like(const Tensor& t, double value) { return full(t.shape(), value, t.dtype()); }
+Tensor rand_like(const Tensor& t, Generator& gen) { return rand(t.shape(), t.dtype(), gen); }
+Tensor randn_like(const Tensor& t, Generator& gen) { return randn(t.shape(), t.dtype(), gen); }
+
+// ---- from values ----------------------------------------------------------------------------
+namespace {
+Tensor from_doubles(const std::vector<double>& values, const Shape& shape, TensorOptions options) {
+  Tensor t = empty(shape, options.dtype_);
+  dispatch(t.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    T* p = t.data<T>();
+    for (size_t i = 0; i < values.size(); ++i) p[i] = static_cast<T>(values[i]);
+  });
+  return finish(t, options);
+}
+}  // namespace
+
+Tensor tensor(std::initializer_list<double> values, TensorOptions options) {
+  return from_doubles(std::vector<double>(values), {static_cast<int64_t>(values.size())}, options);
+}
+
+Tensor tensor(std::initializer_list<std::initializer_list<double>> rows, TensorOptions options) {
+  std::vector<double> flat;
+  const int64_t cols = rows.size() == 0 ? 0 : static_cast<int64_t>(rows.begin()->size());
+  for (const auto& row : rows) {
+    check(static_cast<int64_t>(row.size()) == cols, "tensor: ragged nested list (rows of {} and {} values)", cols,
+          row.size());
+    flat.insert(flat.end(), row.begin(), row.end());
+  }
+  return from_doubles(flat, {static_cast<int64_t>(rows.size()), cols}, options);
+}
+
+Tensor tensor(std::initializer_list<std::initializer_list<std::initializer_list<double>>> blocks,
+              TensorOptions options) {
+  std::vector<Tensor> parts;
+  for (const auto& block : blocks) parts.push_back(tensor(block, options.dtype_));
+  check(!parts.empty(), "tensor: empty nested list");
+  for (const auto& p : parts)
+    check(p.shape() == parts[0].shape(), "tensor: ragged nested list (blocks of shape {} and {})",
+          shape_str(parts[0].shape()), shape_str(p.shape()));
+  Shape shape = parts[0].shape();
+  shape.insert(shape.begin(), static_cast<int64_t>(parts.size()));
+  Tensor out = empty(shape, options.dtype_);
+  for (size_t i = 0; i < parts.size(); ++i) kernels::copy_(kernels::select(out, 0, static_cast<int64_t>(i)), parts[i]);
+  return finish(out, options);
+}
+
+template <class T>
+Tensor tensor(const std::vector<T>& values, const Shape& shape) {
+  check(numel(shape) == static_cast<int64_t>(values.size()), "tensor: {} values do not fill shape {} ({} elements)",
+        values.size(), shape_str(shape), numel(shape));
+  Tensor t = empty(shape, dtype_of<T>());
+  std::copy(values.begin(), values.end(), t.data<T>());
+  return t;
+}
+
+template Tensor tensor<float>(const std::vector<float>&, const Shape&);
+template Tensor tensor<double>(const std::vector<double>&, const Shape&);
+template Tensor tensor<int64_t>(const std::vector<int64_t>&, const Shape&);
+template Tensor tensor<bool>(const std::vector<bool>&, const Shape&);
+
+}  // namespace cppgrad

@@ -1,0 +1,79 @@
+#include "tensor/generator.h"
+
+#include <cmath>
+#include <numbers>
+
+#include "tensor/error.h"
+
+namespace cppgrad {
+
+namespace {
+uint64_t splitmix64(uint64_t& x) {
+  uint64_t z = (x += 0x9e3779b97f4a7c15ULL);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+}  // namespace
+
+void Generator::manual_seed(uint64_t seed) {
+  seed_ = seed;
+  uint64_t x = seed;
+  for (auto& word : s_) word = splitmix64(x);  // spread the seed over the 256-bit state
+  has_cached_normal_ = false;
+}
+
+void Generator::set_state(const State& st) {
+  s_ = st.s;
+  seed_ = st.seed;
+  cached_normal_ = st.cached_normal;
+  has_cached_normal_ = st.has_cached_normal;
+}
+
+uint64_t Generator::next_u64() {
+  uint64_t result = rotl(s_[1] * 5, 7) * 9;
+  uint64_t t = s_[1] << 17;
+  s_[2] ^= s_[0];
+  s_[3] ^= s_[1];
+  s_[1] ^= s_[2];
+  s_[0] ^= s_[3];
+  s_[2] ^= t;
+  s_[3] = rotl(s_[3], 45);
+  return result;
+}
+
+double Generator::uniform() { return static_cast<double>(next_u64() >> 11) * 0x1.0p-53; }
+
+double Generator::normal() {
+  if (has_cached_normal_) {
+    has_cached_normal_ = false;
+    return cached_normal_;
+  }
+  double u1 = 1.0 - uniform();  // (0, 1], so log(u1) is finite
+  double u2 = uniform();
+  double r = std::sqrt(-2.0 * std::log(u1));
+  cached_normal_ = r * std::sin(2.0 * std::numbers::pi * u2);
+  has_cached_normal_ = true;
+  return r * std::cos(2.0 * std::numbers::pi * u2);
+}
+
+int64_t Generator::randint(int64_t low, int64_t high) {
+  check(low < high, "randint: empty range [{}, {})", low, high);
+  uint64_t range = static_cast<uint64_t>(high - low);
+  // Rejection sampling keeps every value equally likely.
+  uint64_t limit = UINT64_MAX - UINT64_MAX % range;
+  uint64_t x;
+  do x = next_u64();
+  while (x >= limit);
+  return low + static_cast<int64_t>(x % range);
+}
+
+Generator& default_generator() {
+  static Generator gen(0x5eed);
+  return gen;
+}
+
+void manual_seed(uint64_t seed) { default_generator().manual_seed(seed); }
+
+}  // namespace cppgrad

@@ -1,0 +1,42 @@
+// Generator: a seedable source of random numbers. The same seed gives the same numbers on
+// every run and every thread count (draws are made in order, on the calling thread).
+#pragma once
+
+#include <array>
+#include <cstdint>
+
+namespace cppgrad {
+
+class Generator {
+ public:
+  explicit Generator(uint64_t seed = 0x5eed) { manual_seed(seed); }
+  void manual_seed(uint64_t seed);
+  uint64_t seed() const { return seed_; }
+
+  uint64_t next_u64();  // xoshiro256**
+  double uniform();     // [0, 1) with 53 random bits
+  double normal();      // N(0, 1), Box–Muller
+  int64_t randint(int64_t low, int64_t high);  // [low, high)
+
+  // The whole state, so a checkpoint can resume the exact stream.
+  struct State {
+    std::array<uint64_t, 4> s;
+    uint64_t seed;
+    double cached_normal;
+    bool has_cached_normal;
+  };
+  State state() const { return {s_, seed_, cached_normal_, has_cached_normal_}; }
+  void set_state(const State& st);
+
+ private:
+  std::array<uint64_t, 4> s_{};
+  uint64_t seed_ = 0;
+  double cached_normal_ = 0;
+  bool has_cached_normal_ = false;
+};
+
+// The generator used when none is passed.
+Generator& default_generator();
+void manual_seed(uint64_t seed);
+
+}  // namespace cppgrad

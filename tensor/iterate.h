@@ -1,0 +1,101 @@
+// The one loop every elementwise kernel runs: walk a shape in row-major order over several
+// operands, each with its own strides (0 where it is broadcast).
+//
+// Dims that are laid out back to back in every operand are merged first, so a contiguous
+// tensor becomes a single run the compiler vectorises. Large loops are split across OpenMP
+// threads by runs of the innermost dim; each element is written by exactly one thread, so the
+// result does not depend on the thread count.
+#pragma once
+
+#include <omp.h>
+
+#include <algorithm>
+#include <array>
+#include <cstdint>
+
+#include "tensor/parallel.h"
+#include "tensor/shape.h"
+
+namespace cppgrad {
+
+template <size_t N>
+struct StridedLoop {
+  Shape shape;
+  std::array<Strides, N> strides;
+
+  StridedLoop(const Shape& full_shape, const std::array<Strides, N>& full_strides) {
+    // Drop size-1 dims, then merge dim i into dim i+1 where every operand allows it.
+    for (size_t d = 0; d < full_shape.size(); ++d) {
+      if (full_shape[d] == 1) continue;
+      bool merge = !shape.empty();
+      for (size_t k = 0; k < N && merge; ++k)
+        merge = strides[k].back() == full_strides[k][d] * full_shape[d];
+      if (merge) {
+        shape.back() *= full_shape[d];
+        for (size_t k = 0; k < N; ++k) strides[k].back() = full_strides[k][d];
+      } else {
+        shape.push_back(full_shape[d]);
+        for (size_t k = 0; k < N; ++k) strides[k].push_back(full_strides[k][d]);
+      }
+    }
+    if (shape.empty()) {  // a single element
+      shape.push_back(1);
+      for (size_t k = 0; k < N; ++k) strides[k].push_back(0);
+    }
+  }
+
+  int64_t inner_size() const { return shape.back(); }
+  int64_t run_count() const { return numel(shape) / shape.back(); }
+
+  // body(offsets, n, inner_strides): a run of n elements starting at offsets[k] of operand k.
+  template <class Body>
+  void for_each_run(Body&& body, bool allow_parallel = true) const {
+    const int64_t runs = run_count();
+    const int64_t total = runs * inner_size();
+    if (total == 0) return;
+    std::array<int64_t, N> inner;
+    for (size_t k = 0; k < N; ++k) inner[k] = strides[k].back();
+    auto run_range = [&](int64_t first, int64_t last) {
+      const int64_t outer_dims = static_cast<int64_t>(shape.size()) - 1;
+      Shape index(outer_dims);
+      std::array<int64_t, N> offsets{};
+      int64_t rest = first;  // multi-index of run `first`
+      for (int64_t d = outer_dims - 1; d >= 0; --d) {
+        index[d] = rest % shape[d];
+        rest /= shape[d];
+        for (size_t k = 0; k < N; ++k) offsets[k] += index[d] * strides[k][d];
+      }
+      for (int64_t r = first; r < last; ++r) {
+        body(offsets, inner_size(), inner);
+        for (int64_t d = outer_dims - 1; d >= 0; --d) {  // step the odometer
+          for (size_t k = 0; k < N; ++k) offsets[k] += strides[k][d];
+          if (++index[d] < shape[d]) break;
+          for (size_t k = 0; k < N; ++k) offsets[k] -= shape[d] * strides[k][d];
+          index[d] = 0;
+        }
+      }
+    };
+    int threads = omp_in_parallel() ? 1 : omp_get_max_threads();
+    if (!allow_parallel || threads <= 1 || total < kParallelGrain || runs < 2) {
+      run_range(0, runs);
+      return;
+    }
+    int64_t chunks = std::min<int64_t>(runs, threads);
+#pragma omp parallel for num_threads(threads) schedule(static)
+    for (int64_t c = 0; c < chunks; ++c) run_range(runs * c / chunks, runs * (c + 1) / chunks);
+  }
+};
+
+// Runs f(i) for i in [0, n) on the framework's threads when the work is large enough.
+template <class F>
+void parallel_for(int64_t n, int64_t work_per_item, F&& f) {
+  int threads = omp_in_parallel() ? 1 : omp_get_max_threads();
+  if (threads <= 1 || n < 2 || n * work_per_item < kParallelGrain) {
+    for (int64_t i = 0; i < n; ++i) f(i);
+    return;
+  }
+#pragma omp parallel for num_threads(threads) schedule(static)
+  for (int64_t i = 0; i < n; ++i) f(i);
+}
+
+}  // namespace cppgrad

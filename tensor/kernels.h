@@ -1,0 +1,83 @@
+// The graph-free kernels: tensors in, tensors out, no autograd.
+//
+// autograd/ wraps each of these in a differentiable op; users normally call the Tensor methods
+// instead. Every kernel checks its arguments and throws cppgrad::Error naming itself.
+#pragma once
+
+#include <vector>
+
+#include "tensor/tensor.h"
+
+namespace cppgrad::kernels {
+
+// ---- views (tensor/kernels/views.cpp): new TensorImpl, same Storage ------------------------
+Tensor as_strided(const Tensor& t, const Shape& shape, const Strides& strides, int64_t offset);
+Tensor alias(const Tensor& t);  // a new handle on the same data, with no autograd state
+Tensor view(const Tensor& t, const Shape& shape);
+Tensor reshape(const Tensor& t, const Shape& shape);
+Tensor transpose(const Tensor& t, int64_t dim0, int64_t dim1);
+Tensor permute(const Tensor& t, const std::vector<int64_t>& dims);
+Tensor squeeze(const Tensor& t);
+Tensor squeeze(const Tensor& t, int64_t dim);
+Tensor unsqueeze(const Tensor& t, int64_t dim);
+Tensor slice(const Tensor& t, int64_t dim, int64_t start, int64_t end, int64_t step);
+Tensor select(const Tensor& t, int64_t dim, int64_t index);
+Tensor expand(const Tensor& t, const Shape& shape);
+// Resolves one -1 in a requested shape and checks the element count ("reshape"/"view" name it).
+Shape infer_shape(const Shape& requested, int64_t numel, std::string_view op);
+// The strides that view `t` as `shape` without copying, or an empty result when impossible.
+bool view_strides(const Tensor& t, const Shape& shape, Strides& out);
+
+// ---- copies and conversions (tensor/kernels/copy.cpp) --------------------------------------
+void copy_(const Tensor& dst, const Tensor& src);  // broadcasts src, converts dtype
+Tensor contiguous(const Tensor& t);
+Tensor clone(const Tensor& t);
+Tensor to(const Tensor& t, DType dtype);
+void fill_(const Tensor& t, double value);
+
+// ---- elementwise (tensor/kernels/elementwise.cpp) ------------------------------------------
+enum class Unary { Neg, Abs, Exp, Log, Sqrt, Rsqrt, Tanh, Sigmoid, Relu, Gelu, Erf, Sign };
+Tensor unary(Unary op, const Tensor& t);
+Tensor pow(const Tensor& t, double exponent);
+
+enum class Binary { Add, Sub, Mul, Div, Maximum, Minimum };
+Tensor binary(Binary op, const Tensor& a, const Tensor& b);
+// In place: a = a (op) b, with b broadcast to a's shape; a keeps its dtype.
+void binary_(Binary op, const Tensor& a, const Tensor& b);
+
+enum class Compare { Eq, Ne, Lt, Le, Gt, Ge };
+Tensor compare(Compare op, const Tensor& a, const Tensor& b);  // bool
+Tensor logical_not(const Tensor& t);
+
+Tensor where(const Tensor& condition, const Tensor& a, const Tensor& b);
+Tensor masked_fill(const Tensor& t, const Tensor& mask, double value);
+void masked_fill_(const Tensor& t, const Tensor& mask, double value);
+
+// ---- reductions (tensor/kernels/reduce.cpp); an empty dim list means every dim -------------
+Tensor sum(const Tensor& t, const std::vector<int64_t>& dims, bool keepdim);
+Tensor mean(const Tensor& t, const std::vector<int64_t>& dims, bool keepdim);
+Tensor var(const Tensor& t, const std::vector<int64_t>& dims, int64_t correction, bool keepdim);
+Tensor sum_to(const Tensor& t, const Shape& shape);
+enum class Extremum { Max, Min };
+ValuesIndices extremum(Extremum which, const Tensor& t, int64_t dim, bool keepdim);
+ValuesIndices extremum_all(Extremum which, const Tensor& t);  // over the flattened tensor
+
+// ---- softmax (tensor/kernels/softmax.cpp): max-subtracted, all -inf rows give 0 -------------
+Tensor softmax(const Tensor& t, int64_t dim);
+Tensor log_softmax(const Tensor& t, int64_t dim);
+
+// ---- matmul (tensor/kernels/matmul.cpp): BLAS for float32 / float64 ---------------------------
+Tensor matmul(const Tensor& a, const Tensor& b);
+
+// ---- joining and indexing (tensor/kernels/index.cpp) ----------------------------------------
+Tensor cat(const std::vector<Tensor>& tensors, int64_t dim);
+Tensor index_select(const Tensor& t, int64_t dim, const Tensor& index);
+// out = base; out.select(dim, index[i]) += src.select(dim, i) for every i
+Tensor index_add(const Tensor& base, int64_t dim, const Tensor& index, const Tensor& src);
+Tensor gather(const Tensor& t, int64_t dim, const Tensor& index);
+// out = base; out[... index[i,j,k] ...] += src[i,j,k] along dim
+Tensor scatter_add(const Tensor& base, int64_t dim, const Tensor& index, const Tensor& src);
+// zeros(shape) with `src` written at positions start, start+step, ... of `dim` (slice's inverse)
+Tensor slice_scatter(const Tensor& src, const Shape& shape, int64_t dim, int64_t start, int64_t step);
+
+}  // namespace cppgrad::kernels

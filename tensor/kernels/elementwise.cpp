@@ -1,0 +1,260 @@
+// Elementwise kernels: unary maps, binary ops with NumPy broadcasting, comparisons, where.
+#include <cmath>
+#include <numbers>
+
+#include "tensor/iterate.h"
+#include "tensor/kernels.h"
+
+namespace cppgrad::kernels {
+
+namespace {
+
+const char* unary_name(Unary op) {
+  switch (op) {
+    case Unary::Neg: return "neg";
+    case Unary::Abs: return "abs";
+    case Unary::Exp: return "exp";
+    case Unary::Log: return "log";
+    case Unary::Sqrt: return "sqrt";
+    case Unary::Rsqrt: return "rsqrt";
+    case Unary::Tanh: return "tanh";
+    case Unary::Sigmoid: return "sigmoid";
+    case Unary::Relu: return "relu";
+    case Unary::Gelu: return "gelu";
+    case Unary::Erf: return "erf";
+    case Unary::Sign: return "sign";
+  }
+  return "unary";
+}
+
+const char* binary_name(Binary op) {
+  switch (op) {
+    case Binary::Add: return "add";
+    case Binary::Sub: return "sub";
+    case Binary::Mul: return "mul";
+    case Binary::Div: return "div";
+    case Binary::Maximum: return "maximum";
+    case Binary::Minimum: return "minimum";
+  }
+  return "binary";
+}
+
+// out = f(in), elementwise, out and in of the same shape.
+template <class Out, class In, class F>
+void map_into(const Tensor& out, const Tensor& in, F f) {
+  StridedLoop<2> loop(out.shape(), {out.strides(), in.strides()});
+  Out* o = out.data<Out>();
+  const In* i = in.data<In>();
+  loop.for_each_run([&](const auto& off, int64_t n, const auto& st) {
+    Out* po = o + off[0];
+    const In* pi = i + off[1];
+    if (st[0] == 1 && st[1] == 1)
+      for (int64_t k = 0; k < n; ++k) po[k] = f(pi[k]);
+    else
+      for (int64_t k = 0; k < n; ++k) po[k * st[0]] = f(pi[k * st[1]]);
+  });
+}
+
+// out = f(a, b), elementwise; a and b already expanded to out's shape.
+template <class Out, class In, class F>
+void zip_into(const Tensor& out, const Tensor& a, const Tensor& b, F f) {
+  StridedLoop<3> loop(out.shape(), {out.strides(), a.strides(), b.strides()});
+  Out* o = out.data<Out>();
+  const In* pa = a.data<In>();
+  const In* pb = b.data<In>();
+  loop.for_each_run([&](const auto& off, int64_t n, const auto& st) {
+    Out* po = o + off[0];
+    const In* x = pa + off[1];
+    const In* y = pb + off[2];
+    if (st[0] == 1 && st[1] == 1 && st[2] == 1)
+      for (int64_t k = 0; k < n; ++k) po[k] = f(x[k], y[k]);
+    else if (st[0] == 1 && st[1] == 1 && st[2] == 0)
+      for (int64_t k = 0; k < n; ++k) po[k] = f(x[k], y[0]);
+    else
+      for (int64_t k = 0; k < n; ++k) po[k * st[0]] = f(x[k * st[1]], y[k * st[2]]);
+  });
+}
+
+template <class T>
+T apply_unary(Unary op, T x) {
+  switch (op) {
+    case Unary::Neg: return -x;
+    case Unary::Abs: return std::abs(x);
+    case Unary::Exp: return std::exp(x);
+    case Unary::Log: return std::log(x);
+    case Unary::Sqrt: return std::sqrt(x);
+    case Unary::Rsqrt: return T(1) / std::sqrt(x);
+    case Unary::Tanh: return std::tanh(x);
+    case Unary::Sigmoid: return T(1) / (T(1) + std::exp(-x));
+    case Unary::Relu: return x > T(0) ? x : T(0);
+    case Unary::Gelu: return T(0.5) * x * (T(1) + std::erf(x * T(std::numbers::sqrt2 / 2)));  // x·Φ(x)
+    case Unary::Erf: return std::erf(x);
+    case Unary::Sign: return static_cast<T>((x > T(0)) - (x < T(0)));
+  }
+  return x;
+}
+
+// Brings a and b to a common dtype and broadcast shape.
+struct Operands {
+  Tensor a, b;
+  Shape shape;
+  DType dtype;
+};
+Operands broadcast_operands(const Tensor& a, const Tensor& b, std::string_view op) {
+  Shape shape = broadcast_shapes(a.shape(), b.shape(), op);
+  DType dtype = promote(a.dtype(), b.dtype());
+  return {expand(to(a, dtype), shape), expand(to(b, dtype), shape), shape, dtype};
+}
+
+}  // namespace
+
+Tensor unary(Unary op, const Tensor& t) {
+  if (op == Unary::Neg || op == Unary::Abs || op == Unary::Sign) {
+    Tensor out = empty(t.shape(), t.dtype());
+    dispatch_numeric(t.dtype(), unary_name(op), [&](auto tag) {
+      using T = decltype(tag);
+      map_into<T, T>(out, t, [op](T x) { return apply_unary(op, x); });
+    });
+    return out;
+  }
+  Tensor out = empty(t.shape(), t.dtype());
+  dispatch_floating(t.dtype(), unary_name(op), [&](auto tag) {
+    using T = decltype(tag);
+    // A switch per element would stop vectorisation: pick the loop once.
+    switch (op) {
+      case Unary::Exp: map_into<T, T>(out, t, [](T x) { return std::exp(x); }); break;
+      case Unary::Relu: map_into<T, T>(out, t, [](T x) { return x > T(0) ? x : T(0); }); break;
+      case Unary::Tanh: map_into<T, T>(out, t, [](T x) { return std::tanh(x); }); break;
+      default: map_into<T, T>(out, t, [op](T x) { return apply_unary(op, x); });
+    }
+  });
+  return out;
+}
+
+Tensor pow(const Tensor& t, double exponent) {
+  Tensor out = empty(t.shape(), t.dtype());
+  dispatch_floating(t.dtype(), "pow", [&](auto tag) {
+    using T = decltype(tag);
+    const T p = static_cast<T>(exponent);
+    if (exponent == 2.0)
+      map_into<T, T>(out, t, [](T x) { return x * x; });
+    else
+      map_into<T, T>(out, t, [p](T x) { return std::pow(x, p); });
+  });
+  return out;
+}
+
+namespace {
+template <class T>
+void binary_loop(Binary op, const Tensor& out, const Tensor& a, const Tensor& b) {
+  switch (op) {
+    case Binary::Add: zip_into<T, T>(out, a, b, [](T x, T y) { return x + y; }); break;
+    case Binary::Sub: zip_into<T, T>(out, a, b, [](T x, T y) { return x - y; }); break;
+    case Binary::Mul: zip_into<T, T>(out, a, b, [](T x, T y) { return x * y; }); break;
+    case Binary::Div: zip_into<T, T>(out, a, b, [](T x, T y) { return x / y; }); break;
+    // NaN propagates, as in torch.maximum.
+    case Binary::Maximum:
+      zip_into<T, T>(out, a, b, [](T x, T y) { return (x != x || x > y) ? x : y; });
+      break;
+    case Binary::Minimum:
+      zip_into<T, T>(out, a, b, [](T x, T y) { return (x != x || x < y) ? x : y; });
+      break;
+  }
+}
+}  // namespace
+
+Tensor binary(Binary op, const Tensor& a, const Tensor& b) {
+  auto [x, y, shape, dtype] = broadcast_operands(a, b, binary_name(op));
+  if (op == Binary::Div && !is_floating(dtype)) {  // true division, as torch.div
+    dtype = kFloat32;
+    x = to(x, dtype);
+    y = to(y, dtype);
+  }
+  Tensor out = empty(shape, dtype);
+  dispatch_numeric(dtype, binary_name(op), [&](auto tag) { binary_loop<decltype(tag)>(op, out, x, y); });
+  return out;
+}
+
+void binary_(Binary op, const Tensor& a, const Tensor& b) {
+  Shape shape = broadcast_shapes(a.shape(), b.shape(), binary_name(op));
+  check(shape == a.shape(), "{}_: the result shape {} differs from the in-place target's shape {}", binary_name(op),
+        shape_str(shape), shape_str(a.shape()));
+  Tensor y = expand(to(b, a.dtype()), shape);
+  dispatch_numeric(a.dtype(), binary_name(op), [&](auto tag) { binary_loop<decltype(tag)>(op, a, a, y); });
+  a.bump_version();
+}
+
+Tensor compare(Compare op, const Tensor& a, const Tensor& b) {
+  auto [x, y, shape, dtype] = broadcast_operands(a, b, "compare");
+  Tensor out = empty(shape, kBool);
+  dispatch(dtype, [&](auto tag) {
+    using T = decltype(tag);
+    switch (op) {
+      case Compare::Eq: zip_into<bool, T>(out, x, y, [](T p, T q) { return p == q; }); break;
+      case Compare::Ne: zip_into<bool, T>(out, x, y, [](T p, T q) { return p != q; }); break;
+      case Compare::Lt: zip_into<bool, T>(out, x, y, [](T p, T q) { return p < q; }); break;
+      case Compare::Le: zip_into<bool, T>(out, x, y, [](T p, T q) { return p <= q; }); break;
+      case Compare::Gt: zip_into<bool, T>(out, x, y, [](T p, T q) { return p > q; }); break;
+      case Compare::Ge: zip_into<bool, T>(out, x, y, [](T p, T q) { return p >= q; }); break;
+    }
+  });
+  return out;
+}
+
+Tensor logical_not(const Tensor& t) {
+  check(t.dtype() == kBool, "logical_not: expected a bool tensor, got {}", dtype_name(t.dtype()));
+  Tensor out = empty(t.shape(), kBool);
+  map_into<bool, bool>(out, t, [](bool x) { return !x; });
+  return out;
+}
+
+Tensor where(const Tensor& condition, const Tensor& a, const Tensor& b) {
+  check(condition.dtype() == kBool, "where: condition must be bool, got {}", dtype_name(condition.dtype()));
+  Shape shape = broadcast_shapes(broadcast_shapes(condition.shape(), a.shape(), "where"), b.shape(), "where");
+  DType dtype = promote(a.dtype(), b.dtype());
+  Tensor c = expand(condition, shape), x = expand(to(a, dtype), shape), y = expand(to(b, dtype), shape);
+  Tensor out = empty(shape, dtype);
+  StridedLoop<4> loop(shape, {out.strides(), c.strides(), x.strides(), y.strides()});
+  dispatch(dtype, [&](auto tag) {
+    using T = decltype(tag);
+    T* o = out.data<T>();
+    const bool* pc = c.data<bool>();
+    const T* px = x.data<T>();
+    const T* py = y.data<T>();
+    loop.for_each_run([&](const auto& off, int64_t n, const auto& st) {
+      for (int64_t k = 0; k < n; ++k)
+        o[off[0] + k * st[0]] = pc[off[1] + k * st[1]] ? px[off[2] + k * st[2]] : py[off[3] + k * st[3]];
+    });
+  });
+  return out;
+}
+
+void masked_fill_(const Tensor& t, const Tensor& mask, double value) {
+  check(mask.dtype() == kBool, "masked_fill: mask must be bool, got {}", dtype_name(mask.dtype()));
+  Shape shape = broadcast_shapes(t.shape(), mask.shape(), "masked_fill");
+  check(shape == t.shape(), "masked_fill: mask of shape {} does not broadcast to the tensor's shape {}",
+        shape_str(mask.shape()), shape_str(t.shape()));
+  Tensor m = expand(mask, shape);
+  StridedLoop<2> loop(shape, {t.strides(), m.strides()});
+  dispatch(t.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    const T v = static_cast<T>(value);
+    T* p = t.data<T>();
+    const bool* pm = m.data<bool>();
+    loop.for_each_run([&](const auto& off, int64_t n, const auto& st) {
+      for (int64_t k = 0; k < n; ++k)
+        if (pm[off[1] + k * st[1]]) p[off[0] + k * st[0]] = v;
+    });
+  });
+  t.bump_version();
+}
+
+Tensor masked_fill(const Tensor& t, const Tensor& mask, double value) {
+  Shape shape = broadcast_shapes(t.shape(), mask.shape(), "masked_fill");
+  Tensor out = empty(shape, t.dtype());
+  copy_(out, t);
+  masked_fill_(out, mask, value);
+  return out;
+}
+
+}  // namespace cppgrad::kernels

@@ -1,0 +1,164 @@
+// Joining and indexing: cat, index_select / index_add, gather / scatter_add, slice_scatter.
+#include <cstring>
+
+#include "tensor/iterate.h"
+#include "tensor/kernels.h"
+
+namespace cppgrad::kernels {
+
+namespace {
+void check_index_tensor(const Tensor& index, std::string_view op) {
+  check(index.dtype() == kInt64, "{}: index must be int64, got {}", op, dtype_name(index.dtype()));
+}
+int64_t checked_index(int64_t i, int64_t size, std::string_view op) {
+  check(i >= -size && i < size, "{}: index {} out of range for a dim of size {}", op, i, size);
+  return i < 0 ? i + size : i;
+}
+}  // namespace
+
+Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
+  check(!tensors.empty(), "cat: expected a non-empty list of tensors");
+  const Tensor& first = tensors[0];
+  check(first.dim() > 0, "cat: 0-d tensors cannot be concatenated");
+  dim = wrap_dim(dim, first.dim(), "cat");
+  Shape shape = first.shape();
+  DType dtype = first.dtype();
+  shape[dim] = 0;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const Tensor& t = tensors[i];
+    check(t.dim() == first.dim(), "cat: tensor {} has shape {}, tensor 0 has {}: ranks differ", i,
+          shape_str(t.shape()), shape_str(first.shape()));
+    for (int64_t d = 0; d < t.dim(); ++d)
+      check(d == dim || t.shape()[d] == first.shape()[d],
+            "cat: tensor {} has shape {}, tensor 0 has {}: sizes differ in dim {}", i, shape_str(t.shape()),
+            shape_str(first.shape()), d);
+    shape[dim] += t.shape()[dim];
+    dtype = promote(dtype, t.dtype());
+  }
+  Tensor out = empty(shape, dtype);
+  int64_t at = 0;
+  for (const Tensor& t : tensors) {
+    copy_(slice(out, dim, at, at + t.shape()[dim], 1), t);
+    at += t.shape()[dim];
+  }
+  return out;
+}
+
+Tensor index_select(const Tensor& t, int64_t dim, const Tensor& index) {
+  check_index_tensor(index, "index_select");
+  check(index.dim() <= 1, "index_select: index must be 0-d or 1-d, got shape {}", shape_str(index.shape()));
+  check(t.dim() > 0, "index_select: cannot index a 0-d tensor");
+  dim = wrap_dim(dim, t.dim(), "index_select");
+  Tensor idx = contiguous(index);
+  const int64_t n = idx.numel(), size = t.shape()[dim];
+  const int64_t* ip = idx.data<int64_t>();
+  for (int64_t i = 0; i < n; ++i)
+    check(ip[i] >= -size && ip[i] < size, "index_select: index {} out of range for dim {} of size {} (shape {})",
+          ip[i], dim, size, shape_str(t.shape()));
+  Shape shape = t.shape();
+  shape[dim] = n;
+  Tensor out = empty(shape, t.dtype());
+  // Rows of a contiguous table: one memcpy each (the embedding lookup).
+  if (dim == 0 && t.is_contiguous()) {
+    const size_t row_bytes = static_cast<size_t>(t.numel() / std::max<int64_t>(size, 1)) * dtype_size(t.dtype());
+    const char* src = static_cast<const char*>(t.raw_data());
+    char* dst = static_cast<char*>(out.raw_data());
+    parallel_for(n, static_cast<int64_t>(row_bytes), [&](int64_t i) {
+      std::memcpy(dst + i * row_bytes, src + (ip[i] < 0 ? ip[i] + size : ip[i]) * row_bytes, row_bytes);
+    });
+    return out;
+  }
+  for (int64_t i = 0; i < n; ++i) copy_(select(out, dim, i), select(t, dim, ip[i]));
+  return out;
+}
+
+Tensor index_add(const Tensor& base, int64_t dim, const Tensor& index, const Tensor& src) {
+  check_index_tensor(index, "index_add");
+  dim = wrap_dim(dim, base.dim(), "index_add");
+  Tensor idx = contiguous(index);
+  check(idx.dim() <= 1 && src.dim() == base.dim() && src.shape()[dim] == idx.numel(),
+        "index_add: base {}, index {}, source {}: the source must have index's length in dim {}",
+        shape_str(base.shape()), shape_str(index.shape()), shape_str(src.shape()), dim);
+  Tensor out = clone(base);
+  const int64_t* ip = idx.data<int64_t>();
+  // In index order, so repeated indices accumulate in a fixed order.
+  for (int64_t i = 0; i < idx.numel(); ++i) {
+    Tensor row = select(out, dim, checked_index(ip[i], base.shape()[dim], "index_add"));
+    binary_(Binary::Add, row, select(src, dim, i));
+  }
+  return out;
+}
+
+namespace {
+// Visits every element of `index`: f(index_offset, position_offset_in_other) where other has
+// `other_strides` over index's shape with dim `dim` zeroed: the caller adds index*stride[dim].
+template <class F>
+void for_each_index(const Tensor& index, const Tensor& other_a, const Tensor& other_b, int64_t dim, F f) {
+  Strides sa = other_a.strides(), sb = other_b.strides();
+  const int64_t stride_a = sa[dim];
+  sa[dim] = 0;
+  StridedLoop<3> loop(index.shape(), {index.strides(), sa, sb});
+  loop.for_each_run(
+      [&](const auto& off, int64_t n, const auto& st) {
+        for (int64_t k = 0; k < n; ++k) f(off[0] + k * st[0], off[1] + k * st[1], off[2] + k * st[2], stride_a);
+      },
+      /*allow_parallel=*/false);
+}
+
+void check_gather_shapes(const Tensor& t, int64_t dim, const Tensor& index, std::string_view op) {
+  check(index.dim() == t.dim(), "{}: index of shape {} needs as many dims as the tensor of shape {}", op,
+        shape_str(index.shape()), shape_str(t.shape()));
+  for (int64_t d = 0; d < t.dim(); ++d)
+    check(d == dim || index.shape()[d] <= t.shape()[d], "{}: index of shape {} is larger than {} in dim {}", op,
+          shape_str(index.shape()), shape_str(t.shape()), d);
+}
+}  // namespace
+
+// out[i][j][k] = t[i][index[i][j][k]][k] for dim = 1
+Tensor gather(const Tensor& t, int64_t dim, const Tensor& index) {
+  check_index_tensor(index, "gather");
+  dim = wrap_dim(dim, t.dim(), "gather");
+  check_gather_shapes(t, dim, index, "gather");
+  Tensor out = empty(index.shape(), t.dtype());
+  const int64_t size = t.shape()[dim];
+  dispatch(t.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    const int64_t* ip = index.data<int64_t>();
+    const T* src = t.data<T>();
+    T* dst = out.data<T>();
+    for_each_index(index, t, out, dim, [&](int64_t io, int64_t so, int64_t oo, int64_t stride) {
+      dst[oo] = src[so + checked_index(ip[io], size, "gather") * stride];
+    });
+  });
+  return out;
+}
+
+// out = base; out[i][index[i][j][k]][k] += src[i][j][k] for dim = 1
+Tensor scatter_add(const Tensor& base, int64_t dim, const Tensor& index, const Tensor& src) {
+  check_index_tensor(index, "scatter_add");
+  dim = wrap_dim(dim, base.dim(), "scatter_add");
+  check_gather_shapes(base, dim, index, "scatter_add");
+  check(src.shape() == index.shape(), "scatter_add: source shape {} differs from index shape {}",
+        shape_str(src.shape()), shape_str(index.shape()));
+  Tensor out = clone(base);
+  Tensor source = to(src, base.dtype());
+  const int64_t size = base.shape()[dim];
+  dispatch_numeric(base.dtype(), "scatter_add", [&](auto tag) {
+    using T = decltype(tag);
+    const int64_t* ip = index.data<int64_t>();
+    const T* s = source.data<T>();
+    T* dst = out.data<T>();
+    for_each_index(index, out, source, dim, [&](int64_t io, int64_t oo, int64_t so, int64_t stride) {
+      dst[oo + checked_index(ip[io], size, "scatter_add") * stride] += s[so];
+    });
+  });
+  return out;
+}
+
+Tensor slice_scatter(const Tensor& src, const Shape& shape, int64_t dim, int64_t start, int64_t step) {
+  Tensor out = zeros(shape, src.dtype());
+  copy_(slice(out, dim, start, start + src.shape()[dim] * step, step), src);
+  return out;
+}
+
+}  // namespace cppgrad::kernels

@@ -1,0 +1,138 @@
+// matmul: 1-D, 2-D and batched (broadcast batch dims), through cblas_sgemm / cblas_dgemm.
+//
+// BLAS reads a matrix given a base pointer, a leading dimension and a transpose flag, so any
+// view whose rows or whose columns are contiguous (a transpose, a slice of columns, a head of a
+// reshaped projection) goes to BLAS as it is; only other layouts are copied first.
+#include <cblas.h>
+
+#include <climits>
+#include <optional>
+
+#include "tensor/iterate.h"
+#include "tensor/kernels.h"
+
+namespace cppgrad::kernels {
+
+namespace {
+
+struct BlasLayout {
+  bool transposed;  // stored column-major: BLAS reads it as the transpose of a row-major matrix
+  int64_t ld;       // leading dimension
+};
+
+// How BLAS can read a rows x cols matrix whose elements sit at i*row_stride + j*col_stride.
+std::optional<BlasLayout> blas_layout(int64_t rows, int64_t cols, int64_t row_stride, int64_t col_stride) {
+  if (cols == 1 || col_stride == 1) {  // row-major, rows row_stride apart
+    int64_t ld = rows == 1 ? std::max<int64_t>(cols, 1) : row_stride;
+    if (ld >= std::max<int64_t>(cols, 1)) return BlasLayout{false, ld};
+  }
+  if (rows == 1 || row_stride == 1) {  // column-major, columns col_stride apart
+    int64_t ld = cols == 1 ? std::max<int64_t>(rows, 1) : col_stride;
+    if (ld >= std::max<int64_t>(rows, 1)) return BlasLayout{true, ld};
+  }
+  return std::nullopt;
+}
+
+// The layout of t's last two dims, copying t to contiguous when BLAS cannot read it.
+BlasLayout blas_ready(Tensor& t) {
+  const int64_t n = t.dim();
+  auto layout = blas_layout(t.shape()[n - 2], t.shape()[n - 1], t.strides()[n - 2], t.strides()[n - 1]);
+  if (layout) return *layout;
+  t = contiguous(t);
+  return *blas_layout(t.shape()[n - 2], t.shape()[n - 1], t.strides()[n - 2], t.strides()[n - 1]);
+}
+
+template <class T>
+void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const T* a, int64_t lda, const T* b, int64_t ldb, T* c,
+          int64_t ldc) {
+  const auto trans_a = ta ? CblasTrans : CblasNoTrans;
+  const auto trans_b = tb ? CblasTrans : CblasNoTrans;
+  if constexpr (std::is_same_v<T, float>)
+    cblas_sgemm(CblasRowMajor, trans_a, trans_b, (int)m, (int)n, (int)k, 1.0f, a, (int)lda, b, (int)ldb, 0.0f, c,
+                (int)ldc);
+  else
+    cblas_dgemm(CblasRowMajor, trans_a, trans_b, (int)m, (int)n, (int)k, 1.0, a, (int)lda, b, (int)ldb, 0.0, c,
+                (int)ldc);
+}
+
+// a: [..., M, K] and b: [..., K, N], batch dims already broadcast to `batch`.
+Tensor batched_matmul(Tensor a, Tensor b, const Shape& batch) {
+  const int64_t m = a.shape()[a.dim() - 2], k = a.shape()[a.dim() - 1], n = b.shape()[b.dim() - 1];
+  check(m < INT_MAX && n < INT_MAX && k < INT_MAX, "matmul: matrix dims {}x{}x{} exceed BLAS's int range", m, k, n);
+  Shape out_shape = batch;
+  out_shape.push_back(m);
+  out_shape.push_back(n);
+  Tensor out = empty(out_shape, a.dtype());
+  if (out.numel() == 0) return out;
+  if (k == 0) return out;  // an empty inner product is zero; storage starts zeroed
+
+  // [..., M, K] @ [K, N] with a's batch dims folding into M: one large GEMM instead of many.
+  if (b.dim() == 2 && a.dim() > 2) {
+    Strides folded;
+    if (view_strides(a, {numel(batch) * m, k}, folded) && folded[1] == 1) {
+      Tensor a2 = as_strided(a, {numel(batch) * m, k}, folded, a.offset());
+      BlasLayout lb = blas_ready(b);
+      dispatch_floating(a.dtype(), "matmul", [&](auto tag) {
+        using T = decltype(tag);
+        gemm<T>(false, lb.transposed, numel(batch) * m, n, k, a2.data<T>(), folded[0], b.data<T>(), lb.ld,
+                out.data<T>(), n);
+      });
+      return out;
+    }
+  }
+
+  BlasLayout la = blas_ready(a);
+  BlasLayout lb = blas_ready(b);
+  Shape a_shape = batch, b_shape = batch;
+  a_shape.insert(a_shape.end(), {m, k});
+  b_shape.insert(b_shape.end(), {k, n});
+  Tensor ae = expand(a, a_shape), be = expand(b, b_shape);
+  const int64_t nb = static_cast<int64_t>(batch.size());
+  // Offsets of each batch's matrices, batch index in row-major order.
+  Strides a_batch(ae.strides().begin(), ae.strides().begin() + nb);
+  Strides b_batch(be.strides().begin(), be.strides().begin() + nb);
+  const int64_t batches = numel(batch);
+  dispatch_floating(a.dtype(), "matmul", [&](auto tag) {
+    using T = decltype(tag);
+    const T* pa = ae.data<T>();
+    const T* pb = be.data<T>();
+    T* pc = out.data<T>();
+    parallel_for(batches, m * n * k, [&](int64_t i) {
+      int64_t oa = 0, ob = 0, rest = i;
+      for (int64_t d = nb - 1; d >= 0; --d) {
+        int64_t idx = rest % batch[d];
+        rest /= batch[d];
+        oa += idx * a_batch[d];
+        ob += idx * b_batch[d];
+      }
+      gemm<T>(la.transposed, lb.transposed, m, n, k, pa + oa, la.ld, pb + ob, lb.ld, pc + i * m * n, n);
+    });
+  });
+  return out;
+}
+
+}  // namespace
+
+Tensor matmul(const Tensor& a, const Tensor& b) {
+  check(a.dim() >= 1 && b.dim() >= 1, "matmul: {} @ {}: both arguments need at least 1 dim", shape_str(a.shape()),
+        shape_str(b.shape()));
+  check(a.dtype() == b.dtype(), "matmul: {} @ {}: dtypes {} and {} differ", shape_str(a.shape()),
+        shape_str(b.shape()), dtype_name(a.dtype()), dtype_name(b.dtype()));
+  check(a.is_floating_point(), "matmul: {} @ {}: expected float32 or float64, got {}", shape_str(a.shape()),
+        shape_str(b.shape()), dtype_name(a.dtype()));
+  // A 1-D operand is a row vector on the left or a column vector on the right, removed after.
+  Tensor a2 = a.dim() == 1 ? unsqueeze(a, 0) : a;
+  Tensor b2 = b.dim() == 1 ? unsqueeze(b, 1) : b;
+  const int64_t k_a = a2.shape()[a2.dim() - 1], k_b = b2.shape()[b2.dim() - 2];
+  check(k_a == k_b, "matmul: {} @ {}: inner dimensions {} and {} differ", shape_str(a.shape()), shape_str(b.shape()),
+        k_a, k_b);
+  Shape batch_a(a2.shape().begin(), a2.shape().end() - 2);
+  Shape batch_b(b2.shape().begin(), b2.shape().end() - 2);
+  Shape batch = broadcast_shapes(batch_a, batch_b, "matmul");
+  Tensor out = batched_matmul(a2, b2, batch);
+  if (a.dim() == 1) out = squeeze(out, -2);
+  if (b.dim() == 1) out = squeeze(out, -1);
+  return out;
+}
+
+}  // namespace cppgrad::kernels

@@ -1,0 +1,205 @@
+// Views: each returns a new TensorImpl over the same Storage, with new shape/strides/offset.
+#include <algorithm>
+#include <numeric>
+
+#include "tensor/kernels.h"
+
+namespace cppgrad::kernels {
+
+Tensor as_strided(const Tensor& t, const Shape& shape, const Strides& strides, int64_t offset) {
+  auto impl = std::make_shared<TensorImpl>(t.storage(), shape, strides, offset, t.dtype());
+  impl->is_view = true;
+  return Tensor(std::move(impl));
+}
+
+Tensor alias(const Tensor& t) {
+  auto impl = std::make_shared<TensorImpl>(t.storage(), t.shape(), t.strides(), t.offset(), t.dtype());
+  impl->is_view = t.impl()->is_view;
+  return Tensor(std::move(impl));
+}
+
+Shape infer_shape(const Shape& requested, int64_t count, std::string_view op) {
+  Shape shape = requested;
+  int64_t known = 1, infer_at = -1;
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (shape[i] == -1) {
+      check(infer_at < 0, "{}: only one dim can be -1, got {}", op, shape_str(requested));
+      infer_at = static_cast<int64_t>(i);
+    } else {
+      check(shape[i] >= 0, "{}: invalid size {} in shape {}", op, shape[i], shape_str(requested));
+      known *= shape[i];
+    }
+  }
+  if (infer_at >= 0) {
+    check(known != 0 && count % known == 0, "{}: shape {} is invalid for input of size {}", op,
+          shape_str(requested), count);
+    shape[infer_at] = count / known;
+  }
+  check(numel(shape) == count, "{}: shape {} is invalid for input of size {}", op, shape_str(requested), count);
+  return shape;
+}
+
+// A view is possible when each group of old dims that maps onto a group of new dims is itself
+// laid out contiguously (the rule torch.view follows).
+bool view_strides(const Tensor& t, const Shape& shape, Strides& out) {
+  const Shape& old_shape = t.shape();
+  const Strides& old_strides = t.strides();
+  out.assign(shape.size(), 0);
+  if (t.numel() == 0 || old_shape.empty()) {
+    out = contiguous_strides(shape);
+    return true;
+  }
+  int64_t view_d = static_cast<int64_t>(shape.size()) - 1;
+  int64_t chunk_base_stride = old_strides.back();
+  int64_t tensor_numel = 1, view_numel = 1;
+  for (int64_t d = static_cast<int64_t>(old_shape.size()) - 1; d >= 0; --d) {
+    tensor_numel *= old_shape[d];
+    // Close the chunk when the next old dim is not laid out right outside this one.
+    if (d == 0 || (old_shape[d - 1] != 1 && old_strides[d - 1] != tensor_numel * chunk_base_stride)) {
+      while (view_d >= 0 && (view_numel < tensor_numel || shape[view_d] == 1)) {
+        out[view_d] = view_numel * chunk_base_stride;
+        view_numel *= shape[view_d];
+        --view_d;
+      }
+      if (view_numel != tensor_numel) return false;
+      if (d > 0) {
+        chunk_base_stride = old_strides[d - 1];
+        tensor_numel = 1;
+        view_numel = 1;
+      }
+    }
+  }
+  return view_d == -1;
+}
+
+Tensor view(const Tensor& t, const Shape& requested) {
+  Shape shape = infer_shape(requested, t.numel(), "view");
+  Strides strides;
+  check(view_strides(t, shape, strides),
+        "view: a tensor of shape {} with strides {} cannot be viewed as {}; use reshape, which copies",
+        shape_str(t.shape()), shape_str(t.strides()), shape_str(shape));
+  return as_strided(t, shape, strides, t.offset());
+}
+
+Tensor reshape(const Tensor& t, const Shape& requested) {
+  Shape shape = infer_shape(requested, t.numel(), "reshape");
+  Strides strides;
+  if (view_strides(t, shape, strides)) return as_strided(t, shape, strides, t.offset());
+  return view(contiguous(t), shape);
+}
+
+Tensor transpose(const Tensor& t, int64_t dim0, int64_t dim1) {
+  if (t.dim() == 0) return alias(t);
+  dim0 = wrap_dim(dim0, t.dim(), "transpose");
+  dim1 = wrap_dim(dim1, t.dim(), "transpose");
+  Shape shape = t.shape();
+  Strides strides = t.strides();
+  std::swap(shape[dim0], shape[dim1]);
+  std::swap(strides[dim0], strides[dim1]);
+  return as_strided(t, shape, strides, t.offset());
+}
+
+Tensor permute(const Tensor& t, const std::vector<int64_t>& dims) {
+  check(static_cast<int64_t>(dims.size()) == t.dim(), "permute: {} dims given for a tensor of shape {}",
+        dims.size(), shape_str(t.shape()));
+  Shape shape(dims.size());
+  Strides strides(dims.size());
+  std::vector<bool> seen(dims.size(), false);
+  for (size_t i = 0; i < dims.size(); ++i) {
+    int64_t d = wrap_dim(dims[i], t.dim(), "permute");
+    check(!seen[d], "permute: dim {} repeated in {}", d, shape_str(dims));
+    seen[d] = true;
+    shape[i] = t.shape()[d];
+    strides[i] = t.strides()[d];
+  }
+  return as_strided(t, shape, strides, t.offset());
+}
+
+Tensor squeeze(const Tensor& t) {
+  Shape shape;
+  Strides strides;
+  for (int64_t d = 0; d < t.dim(); ++d)
+    if (t.shape()[d] != 1) {
+      shape.push_back(t.shape()[d]);
+      strides.push_back(t.strides()[d]);
+    }
+  return as_strided(t, shape, strides, t.offset());
+}
+
+Tensor squeeze(const Tensor& t, int64_t dim) {
+  if (t.dim() == 0) return alias(t);
+  dim = wrap_dim(dim, t.dim(), "squeeze");
+  if (t.shape()[dim] != 1) return alias(t);  // as PyTorch: squeezing a dim that is not 1 is a no-op
+  Shape shape = t.shape();
+  Strides strides = t.strides();
+  shape.erase(shape.begin() + dim);
+  strides.erase(strides.begin() + dim);
+  return as_strided(t, shape, strides, t.offset());
+}
+
+Tensor unsqueeze(const Tensor& t, int64_t dim) {
+  dim = wrap_dim(dim, t.dim() + 1, "unsqueeze");
+  Shape shape = t.shape();
+  Strides strides = t.strides();
+  int64_t stride = dim < t.dim() ? shape[dim] * strides[dim] : 1;
+  shape.insert(shape.begin() + dim, 1);
+  strides.insert(strides.begin() + dim, stride);
+  return as_strided(t, shape, strides, t.offset());
+}
+
+Tensor slice(const Tensor& t, int64_t dim, int64_t start, int64_t end, int64_t step) {
+  check(t.dim() > 0, "slice: cannot slice a 0-d tensor");
+  dim = wrap_dim(dim, t.dim(), "slice");
+  check(step > 0, "slice: step must be positive, got {}", step);
+  const int64_t size = t.shape()[dim];
+  // Python-style clamping: negative counts from the end, out-of-range is cut to the size.
+  if (start < 0) start += size;
+  if (end < 0) end += size;
+  start = std::clamp<int64_t>(start, 0, size);
+  end = std::clamp<int64_t>(end, start, size);
+  Shape shape = t.shape();
+  Strides strides = t.strides();
+  shape[dim] = (end - start + step - 1) / step;
+  strides[dim] *= step;
+  return as_strided(t, shape, strides, t.offset() + start * t.strides()[dim]);
+}
+
+Tensor select(const Tensor& t, int64_t dim, int64_t index) {
+  check(t.dim() > 0, "select: cannot select from a 0-d tensor");
+  dim = wrap_dim(dim, t.dim(), "select");
+  const int64_t size = t.shape()[dim];
+  check(index >= -size && index < size, "select: index {} out of range for dim {} of size {} (shape {})", index, dim,
+        size, shape_str(t.shape()));
+  if (index < 0) index += size;
+  Shape shape = t.shape();
+  Strides strides = t.strides();
+  int64_t offset = t.offset() + index * strides[dim];
+  shape.erase(shape.begin() + dim);
+  strides.erase(strides.begin() + dim);
+  return as_strided(t, shape, strides, offset);
+}
+
+Tensor expand(const Tensor& t, const Shape& requested) {
+  check(requested.size() >= t.shape().size(), "expand: cannot expand shape {} to fewer dims {}", shape_str(t.shape()),
+        shape_str(requested));
+  const size_t lead = requested.size() - t.shape().size();
+  Shape shape(requested.size());
+  Strides strides(requested.size());
+  for (size_t i = 0; i < requested.size(); ++i) {
+    if (i < lead) {
+      check(requested[i] >= 0, "expand: size -1 not allowed for a new leading dim in {}", shape_str(requested));
+      shape[i] = requested[i];
+      strides[i] = 0;
+      continue;
+    }
+    int64_t have = t.shape()[i - lead];
+    int64_t want = requested[i] == -1 ? have : requested[i];
+    check(have == want || have == 1, "expand: shape {} cannot be expanded to {} (dim {}: {} is not 1)",
+          shape_str(t.shape()), shape_str(requested), i, have);
+    shape[i] = want;
+    strides[i] = have == want ? t.strides()[i - lead] : 0;
+  }
+  return as_strided(t, shape, strides, t.offset());
+}
+
+}  // namespace cppgrad::kernels

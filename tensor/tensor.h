@@ -1,0 +1,289 @@
+// Tensor: a strided view of a shared Storage, the one type users handle.
+//
+// A Tensor is a cheap handle (a shared pointer) to a TensorImpl: shape, strides and offset into
+// a Storage that views share. `b = a` makes two handles to the same tensor, as in PyTorch.
+//
+// The graph-free kernels live in tensor/kernels.h. The methods below that compute something
+// (reshape, sum, matmul, ...) are the *differentiable* forms: they are declared here so that
+// users see one Tensor type, and defined in autograd/, which wraps each kernel and records a
+// graph node when gradients are needed. TensorImpl only holds an opaque pointer to autograd's
+// state, the way PyTorch's TensorImpl holds its AutogradMeta: tensor/ knows nothing of graphs.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <initializer_list>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tensor/dtype.h"
+#include "tensor/error.h"
+#include "tensor/generator.h"
+#include "tensor/shape.h"
+#include "tensor/storage.h"
+
+namespace cppgrad {
+
+namespace autograd {
+struct AutogradMeta;  // requires_grad, grad, grad_fn, hooks: defined in autograd/meta.h
+struct Node;
+}  // namespace autograd
+
+struct TensorImpl {
+  TensorImpl(std::shared_ptr<Storage> storage, Shape shape, Strides strides, int64_t offset, DType dtype);
+  ~TensorImpl();
+  TensorImpl(const TensorImpl&) = delete;
+  TensorImpl& operator=(const TensorImpl&) = delete;
+
+  std::shared_ptr<Storage> storage;
+  Shape shape;
+  Strides strides;     // in elements
+  int64_t offset = 0;  // in elements, into storage
+  DType dtype;
+  bool is_view = false;  // shares storage with the tensor it was made from
+  std::shared_ptr<autograd::AutogradMeta> autograd;  // null until autograd needs it
+};
+
+// Counts of live objects, for tests that prove nothing leaks.
+int64_t live_tensor_count();
+
+struct TensorOptions {
+  TensorOptions(DType d = kFloat32) : dtype_(d) {}  // NOLINT: implicit, so a DType can be passed
+  TensorOptions& dtype(DType d) { dtype_ = d; return *this; }
+  TensorOptions& requires_grad(bool r = true) { requires_grad_ = r; return *this; }
+  DType dtype_;
+  bool requires_grad_ = false;
+};
+
+class Tensor;
+struct ValuesIndices;  // what max(dim) and min(dim) return
+
+class Tensor {
+ public:
+  Tensor() = default;  // undefined: no storage, defined() is false
+  explicit Tensor(std::shared_ptr<TensorImpl> impl) : impl_(std::move(impl)) {}
+
+  bool defined() const { return impl_ != nullptr; }
+  TensorImpl* impl() const { return impl_.get(); }
+  const std::shared_ptr<TensorImpl>& impl_ptr() const { return impl_; }
+  bool is_same(const Tensor& other) const { return impl_ == other.impl_; }
+
+  // ---- metadata --------------------------------------------------------------------------
+  const Shape& shape() const { return checked()->shape; }
+  const Shape& sizes() const { return shape(); }
+  const Strides& strides() const { return checked()->strides; }
+  int64_t dim() const { return static_cast<int64_t>(shape().size()); }
+  int64_t size(int64_t d) const;
+  int64_t stride(int64_t d) const;
+  int64_t offset() const { return checked()->offset; }
+  int64_t numel() const { return cppgrad::numel(shape()); }
+  DType dtype() const { return checked()->dtype; }
+  bool is_floating_point() const { return is_floating(dtype()); }
+  bool is_contiguous() const;
+  const std::shared_ptr<Storage>& storage() const { return checked()->storage; }
+  // The storage's version counter: bumped by every in-place write through any view.
+  uint64_t version() const { return storage()->version; }
+  void bump_version() const { ++storage()->version; }
+
+  // ---- data ------------------------------------------------------------------------------
+  // Pointer to element [0,...,0]; T must match the dtype.
+  template <class T> T* data() const;
+  void* raw_data() const;
+  // The value of a one-element tensor.
+  template <class T> T item() const;
+  double item() const;
+  // Checked element access: t.at<float>({i, j}). Writes through it do not bump the version.
+  template <class T> T& at(const std::vector<int64_t>& index) const;
+  // A row-major copy of the elements.
+  template <class T> std::vector<T> to_vector() const;
+  std::string str() const;  // as printed by fmt::format("{}", t)
+
+  // ---- autograd state (defined in autograd/) ---------------------------------------------
+  bool requires_grad() const;
+  Tensor& requires_grad_(bool enabled = true);
+  Tensor grad() const;           // undefined until a backward reaches this tensor
+  void set_grad(const Tensor& g) const;
+  void zero_grad(bool set_to_none = true) const;
+  std::shared_ptr<autograd::Node> grad_fn() const;
+  bool is_leaf() const;
+  // Backward from this tensor; `gradient` may be omitted only for a one-element tensor.
+  void backward(const Tensor& gradient = {}, bool retain_graph = false, bool create_graph = false) const;
+  Tensor detach() const;  // same storage, no graph
+  void retain_grad() const;
+  bool retains_grad() const;
+  // A hook sees the gradient flowing into this tensor; returning a defined tensor replaces it.
+  using Hook = std::function<Tensor(const Tensor&)>;
+  void register_hook(Hook hook) const;
+
+  // ---- views: share storage, copy nothing (autograd/ops_view.cpp) ------------------------
+  Tensor view(const Shape& shape) const;     // throws if the strides make a view impossible
+  Tensor reshape(const Shape& shape) const;  // a view when possible, else a copy
+  Tensor transpose(int64_t dim0, int64_t dim1) const;
+  Tensor t() const;   // 2-D transpose
+  Tensor mT() const;  // transpose of the last two dims
+  Tensor permute(const std::vector<int64_t>& dims) const;
+  Tensor squeeze() const;
+  Tensor squeeze(int64_t dim) const;
+  Tensor unsqueeze(int64_t dim) const;
+  Tensor flatten(int64_t start_dim = 0, int64_t end_dim = -1) const;
+  Tensor narrow(int64_t dim, int64_t start, int64_t length) const;
+  Tensor slice(int64_t dim, int64_t start, int64_t end, int64_t step = 1) const;
+  Tensor select(int64_t dim, int64_t index) const;
+  Tensor expand(const Shape& shape) const;  // -1 keeps a size
+  Tensor expand_as(const Tensor& other) const { return expand(other.shape()); }
+  std::vector<Tensor> split(int64_t split_size, int64_t dim = 0) const;
+  std::vector<Tensor> split(const std::vector<int64_t>& sizes, int64_t dim = 0) const;
+  std::vector<Tensor> chunk(int64_t chunks, int64_t dim = 0) const;
+  Tensor contiguous() const;  // itself when already contiguous
+  Tensor clone() const;
+  Tensor to(DType dtype) const;  // itself when already of that dtype
+
+  // ---- math (autograd/ops_*.cpp) -----------------------------------------------------------
+  Tensor neg() const;
+  Tensor abs() const;
+  Tensor exp() const;
+  Tensor log() const;
+  Tensor sqrt() const;
+  Tensor rsqrt() const;
+  Tensor tanh() const;
+  Tensor sigmoid() const;
+  Tensor relu() const;
+  Tensor gelu() const;
+  Tensor erf() const;
+  Tensor sign() const;  // no gradient
+  Tensor pow(double exponent) const;
+  Tensor square() const { return pow(2.0); }
+  Tensor matmul(const Tensor& other) const;
+  Tensor maximum(const Tensor& other) const;
+  Tensor minimum(const Tensor& other) const;
+
+  Tensor sum() const;
+  Tensor sum(const std::vector<int64_t>& dims, bool keepdim = false) const;
+  Tensor mean() const;
+  Tensor mean(const std::vector<int64_t>& dims, bool keepdim = false) const;
+  // Variance with Bessel's correction by default (correction = 1), as torch.var.
+  Tensor var(const std::vector<int64_t>& dims = {}, int64_t correction = 1, bool keepdim = false) const;
+  Tensor max() const;
+  ValuesIndices max(int64_t dim, bool keepdim = false) const;
+  Tensor min() const;
+  ValuesIndices min(int64_t dim, bool keepdim = false) const;
+  Tensor argmax() const;  // of the flattened tensor; no gradient
+  Tensor argmax(int64_t dim, bool keepdim = false) const;
+  Tensor argmin(int64_t dim, bool keepdim = false) const;
+  Tensor softmax(int64_t dim) const;
+  Tensor log_softmax(int64_t dim) const;
+
+  Tensor eq(const Tensor& other) const;  // comparisons give bool and have no gradient
+  Tensor ne(const Tensor& other) const;
+  Tensor lt(const Tensor& other) const;
+  Tensor le(const Tensor& other) const;
+  Tensor gt(const Tensor& other) const;
+  Tensor ge(const Tensor& other) const;
+  Tensor logical_not() const;
+
+  Tensor masked_fill(const Tensor& mask, double value) const;  // where mask is true
+  Tensor index_select(int64_t dim, const Tensor& index) const;
+  Tensor gather(int64_t dim, const Tensor& index) const;
+
+  // ---- in place: bump the version counter (autograd/ops_inplace.cpp) ---------------------
+  Tensor& add_(const Tensor& other, double alpha = 1.0);
+  Tensor& add_(double value);
+  Tensor& sub_(const Tensor& other);
+  Tensor& mul_(const Tensor& other);
+  Tensor& mul_(double value);
+  Tensor& div_(const Tensor& other);
+  Tensor& div_(double value);
+  Tensor& zero_();
+  Tensor& fill_(double value);
+  Tensor& copy_(const Tensor& src);
+  Tensor& masked_fill_(const Tensor& mask, double value);
+
+ private:
+  TensorImpl* checked() const {
+    if (!impl_) throw Error("tensor: use of an undefined tensor");
+    return impl_.get();
+  }
+  std::shared_ptr<TensorImpl> impl_;
+};
+
+struct ValuesIndices {
+  Tensor values;
+  Tensor indices;  // int64
+};
+
+// ---- arithmetic with NumPy broadcasting (autograd/ops_math.cpp) ----------------------------
+Tensor operator+(const Tensor& a, const Tensor& b);
+Tensor operator-(const Tensor& a, const Tensor& b);
+Tensor operator*(const Tensor& a, const Tensor& b);
+Tensor operator/(const Tensor& a, const Tensor& b);
+Tensor operator-(const Tensor& a);
+Tensor operator+(const Tensor& a, double b);
+Tensor operator-(const Tensor& a, double b);
+Tensor operator*(const Tensor& a, double b);
+Tensor operator/(const Tensor& a, double b);
+Tensor operator+(double a, const Tensor& b);
+Tensor operator-(double a, const Tensor& b);
+Tensor operator*(double a, const Tensor& b);
+Tensor operator/(double a, const Tensor& b);
+Tensor operator==(const Tensor& a, const Tensor& b);
+Tensor operator!=(const Tensor& a, const Tensor& b);
+Tensor operator<(const Tensor& a, const Tensor& b);
+Tensor operator<=(const Tensor& a, const Tensor& b);
+Tensor operator>(const Tensor& a, const Tensor& b);
+Tensor operator>=(const Tensor& a, const Tensor& b);
+
+Tensor add(const Tensor& a, const Tensor& b);
+Tensor sub(const Tensor& a, const Tensor& b);
+Tensor mul(const Tensor& a, const Tensor& b);
+Tensor div(const Tensor& a, const Tensor& b);
+Tensor matmul(const Tensor& a, const Tensor& b);
+Tensor maximum(const Tensor& a, const Tensor& b);
+Tensor minimum(const Tensor& a, const Tensor& b);
+Tensor where(const Tensor& condition, const Tensor& a, const Tensor& b);
+Tensor cat(const std::vector<Tensor>& tensors, int64_t dim = 0);
+Tensor stack(const std::vector<Tensor>& tensors, int64_t dim = 0);
+Tensor softmax(const Tensor& t, int64_t dim);
+Tensor log_softmax(const Tensor& t, int64_t dim);
+// Sums `t` down to `shape` (the inverse of broadcasting `shape` up to t's shape).
+Tensor sum_to(const Tensor& t, const Shape& shape);
+
+// ---- factories (tensor/factory.cpp) -----------------------------------------------------------
+Tensor empty(const Shape& shape, TensorOptions options = {});
+Tensor zeros(const Shape& shape, TensorOptions options = {});
+Tensor ones(const Shape& shape, TensorOptions options = {});
+Tensor full(const Shape& shape, double value, TensorOptions options = {});
+Tensor scalar_tensor(double value, TensorOptions options = {});  // 0-d
+Tensor arange(double end, TensorOptions options = kInt64);
+Tensor arange(double start, double end, double step = 1, TensorOptions options = kInt64);
+Tensor eye(int64_t n, TensorOptions options = {});
+Tensor rand(const Shape& shape, TensorOptions options = {}, Generator& gen = default_generator());
+Tensor randn(const Shape& shape, TensorOptions options = {}, Generator& gen = default_generator());
+Tensor randint(int64_t low, int64_t high, const Shape& shape, Generator& gen = default_generator());
+Tensor empty_like(const Tensor& t);
+Tensor zeros_like(const Tensor& t);
+Tensor ones_like(const Tensor& t);
+Tensor full_like(const Tensor& t, double value);
+Tensor rand_like(const Tensor& t, Generator& gen = default_generator());
+Tensor randn_like(const Tensor& t, Generator& gen = default_generator());
+
+// From values: tensor({1, 2, 3}), tensor({{1, 2}, {3, 4}}, kFloat64), ...
+Tensor tensor(std::initializer_list<double> values, TensorOptions options = {});
+Tensor tensor(std::initializer_list<std::initializer_list<double>> values, TensorOptions options = {});
+Tensor tensor(std::initializer_list<std::initializer_list<std::initializer_list<double>>> values,
+              TensorOptions options = {});
+// From a flat vector and a shape; the dtype follows T: tensor(std::vector<int64_t>{1, 2}, {2}).
+template <class T>
+Tensor tensor(const std::vector<T>& values, const Shape& shape);
+
+}  // namespace cppgrad
+
+// fmt::format("{}", t) prints a tensor as Tensor::str() does.
+template <>
+struct fmt::formatter<cppgrad::Tensor> : fmt::formatter<std::string_view> {
+  template <class FormatContext>
+  auto format(const cppgrad::Tensor& t, FormatContext& ctx) const {
+    std::string s = t.str();
+    return fmt::formatter<std::string_view>::format(s, ctx);
+  }
+};
