@@ -1,0 +1,248 @@
+#include "nn/attention.h"
+
+#include <cmath>
+#include <limits>
+
+#include "nn/init.h"
+
+namespace cppgrad::nn {
+
+namespace F = functional;
+
+namespace {
+
+constexpr double kNegInf = -std::numeric_limits<double>::infinity();
+
+// A bool mask becomes 0 / -inf; a float mask is used as it is.
+Tensor additive(const Tensor& mask, DType dtype) {
+  if (mask.dtype() == kBool) return zeros(mask.shape(), dtype).masked_fill(mask, kNegInf);
+  check(mask.is_floating_point(), "attention: a mask must be bool or floating, got {}", dtype_name(mask.dtype()));
+  return mask.to(dtype);
+}
+
+struct Inputs {
+  Tensor query, key, value, key_padding_mask;
+  bool unbatched = false;
+};
+
+// Checks shapes, and gives unbatched (T, E) inputs a batch dim of 1.
+Inputs prepare(const Tensor& query, const Tensor& key, const Tensor& value, const Tensor& key_padding_mask,
+               int64_t embed_dim, int64_t kdim, int64_t vdim) {
+  Inputs in{query, key, value, key_padding_mask};
+  if (query.dim() == 2) {
+    in = {query.unsqueeze(0), key.unsqueeze(0), value.unsqueeze(0),
+          key_padding_mask.defined() ? key_padding_mask.unsqueeze(0) : Tensor(), true};
+  }
+  const Tensor &q = in.query, &k = in.key, &v = in.value;
+  check(q.dim() == 3 && k.dim() == 3 && v.dim() == 3,
+        "MultiheadAttention: query {}, key {}, value {} must all be (B, T, E) or all (T, E)", shape_str(query.shape()),
+        shape_str(key.shape()), shape_str(value.shape()));
+  check(q.size(2) == embed_dim && k.size(2) == kdim && v.size(2) == vdim,
+        "MultiheadAttention: query {}, key {}, value {} must end in embed_dim {}, kdim {}, vdim {}",
+        shape_str(query.shape()), shape_str(key.shape()), shape_str(value.shape()), embed_dim, kdim, vdim);
+  check(q.size(0) == k.size(0) && k.size(0) == v.size(0) && k.size(1) == v.size(1),
+        "MultiheadAttention: query {}, key {}, value {}: batch sizes and key/value lengths must agree",
+        shape_str(query.shape()), shape_str(key.shape()), shape_str(value.shape()));
+  return in;
+}
+
+// (B, L, H·d) -> (B, H, L, d): each head's slice of the features becomes its own batch entry.
+// A view: no data moves.
+Tensor split_heads(const Tensor& x, int64_t heads) {
+  return x.reshape({x.size(0), x.size(1), heads, x.size(2) / heads}).transpose(1, 2);
+}
+
+// (B, H, T, d) -> (B, T, H·d): the heads' outputs side by side (Concat in the paper).
+Tensor merge_heads(const Tensor& x) {
+  return x.transpose(1, 2).reshape({x.size(0), x.size(2), x.size(1) * x.size(3)});
+}
+
+AttentionOutput finish(AttentionOutput result, bool need_weights, bool average, bool unbatched) {
+  if (need_weights && average) result.weights = result.weights.mean({1});  // (B, H, T, S) -> (B, T, S)
+  if (!need_weights) result.weights = Tensor();
+  if (unbatched) {
+    result.output = result.output.squeeze(0);
+    if (result.weights.defined()) result.weights = result.weights.squeeze(0);
+  }
+  return result;
+}
+
+}  // namespace
+
+Tensor merge_attention_masks(const Tensor& key_padding_mask, const Tensor& attn_mask, int64_t batch, int64_t heads,
+                             int64_t target_len, int64_t source_len, DType dtype) {
+  Tensor merged;
+  if (key_padding_mask.defined()) {
+    check(key_padding_mask.shape() == Shape{batch, source_len},
+          "MultiheadAttention: key_padding_mask {} should be (B, S) = [{},{}]", shape_str(key_padding_mask.shape()),
+          batch, source_len);
+    merged = additive(key_padding_mask, dtype).reshape({batch, 1, 1, source_len});
+  }
+  if (attn_mask.defined()) {
+    Tensor m;
+    if (attn_mask.dim() == 2) {
+      check(attn_mask.shape() == Shape{target_len, source_len},
+            "MultiheadAttention: a 2-D attn_mask {} should be (T, S) = [{},{}]", shape_str(attn_mask.shape()),
+            target_len, source_len);
+      m = additive(attn_mask, dtype).reshape({1, 1, target_len, source_len});
+    } else {
+      check(attn_mask.shape() == Shape{batch * heads, target_len, source_len},
+            "MultiheadAttention: a 3-D attn_mask {} should be (B·H, T, S) = [{},{},{}]", shape_str(attn_mask.shape()),
+            batch * heads, target_len, source_len);
+      m = additive(attn_mask, dtype).reshape({batch, heads, target_len, source_len});
+    }
+    merged = merged.defined() ? merged + m : m;  // -inf + anything stays -inf
+  }
+  return merged;
+}
+
+// ---- MultiheadAttention ---------------------------------------------------------------------
+
+MultiheadAttention::MultiheadAttention(const MultiheadAttentionOptions& opts)
+    : options(MultiheadAttentionOptions(opts)
+                  .kdim(opts.kdim() > 0 ? opts.kdim() : opts.embed_dim())
+                  .vdim(opts.vdim() > 0 ? opts.vdim() : opts.embed_dim())),
+      head_dim(opts.num_heads() > 0 ? opts.embed_dim() / opts.num_heads() : 0) {
+  const int64_t E = options.embed_dim(), H = options.num_heads();
+  check(E > 0 && H > 0, "MultiheadAttention: embed_dim {} and num_heads {} must be positive", E, H);
+  check(E % H == 0, "MultiheadAttention: embed_dim {} is not divisible by num_heads {} (each head needs d_k = E / h)",
+        E, H);
+  check(options.dropout() >= 0.0 && options.dropout() < 1.0, "MultiheadAttention: dropout {} must be in [0, 1)",
+        options.dropout());
+  if (options.kdim() == E && options.vdim() == E) {
+    in_proj_weight = register_parameter("in_proj_weight", empty({3 * E, E}));
+  } else {
+    q_proj_weight = register_parameter("q_proj_weight", empty({E, E}));
+    k_proj_weight = register_parameter("k_proj_weight", empty({E, options.kdim()}));
+    v_proj_weight = register_parameter("v_proj_weight", empty({E, options.vdim()}));
+  }
+  if (options.bias()) in_proj_bias = register_parameter("in_proj_bias", empty({3 * E}));
+  out_proj = register_module("out_proj", std::make_shared<Linear>(E, E, options.bias()));
+  reset_parameters();
+}
+
+// As PyTorch: Xavier-uniform projections, zero biases; out_proj.weight keeps Linear's init.
+void MultiheadAttention::reset_parameters(Generator& gen) {
+  if (fused()) {
+    init::xavier_uniform_(in_proj_weight, 1.0, gen);
+  } else {
+    init::xavier_uniform_(q_proj_weight, 1.0, gen);
+    init::xavier_uniform_(k_proj_weight, 1.0, gen);
+    init::xavier_uniform_(v_proj_weight, 1.0, gen);
+  }
+  if (in_proj_bias.defined()) {
+    init::zeros_(in_proj_bias);
+    init::zeros_(out_proj->bias);
+  }
+}
+
+std::string MultiheadAttention::extra_repr() const {
+  return fmt::format("embed_dim={}, num_heads={}, dropout={}, bias={}", options.embed_dim(), options.num_heads(),
+                     options.dropout(), options.bias());
+}
+
+AttentionOutput MultiheadAttention::forward(const Tensor& query, const Tensor& key, const Tensor& value,
+                                            const Tensor& key_padding_mask, const Tensor& attn_mask,
+                                            bool need_weights, bool average_attn_weights, bool is_causal) {
+  const int64_t E = options.embed_dim(), H = options.num_heads();
+  Inputs in = prepare(query, key, value, key_padding_mask, E, options.kdim(), options.vdim());
+  const int64_t B = in.query.size(0), T = in.query.size(1), S = in.key.size(1);
+
+  // Q = query · W_Qᵀ + b_Q, and so on: (B, T, E) -> (B, T, E). The W_* are row blocks of the
+  // fused matrix (views); self-attention does all three in one GEMM.
+  auto bias_part = [&](int64_t i) { return in_proj_bias.defined() ? in_proj_bias.narrow(0, i * E, E) : Tensor(); };
+  Tensor q, k, v;
+  if (fused() && in.query.is_same(in.key) && in.key.is_same(in.value)) {
+    auto qkv = F::linear(in.query, in_proj_weight, in_proj_bias).chunk(3, -1);  // (B, T, 3E) -> 3 × (B, T, E)
+    q = qkv[0], k = qkv[1], v = qkv[2];
+  } else {
+    Tensor w_q = fused() ? in_proj_weight.narrow(0, 0, E) : q_proj_weight;
+    Tensor w_k = fused() ? in_proj_weight.narrow(0, E, E) : k_proj_weight;
+    Tensor w_v = fused() ? in_proj_weight.narrow(0, 2 * E, E) : v_proj_weight;
+    q = F::linear(in.query, w_q, bias_part(0));
+    k = F::linear(in.key, w_k, bias_part(1));
+    v = F::linear(in.value, w_v, bias_part(2));
+  }
+
+  // The "split into heads" is a reshape of the projections' output, not of the input:
+  // (B, T, E) -> (B, H, T, d_k). Every head saw all E input features.
+  Tensor mask = merge_attention_masks(in.key_padding_mask, attn_mask, B, H, T, S, q.dtype());
+  AttentionOutput heads = F::scaled_dot_product_attention(
+      split_heads(q, H), split_heads(k, H), split_heads(v, H), mask, is_training() ? options.dropout() : 0.0,
+      is_causal, std::nullopt, need_weights);
+
+  AttentionOutput result{out_proj->forward(merge_heads(heads.output)), heads.weights};  // (B, T, E)
+  return finish(result, need_weights, average_attn_weights, in.unbatched);
+}
+
+// ---- PerHeadAttention -----------------------------------------------------------------------
+
+PerHeadAttention::PerHeadAttention(int64_t embed_dim_, int64_t num_heads_, bool bias)
+    : embed_dim(embed_dim_), num_heads(num_heads_), head_dim(num_heads_ > 0 ? embed_dim_ / num_heads_ : 0) {
+  check(embed_dim > 0 && num_heads > 0 && embed_dim % num_heads == 0,
+        "PerHeadAttention: embed_dim {} must be a positive multiple of num_heads {}", embed_dim, num_heads);
+  q_heads = register_module("q_heads", std::make_shared<ModuleList<Linear>>());
+  k_heads = register_module("k_heads", std::make_shared<ModuleList<Linear>>());
+  v_heads = register_module("v_heads", std::make_shared<ModuleList<Linear>>());
+  for (int64_t h = 0; h < num_heads; ++h) {
+    q_heads->push_back(std::make_shared<Linear>(embed_dim, head_dim, bias));  // W_Q_h: (d_model, d_k)
+    k_heads->push_back(std::make_shared<Linear>(embed_dim, head_dim, bias));
+    v_heads->push_back(std::make_shared<Linear>(embed_dim, head_dim, bias));
+  }
+  out_proj = register_module("out_proj", std::make_shared<Linear>(embed_dim, embed_dim, bias));
+}
+
+AttentionOutput PerHeadAttention::forward(const Tensor& query, const Tensor& key, const Tensor& value,
+                                          const Tensor& key_padding_mask, const Tensor& attn_mask, bool need_weights,
+                                          bool average_attn_weights, bool is_causal) {
+  Inputs in = prepare(query, key, value, key_padding_mask, embed_dim, embed_dim, embed_dim);
+  const int64_t B = in.query.size(0), T = in.query.size(1), S = in.key.size(1);
+  Tensor mask = merge_attention_masks(in.key_padding_mask, attn_mask, B, num_heads, T, S, in.query.dtype());
+  std::vector<Tensor> outputs, weights;
+  for (int64_t h = 0; h < num_heads; ++h) {
+    // head_h = Attention(Q W_Q_h, K W_K_h, V W_V_h): each reads the whole (B, T, E) input.
+    Tensor q = (*q_heads)[h]->forward(in.query);  // (B, T, d_k)
+    Tensor k = (*k_heads)[h]->forward(in.key);    // (B, S, d_k)
+    Tensor v = (*v_heads)[h]->forward(in.value);  // (B, S, d_k)
+    Tensor head_mask = mask.defined() ? mask.select(1, mask.size(1) == 1 ? 0 : h) : Tensor();  // (B, T or 1, S)
+    AttentionOutput head = F::scaled_dot_product_attention(q, k, v, head_mask, 0.0, is_causal, std::nullopt, true);
+    outputs.push_back(head.output);
+    weights.push_back(head.weights);
+  }
+  Tensor concat = cat(outputs, -1);  // (B, T, h·d_k) = (B, T, E)
+  AttentionOutput result{out_proj->forward(concat), need_weights ? stack(weights, 1) : Tensor()};
+  return finish(result, need_weights, average_attn_weights, in.unbatched);
+}
+
+void PerHeadAttention::load_from(const MultiheadAttention& fused) {
+  check(fused.options.embed_dim() == embed_dim && fused.options.num_heads() == num_heads && fused.in_proj_weight.defined(),
+        "PerHeadAttention::load_from: needs a fused MultiheadAttention({}, {})", embed_dim, num_heads);
+  NoGradGuard no_grad;
+  const ModuleList<Linear>* lists[3] = {q_heads.get(), k_heads.get(), v_heads.get()};
+  for (int64_t part = 0; part < 3; ++part) {
+    for (int64_t h = 0; h < num_heads; ++h) {
+      const int64_t row = part * embed_dim + h * head_dim;
+      const auto& linear = (*lists[part])[h];
+      linear->weight.copy_(fused.in_proj_weight.narrow(0, row, head_dim));
+      if (linear->bias.defined()) linear->bias.copy_(fused.in_proj_bias.narrow(0, row, head_dim));
+    }
+  }
+  out_proj->weight.copy_(fused.out_proj->weight);
+  if (out_proj->bias.defined()) out_proj->bias.copy_(fused.out_proj->bias);
+}
+
+Tensor PerHeadAttention::stacked_in_proj_weight(bool gradients) const {
+  std::vector<Tensor> rows;
+  for (const auto* list : {q_heads.get(), k_heads.get(), v_heads.get()})
+    for (const auto& linear : *list) rows.push_back(gradients ? linear->weight.grad() : linear->weight);
+  return cat(rows, 0);
+}
+
+Tensor PerHeadAttention::stacked_in_proj_bias(bool gradients) const {
+  std::vector<Tensor> rows;
+  for (const auto* list : {q_heads.get(), k_heads.get(), v_heads.get()})
+    for (const auto& linear : *list) rows.push_back(gradients ? linear->bias.grad() : linear->bias);
+  return cat(rows, 0);
+}
+
+}  // namespace cppgrad::nn

@@ -1,0 +1,86 @@
+// Multi-head attention (Vaswani et al. 2017, §3.2.2), batch first: (B, T, E).
+//
+//   MultiHead(Q, K, V) = Concat(head_1, ..., head_h) · W_O,
+//   head_i = Attention(Q W_Q_i, K W_K_i, V W_V_i),   W_Q_i: (d_model, d_k), d_k = d_model / h
+//
+// MultiheadAttention computes all heads' projections with one fused matrix, as PyTorch does:
+// in_proj_weight (3E, E) stacks W_Q, W_K and W_V, and each of those stacks the h heads' W_*_i.
+// PerHeadAttention computes the same thing the way the paper draws it, one small Linear per
+// head: it is slower, and it is there to be read and compared.
+#pragma once
+
+#include "nn/layers.h"
+#include "nn/options.h"
+
+namespace cppgrad::nn {
+
+struct MultiheadAttentionOptions {
+  MultiheadAttentionOptions(int64_t embed_dim, int64_t num_heads) : embed_dim_(embed_dim), num_heads_(num_heads) {}
+  CPPGRAD_ARG(int64_t, embed_dim, 0)
+  CPPGRAD_ARG(int64_t, num_heads, 1)
+  CPPGRAD_ARG(double, dropout, 0.0)  // on the attention weights, while training
+  CPPGRAD_ARG(bool, bias, true)
+  CPPGRAD_ARG(int64_t, kdim, 0)  // 0: embed_dim
+  CPPGRAD_ARG(int64_t, vdim, 0)  // 0: embed_dim
+};
+
+using AttentionOutput = functional::AttentionOutput;
+
+// The attention masks of MultiheadAttention's forward as one float mask to add to the scores,
+// (B, 1 or H, T, S), or undefined when there is none. Bool masks: true = masked out (-inf).
+// key_padding_mask: (B, S); attn_mask: (T, S) or (B·H, T, S).
+Tensor merge_attention_masks(const Tensor& key_padding_mask, const Tensor& attn_mask, int64_t batch, int64_t heads,
+                             int64_t target_len, int64_t source_len, DType dtype);
+
+class MultiheadAttention : public Module {
+ public:
+  explicit MultiheadAttention(const MultiheadAttentionOptions& options);
+  MultiheadAttention(int64_t embed_dim, int64_t num_heads) : MultiheadAttention(MultiheadAttentionOptions(embed_dim, num_heads)) {}
+
+  // query (B, T, E), key (B, S, kdim), value (B, S, vdim) -> output (B, T, E) and, if
+  // need_weights, the attention weights: (B, T, S) averaged over heads, or (B, H, T, S).
+  // Unbatched (T, E) inputs work too.
+  AttentionOutput forward(const Tensor& query, const Tensor& key, const Tensor& value,
+                          const Tensor& key_padding_mask = {}, const Tensor& attn_mask = {}, bool need_weights = true,
+                          bool average_attn_weights = true, bool is_causal = false);
+
+  std::string type_name() const override { return "MultiheadAttention"; }
+  std::string extra_repr() const override;
+  void reset_parameters(Generator& gen = default_generator());
+
+  const MultiheadAttentionOptions options;
+  const int64_t head_dim;  // d_k = embed_dim / num_heads
+  // Same-size inputs: one fused (3E, E) projection. kdim/vdim differing from E: three.
+  Tensor in_proj_weight, q_proj_weight, k_proj_weight, v_proj_weight;
+  Tensor in_proj_bias;  // (3E), undefined without bias
+  std::shared_ptr<Linear> out_proj;
+
+ private:
+  bool fused() const { return in_proj_weight.defined(); }
+};
+
+// The same layer written head by head: h separate Linear(E, d_k) for each of Q, K and V,
+// an explicit loop over the heads, and the output projection.
+class PerHeadAttention : public Module {
+ public:
+  PerHeadAttention(int64_t embed_dim, int64_t num_heads, bool bias = true);
+
+  AttentionOutput forward(const Tensor& query, const Tensor& key, const Tensor& value,
+                          const Tensor& key_padding_mask = {}, const Tensor& attn_mask = {}, bool need_weights = true,
+                          bool average_attn_weights = true, bool is_causal = false);
+
+  // Copies a fused MultiheadAttention's weights: head i's W_Q_i is rows [i·d_k, (i+1)·d_k) of
+  // in_proj_weight's first E rows, and so on for K and V.
+  void load_from(const MultiheadAttention& fused);
+  // The per-head weights (or their gradients) stacked back into the fused layout (3E, E) / (3E).
+  Tensor stacked_in_proj_weight(bool gradients = false) const;
+  Tensor stacked_in_proj_bias(bool gradients = false) const;
+
+  std::string type_name() const override { return "PerHeadAttention"; }
+
+  const int64_t embed_dim, num_heads, head_dim;
+  std::shared_ptr<ModuleList<Linear>> q_heads, k_heads, v_heads;
+  std::shared_ptr<Linear> out_proj;
+};
+
+}  // namespace cppgrad::nn

@@ -1,0 +1,164 @@
+#include "nn/functional.h"
+
+#include <cmath>
+#include <limits>
+
+#include "tensor/kernels.h"
+
+namespace cppgrad::nn::functional {
+
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  check(weight.dim() == 2, "linear: weight must be 2-D (out, in), got {}", shape_str(weight.shape()));
+  check(x.dim() >= 1 && x.size(-1) == weight.size(1), "linear: input {} has {} features, weight {} expects {}",
+        shape_str(x.shape()), x.dim() >= 1 ? x.size(-1) : 0, shape_str(weight.shape()), weight.size(1));
+  Tensor y = x.matmul(weight.t());  // (..., in) @ (in, out) -> (..., out); Wᵀ is a view, BLAS reads it
+  if (!bias.defined()) return y;
+  check(bias.dim() == 1 && bias.size(0) == weight.size(0), "linear: bias {} does not match weight {}",
+        shape_str(bias.shape()), shape_str(weight.shape()));
+  return y + bias;
+}
+
+Tensor embedding(const Tensor& indices, const Tensor& weight, std::optional<int64_t> padding_idx) {
+  check(indices.dtype() == kInt64, "embedding: indices must be int64, got {}", dtype_name(indices.dtype()));
+  check(weight.dim() == 2, "embedding: weight must be 2-D (num_embeddings, dim), got {}", shape_str(weight.shape()));
+  Shape shape = indices.shape();
+  shape.push_back(weight.size(1));
+  Tensor rows = weight.index_select(0, indices.reshape({-1})).reshape(shape);  // (..., dim)
+  if (!padding_idx) return rows;
+  // Same values; but the padding row's gradient is cut.
+  Tensor is_pad = indices.eq(scalar_tensor(static_cast<double>(*padding_idx), kInt64)).unsqueeze(-1);
+  return where(is_pad, rows.detach(), rows);
+}
+
+Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight, const Tensor& bias,
+                  double eps) {
+  const auto k = static_cast<int64_t>(normalized_shape.size());
+  check(k >= 1 && x.dim() >= k && Shape(x.shape().end() - k, x.shape().end()) == normalized_shape,
+        "layer_norm: input {} does not end with normalized_shape {}", shape_str(x.shape()),
+        shape_str(normalized_shape));
+  std::vector<int64_t> dims;
+  for (int64_t d = x.dim() - k; d < x.dim(); ++d) dims.push_back(d);
+  Tensor mean = x.mean(dims, /*keepdim=*/true);
+  Tensor centred = x - mean;
+  Tensor var = (centred * centred).mean(dims, /*keepdim=*/true);  // biased, as LayerNorm uses
+  Tensor y = centred * (var + eps).rsqrt();
+  if (weight.defined()) y = y * weight;
+  if (bias.defined()) y = y + bias;
+  return y;
+}
+
+Tensor dropout(const Tensor& x, double p, bool training, Generator& gen) {
+  check(p >= 0.0 && p <= 1.0, "dropout: probability must be in [0, 1], got {}", p);
+  if (!training || p == 0.0) return x;
+  if (p == 1.0) return x * 0.0;
+  Tensor keep = rand(x.shape(), x.dtype(), gen).ge(scalar_tensor(p, x.dtype()));  // bool mask
+  return x * keep.to(x.dtype()) * (1.0 / (1.0 - p));
+}
+
+Tensor relu(const Tensor& x) { return x.relu(); }
+Tensor gelu(const Tensor& x) { return x.gelu(); }
+
+Tensor cross_entropy(const Tensor& logits, const Tensor& target, const CrossEntropyOptions& options) {
+  check(logits.is_floating_point(), "cross_entropy: logits must be floating, got {}", dtype_name(logits.dtype()));
+  check(target.dtype() == kInt64, "cross_entropy: target must hold int64 class indices, got {}",
+        dtype_name(target.dtype()));
+  check(options.label_smoothing >= 0.0 && options.label_smoothing <= 1.0,
+        "cross_entropy: label_smoothing must be in [0, 1], got {}", options.label_smoothing);
+  // Bring the class dim last and flatten: (M, C) logits against (M) targets.
+  Tensor flat_logits;
+  if (logits.dim() == 1) {
+    check(target.dim() == 0, "cross_entropy: logits {} need a 0-d target, got {}", shape_str(logits.shape()),
+          shape_str(target.shape()));
+    flat_logits = logits.unsqueeze(0);
+  } else {
+    Shape expected = logits.shape();
+    expected.erase(expected.begin() + 1);
+    check(target.shape() == expected, "cross_entropy: logits {} need a target of shape {}, got {}",
+          shape_str(logits.shape()), shape_str(expected), shape_str(target.shape()));
+    std::vector<int64_t> class_last{0};  // (N, C, d1, ...) -> (N, d1, ..., C)
+    for (int64_t d = 2; d < logits.dim(); ++d) class_last.push_back(d);
+    class_last.push_back(1);
+    flat_logits = logits.dim() == 2 ? logits : logits.permute(class_last);
+  }
+  const int64_t classes = flat_logits.size(-1);
+  flat_logits = flat_logits.reshape({-1, classes});
+  Tensor flat_target = target.reshape({-1});
+
+  Tensor valid = flat_target.ne(scalar_tensor(static_cast<double>(options.ignore_index), kInt64));
+  for (int64_t t : flat_target.to_vector<int64_t>())
+    check(t == options.ignore_index || (t >= 0 && t < classes), "cross_entropy: target {} is out of range for {} classes",
+          t, classes);
+  Tensor safe_target = where(valid, flat_target, zeros({}, kInt64));
+
+  Tensor log_probs = flat_logits.log_softmax(1);                                  // (M, C)
+  Tensor nll = -log_probs.gather(1, safe_target.unsqueeze(1)).squeeze(1);        // (M)
+  Tensor loss = nll;
+  if (options.label_smoothing > 0.0) {
+    // The target distribution is (1-ε)·one_hot + ε/C: its cross-entropy adds ε·mean_c(-log p_c).
+    const double eps = options.label_smoothing;
+    loss = (1.0 - eps) * nll + eps * (-log_probs.mean({1}));
+  }
+  loss = loss.masked_fill(valid.logical_not(), 0.0);
+  switch (options.reduction) {
+    case Reduction::None: return loss.reshape(target.shape());
+    case Reduction::Sum: return loss.sum();
+    case Reduction::Mean: {
+      double count = static_cast<double>(kernels::sum(valid, {}, false).item<int64_t>());
+      return loss.sum() / count;
+    }
+  }
+  return loss;
+}
+
+Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction) {
+  check(input.shape() == target.shape(), "mse_loss: input {} and target {} differ in shape", shape_str(input.shape()),
+        shape_str(target.shape()));
+  Tensor diff = input - target;
+  Tensor sq = diff * diff;
+  switch (reduction) {
+    case Reduction::None: return sq;
+    case Reduction::Sum: return sq.sum();
+    case Reduction::Mean: return sq.mean();
+  }
+  return sq;
+}
+
+AttentionOutput scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
+                                             const Tensor& attn_mask, double dropout_p, bool is_causal,
+                                             std::optional<double> scale, bool need_weights, Generator& gen) {
+  check(q.dim() >= 2 && k.dim() >= 2 && v.dim() >= 2 && q.size(-1) == k.size(-1) && k.size(-2) == v.size(-2),
+        "scaled_dot_product_attention: q {}, k {}, v {} do not fit (..., T, d), (..., S, d), (..., S, dv)",
+        shape_str(q.shape()), shape_str(k.shape()), shape_str(v.shape()));
+  const int64_t T = q.size(-2), S = k.size(-2), d_k = q.size(-1);
+  const double s = scale.value_or(1.0 / std::sqrt(static_cast<double>(d_k)));
+  Tensor scores = q.matmul(k.mT()) * s;  // (..., T, d) @ (..., d, S) -> (..., T, S)
+  if (is_causal) {
+    // key j is hidden from query i when j > i
+    Tensor j = arange(static_cast<double>(S)).reshape({1, S});
+    Tensor i = arange(static_cast<double>(T)).reshape({T, 1});
+    scores = scores.masked_fill(j.gt(i), -std::numeric_limits<double>::infinity());
+  }
+  if (attn_mask.defined()) {
+    check(attn_mask.dim() <= scores.dim(), "scaled_dot_product_attention: mask {} has more dims than scores {}",
+          shape_str(attn_mask.shape()), shape_str(scores.shape()));
+    broadcast_shapes(scores.shape(), attn_mask.shape(), "scaled_dot_product_attention (mask)");
+    if (attn_mask.dtype() == kBool)
+      scores = scores.masked_fill(attn_mask, -std::numeric_limits<double>::infinity());
+    else
+      scores = scores + attn_mask.to(scores.dtype());
+  }
+  // A row with every key masked is all -inf: softmax gives zeros there, not NaN.
+  Tensor weights = scores.softmax(-1);
+  if (dropout_p > 0.0) weights = dropout(weights, dropout_p, true, gen);
+  Tensor output = weights.matmul(v);  // (..., T, S) @ (..., S, dv) -> (..., T, dv)
+  return {output, need_weights ? weights : Tensor()};
+}
+
+Tensor generate_square_subsequent_mask(int64_t size, DType dtype) {
+  check(size >= 0, "generate_square_subsequent_mask: negative size {}", size);
+  Tensor j = arange(static_cast<double>(size)).reshape({1, size});
+  Tensor i = arange(static_cast<double>(size)).reshape({size, 1});
+  return zeros({size, size}, dtype).masked_fill(j.gt(i), -std::numeric_limits<double>::infinity());
+}
+
+}  // namespace cppgrad::nn::functional

@@ -1,0 +1,54 @@
+// The functional forms of the layers and the losses: plain functions of tensors, built from
+// differentiable ops, so their gradients come from autograd.
+#pragma once
+
+#include <optional>
+
+#include "autograd/node.h"
+
+namespace cppgrad::nn::functional {
+
+// y = x · Wᵀ + b      x: (..., in), W: (out, in), b: (out) -> (..., out)
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = {});
+// Rows of `weight` (num_embeddings, dim) picked by int64 `indices` of any shape -> (..., dim).
+// The row at padding_idx gets no gradient.
+Tensor embedding(const Tensor& indices, const Tensor& weight, std::optional<int64_t> padding_idx = std::nullopt);
+// Normalises over the last normalized_shape.size() dims: (x - mean) / √(var + eps) · weight + bias.
+Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight = {}, const Tensor& bias = {},
+                  double eps = 1e-5);
+// Zeroes each element with probability p and scales the rest by 1/(1-p); identity when not training.
+Tensor dropout(const Tensor& x, double p, bool training, Generator& gen = default_generator());
+Tensor relu(const Tensor& x);
+Tensor gelu(const Tensor& x);
+
+enum class Reduction { Mean, Sum, None };
+
+struct CrossEntropyOptions {
+  int64_t ignore_index = -100;
+  double label_smoothing = 0.0;
+  Reduction reduction = Reduction::Mean;
+};
+// Cross-entropy between logits and class indices, computed from log_softmax (no log(0)).
+// logits (N, C) with target (N), or (N, C, d1, ...) with target (N, d1, ...), or (C) with ().
+// Targets equal to ignore_index contribute nothing; the mean is over the others.
+Tensor cross_entropy(const Tensor& logits, const Tensor& target, const CrossEntropyOptions& options = {});
+Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction = Reduction::Mean);
+
+struct AttentionOutput {
+  Tensor output;   // (..., T, Dv)
+  Tensor weights;  // (..., T, S), when asked for
+};
+// softmax(Q·Kᵀ · scale + mask) · V, with scale = 1/√d_k by default.
+// q (..., T, d_k), k (..., S, d_k), v (..., S, d_v); attn_mask broadcasts to (..., T, S):
+// a bool mask's true means masked out, a float mask is added to the scores. is_causal masks
+// key j > query i. A query whose every key is masked gets zero output and finite gradients.
+AttentionOutput scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
+                                             const Tensor& attn_mask = {}, double dropout_p = 0.0,
+                                             bool is_causal = false, std::optional<double> scale = std::nullopt,
+                                             bool need_weights = false, Generator& gen = default_generator());
+
+// A float (size, size) mask with -inf above the diagonal and 0 elsewhere: position i may
+// attend to positions ≤ i only.
+Tensor generate_square_subsequent_mask(int64_t size, DType dtype = kFloat32);
+
+}  // namespace cppgrad::nn::functional

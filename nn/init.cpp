@@ -1,0 +1,68 @@
+#include "nn/init.h"
+
+#include <cmath>
+
+#include "autograd/node.h"
+#include "tensor/kernels.h"
+
+namespace cppgrad::nn::init {
+
+std::pair<int64_t, int64_t> fans(const Tensor& t) {
+  check(t.dim() >= 2, "init: fan_in and fan_out need a tensor of at least 2 dims, got shape {}", shape_str(t.shape()));
+  int64_t receptive = 1;
+  for (int64_t d = 2; d < t.dim(); ++d) receptive *= t.shape()[d];
+  return {t.shape()[1] * receptive, t.shape()[0] * receptive};
+}
+
+namespace {
+// Draws in row-major order on the calling thread, so a seed fixes the values.
+template <class Draw>
+void fill_with(const Tensor& t, std::string_view op, Draw draw) {
+  NoGradGuard no_grad;
+  Tensor values = empty(t.shape(), t.dtype());
+  dispatch_floating(t.dtype(), op, [&](auto tag) {
+    using T = decltype(tag);
+    T* p = values.data<T>();
+    for (int64_t i = 0; i < values.numel(); ++i) p[i] = static_cast<T>(draw());
+  });
+  kernels::copy_(t, values);
+}
+}  // namespace
+
+void uniform_(const Tensor& t, double low, double high, Generator& gen) {
+  check(low <= high, "uniform_: low {} is above high {}", low, high);
+  fill_with(t, "uniform_", [&] { return low + (high - low) * gen.uniform(); });
+}
+
+void normal_(const Tensor& t, double mean, double std, Generator& gen) {
+  check(std >= 0, "normal_: negative std {}", std);
+  fill_with(t, "normal_", [&] { return mean + std * gen.normal(); });
+}
+
+void zeros_(const Tensor& t) { constant_(t, 0.0); }
+void ones_(const Tensor& t) { constant_(t, 1.0); }
+void constant_(const Tensor& t, double value) {
+  NoGradGuard no_grad;
+  kernels::fill_(t, value);
+}
+
+void xavier_uniform_(const Tensor& t, double gain, Generator& gen) {
+  auto [fan_in, fan_out] = fans(t);
+  double a = gain * std::sqrt(6.0 / static_cast<double>(fan_in + fan_out));
+  uniform_(t, -a, a, gen);
+}
+
+void xavier_normal_(const Tensor& t, double gain, Generator& gen) {
+  auto [fan_in, fan_out] = fans(t);
+  normal_(t, 0.0, gain * std::sqrt(2.0 / static_cast<double>(fan_in + fan_out)), gen);
+}
+
+void kaiming_uniform_(const Tensor& t, double a, Generator& gen) {
+  auto [fan_in, fan_out] = fans(t);
+  check(fan_in > 0, "kaiming_uniform_: fan_in is 0 for shape {}", shape_str(t.shape()));
+  double gain = std::sqrt(2.0 / (1.0 + a * a));
+  double bound = gain * std::sqrt(3.0 / static_cast<double>(fan_in));
+  uniform_(t, -bound, bound, gen);
+}
+
+}  // namespace cppgrad::nn::init

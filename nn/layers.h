@@ -1,0 +1,111 @@
+// The basic layers: Linear, Embedding, LayerNorm, Dropout, ReLU, GELU, and the containers
+// Sequential and ModuleList. Each initialises its parameters as PyTorch's does.
+#pragma once
+
+#include <optional>
+
+#include "nn/functional.h"
+#include "nn/module.h"
+
+namespace cppgrad::nn {
+
+// A module with one tensor in and one out: what Sequential chains.
+class UnaryModule : public Module {
+ public:
+  virtual Tensor forward(const Tensor& x) = 0;
+  Tensor operator()(const Tensor& x) { return forward(x); }
+};
+
+// y = x · Wᵀ + b.  W: (out_features, in_features) ~ U(-1/√in, 1/√in), b likewise.
+class Linear : public UnaryModule {
+ public:
+  Linear(int64_t in_features, int64_t out_features, bool bias = true);
+  Tensor forward(const Tensor& x) override;
+  std::string type_name() const override { return "Linear"; }
+  std::string extra_repr() const override;
+  void reset_parameters(Generator& gen = default_generator());
+
+  int64_t in_features, out_features;
+  Tensor weight, bias;  // bias undefined when bias=false
+};
+
+// A lookup table: row i of `weight` (num_embeddings, embedding_dim) for index i; weight ~ N(0, 1),
+// with the padding_idx row zero and never updated by gradients.
+class Embedding : public UnaryModule {
+ public:
+  Embedding(int64_t num_embeddings, int64_t embedding_dim, std::optional<int64_t> padding_idx = std::nullopt);
+  Tensor forward(const Tensor& indices) override;
+  std::string type_name() const override { return "Embedding"; }
+  std::string extra_repr() const override;
+
+  int64_t num_embeddings, embedding_dim;
+  std::optional<int64_t> padding_idx;
+  Tensor weight;
+};
+
+class LayerNorm : public UnaryModule {
+ public:
+  explicit LayerNorm(Shape normalized_shape, double eps = 1e-5, bool elementwise_affine = true);
+  Tensor forward(const Tensor& x) override;
+  std::string type_name() const override { return "LayerNorm"; }
+  std::string extra_repr() const override;
+
+  Shape normalized_shape;
+  double eps;
+  Tensor weight, bias;  // ones and zeros; undefined without elementwise_affine
+};
+
+class Dropout : public UnaryModule {
+ public:
+  explicit Dropout(double p = 0.5);
+  Tensor forward(const Tensor& x) override;
+  std::string type_name() const override { return "Dropout"; }
+  std::string extra_repr() const override;
+  double p;
+};
+
+class ReLU : public UnaryModule {
+ public:
+  Tensor forward(const Tensor& x) override { return x.relu(); }
+  std::string type_name() const override { return "ReLU"; }
+};
+
+class GELU : public UnaryModule {
+ public:
+  Tensor forward(const Tensor& x) override { return x.gelu(); }
+  std::string type_name() const override { return "GELU"; }
+};
+
+// Runs its modules in order; children are named "0", "1", ...
+class Sequential : public UnaryModule {
+ public:
+  Sequential() = default;
+  Sequential(std::initializer_list<std::shared_ptr<UnaryModule>> modules);
+  void push_back(std::shared_ptr<UnaryModule> module);
+  Tensor forward(const Tensor& x) override;
+  size_t size() const { return modules_.size(); }
+  std::string type_name() const override { return "Sequential"; }
+
+ private:
+  std::vector<std::shared_ptr<UnaryModule>> modules_;
+};
+
+// Holds modules under "0", "1", ...; for layers with their own forward signatures.
+template <class M = Module>
+class ModuleList : public Module {
+ public:
+  void push_back(std::shared_ptr<M> module) {
+    register_module(std::to_string(items_.size()), module);
+    items_.push_back(std::move(module));
+  }
+  const std::shared_ptr<M>& operator[](size_t i) const { return items_.at(i); }
+  size_t size() const { return items_.size(); }
+  auto begin() const { return items_.begin(); }
+  auto end() const { return items_.end(); }
+  std::string type_name() const override { return "ModuleList"; }
+
+ private:
+  std::vector<std::shared_ptr<M>> items_;
+};
+
+}  // namespace cppgrad::nn

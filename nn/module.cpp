@@ -1,0 +1,198 @@
+#include "nn/module.h"
+
+#include <algorithm>
+#include <set>
+#include <unordered_set>
+
+#include "tensor/kernels.h"
+
+namespace cppgrad::nn {
+
+namespace {
+void check_name(const std::string& name, std::string_view what) {
+  check(!name.empty() && name.find('.') == std::string::npos, "register_{}: invalid name '{}' (empty or has a '.')",
+        what, name);
+}
+}  // namespace
+
+Tensor Module::register_parameter(const std::string& name, Tensor tensor, bool requires_grad) {
+  check_name(name, "parameter");
+  check(tensor.defined(), "register_parameter: '{}' is an undefined tensor", name);
+  for (const Entry& e : parameters_) check(e.name != name, "register_parameter: '{}' is already registered", name);
+  if (requires_grad && !tensor.requires_grad()) tensor.requires_grad_(true);
+  parameters_.push_back({name, tensor, true});
+  return tensor;
+}
+
+Tensor Module::register_buffer(const std::string& name, Tensor tensor, bool persistent) {
+  check_name(name, "buffer");
+  for (const Entry& e : buffers_) check(e.name != name, "register_buffer: '{}' is already registered", name);
+  buffers_.push_back({name, tensor, persistent});
+  return tensor;
+}
+
+void Module::add_child(const std::string& name, std::shared_ptr<Module> module) {
+  check_name(name, "module");
+  check(module != nullptr, "register_module: '{}' is null", name);
+  for (const auto& [n, m] : children_) check(n != name, "register_module: '{}' is already registered", name);
+  children_.emplace_back(name, std::move(module));
+}
+
+// Calls visit(dotted_name, entry, is_parameter) for every parameter and buffer.
+template <class Visit>
+void Module::walk(const std::string& prefix, bool recurse, Visit&& visit) const {
+  for (const Entry& e : parameters_) visit(prefix + e.name, e, true);
+  for (const Entry& e : buffers_) visit(prefix + e.name, e, false);
+  if (!recurse) return;
+  for (const auto& [name, child] : children_) child->walk(prefix + name + ".", true, visit);
+}
+
+NamedTensors Module::named_parameters(bool recurse) const {
+  NamedTensors out;
+  std::unordered_set<const TensorImpl*> seen;
+  walk("", recurse, [&](const std::string& name, const Entry& e, bool is_param) {
+    if (is_param && seen.insert(e.tensor.impl()).second) out.emplace_back(name, e.tensor);
+  });
+  return out;
+}
+
+std::vector<Tensor> Module::parameters(bool recurse) const {
+  std::vector<Tensor> out;
+  for (auto& [name, t] : named_parameters(recurse)) out.push_back(t);
+  return out;
+}
+
+NamedTensors Module::named_buffers(bool recurse) const {
+  NamedTensors out;
+  std::unordered_set<const TensorImpl*> seen;
+  walk("", recurse, [&](const std::string& name, const Entry& e, bool is_param) {
+    if (!is_param && e.tensor.defined() && seen.insert(e.tensor.impl()).second) out.emplace_back(name, e.tensor);
+  });
+  return out;
+}
+
+std::vector<std::pair<std::string, std::shared_ptr<Module>>> Module::named_children() const { return children_; }
+
+std::vector<std::shared_ptr<Module>> Module::children() const {
+  std::vector<std::shared_ptr<Module>> out;
+  for (const auto& [name, m] : children_) out.push_back(m);
+  return out;
+}
+
+std::vector<std::pair<std::string, std::shared_ptr<Module>>> Module::named_modules() {
+  std::vector<std::pair<std::string, std::shared_ptr<Module>>> out;
+  std::vector<std::pair<std::string, Module*>> stack{{"", this}};
+  while (!stack.empty()) {
+    auto [prefix, m] = stack.back();
+    stack.pop_back();
+    out.emplace_back(prefix, prefix.empty() ? std::shared_ptr<Module>() : m->shared_from_this());
+    for (auto it = m->children_.rbegin(); it != m->children_.rend(); ++it)
+      stack.emplace_back(prefix.empty() ? it->first : prefix + "." + it->first, it->second.get());
+  }
+  return out;
+}
+
+int64_t Module::parameter_count() const {
+  int64_t n = 0;
+  for (const auto& [name, t] : named_parameters()) n += t.numel();
+  return n;
+}
+
+void Module::train(bool on) {
+  training_ = on;
+  for (auto& [name, child] : children_) child->train(on);
+}
+
+void Module::zero_grad(bool set_to_none) {
+  for (const Tensor& p : parameters()) p.zero_grad(set_to_none);
+}
+
+namespace {
+// Swaps the data under a TensorImpl for a converted copy: every handle sees the new dtype.
+void convert_in_place(const Tensor& t, DType dtype) {
+  if (!t.defined() || !t.is_floating_point() || t.dtype() == dtype) return;
+  Tensor converted = kernels::contiguous(kernels::to(t, dtype));
+  TensorImpl* impl = t.impl();
+  impl->storage = converted.storage();
+  impl->strides = converted.strides();
+  impl->offset = converted.offset();
+  impl->dtype = dtype;
+  if (t.grad().defined()) t.set_grad(kernels::to(t.grad(), dtype));
+}
+}  // namespace
+
+void Module::to(DType dtype) {
+  check(is_floating(dtype), "Module::to: modules convert to float32 or float64, not {}", dtype_name(dtype));
+  std::unordered_set<const TensorImpl*> done;
+  walk("", true, [&](const std::string&, const Entry& e, bool) {
+    if (e.tensor.defined() && done.insert(e.tensor.impl()).second) convert_in_place(e.tensor, dtype);
+  });
+}
+
+NamedTensors Module::state_dict() const {
+  NamedTensors out;
+  walk("", true, [&](const std::string& name, const Entry& e, bool is_param) {
+    if (e.tensor.defined() && (is_param || e.persistent)) out.emplace_back(name, e.tensor);
+  });
+  return out;
+}
+
+void Module::load_state_dict(const NamedTensors& state, bool strict) {
+  NamedTensors own = state_dict();
+  std::set<std::string> own_names, given_names;
+  for (const auto& [name, t] : own) own_names.insert(name);
+  for (const auto& [name, t] : state) given_names.insert(name);
+  std::vector<std::string> missing, unexpected, mismatched;
+  for (const auto& name : own_names)
+    if (!given_names.count(name)) missing.push_back(name);
+  for (const auto& name : given_names)
+    if (!own_names.count(name)) unexpected.push_back(name);
+  for (const auto& [name, target] : own)
+    for (const auto& [given_name, source] : state)
+      if (given_name == name && source.shape() != target.shape())
+        mismatched.push_back(fmt::format("{}: checkpoint {} vs model {}", name, shape_str(source.shape()),
+                                         shape_str(target.shape())));
+  if (!mismatched.empty() || (strict && (!missing.empty() || !unexpected.empty()))) {
+    std::string msg = "load_state_dict: the state does not match the " + type_name();
+    if (!missing.empty()) msg += fmt::format("\n  missing keys: {}", fmt::join(missing, ", "));
+    if (!unexpected.empty() && strict) msg += fmt::format("\n  unexpected keys: {}", fmt::join(unexpected, ", "));
+    if (!mismatched.empty()) msg += fmt::format("\n  shape mismatches: {}", fmt::join(mismatched, "; "));
+    throw Error(msg);
+  }
+  NoGradGuard no_grad;
+  for (const auto& [name, target] : own)
+    for (const auto& [given_name, source] : state)
+      if (given_name == name) kernels::copy_(target, source);
+}
+
+std::string Module::str() const {
+  std::string out;
+  str_into(out, 0);
+  return out;
+}
+
+void Module::str_into(std::string& out, int indent) const {
+  out += type_name() + "(" + extra_repr();
+  if (children_.empty()) {
+    out += ")";
+    return;
+  }
+  out += "\n";
+  for (const auto& [name, child] : children_) {
+    out += std::string(indent + 2, ' ') + "(" + name + "): ";
+    child->str_into(out, indent + 2);
+    out += "\n";
+  }
+  out += std::string(indent, ' ') + ")";
+}
+
+void save(const Module& module, const std::string& path, const Metadata& metadata) {
+  NamedTensors state = module.state_dict();
+  save_safetensors(path, state, metadata);
+}
+
+void load(Module& module, const std::string& path, bool strict) {
+  module.load_state_dict(load_safetensors(path).tensors, strict);
+}
+
+}  // namespace cppgrad::nn

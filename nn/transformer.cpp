@@ -1,0 +1,193 @@
+#include "nn/transformer.h"
+
+#include <cmath>
+
+#include "nn/init.h"
+
+namespace cppgrad::nn {
+
+namespace {
+Tensor activate(Activation a, const Tensor& x) { return a == Activation::ReLU ? x.relu() : x.gelu(); }
+
+void check_layer_options(const TransformerLayerOptions& o, std::string_view who) {
+  check(o.d_model() > 0 && o.nhead() > 0 && o.dim_feedforward() > 0,
+        "{}: d_model {}, nhead {} and dim_feedforward {} must be positive", who, o.d_model(), o.nhead(),
+        o.dim_feedforward());
+}
+}  // namespace
+
+// ---- encoder layer ----------------------------------------------------------------------------
+
+TransformerEncoderLayer::TransformerEncoderLayer(const TransformerLayerOptions& o) : options(o) {
+  check_layer_options(o, "TransformerEncoderLayer");
+  self_attn = register_module(
+      "self_attn", std::make_shared<MultiheadAttention>(MultiheadAttentionOptions(o.d_model(), o.nhead()).dropout(o.dropout())));
+  linear1 = register_module("linear1", std::make_shared<Linear>(o.d_model(), o.dim_feedforward()));
+  dropout = register_module("dropout", std::make_shared<Dropout>(o.dropout()));
+  linear2 = register_module("linear2", std::make_shared<Linear>(o.dim_feedforward(), o.d_model()));
+  norm1 = register_module("norm1", std::make_shared<LayerNorm>(Shape{o.d_model()}, o.layer_norm_eps()));
+  norm2 = register_module("norm2", std::make_shared<LayerNorm>(Shape{o.d_model()}, o.layer_norm_eps()));
+  dropout1 = register_module("dropout1", std::make_shared<Dropout>(o.dropout()));
+  dropout2 = register_module("dropout2", std::make_shared<Dropout>(o.dropout()));
+}
+
+Tensor TransformerEncoderLayer::self_attention_block(const Tensor& x, const Tensor& mask, const Tensor& padding,
+                                                     bool is_causal) {
+  Tensor y = self_attn->forward(x, x, x, padding, mask, /*need_weights=*/false, true, is_causal).output;
+  return dropout1->forward(y);
+}
+
+Tensor TransformerEncoderLayer::feed_forward_block(const Tensor& x) {
+  // (B, S, d_model) -> (B, S, dim_feedforward) -> (B, S, d_model)
+  return dropout2->forward(linear2->forward(dropout->forward(activate(options.activation(), linear1->forward(x)))));
+}
+
+Tensor TransformerEncoderLayer::forward(const Tensor& src, const Tensor& src_mask, const Tensor& src_key_padding_mask,
+                                        bool is_causal) {
+  Tensor x = src;
+  if (options.norm_first()) {
+    x = x + self_attention_block(norm1->forward(x), src_mask, src_key_padding_mask, is_causal);
+    x = x + feed_forward_block(norm2->forward(x));
+  } else {
+    x = norm1->forward(x + self_attention_block(x, src_mask, src_key_padding_mask, is_causal));
+    x = norm2->forward(x + feed_forward_block(x));
+  }
+  return x;
+}
+
+// ---- decoder layer ----------------------------------------------------------------------------
+
+TransformerDecoderLayer::TransformerDecoderLayer(const TransformerLayerOptions& o) : options(o) {
+  check_layer_options(o, "TransformerDecoderLayer");
+  auto attention = MultiheadAttentionOptions(o.d_model(), o.nhead()).dropout(o.dropout());
+  self_attn = register_module("self_attn", std::make_shared<MultiheadAttention>(attention));
+  multihead_attn = register_module("multihead_attn", std::make_shared<MultiheadAttention>(attention));
+  linear1 = register_module("linear1", std::make_shared<Linear>(o.d_model(), o.dim_feedforward()));
+  dropout = register_module("dropout", std::make_shared<Dropout>(o.dropout()));
+  linear2 = register_module("linear2", std::make_shared<Linear>(o.dim_feedforward(), o.d_model()));
+  norm1 = register_module("norm1", std::make_shared<LayerNorm>(Shape{o.d_model()}, o.layer_norm_eps()));
+  norm2 = register_module("norm2", std::make_shared<LayerNorm>(Shape{o.d_model()}, o.layer_norm_eps()));
+  norm3 = register_module("norm3", std::make_shared<LayerNorm>(Shape{o.d_model()}, o.layer_norm_eps()));
+  dropout1 = register_module("dropout1", std::make_shared<Dropout>(o.dropout()));
+  dropout2 = register_module("dropout2", std::make_shared<Dropout>(o.dropout()));
+  dropout3 = register_module("dropout3", std::make_shared<Dropout>(o.dropout()));
+}
+
+Tensor TransformerDecoderLayer::self_attention_block(const Tensor& x, const Tensor& mask, const Tensor& padding,
+                                                     bool is_causal) {
+  return dropout1->forward(self_attn->forward(x, x, x, padding, mask, false, true, is_causal).output);
+}
+
+Tensor TransformerDecoderLayer::cross_attention_block(const Tensor& x, const Tensor& memory, const Tensor& mask,
+                                                      const Tensor& padding) {
+  // queries from the decoder, keys and values from the encoder's output
+  return dropout2->forward(multihead_attn->forward(x, memory, memory, padding, mask, false).output);
+}
+
+Tensor TransformerDecoderLayer::feed_forward_block(const Tensor& x) {
+  return dropout3->forward(linear2->forward(dropout->forward(activate(options.activation(), linear1->forward(x)))));
+}
+
+Tensor TransformerDecoderLayer::forward(const Tensor& tgt, const Tensor& memory, const Tensor& tgt_mask,
+                                        const Tensor& memory_mask, const Tensor& tgt_key_padding_mask,
+                                        const Tensor& memory_key_padding_mask, bool tgt_is_causal) {
+  Tensor x = tgt;
+  if (options.norm_first()) {
+    x = x + self_attention_block(norm1->forward(x), tgt_mask, tgt_key_padding_mask, tgt_is_causal);
+    x = x + cross_attention_block(norm2->forward(x), memory, memory_mask, memory_key_padding_mask);
+    x = x + feed_forward_block(norm3->forward(x));
+  } else {
+    x = norm1->forward(x + self_attention_block(x, tgt_mask, tgt_key_padding_mask, tgt_is_causal));
+    x = norm2->forward(x + cross_attention_block(x, memory, memory_mask, memory_key_padding_mask));
+    x = norm3->forward(x + feed_forward_block(x));
+  }
+  return x;
+}
+
+// ---- stacks -----------------------------------------------------------------------------------
+
+TransformerEncoder::TransformerEncoder(const TransformerLayerOptions& o, int64_t num_layers, bool final_norm) {
+  check(num_layers >= 0, "TransformerEncoder: negative num_layers {}", num_layers);
+  layers = register_module("layers", std::make_shared<ModuleList<TransformerEncoderLayer>>());
+  for (int64_t i = 0; i < num_layers; ++i) layers->push_back(std::make_shared<TransformerEncoderLayer>(o));
+  if (final_norm) norm = register_module("norm", std::make_shared<LayerNorm>(Shape{o.d_model()}, o.layer_norm_eps()));
+}
+
+Tensor TransformerEncoder::forward(const Tensor& src, const Tensor& mask, const Tensor& src_key_padding_mask,
+                                   bool is_causal) {
+  Tensor x = src;
+  for (const auto& layer : *layers) x = layer->forward(x, mask, src_key_padding_mask, is_causal);
+  return norm ? norm->forward(x) : x;
+}
+
+TransformerDecoder::TransformerDecoder(const TransformerLayerOptions& o, int64_t num_layers, bool final_norm) {
+  check(num_layers >= 0, "TransformerDecoder: negative num_layers {}", num_layers);
+  layers = register_module("layers", std::make_shared<ModuleList<TransformerDecoderLayer>>());
+  for (int64_t i = 0; i < num_layers; ++i) layers->push_back(std::make_shared<TransformerDecoderLayer>(o));
+  if (final_norm) norm = register_module("norm", std::make_shared<LayerNorm>(Shape{o.d_model()}, o.layer_norm_eps()));
+}
+
+Tensor TransformerDecoder::forward(const Tensor& tgt, const Tensor& memory, const Tensor& tgt_mask,
+                                   const Tensor& memory_mask, const Tensor& tgt_key_padding_mask,
+                                   const Tensor& memory_key_padding_mask, bool tgt_is_causal) {
+  Tensor x = tgt;
+  for (const auto& layer : *layers)
+    x = layer->forward(x, memory, tgt_mask, memory_mask, tgt_key_padding_mask, memory_key_padding_mask, tgt_is_causal);
+  return norm ? norm->forward(x) : x;
+}
+
+// ---- the whole model ------------------------------------------------------------------------
+
+TransformerLayerOptions TransformerOptions::layer_options() const {
+  return TransformerLayerOptions(d_model(), nhead())
+      .dim_feedforward(dim_feedforward())
+      .dropout(dropout())
+      .activation(activation())
+      .layer_norm_eps(layer_norm_eps())
+      .norm_first(norm_first());
+}
+
+Transformer::Transformer(const TransformerOptions& o) : options(o) {
+  encoder = register_module("encoder", std::make_shared<TransformerEncoder>(o.layer_options(), o.num_encoder_layers()));
+  decoder = register_module("decoder", std::make_shared<TransformerDecoder>(o.layer_options(), o.num_decoder_layers()));
+  for (const Tensor& p : parameters())
+    if (p.dim() > 1) init::xavier_uniform_(p);
+}
+
+Tensor Transformer::forward(const Tensor& src, const Tensor& tgt, const Tensor& src_mask, const Tensor& tgt_mask,
+                            const Tensor& memory_mask, const Tensor& src_key_padding_mask,
+                            const Tensor& tgt_key_padding_mask, const Tensor& memory_key_padding_mask,
+                            bool src_is_causal, bool tgt_is_causal) {
+  check(src.dim() == tgt.dim() && src.dim() >= 2 && src.size(0) == tgt.size(0) && src.size(-1) == options.d_model() &&
+            tgt.size(-1) == options.d_model(),
+        "Transformer: src {} and tgt {} must be (B, S, d_model) and (B, T, d_model) with d_model {}",
+        shape_str(src.shape()), shape_str(tgt.shape()), options.d_model());
+  Tensor memory = encoder->forward(src, src_mask, src_key_padding_mask, src_is_causal);
+  return decoder->forward(tgt, memory, tgt_mask, memory_mask, tgt_key_padding_mask, memory_key_padding_mask,
+                          tgt_is_causal);
+}
+
+// ---- positional encoding ----------------------------------------------------------------------
+
+PositionalEncoding::PositionalEncoding(int64_t d_model, double p, int64_t max_len) {
+  check(d_model > 0 && max_len > 0, "PositionalEncoding: d_model {} and max_len {} must be positive", d_model, max_len);
+  Tensor table = zeros({max_len, d_model});
+  float* out = table.data<float>();
+  for (int64_t pos = 0; pos < max_len; ++pos) {
+    for (int64_t i = 0; 2 * i < d_model; ++i) {
+      double angle = static_cast<double>(pos) / std::pow(10000.0, 2.0 * static_cast<double>(i) / d_model);
+      out[pos * d_model + 2 * i] = static_cast<float>(std::sin(angle));
+      if (2 * i + 1 < d_model) out[pos * d_model + 2 * i + 1] = static_cast<float>(std::cos(angle));
+    }
+  }
+  pe = register_buffer("pe", table, /*persistent=*/false);
+  dropout = register_module("dropout", std::make_shared<Dropout>(p));
+}
+
+Tensor PositionalEncoding::forward(const Tensor& x) {
+  check(x.dim() == 3 && x.size(2) == pe.size(1) && x.size(1) <= pe.size(0),
+        "PositionalEncoding: input {} must be (B, T, {}) with T ≤ {}", shape_str(x.shape()), pe.size(1), pe.size(0));
+  return dropout->forward(x + pe.narrow(0, 0, x.size(1)).to(x.dtype()));  // (B, T, E) + (T, E)
+}
+
+}  // namespace cppgrad::nn
