@@ -139,7 +139,10 @@ struct LaterFirst {
 
 class Engine {
  public:
-  Engine(bool retain_graph, bool create_graph) : retain_graph_(retain_graph), create_graph_(create_graph) {}
+  // create_graph keeps the graph, as PyTorch's default does: the graph of the gradients runs
+  // through the forward's nodes, so differentiating the gradients backs through them again.
+  Engine(bool retain_graph, bool create_graph)
+      : retain_graph_(retain_graph || create_graph), create_graph_(create_graph) {}
 
   // With `inputs`, gradients reaching them are captured and returned, and no .grad changes.
   std::vector<Tensor> run(const std::vector<Tensor>& roots, const std::vector<Tensor>& root_grads,
@@ -163,7 +166,7 @@ class Engine {
         add_to(pending_[roots[i].grad_fn().get()], root_grads[i]);
         starts.push_back(roots[i].grad_fn().get());
       } else {
-        deliver_to_leaf(meta_of(roots[i]), root_grads[i]);
+        add_to_leaf(meta_of(roots[i]), root_grads[i]);
       }
     }
     count_dependencies(starts);
@@ -178,6 +181,7 @@ class Engine {
         if (--dependencies_[next] == 0) ready.push(next);
       });
     }
+    for (auto& [leaf, g] : leaf_grads_) deliver_to_leaf(*leaf, std::move(g));
     return std::move(captured_);
   }
 
@@ -227,7 +231,7 @@ class Engine {
         if (edge.node)
           add_to(pending_[edge.node.get()], g);
         else
-          deliver_to_leaf(edge.leaf, g);
+          add_to_leaf(edge.leaf, g);
       }
       if (edge.node) on_done(edge.node.get());
     }
@@ -260,22 +264,31 @@ class Engine {
     return grads;
   }
 
-  void deliver_to_leaf(const std::shared_ptr<AutogradMeta>& leaf, Tensor g) {
+  // Gradients reaching a leaf are summed over the whole backward and handed over once at the
+  // end, so the leaf's hooks see its total gradient, as a non-leaf's hooks do.
+  void add_to_leaf(const std::shared_ptr<AutogradMeta>& leaf, const Tensor& g) {
     if (!leaf) return;
-    g = apply_hooks(leaf->hooks, g);
+    auto [it, inserted] = leaf_index_.try_emplace(leaf.get(), leaf_grads_.size());
+    if (inserted) leaf_grads_.emplace_back(leaf, Tensor());
+    add_to(leaf_grads_[it->second].second, g);
+  }
+
+  void deliver_to_leaf(AutogradMeta& leaf, Tensor g) {
+    g = apply_hooks(leaf.hooks, std::move(g));
     if (capturing_) {
-      if (auto it = capture_leaf_.find(leaf.get()); it != capture_leaf_.end())
-        for (size_t i : it->second) add_to(captured_[i], g);
+      if (auto it = capture_leaf_.find(&leaf); it != capture_leaf_.end())
+        for (size_t i : it->second) captured_[i] = g;
       return;
     }
-    if (!create_graph_) g = g.detach();
-    if (!leaf->grad.defined()) {
-      // The same gradient tensor may be handed to several inputs (add's backward): keep a
-      // private copy unless nothing else refers to it.
-      leaf->grad = (create_graph_ || g.impl_ptr().use_count() == 1) ? g : kernels::clone(g);
+    if (leaf.grad.defined()) {
+      leaf.grad = leaf.grad + g;
     } else {
-      leaf->grad = leaf->grad + g;
+      // .grad must own its memory: one gradient tensor (or a broadcast view of one) may reach
+      // several leaves, and .grad is changed in place (zero_grad, optimizers).
+      const bool owned = g.impl_ptr().use_count() == 1 && g.storage().use_count() == 1 && g.is_contiguous();
+      leaf.grad = owned ? g : g.clone();
     }
+    if (!create_graph_ && leaf.grad.requires_grad()) leaf.grad = leaf.grad.detach();
   }
 
   bool retain_graph_, create_graph_;
@@ -284,6 +297,8 @@ class Engine {
   std::unordered_map<Node*, int64_t> dependencies_;
   std::unordered_map<Node*, std::vector<size_t>> capture_node_;
   std::unordered_map<AutogradMeta*, std::vector<size_t>> capture_leaf_;
+  std::vector<std::pair<std::shared_ptr<AutogradMeta>, Tensor>> leaf_grads_;  // in order of first arrival
+  std::unordered_map<AutogradMeta*, size_t> leaf_index_;
   std::vector<Tensor> captured_;
 };
 

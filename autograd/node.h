@@ -141,6 +141,8 @@ Tensor record(std::string_view op, Tensor out, const std::vector<Tensor>& inputs
 bool any_requires_grad(const std::vector<Tensor>& tensors);
 
 // ---- running backward (autograd/engine.cpp) --------------------------------------------------
+// create_graph=true records the backward itself (for second derivatives) and implies
+// retain_graph=true, as in PyTorch.
 // The gradients of `outputs` with respect to `inputs`, without touching any .grad.
 std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
                          const std::vector<Tensor>& grad_outputs = {}, bool retain_graph = false,
