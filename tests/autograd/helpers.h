@@ -1,0 +1,104 @@
+// Shared helpers for the autograd tests: seeded float64 leaves and gradcheck shorthands.
+#pragma once
+
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "cppgrad.h"
+
+namespace cppgrad::test {
+
+// A float64 leaf of N(0,1) values that requires grad; the same seed gives the same values.
+inline Tensor leaf(const Shape& shape, uint64_t seed) {
+  Generator gen(seed);
+  return randn(shape, kFloat64, gen).requires_grad_();
+}
+
+// A float64 leaf with values in [low, high) (for log, sqrt, pow with a fractional exponent).
+inline Tensor positive_leaf(const Shape& shape, uint64_t seed, double low = 0.5, double high = 2.0) {
+  Generator gen(seed);
+  Tensor u = rand(shape, kFloat64, gen);
+  NoGradGuard no_grad;
+  return (u * (high - low) + low).requires_grad_();
+}
+
+// A float64 leaf whose values are at least 0.2 away from 0 (abs and relu are not
+// differentiable at 0; finite differences there would straddle the kink).
+inline Tensor away_from_zero_leaf(const Shape& shape, uint64_t seed) {
+  Generator gen(seed);
+  Tensor x = randn(shape, kFloat64, gen);
+  NoGradGuard no_grad;
+  return (x + x.sign() * 0.2).requires_grad_();
+}
+
+// The same values as `leaf(shape, seed)` stored transposed: a non-contiguous leaf of shape
+// [shape[1], shape[0]] whose strides are [1, shape[1]].
+inline Tensor transposed_leaf(const Shape& shape, uint64_t seed) {
+  Generator gen(seed);
+  Tensor t = randn(shape, kFloat64, gen).t().detach();
+  t.requires_grad_();
+  REQUIRE_FALSE(t.is_contiguous());
+  return t;
+}
+
+// An int64 index tensor from values.
+inline Tensor index(std::vector<int64_t> values, const Shape& shape) { return tensor(values, shape); }
+inline Tensor index(std::vector<int64_t> values) {
+  Shape shape{static_cast<int64_t>(values.size())};
+  return tensor(values, shape);
+}
+
+// A bool mask from 0/1 values.
+inline Tensor mask(std::initializer_list<std::initializer_list<double>> values) {
+  return tensor(values, kFloat64).ne(zeros({}, kFloat64));
+}
+
+// Shorthand: gradcheck of a one-input function.
+template <class F>
+bool check1(F f, const Tensor& x, GradcheckOptions options = {}) {
+  return gradcheck([&](const std::vector<Tensor>& in) { return f(in[0]); }, {x}, options);
+}
+template <class F>
+bool check2(F f, const Tensor& a, const Tensor& b, GradcheckOptions options = {}) {
+  return gradcheck([&](const std::vector<Tensor>& in) { return f(in[0], in[1]); }, {a, b}, options);
+}
+template <class F>
+bool gradgrad1(F f, const Tensor& x, GradcheckOptions options = {}) {
+  return gradgradcheck([&](const std::vector<Tensor>& in) { return f(in[0]); }, {x}, options);
+}
+template <class F>
+bool gradgrad2(F f, const Tensor& a, const Tensor& b, GradcheckOptions options = {}) {
+  return gradgradcheck([&](const std::vector<Tensor>& in) { return f(in[0], in[1]); }, {a, b}, options);
+}
+
+// The values of a tensor, row-major, as doubles.
+inline std::vector<double> values(const Tensor& t) { return t.to(kFloat64).contiguous().to_vector<double>(); }
+
+// Element-wise closeness of two float tensors of the same shape.
+inline bool allclose(const Tensor& a, const Tensor& b, double atol = 1e-10, double rtol = 1e-8) {
+  if (a.shape() != b.shape()) return false;
+  std::vector<double> x = values(a), y = values(b);
+  for (size_t i = 0; i < x.size(); ++i)
+    if (!(std::abs(x[i] - y[i]) <= atol + rtol * std::abs(y[i]))) return false;
+  return true;
+}
+
+// Runs `f` and returns the message of the cppgrad::Error it throws ("" if it does not throw).
+template <class F>
+std::string error_message(F f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+inline bool contains(const std::string& haystack, const std::string& needle) {
+  return haystack.find(needle) != std::string::npos;
+}
+
+}  // namespace cppgrad::test
