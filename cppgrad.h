@@ -13,3 +13,8 @@
 #include "nn/attention.h"
 #include "nn/transformer.h"
 #include "nn/safetensors.h"
+#include "optim/optimizer.h"
+#include "optim/sgd.h"
+#include "optim/adam.h"
+#include "optim/schedule.h"
+#include "optim/clip.h"

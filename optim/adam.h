@@ -1,0 +1,45 @@
+#pragma once
+
+#include "nn/options.h"
+#include "optim/optimizer.h"
+
+namespace cppgrad::optim {
+
+struct AdamOptions {
+  explicit AdamOptions(double lr = 1e-3) : lr_(lr) {}
+  CPPGRAD_ARG(double, lr, 1e-3)
+  CPPGRAD_ARG(double, beta1, 0.9)
+  CPPGRAD_ARG(double, beta2, 0.999)
+  CPPGRAD_ARG(double, eps, 1e-8)
+  CPPGRAD_ARG(double, weight_decay, 0.0)
+  CPPGRAD_ARG(bool, amsgrad, false)
+};
+
+// Adam (Kingma & Ba), with PyTorch's update rule; t counts this parameter's steps:
+//   g = ∇p + λ·p                       (AdamW instead decays p itself: p = p·(1 - lr·λ))
+//   m = β1·m + (1-β1)·g,  v = β2·v + (1-β2)·g²
+//   v̂ = max(v̂, v) with AMSGrad, else v̂ = v
+//   p = p - lr/(1-β1ᵗ) · m / (√v̂ / √(1-β2ᵗ) + ε)
+class Adam : public Optimizer {
+ public:
+  Adam(std::vector<Tensor> params, const AdamOptions& options = AdamOptions());
+  Adam(std::vector<ParamGroup> groups, const AdamOptions& options = AdamOptions());
+  const AdamOptions options;
+
+ protected:
+  Adam(std::vector<ParamGroup> groups, const AdamOptions& options, bool decoupled_weight_decay);
+  void update(const Tensor& param, const Tensor& grad, const ParamGroup& group,
+              std::map<std::string, Tensor>& state) override;
+
+ private:
+  bool decoupled_;
+};
+
+// Adam with decoupled weight decay (Loshchilov & Hutter); PyTorch's default decay is 0.01.
+class AdamW : public Adam {
+ public:
+  AdamW(std::vector<Tensor> params, const AdamOptions& options = AdamOptions().weight_decay(0.01));
+  AdamW(std::vector<ParamGroup> groups, const AdamOptions& options = AdamOptions().weight_decay(0.01));
+};
+
+}  // namespace cppgrad::optim

@@ -1,0 +1,86 @@
+#include "optim/schedule.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numbers>
+
+namespace cppgrad::optim {
+
+LRScheduler::LRScheduler(Optimizer& optimizer) : optimizer_(optimizer) {
+  for (const auto& g : optimizer.param_groups()) base_lrs_.push_back(g.lr);
+}
+
+void LRScheduler::apply() {
+  auto& groups = optimizer_.param_groups();
+  for (size_t g = 0; g < groups.size(); ++g) groups[g].lr = lr_at(last_step_, base_lrs_[g]);
+}
+
+void LRScheduler::step() {
+  ++last_step_;
+  apply();
+}
+
+NamedTensors LRScheduler::state_dict() const {
+  NamedTensors out{{"last_step", scalar_tensor(static_cast<double>(last_step_), kInt64)}};
+  for (size_t g = 0; g < base_lrs_.size(); ++g)
+    out.emplace_back(fmt::format("base_lrs.{}", g), scalar_tensor(base_lrs_[g], kFloat64));
+  return out;
+}
+
+void LRScheduler::load_state_dict(const NamedTensors& state) {
+  for (const auto& [key, t] : state) {
+    size_t g = 0;
+    if (key == "last_step") {
+      last_step_ = t.item<int64_t>();
+    } else if (std::sscanf(key.c_str(), "base_lrs.%zu", &g) == 1) {
+      check(g < base_lrs_.size(), "LRScheduler::load_state_dict: '{}' names group {} of {}", key, g, base_lrs_.size());
+      base_lrs_[g] = t.item<double>();
+    } else {
+      throw Error(fmt::format("LRScheduler::load_state_dict: unknown key '{}'", key));
+    }
+  }
+  apply();
+}
+
+NoamLR::NoamLR(Optimizer& optimizer, int64_t d_model_, int64_t warmup, double factor_)
+    : LRScheduler(optimizer), d_model(d_model_), warmup_steps(warmup), factor(factor_) {
+  check(d_model > 0 && warmup_steps > 0, "NoamLR: d_model {} and warmup_steps {} must be positive", d_model, warmup);
+  apply();
+}
+
+double NoamLR::lr_at(int64_t step, double) const {
+  const double n = static_cast<double>(step + 1);
+  return factor * std::pow(static_cast<double>(d_model), -0.5) *
+         std::min(std::pow(n, -0.5), n * std::pow(static_cast<double>(warmup_steps), -1.5));
+}
+
+WarmupCosineLR::WarmupCosineLR(Optimizer& optimizer, int64_t warmup, int64_t total, double min)
+    : LRScheduler(optimizer), warmup_steps(warmup), total_steps(total), min_lr(min) {
+  check(warmup >= 0 && total > warmup, "WarmupCosineLR: need 0 ≤ warmup_steps ({}) < total_steps ({})", warmup, total);
+  apply();
+}
+
+double WarmupCosineLR::lr_at(int64_t step, double base_lr) const {
+  if (step < warmup_steps) return base_lr * static_cast<double>(step + 1) / static_cast<double>(warmup_steps);
+  double progress = std::min(1.0, static_cast<double>(step - warmup_steps) / static_cast<double>(total_steps - warmup_steps));
+  return min_lr + (base_lr - min_lr) * 0.5 * (1.0 + std::cos(std::numbers::pi * progress));
+}
+
+StepLR::StepLR(Optimizer& optimizer, int64_t size, double g) : LRScheduler(optimizer), step_size(size), gamma(g) {
+  check(step_size > 0, "StepLR: step_size must be positive, got {}", step_size);
+  apply();
+}
+
+double StepLR::lr_at(int64_t step, double base_lr) const {
+  return base_lr * std::pow(gamma, static_cast<double>(step / step_size));
+}
+
+LambdaLR::LambdaLR(Optimizer& optimizer, std::function<double(int64_t)> lambda)
+    : LRScheduler(optimizer), lambda_(std::move(lambda)) {
+  check(static_cast<bool>(lambda_), "LambdaLR: no function given");
+  apply();
+}
+
+double LambdaLR::lr_at(int64_t step, double base_lr) const { return base_lr * lambda_(step); }
+
+}  // namespace cppgrad::optim

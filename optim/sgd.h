@@ -1,0 +1,33 @@
+#pragma once
+
+#include "nn/options.h"
+#include "optim/optimizer.h"
+
+namespace cppgrad::optim {
+
+struct SGDOptions {
+  explicit SGDOptions(double lr) : lr_(lr) {}
+  CPPGRAD_ARG(double, lr, 1e-3)
+  CPPGRAD_ARG(double, momentum, 0.0)
+  CPPGRAD_ARG(double, dampening, 0.0)
+  CPPGRAD_ARG(double, weight_decay, 0.0)
+  CPPGRAD_ARG(bool, nesterov, false)
+};
+
+// Stochastic gradient descent, with PyTorch's update rule:
+//   g = ∇p + λ·p
+//   b = g on the first step, else b = μ·b + (1 - τ)·g      (with momentum μ, dampening τ)
+//   g = g + μ·b with Nesterov, else g = b
+//   p = p - lr·g
+class SGD : public Optimizer {
+ public:
+  SGD(std::vector<Tensor> params, const SGDOptions& options);
+  SGD(std::vector<ParamGroup> groups, const SGDOptions& options);
+  const SGDOptions options;
+
+ protected:
+  void update(const Tensor& param, const Tensor& grad, const ParamGroup& group,
+              std::map<std::string, Tensor>& state) override;
+};
+
+}  // namespace cppgrad::optim
