@@ -45,7 +45,8 @@ struct StridedLoop {
   }
 
   int64_t inner_size() const { return shape.back(); }
-  int64_t run_count() const { return numel(shape) / shape.back(); }
+  // The product of the outer dims (not numel / inner, which divides by zero for an empty dim).
+  int64_t run_count() const { return numel(Shape(shape.begin(), shape.end() - 1)); }
 
   // body(offsets, n, inner_strides): a run of n elements starting at offsets[k] of operand k.
   template <class Body>

@@ -1,0 +1,204 @@
+// Binary kernels with NumPy broadcasting, dtype promotion, comparisons, where and masked_fill.
+#include <cmath>
+#include <limits>
+
+#include "helpers.h"
+
+using namespace cppgrad;
+using cppgrad::testing::mismatch;
+using cppgrad::testing::shares_storage;
+
+namespace {
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+// [[1, 2, 3], [4, 5, 6]]
+Tensor two_by_three(DType dtype = kFloat32) { return tensor({{1, 2, 3}, {4, 5, 6}}, dtype); }
+}  // namespace
+
+TEST_CASE("binary: same-shape arithmetic") {
+  Tensor a = two_by_three(), b = tensor({{6, 5, 4}, {3, 2, 1}});
+  CHECK(mismatch(a + b, {2, 3}, {7, 7, 7, 7, 7, 7}) == "");
+  CHECK(mismatch(a - b, {2, 3}, {-5, -3, -1, 1, 3, 5}) == "");
+  CHECK(mismatch(a * b, {2, 3}, {6, 10, 12, 12, 10, 6}) == "");
+  CHECK(mismatch(a / b, {2, 3}, {1.0 / 6, 0.4, 0.75, 4.0 / 3, 2.5, 6}) == "");
+  CHECK(mismatch(maximum(a, b), {2, 3}, {6, 5, 4, 4, 5, 6}) == "");
+  CHECK(mismatch(minimum(a, b), {2, 3}, {1, 2, 3, 3, 2, 1}) == "");
+  CHECK(mismatch(add(a, b), a + b) == "");
+  CHECK(mismatch(sub(a, b), a - b) == "");
+  CHECK(mismatch(mul(a, b), a * b) == "");
+  CHECK(mismatch(div(a, b), a / b) == "");
+  CHECK(mismatch(a.maximum(b), maximum(a, b)) == "");
+  CHECK(mismatch(a.minimum(b), minimum(a, b)) == "");
+}
+
+TEST_CASE("binary: NumPy broadcasting of rows columns and leading dims") {
+  Tensor a = two_by_three();
+  Tensor row = tensor({10, 20, 30});
+  Tensor col = tensor({1, 2}).reshape({2, 1});
+  CHECK(mismatch(a + row, {2, 3}, {11, 22, 33, 14, 25, 36}) == "");
+  CHECK(mismatch(row + a, {2, 3}, {11, 22, 33, 14, 25, 36}) == "");
+  CHECK(mismatch(a - col, {2, 3}, {0, 1, 2, 2, 3, 4}) == "");
+  CHECK(mismatch(a / tensor({1, 2, 4}), {2, 3}, {1, 1, 0.75, 4, 2.5, 1.5}) == "");
+  // [3,1] * [4] -> [3,4]: an outer product
+  Tensor outer = tensor({1, 2, 3}).reshape({3, 1}) * tensor({1, 10, 100, 1000});
+  CHECK(mismatch(outer, {3, 4}, {1, 10, 100, 1000, 2, 20, 200, 2000, 3, 30, 300, 3000}) == "");
+  // [2,1,3] + [4,1] -> [2,4,3]
+  Tensor c = arange(6).to(kFloat32).reshape({2, 1, 3}) + arange(4).to(kFloat32).reshape({4, 1}) * 10.0;
+  CHECK(c.shape() == Shape{2, 4, 3});
+  CHECK(c.at<float>({1, 2, 0}) == 3 + 20);
+  CHECK(c.at<float>({0, 3, 2}) == 2 + 30);
+  // A 0-d operand broadcasts to anything.
+  CHECK(mismatch(a * scalar_tensor(-1), {2, 3}, {-1, -2, -3, -4, -5, -6}) == "");
+  CHECK(mismatch(maximum(a, tensor({3, 5}).reshape({2, 1})), {2, 3}, {3, 3, 3, 5, 5, 6}) == "");
+  CHECK(mismatch(minimum(a, tensor({3, 5}).reshape({2, 1})), {2, 3}, {1, 2, 3, 4, 5, 5}) == "");
+  // Size-0 dims broadcast like any other.
+  CHECK((zeros({0, 3}) + row).shape() == Shape{0, 3});
+}
+
+TEST_CASE("binary: scalar operands keep the tensor's dtype") {
+  Tensor a = two_by_three(kFloat64);
+  CHECK(mismatch(a * 2.0, {2, 3}, {2, 4, 6, 8, 10, 12}) == "");
+  CHECK((a * 2.0).dtype() == kFloat64);
+  CHECK(mismatch(1.0 - a, {2, 3}, {0, -1, -2, -3, -4, -5}) == "");
+  CHECK(mismatch(12.0 / a, {2, 3}, {12, 6, 4, 3, 2.4, 2}) == "");
+  CHECK(mismatch(a / 2.0, {2, 3}, {0.5, 1, 1.5, 2, 2.5, 3}) == "");
+  CHECK(mismatch(a + 0.5, {2, 3}, {1.5, 2.5, 3.5, 4.5, 5.5, 6.5}) == "");
+  CHECK(mismatch(3.0 * a - 1.0, {2, 3}, {2, 5, 8, 11, 14, 17}) == "");
+  CHECK(mismatch(2.0 + a, a + 2.0) == "");
+
+  Tensor i = arange(4);
+  CHECK((i * 3.0).dtype() == kInt64);
+  CHECK((i * 3.0).to_vector<int64_t>() == std::vector<int64_t>{0, 3, 6, 9});
+  CHECK((i * 0.5).dtype() == kFloat32);  // a fractional scalar makes an integer tensor float
+  CHECK(mismatch(i * 0.5, {4}, {0, 0.5, 1, 1.5}) == "");
+}
+
+TEST_CASE("binary: dtype promotion") {
+  Tensor f32 = tensor({1.5, 2}), f64 = tensor({0.25, 0.5}, kFloat64), i64 = tensor({2, 3}, kInt64);
+  Tensor b = tensor({1, 0}, kBool);
+  CHECK((f32 + f64).dtype() == kFloat64);
+  CHECK((f64 + f32).dtype() == kFloat64);
+  CHECK(mismatch(f32 + f64, {2}, {1.75, 2.5}) == "");
+  CHECK((f32 * i64).dtype() == kFloat32);
+  CHECK(mismatch(f32 * i64, {2}, {3, 6}) == "");
+  CHECK((i64 + i64).dtype() == kInt64);
+  CHECK((i64 + i64).to_vector<int64_t>() == std::vector<int64_t>{4, 6});
+  CHECK((i64 * b).dtype() == kInt64);
+  CHECK((i64 * b).to_vector<int64_t>() == std::vector<int64_t>{2, 0});
+  CHECK(maximum(f32, f64).dtype() == kFloat64);
+  // Division of integers is true division, as torch.div.
+  Tensor q = tensor({1, 2, 3}, kInt64) / tensor({2, 2, 2}, kInt64);
+  CHECK(q.dtype() == kFloat32);
+  CHECK(mismatch(q, {3}, {0.5, 1, 1.5}) == "");
+}
+
+TEST_CASE("binary: maximum and minimum propagate NaN") {
+  Tensor a = tensor({kNaN, 1, 2}), b = tensor({1, kNaN, 3});
+  CHECK(mismatch(maximum(a, b), {3}, {kNaN, kNaN, 3}) == "");
+  CHECK(mismatch(minimum(a, b), {3}, {kNaN, kNaN, 2}) == "");
+}
+
+TEST_CASE("binary: non-contiguous operands") {
+  Tensor a = two_by_three();
+  Tensor at = a.t();  // [[1, 4], [2, 5], [3, 6]]
+  Tensor b = tensor({{10, 20}, {30, 40}, {50, 60}});
+  CHECK(mismatch(at + b, {3, 2}, {11, 24, 32, 45, 53, 66}) == "");
+  CHECK(mismatch(b - at, {3, 2}, {9, 16, 28, 35, 47, 54}) == "");
+  CHECK(mismatch(at * at, {3, 2}, {1, 16, 4, 25, 9, 36}) == "");
+  CHECK(mismatch(at / tensor({1, 2}), {3, 2}, {1, 2, 2, 2.5, 3, 3}) == "");  // and broadcast
+  CHECK(mismatch(maximum(at, b.t().t() / 10.0 + 1.0), {3, 2}, {2, 4, 4, 5, 6, 7}) == "");
+
+  // Slices with a step, on both sides.
+  Tensor base = arange(12).to(kFloat32).reshape({3, 4});
+  Tensor even = base.slice(1, 0, 4, 2);  // [[0, 2], [4, 6], [8, 10]]
+  Tensor odd = base.slice(1, 1, 4, 2);   // [[1, 3], [5, 7], [9, 11]]
+  CHECK(mismatch(odd - even, {3, 2}, {1, 1, 1, 1, 1, 1}) == "");
+  CHECK(mismatch(even * odd, {3, 2}, {0, 6, 20, 42, 72, 110}) == "");
+  CHECK(mismatch(minimum(even, odd.t().t()), even) == "");
+  CHECK(mismatch(base.select(1, 3) + base.select(0, 1).narrow(0, 0, 3), {3}, {7, 12, 17}) == "");
+  // A transposed operand with a column broadcast: [3,2] + [3,1]
+  CHECK(mismatch(at + tensor({100, 200, 300}).reshape({3, 1}), {3, 2}, {101, 104, 202, 205, 303, 306}) == "");
+}
+
+TEST_CASE("binary: comparisons give bool with broadcasting") {
+  Tensor a = two_by_three();
+  Tensor t = tensor({2, 5}).reshape({2, 1});
+  auto as_bools = [](const Tensor& x) {
+    CHECK(x.dtype() == kBool);
+    return x.to_vector<bool>();
+  };
+  using B = std::vector<bool>;
+  CHECK(as_bools(a > t) == B{false, false, true, false, false, true});
+  CHECK(as_bools(a >= t) == B{false, true, true, false, true, true});
+  CHECK(as_bools(a < t) == B{true, false, false, true, false, false});
+  CHECK(as_bools(a <= t) == B{true, true, false, true, true, false});
+  CHECK(as_bools(a == t) == B{false, true, false, false, true, false});
+  CHECK(as_bools(a != t) == B{true, false, true, true, false, true});
+  CHECK(as_bools(a.gt(t)) == as_bools(a > t));
+  CHECK(as_bools(a.eq(t)) == as_bools(a == t));
+  CHECK((a > t).shape() == Shape{2, 3});
+  // Across dtypes, after promotion: 2 (int64) == 2.0 (float32)
+  CHECK(as_bools(tensor({2, 3}, kInt64) == tensor({2, 2.5})) == B{true, false});
+  CHECK(as_bools(tensor({kNaN}) == tensor({kNaN})) == B{false});
+  // On a transposed view.
+  CHECK(as_bools(a.t() > scalar_tensor(2.5)) == B{false, true, false, true, true, true});
+}
+
+TEST_CASE("binary: where picks from two broadcast operands") {
+  Tensor cond = tensor({1, 0}, kBool).reshape({2, 1});
+  Tensor a = two_by_three();
+  CHECK(mismatch(where(cond, a, scalar_tensor(0)), {2, 3}, {1, 2, 3, 0, 0, 0}) == "");
+  Tensor mask = tensor({1, 0, 1}, kBool);
+  CHECK(mismatch(where(mask, a, -a), {2, 3}, {1, -2, 3, 4, -5, 6}) == "");
+  // Promotion: int64 and float64 give float64.
+  Tensor w = where(mask, tensor({1, 2, 3}, kInt64), tensor({0.5, 0.5, 0.5}, kFloat64));
+  CHECK(w.dtype() == kFloat64);
+  CHECK(mismatch(w, {3}, {1, 0.5, 3}) == "");
+  // A transposed condition and operand.
+  Tensor ct = tensor({{1, 0, 0}, {0, 1, 1}}, kBool).t();  // [[1,0],[0,1],[0,1]]
+  CHECK(mismatch(where(ct, a.t(), zeros({3, 2})), {3, 2}, {1, 0, 0, 5, 0, 6}) == "");
+  CHECK(mismatch(where(a > scalar_tensor(3), a, scalar_tensor(3)), {2, 3}, {3, 3, 3, 4, 5, 6}) == "");
+}
+
+TEST_CASE("binary: masked_fill out of place and in place") {
+  Tensor a = two_by_three();
+  Tensor mask = tensor({1, 0, 1}, kBool);
+  CHECK(mismatch(a.masked_fill(mask, -1), {2, 3}, {-1, 2, -1, -1, 5, -1}) == "");
+  CHECK(mismatch(a, {2, 3}, {1, 2, 3, 4, 5, 6}) == "");  // untouched
+  CHECK(mismatch(a.masked_fill(a > scalar_tensor(4), 0), {2, 3}, {1, 2, 3, 4, 0, 0}) == "");
+  // -inf, as attention masks use it.
+  Tensor neg_inf = a.masked_fill(tensor({0, 1}, kBool).reshape({2, 1}), -INFINITY);
+  CHECK(mismatch(neg_inf, {2, 3}, {1, 2, 3, -INFINITY, -INFINITY, -INFINITY}) == "");
+  // On a transposed view.
+  CHECK(mismatch(a.t().masked_fill(tensor({1, 0}, kBool), 9), {3, 2}, {9, 4, 9, 5, 9, 6}) == "");
+  // int64 tensors too.
+  CHECK(arange(4).masked_fill(tensor({0, 1, 0, 1}, kBool), 7).to_vector<int64_t>() ==
+        std::vector<int64_t>{0, 7, 2, 7});
+
+  // In place through a view writes into the base.
+  Tensor base = zeros({2, 3});
+  Tensor col = base.select(1, 1);
+  col.masked_fill_(tensor({0, 1}, kBool), 5);
+  CHECK(mismatch(base, {2, 3}, {0, 0, 0, 0, 5, 0}) == "");
+}
+
+TEST_CASE("binary: in-place arithmetic writes through views") {
+  Tensor base = ones({2, 3});
+  Tensor row = base.select(0, 1);
+  row.add_(tensor({1, 2, 3}));
+  CHECK(mismatch(base, {2, 3}, {1, 1, 1, 2, 3, 4}) == "");
+  row.mul_(2.0);
+  CHECK(mismatch(base, {2, 3}, {1, 1, 1, 4, 6, 8}) == "");
+  base.t().sub_(tensor({1, 2}));  // [3,2] minus a broadcast row: column j of base minus [1,2]
+  CHECK(mismatch(base, {2, 3}, {0, 0, 0, 2, 4, 6}) == "");
+  base.div_(tensor({1, 2, 4}));
+  CHECK(mismatch(base, {2, 3}, {0, 0, 0, 2, 2, 1.5}) == "");
+  base.add_(tensor({1, 1, 1}), 0.5);  // alpha scales the other operand
+  CHECK(mismatch(base, {2, 3}, {0.5, 0.5, 0.5, 2.5, 2.5, 2}) == "");
+  Tensor before = base.clone();
+  base.zero_();
+  CHECK(mismatch(base, {2, 3}, {0, 0, 0, 0, 0, 0}) == "");
+  base.copy_(before.t().t());
+  CHECK(mismatch(base, before) == "");
+  CHECK(shares_storage(row, base));
+}
