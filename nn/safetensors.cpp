@@ -1,0 +1,580 @@
+// Reading and writing safetensors files (the layout is described in safetensors.h).
+//
+// The reader trusts nothing in the file. It checks, in this order, stopping at the first fault:
+//   1. the length prefix: 8 bytes present, N within kMaxSafetensorsHeader and within the file;
+//   2. the header is valid UTF-8, then valid JSON with no duplicate key in any object;
+//   3. the top level is an object; "__metadata__" maps strings to strings; every other entry is
+//      an object with exactly dtype (a known name), shape (non-negative integers whose product
+//      fits int64) and data_offsets (two non-negative integers, begin <= end), and
+//      numel × element size equals end - begin;
+//   4. sorted by begin, the tensors tile the data block: the first begins at 0, each begins
+//      where the one before ended (no overlap, no hole), the last ends at the block's end;
+//   5. every BOOL byte is 0 or 1.
+// Only then does it read tensor bytes, each into fresh storage (the file's bytes may sit at any
+// alignment). Each fault is a cppgrad::Error "op: source: what is wrong".
+#include "nn/safetensors.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <bit>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <set>
+#include <string_view>
+#include <system_error>
+
+#include <nlohmann/json.hpp>
+
+#include "tensor/kernels.h"
+
+namespace cppgrad::nn {
+
+static_assert(std::endian::native == std::endian::little,
+              "safetensors stores little-endian data, which this code copies byte for byte");
+
+namespace {
+
+using Json = nlohmann::json;
+
+constexpr uint64_t kInt64Max = static_cast<uint64_t>(std::numeric_limits<int64_t>::max());
+
+// ---- dtypes ----------------------------------------------------------------------------------
+
+struct DTypeName {
+  std::string_view name;
+  DType dtype;
+};
+constexpr DTypeName kSupportedDTypes[] = {
+    {"F32", kFloat32}, {"F64", kFloat64}, {"I64", kInt64}, {"BOOL", kBool}};
+// The format's other dtypes: a file holding them is well-formed, but cppgrad has no such type.
+constexpr std::string_view kUnsupportedDTypes[] = {
+    "F16", "BF16", "F8_E4M3", "F8_E5M2", "F8_E8M0", "F6_E2M3", "F6_E3M2", "F4",
+    "I8",  "U8",   "I16",     "U16",     "I32",     "U32",     "U64",     "C64"};
+
+std::string_view safetensors_dtype_name(DType dtype) {
+  for (const DTypeName& d : kSupportedDTypes) {
+    if (d.dtype == dtype) return d.name;
+  }
+  throw Error("safetensors: unknown cppgrad dtype");
+}
+
+// ---- small helpers ---------------------------------------------------------------------------
+
+// A name or value quoted for an error message: JSON-escaped, and cut short when long, since
+// it may come from a hostile file.
+std::string quote(std::string_view text) {
+  constexpr size_t kMaxShown = 80;
+  std::string shown(text.substr(0, kMaxShown));
+  if (text.size() > kMaxShown) shown += "...";
+  return Json(shown).dump(-1, ' ', false, Json::error_handler_t::replace);
+}
+
+// The offset of the first byte that breaks UTF-8 (RFC 3629: no overlong forms, no UTF-16
+// surrogates, nothing above U+10FFFF), or npos when all of `text` is valid.
+size_t first_invalid_utf8(std::string_view text) {
+  size_t i = 0;
+  while (i < text.size()) {
+    const auto lead = static_cast<uint8_t>(text[i]);
+    if (lead < 0x80) {
+      ++i;
+      continue;
+    }
+    size_t length = 0;
+    uint8_t low = 0x80, high = 0xBF;  // the range allowed for the second byte
+    if (lead >= 0xC2 && lead <= 0xDF) {
+      length = 2;
+    } else if (lead == 0xE0) {
+      length = 3, low = 0xA0;  // below is an overlong form
+    } else if (lead == 0xED) {
+      length = 3, high = 0x9F;  // above are the surrogates
+    } else if (lead >= 0xE1 && lead <= 0xEF) {
+      length = 3;
+    } else if (lead == 0xF0) {
+      length = 4, low = 0x90;  // below is an overlong form
+    } else if (lead >= 0xF1 && lead <= 0xF3) {
+      length = 4;
+    } else if (lead == 0xF4) {
+      length = 4, high = 0x8F;  // above is beyond U+10FFFF
+    } else {
+      return i;  // a continuation byte without a lead, or a lead no valid sequence uses
+    }
+    if (text.size() - i < length) return i;
+    const auto second = static_cast<uint8_t>(text[i + 1]);
+    if (second < low || second > high) return i;
+    for (size_t k = 2; k < length; ++k) {
+      if ((static_cast<uint8_t>(text[i + k]) & 0xC0) != 0x80) return i;
+    }
+    i += length;
+  }
+  return std::string_view::npos;
+}
+
+uint64_t read_u64_le(const uint8_t* p) {
+  uint64_t value = 0;
+  for (int i = 7; i >= 0; --i) value = (value << 8) | p[i];
+  return value;
+}
+
+void append_u64_le(std::vector<uint8_t>& out, uint64_t value) {
+  for (int i = 0; i < 8; ++i) out.push_back(static_cast<uint8_t>(value >> (8 * i)));
+}
+
+std::string system_error_text(int error) { return std::error_code(error, std::generic_category()).message(); }
+
+// Builds every error of one call: "parse_safetensors: <memory>: header is not valid JSON: ...".
+class Faults {
+ public:
+  Faults(std::string_view op, std::string_view source) : op_(op), source_(source) {}
+
+  template <class... Args>
+  [[noreturn]] void fail(fmt::format_string<Args...> format, Args&&... args) const {
+    throw Error(fmt::format("{}: {}: {}", op_, source_, fmt::format(format, std::forward<Args>(args)...)));
+  }
+
+ private:
+  std::string_view op_;
+  std::string_view source_;
+};
+
+// ---- reading: the header ---------------------------------------------------------------------
+
+// A valid header is an object of objects of arrays of numbers: three levels of containers.
+constexpr size_t kMaxHeaderNesting = 3;
+
+// Parses the header JSON. nlohmann-json silently keeps the last of duplicate keys, so a
+// callback watches every object's keys as they arrive; it also stops nesting deeper than a
+// valid header has, and notes the top-level keys in file order.
+Json parse_header_json(std::string_view text, const Faults& faults, std::vector<std::string>& top_level_keys) {
+  std::vector<std::set<std::string>> open_containers;  // the keys seen so far in each
+  auto watch = [&](int /*depth*/, Json::parse_event_t event, Json& parsed) {
+    switch (event) {
+      case Json::parse_event_t::object_start:
+      case Json::parse_event_t::array_start:
+        if (open_containers.size() == kMaxHeaderNesting) {
+          faults.fail("header nests containers more than {} deep, which no safetensors header does",
+                      kMaxHeaderNesting);
+        }
+        open_containers.emplace_back();
+        break;
+      case Json::parse_event_t::object_end:
+      case Json::parse_event_t::array_end:
+        open_containers.pop_back();
+        break;
+      case Json::parse_event_t::key: {
+        const auto& key = parsed.get_ref<const std::string&>();
+        if (!open_containers.back().insert(key).second) faults.fail("header has the duplicate key {}", quote(key));
+        if (open_containers.size() == 1) top_level_keys.push_back(key);
+        break;
+      }
+      case Json::parse_event_t::value:
+        break;
+    }
+    return true;  // keep everything
+  };
+  try {
+    return Json::parse(text.begin(), text.end(), watch);
+  } catch (const Json::exception& e) {
+    faults.fail("header is not valid JSON: {}", e.what());
+  }
+}
+
+// A JSON value that must be a non-negative integer (`what` names it in errors).
+uint64_t read_index(const Json& value, const Faults& faults, const std::string& what) {
+  if (value.is_number_unsigned()) return value.get<uint64_t>();
+  if (value.is_number_integer()) {
+    const auto signed_value = value.get<int64_t>();
+    if (signed_value == 0) return 0;  // written "-0"
+    faults.fail("{} is negative ({})", what, signed_value);
+  }
+  if (value.is_number_float()) {
+    faults.fail("{} is not an integer within 64 bits ({})", what, value.dump());
+  }
+  faults.fail("{} is a JSON {}, not an integer", what, value.type_name());
+}
+
+struct Entry {
+  std::string name;
+  DType dtype;
+  Shape shape;
+  uint64_t begin;  // byte offsets into the data block
+  uint64_t end;
+};
+
+DType read_dtype(const Json& value, const Faults& faults, const std::string& name) {
+  if (!value.is_string()) faults.fail("tensor {}: dtype is a JSON {}, not a string", quote(name), value.type_name());
+  const auto& text = value.get_ref<const std::string&>();
+  for (const DTypeName& d : kSupportedDTypes) {
+    if (d.name == text) return d.dtype;
+  }
+  if (std::find(std::begin(kUnsupportedDTypes), std::end(kUnsupportedDTypes), text) != std::end(kUnsupportedDTypes)) {
+    faults.fail("tensor {}: unsupported dtype {} (cppgrad reads F32, F64, I64 and BOOL)", quote(name), text);
+  }
+  faults.fail("tensor {}: unknown dtype {}", quote(name), quote(text));
+}
+
+// The number of bytes a tensor of this shape and dtype holds. Refuses a shape whose non-zero
+// sizes multiply past int64, even when a 0 elsewhere makes it empty: its strides would overflow.
+uint64_t byte_size(const Shape& shape, DType dtype, const Faults& faults, const std::string& name) {
+  uint64_t product = 1;
+  bool has_zero = false;
+  for (int64_t size : shape) {
+    if (size == 0) {
+      has_zero = true;
+      continue;
+    }
+    if (__builtin_mul_overflow(product, static_cast<uint64_t>(size), &product) || product > kInt64Max) {
+      faults.fail("tensor {}: the sizes of shape {} multiply past the int64 range", quote(name), shape_str(shape));
+    }
+  }
+  const uint64_t numel = has_zero ? 0 : product;
+  uint64_t bytes = 0;
+  if (__builtin_mul_overflow(numel, dtype_size(dtype), &bytes)) {
+    faults.fail("tensor {}: {} elements of {} overflow a 64-bit byte count", quote(name), numel, dtype_name(dtype));
+  }
+  return bytes;
+}
+
+Entry read_entry(const std::string& name, const Json& value, const Faults& faults) {
+  const std::string q = quote(name);
+  if (!value.is_object()) faults.fail("tensor {}: entry is a JSON {}, not an object", q, value.type_name());
+  for (const auto& field : value.items()) {
+    const std::string& key = field.key();
+    if (key != "dtype" && key != "shape" && key != "data_offsets") {
+      faults.fail("tensor {}: unexpected field {} (an entry has exactly dtype, shape and data_offsets)", q,
+                  quote(key));
+    }
+  }
+  for (const char* field : {"dtype", "shape", "data_offsets"}) {
+    if (!value.contains(field)) faults.fail("tensor {}: entry lacks the field \"{}\"", q, field);
+  }
+
+  Entry entry{name, read_dtype(value["dtype"], faults, name), {}, 0, 0};
+
+  const Json& shape = value["shape"];
+  if (!shape.is_array()) faults.fail("tensor {}: shape is a JSON {}, not an array", q, shape.type_name());
+  for (size_t d = 0; d < shape.size(); ++d) {
+    const uint64_t size = read_index(shape[d], faults, fmt::format("tensor {}: shape[{}]", q, d));
+    if (size > kInt64Max) faults.fail("tensor {}: shape[{}] = {} is beyond the int64 range", q, d, size);
+    entry.shape.push_back(static_cast<int64_t>(size));
+  }
+
+  const Json& offsets = value["data_offsets"];
+  if (!offsets.is_array() || offsets.size() != 2) {
+    faults.fail("tensor {}: data_offsets must be an array of two integers, got {}", q,
+                quote(offsets.dump(-1, ' ', false, Json::error_handler_t::replace)));
+  }
+  entry.begin = read_index(offsets[0], faults, fmt::format("tensor {}: data_offsets[0]", q));
+  entry.end = read_index(offsets[1], faults, fmt::format("tensor {}: data_offsets[1]", q));
+  if (entry.begin > entry.end) {
+    faults.fail("tensor {}: data_offsets [{}, {}] begin after they end", q, entry.begin, entry.end);
+  }
+
+  const uint64_t needed = byte_size(entry.shape, entry.dtype, faults, name);
+  if (needed != entry.end - entry.begin) {
+    faults.fail("tensor {}: shape {} of {} needs {} bytes, but data_offsets [{}, {}] span {}", q,
+                shape_str(entry.shape), dtype_name(entry.dtype), needed, entry.begin, entry.end,
+                entry.end - entry.begin);
+  }
+  return entry;
+}
+
+Metadata read_metadata(const Json& value, const Faults& faults) {
+  if (!value.is_object()) faults.fail("__metadata__ is a JSON {}, not an object", value.type_name());
+  Metadata metadata;
+  for (const auto& [key, item] : value.items()) {
+    if (!item.is_string()) {
+      faults.fail("__metadata__ value for key {} is a JSON {}, not a string", quote(key), item.type_name());
+    }
+    metadata.emplace(key, item.get<std::string>());
+  }
+  return metadata;
+}
+
+// Sorted by begin, the tensors must tile the data block exactly.
+void check_layout(std::vector<Entry>& entries, uint64_t data_size, const Faults& faults) {
+  std::stable_sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) {
+    return a.begin != b.begin ? a.begin < b.begin : a.end < b.end;
+  });
+  uint64_t expected = 0;  // where the next tensor must begin
+  for (const Entry& e : entries) {
+    if (e.begin < expected) {
+      faults.fail("tensor {} at data_offsets [{}, {}] overlaps the tensor before it, which ends at {}",
+                  quote(e.name), e.begin, e.end, expected);
+    }
+    if (e.begin > expected) {
+      faults.fail("a hole of {} bytes lies before tensor {}, which begins at {} where {} was expected",
+                  e.begin - expected, quote(e.name), e.begin, expected);
+    }
+    expected = e.end;
+  }
+  if (expected > data_size) {
+    faults.fail("the tensors need {} bytes of data, but the data block holds only {}", expected, data_size);
+  }
+  if (expected < data_size) {
+    faults.fail("the data block holds {} bytes, {} more than the tensors' {}", data_size, data_size - expected,
+                expected);
+  }
+}
+
+SafetensorsContents parse(std::span<const uint8_t> bytes, const Faults& faults) {
+  // 1. the length prefix
+  if (bytes.size() < 8) faults.fail("the file has {} bytes, too few for the 8-byte header length", bytes.size());
+  const uint64_t header_size = read_u64_le(bytes.data());
+  if (header_size > kMaxSafetensorsHeader) {
+    faults.fail("header length {} is over the limit of {} bytes", header_size, kMaxSafetensorsHeader);
+  }
+  if (header_size > bytes.size() - 8) {
+    faults.fail("header length {} runs past the end of the file ({} bytes after the length)", header_size,
+                bytes.size() - 8);
+  }
+  const std::string_view header(reinterpret_cast<const char*>(bytes.data() + 8), header_size);
+  const std::span<const uint8_t> data = bytes.subspan(8 + header_size);
+
+  // 2. UTF-8, then JSON
+  if (size_t bad = first_invalid_utf8(header); bad != std::string_view::npos) {
+    faults.fail("header is not valid UTF-8 (byte {} of the header)", bad);
+  }
+  std::vector<std::string> names;  // the top-level keys, in file order
+  const Json root = parse_header_json(header, faults, names);
+
+  // 3. the entries
+  if (!root.is_object()) faults.fail("header's top level is a JSON {}, not an object", root.type_name());
+  SafetensorsContents contents;
+  std::vector<Entry> entries;
+  for (const std::string& name : names) {
+    const Json& value = root.at(name);
+    if (name == "__metadata__") {
+      contents.metadata = read_metadata(value, faults);
+    } else {
+      entries.push_back(read_entry(name, value, faults));
+    }
+  }
+
+  // 4. the layout
+  check_layout(entries, data.size(), faults);
+
+  // 5. the bytes, each tensor into fresh storage
+  for (const Entry& e : entries) {
+    const std::span<const uint8_t> source = data.subspan(e.begin, e.end - e.begin);
+    if (e.dtype == kBool) {
+      auto bad = std::find_if(source.begin(), source.end(), [](uint8_t b) { return b > 1; });
+      if (bad != source.end()) {
+        faults.fail("tensor {}: bool element {} holds the byte {} (only 0 and 1 are valid)", quote(e.name),
+                    bad - source.begin(), *bad);
+      }
+    }
+    Tensor t = empty(e.shape, e.dtype);
+    if (!source.empty()) std::memcpy(t.raw_data(), source.data(), source.size());
+    contents.tensors.emplace_back(e.name, std::move(t));
+  }
+  return contents;
+}
+
+// ---- writing ---------------------------------------------------------------------------------
+
+std::string json_string(const std::string& text) { return Json(text).dump(); }  // valid UTF-8 by now
+
+std::vector<uint8_t> serialize(const NamedTensors& tensors, const Metadata& metadata, std::string_view op) {
+  std::set<std::string_view> seen;
+  for (const auto& [name, t] : tensors) {
+    check(name != "__metadata__", "{}: \"__metadata__\" is reserved and cannot name a tensor", op);
+    check(seen.insert(name).second, "{}: duplicate tensor name {}", op, quote(name));
+    check(first_invalid_utf8(name) == std::string_view::npos, "{}: tensor name {} is not valid UTF-8", op,
+          quote(name));
+    check(t.defined(), "{}: tensor {} is undefined", op, quote(name));
+  }
+  for (const auto& [key, value] : metadata) {
+    check(first_invalid_utf8(key) == std::string_view::npos && first_invalid_utf8(value) == std::string_view::npos,
+          "{}: __metadata__ entry {} is not valid UTF-8", op, quote(key));
+  }
+
+  // The header, in the caller's order; offsets follow one another from 0.
+  std::string header = "{";
+  if (!metadata.empty()) {
+    header += "\"__metadata__\":{";
+    bool first = true;
+    for (const auto& [key, value] : metadata) {
+      header += fmt::format("{}{}:{}", first ? "" : ",", json_string(key), json_string(value));
+      first = false;
+    }
+    header += "}";
+  }
+  uint64_t offset = 0;
+  for (const auto& [name, t] : tensors) {
+    const uint64_t nbytes = static_cast<uint64_t>(t.numel()) * dtype_size(t.dtype());
+    header += fmt::format("{}{}:{{\"dtype\":\"{}\",\"shape\":[{}],\"data_offsets\":[{},{}]}}",
+                          header.size() > 1 ? "," : "", json_string(name), safetensors_dtype_name(t.dtype()),
+                          fmt::join(t.shape(), ","), offset, offset + nbytes);
+    offset += nbytes;
+  }
+  header += "}";
+  header.append((8 - header.size() % 8) % 8, ' ');  // so the data block starts 8-byte aligned
+  check(header.size() <= kMaxSafetensorsHeader, "{}: the header would take {} bytes, over the limit of {}", op,
+        header.size(), kMaxSafetensorsHeader);
+
+  std::vector<uint8_t> out;
+  out.reserve(8 + header.size() + offset);
+  append_u64_le(out, header.size());
+  out.insert(out.end(), header.begin(), header.end());
+  for (const auto& [name, t] : tensors) {
+    const Tensor dense = kernels::contiguous(t);  // a copy only for a non-contiguous view
+    const auto* p = static_cast<const uint8_t*>(dense.raw_data());
+    out.insert(out.end(), p, p + dense.numel() * dtype_size(dense.dtype()));
+  }
+  return out;
+}
+
+// The mode a new file gets from open(..., 0666): 0666 less the process's umask. The umask is
+// read from /proc, since the umask() call that reads it also changes it, racing other threads.
+mode_t new_file_mode() {
+  mode_t mask = 022;
+  std::ifstream status("/proc/self/status");
+  for (std::string line; std::getline(status, line);) {
+    if (line.rfind("Umask:", 0) == 0) {
+      mask = static_cast<mode_t>(std::stoul(line.substr(6), nullptr, 8));
+      break;
+    }
+  }
+  return 0666 & ~mask;
+}
+
+// A temporary file next to the destination that removes itself unless renamed into place, so
+// that every way out of save_safetensors, a throw included, leaves no stray file behind.
+class TempFile {
+ public:
+  TempFile(const std::filesystem::path& destination, const Faults& faults) : faults_(faults) {
+    const std::filesystem::path dir = destination.has_parent_path() ? destination.parent_path() : ".";
+    name_ = (dir / ("." + destination.filename().string() + ".tmp-XXXXXX")).string();
+    fd_ = ::mkstemp(name_.data());
+    if (fd_ < 0) faults.fail("cannot create a temporary file in {}: {}", dir.string(), system_error_text(errno));
+  }
+  ~TempFile() {
+    if (fd_ >= 0) ::close(fd_);
+    if (!renamed_) ::unlink(name_.c_str());
+  }
+  TempFile(const TempFile&) = delete;
+  TempFile& operator=(const TempFile&) = delete;
+
+  void set_mode(mode_t mode) {
+    if (::fchmod(fd_, mode) != 0) fail_with_errno("cannot set the permissions of");
+  }
+
+  void write_all(std::span<const uint8_t> bytes) {
+    while (!bytes.empty()) {
+      const ssize_t written = ::write(fd_, bytes.data(), bytes.size());
+      if (written < 0 && errno == EINTR) continue;
+      if (written < 0) fail_with_errno("cannot write");
+      bytes = bytes.subspan(static_cast<size_t>(written));
+    }
+  }
+
+  void sync_and_close() {
+    if (::fsync(fd_) != 0) fail_with_errno("cannot fsync");
+    const int fd = fd_;
+    fd_ = -1;
+    if (::close(fd) != 0) fail_with_errno("cannot close");
+  }
+
+  void rename_to(const std::string& path) {
+    if (::rename(name_.c_str(), path.c_str()) != 0) fail_with_errno("cannot rename into place");
+    renamed_ = true;
+  }
+
+ private:
+  [[noreturn]] void fail_with_errno(std::string_view what) const {
+    faults_.fail("{} the temporary file {}: {}", what, name_, system_error_text(errno));
+  }
+
+  const Faults& faults_;
+  std::string name_;
+  int fd_ = -1;
+  bool renamed_ = false;
+};
+
+// After a rename, the directory entry is durable only once the directory itself is synced.
+// Best effort: the file is already in place, so a failure here is not reported.
+void sync_directory(const std::filesystem::path& destination) {
+  const std::filesystem::path dir = destination.has_parent_path() ? destination.parent_path() : ".";
+  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return;
+  ::fsync(fd);
+  ::close(fd);
+}
+
+std::vector<uint8_t> read_file(const std::string& path, const Faults& faults) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) faults.fail("cannot open: {}", system_error_text(errno));
+  struct Closer {
+    int fd;
+    ~Closer() { ::close(fd); }
+  } closer{fd};
+
+  struct stat info {};
+  if (::fstat(fd, &info) != 0) faults.fail("cannot stat: {}", system_error_text(errno));
+  if (!S_ISREG(info.st_mode)) faults.fail("not a regular file");
+  std::vector<uint8_t> bytes(static_cast<size_t>(info.st_size));
+  size_t filled = 0;
+  while (filled < bytes.size()) {
+    const ssize_t got = ::read(fd, bytes.data() + filled, bytes.size() - filled);
+    if (got < 0 && errno == EINTR) continue;
+    if (got < 0) faults.fail("cannot read: {}", system_error_text(errno));
+    if (got == 0) break;  // the file shrank since fstat: parse what is there
+    filled += static_cast<size_t>(got);
+  }
+  bytes.resize(filled);
+  return bytes;
+}
+
+}  // namespace
+
+bool SafetensorsContents::contains(const std::string& name) const {
+  return std::any_of(tensors.begin(), tensors.end(), [&](const auto& entry) { return entry.first == name; });
+}
+
+const Tensor& SafetensorsContents::at(const std::string& name) const {
+  for (const auto& [key, t] : tensors) {
+    if (key == name) return t;
+  }
+  throw Error(fmt::format("SafetensorsContents::at: no tensor named {} among the {} loaded", quote(name),
+                          tensors.size()));
+}
+
+std::vector<uint8_t> serialize_safetensors(const NamedTensors& tensors, const Metadata& metadata) {
+  return serialize(tensors, metadata, "serialize_safetensors");
+}
+
+SafetensorsContents parse_safetensors(std::span<const uint8_t> bytes, const std::string& source) {
+  return parse(bytes, Faults("parse_safetensors", source));
+}
+
+void save_safetensors(const std::string& path, const NamedTensors& tensors, const Metadata& metadata) {
+  const Faults faults("save_safetensors", path);
+  const std::vector<uint8_t> bytes = serialize(tensors, metadata, "save_safetensors");
+  const std::filesystem::path destination(path);
+  if (!destination.has_filename()) faults.fail("the path names no file");
+
+  // An existing file keeps its permissions; a new one gets what open() would give it.
+  struct stat existing {};
+  const mode_t mode = ::stat(path.c_str(), &existing) == 0 ? (existing.st_mode & 07777) : new_file_mode();
+
+  TempFile temp(destination, faults);
+  temp.set_mode(mode);
+  temp.write_all(bytes);
+  temp.sync_and_close();
+  temp.rename_to(path);
+  sync_directory(destination);
+}
+
+SafetensorsContents load_safetensors(const std::string& path) {
+  const Faults faults("load_safetensors", path);
+  const std::vector<uint8_t> bytes = read_file(path, faults);
+  return parse(bytes, faults);
+}
+
+}  // namespace cppgrad::nn
