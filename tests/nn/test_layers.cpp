@@ -1,0 +1,202 @@
+// The basic layers against values computed by hand: Linear, Embedding, LayerNorm, Dropout,
+// ReLU, GELU, Sequential, ModuleList, and their functional forms; gradchecks of the
+// differentiable ones in float64.
+#include <doctest/doctest.h>
+
+#include <cmath>
+
+#include "cppgrad.h"
+#include "nn_helpers.h"
+
+using namespace cppgrad;
+using namespace cppgrad::nn;
+namespace F = cppgrad::nn::functional;
+using nntest::check_values;
+using nntest::contains;
+using nntest::error_message;
+using nntest::randn64;
+using nntest::set_values;
+using nntest::values;
+
+TEST_CASE("Linear computes x times W transposed plus b") {
+  Linear lin(3, 2);
+  lin.to(kFloat64);
+  set_values(lin.weight, {1, 2, 3, 0, -1, 0.5});
+  set_values(lin.bias, {0.5, -1});
+  Tensor x = tensor({{1, 1, 1}, {2, 0, -1}}, kFloat64);
+  // row 0: [1+2+3+0.5, 0-1+0.5-1], row 1: [2+0-3+0.5, 0+0-0.5-1]
+  check_values(lin.forward(x), {6.5, -1.5, -0.5, -1.5});
+  CHECK(lin.forward(x).shape() == Shape{2, 2});
+  // Any leading dims: (2, 1, 2, 3) -> (2, 1, 2, 2), each row as above.
+  Tensor batched = x.reshape({1, 1, 2, 3}).expand({2, 1, 2, 3});
+  check_values(lin.forward(batched), {6.5, -1.5, -0.5, -1.5, 6.5, -1.5, -0.5, -1.5});
+  // The functional form is the same computation.
+  check_values(F::linear(x, lin.weight, lin.bias), {6.5, -1.5, -0.5, -1.5});
+  check_values(F::linear(x, lin.weight), {6.0, -0.5, -1.0, -0.5});
+  // Shape errors name the op and the shapes.
+  std::string msg = error_message([&] { lin.forward(ones({2, 4}, kFloat64)); });
+  CHECK(contains(msg, "linear"));
+  CHECK(contains(msg, "[2,4]"));
+  CHECK(contains(msg, "[2,3]"));
+  CHECK(contains(error_message([&] { Linear bad(0, 3); }), "Linear"));
+}
+
+TEST_CASE("gradcheck Linear for input and weight and bias") {
+  manual_seed(11);
+  Linear lin(3, 4);
+  lin.to(kFloat64);
+  Tensor x = randn64({2, 5, 3}, 12, true);
+  CHECK(gradcheck([&](const std::vector<Tensor>& in) { return lin.forward(in[0]); }, {x, lin.weight, lin.bias}));
+}
+
+TEST_CASE("Embedding picks rows and its padding row is zero and gets no gradient") {
+  Embedding emb(4, 2, /*padding_idx=*/0);
+  emb.to(kFloat64);
+  CHECK(values(emb.weight.select(0, 0)) == std::vector<double>{0.0, 0.0});  // zero from the start
+  set_values(emb.weight, {0, 0, 1, 2, 3, 4, 5, 6});
+  Tensor idx = tensor(std::vector<int64_t>{2, 0, 3, 2}, {2, 2});
+  Tensor out = emb.forward(idx);
+  CHECK(out.shape() == Shape{2, 2, 2});
+  check_values(out, {3, 4, 0, 0, 5, 6, 3, 4});
+  // Gradient of sum(out * G): row 2 collects two rows of G, row 3 one, row 1 none, row 0 none.
+  Tensor G = tensor(std::vector<double>{1, 2, 10, 20, 100, 200, 1000, 2000}, {2, 2, 2});
+  (out * G).sum().backward();
+  check_values(emb.weight.grad(), {0, 0, 0, 0, 1001, 2002, 100, 200});
+  // A negative padding_idx counts from the end.
+  Embedding tail(5, 3, -1);
+  CHECK(tail.padding_idx == 4);
+  CHECK(values(tail.weight.select(0, 4)) == std::vector<double>(3, 0.0));
+  // Indices must be int64; the functional form gives the same rows.
+  CHECK(contains(error_message([&] { emb.forward(ones({2})); }), "embedding"));
+  check_values(F::embedding(idx, emb.weight), {3, 4, 0, 0, 5, 6, 3, 4});
+}
+
+TEST_CASE("gradcheck Embedding with respect to its weight") {
+  manual_seed(13);
+  Embedding emb(5, 3);
+  emb.to(kFloat64);
+  Tensor idx = tensor(std::vector<int64_t>{1, 4, 1, 0, 3, 1}, {2, 3});
+  Tensor G = randn64({2, 3, 3}, 14);
+  CHECK(gradcheck([&](const std::vector<Tensor>&) { return (emb.forward(idx) * G).tanh(); }, {emb.weight}));
+}
+
+TEST_CASE("LayerNorm normalises the last dims with eps and the affine parameters") {
+  // x = [1, 2, 3, 4]: mean 2.5, biased variance 1.25. With eps 0.75: divide by √2.
+  LayerNorm ln(Shape{4}, 0.75);
+  ln.to(kFloat64);
+  Tensor x = tensor({{1, 2, 3, 4}, {-2, -2, -2, -2}}, kFloat64);
+  const double r = 1.0 / std::sqrt(2.0);
+  check_values(ln.forward(x), {-1.5 * r, -0.5 * r, 0.5 * r, 1.5 * r, 0, 0, 0, 0});
+  set_values(ln.weight, {1, 2, 3, 4});
+  set_values(ln.bias, {0.5, 0.5, 0.5, 1});
+  check_values(ln.forward(x), {0.5 - 1.5 * r, 0.5 - 1.0 * r, 0.5 + 1.5 * r, 1 + 6.0 * r, 0.5, 0.5, 0.5, 1});
+
+  // Without elementwise_affine there are no parameters, and the result is the plain normalisation.
+  LayerNorm plain(Shape{2, 2}, 0.75, /*elementwise_affine=*/false);
+  CHECK(plain.parameters().empty());
+  CHECK_FALSE(plain.weight.defined());
+  check_values(plain.forward(x.reshape({2, 2, 2})), {-1.5 * r, -0.5 * r, 0.5 * r, 1.5 * r, 0, 0, 0, 0});
+  // The default eps is 1e-5: [-1, 1] has variance 1.
+  LayerNorm def(Shape{2}, 1e-5, false);
+  CHECK(def.eps == 1e-5);
+  check_values(def.forward(tensor({{-1, 1}}, kFloat64)), {-1.0 / std::sqrt(1 + 1e-5), 1.0 / std::sqrt(1 + 1e-5)});
+  check_values(F::layer_norm(x, {4}, {}, {}, 0.75), {-1.5 * r, -0.5 * r, 0.5 * r, 1.5 * r, 0, 0, 0, 0});
+  std::string msg = error_message([&] { ln.forward(ones({2, 3}, kFloat64)); });
+  CHECK(contains(msg, "layer_norm"));
+  CHECK(contains(msg, "[2,3]"));
+}
+
+TEST_CASE("gradcheck LayerNorm for input and weight and bias") {
+  LayerNorm ln(Shape{4});
+  ln.to(kFloat64);
+  set_values(ln.weight, {1.0, -0.5, 2.0, 0.3});
+  set_values(ln.bias, {0.1, 0.2, -0.3, 0.0});
+  Tensor x = randn64({3, 4}, 15, true);
+  CHECK(gradcheck([&](const std::vector<Tensor>& in) { return ln.forward(in[0]); }, {x, ln.weight, ln.bias}));
+  LayerNorm two_dims(Shape{2, 3}, 1e-3, false);
+  Tensor y = randn64({2, 2, 3}, 16, true);
+  CHECK(gradcheck([&](const std::vector<Tensor>& in) { return two_dims.forward(in[0]); }, {y}));
+}
+
+TEST_CASE("Dropout zeroes about p and scales survivors by one over one minus p") {
+  Dropout drop(0.3);
+  Tensor x = ones({100000}, kFloat64).requires_grad_();
+  manual_seed(17);
+  Tensor y = drop.forward(x);
+  int64_t zeros_seen = 0;
+  bool survivors_scaled = true;
+  for (double v : values(y)) {
+    if (v == 0.0)
+      ++zeros_seen;
+    else if (std::abs(v - 1.0 / 0.7) > 1e-12)
+      survivors_scaled = false;
+  }
+  CHECK(survivors_scaled);
+  CHECK(static_cast<double>(zeros_seen) / 100000.0 == doctest::Approx(0.3).epsilon(0.02));
+  // The gradient is the same mask and scale.
+  y.sum().backward();
+  CHECK(values(x.grad()) == values(y));
+  // Seeded: the same seed drops the same elements.
+  manual_seed(17);
+  CHECK(values(drop.forward(x)) == values(y));
+  // In eval mode, and with p = 0, Dropout is the identity (the very tensor).
+  drop.eval();
+  CHECK(drop.forward(x).is_same(x));
+  CHECK(F::dropout(x, 0.0, true).is_same(x));
+  CHECK(values(F::dropout(x, 1.0, true)) == std::vector<double>(100000, 0.0));
+  Generator g1(3), g2(3);
+  CHECK(values(F::dropout(x, 0.5, true, g1)) == values(F::dropout(x, 0.5, true, g2)));
+  CHECK(contains(error_message([] { Dropout bad(1.5); }), "Dropout"));
+}
+
+TEST_CASE("ReLU and GELU match their formulas") {
+  Tensor x = tensor({-2.0, -0.5, 0.0, 1.0, 3.0}, kFloat64);
+  ReLU relu;
+  GELU gelu;
+  check_values(relu.forward(x), {0, 0, 0, 1, 3});
+  std::vector<double> expected;
+  for (double v : values(x)) expected.push_back(0.5 * v * (1.0 + std::erf(v / std::sqrt(2.0))));
+  check_values(gelu.forward(x), expected);
+  CHECK(expected[3] == doctest::Approx(0.8413447460685429).epsilon(1e-15));
+  check_values(F::relu(x), values(relu.forward(x)));
+  check_values(F::gelu(x), expected);
+  Tensor a = tensor({-1.3, 0.4, 2.1}, kFloat64).requires_grad_();
+  CHECK(gradcheck([&](const std::vector<Tensor>& in) { return gelu.forward(in[0]) + relu.forward(in[0]); }, {a}));
+}
+
+TEST_CASE("Sequential chains modules and names them by position") {
+  auto first = std::make_shared<Linear>(2, 3);
+  auto second = std::make_shared<Linear>(3, 1);
+  Sequential seq{first, std::make_shared<ReLU>(), second};
+  seq.to(kFloat64);
+  CHECK(seq.size() == 3);
+  std::vector<std::string> names;
+  for (const auto& [name, t] : seq.named_parameters()) names.push_back(name);
+  CHECK(names == std::vector<std::string>{"0.weight", "0.bias", "2.weight", "2.bias"});
+  set_values(first->weight, {1, 0, 0, 1, 1, 1});
+  set_values(first->bias, {0, 0, -10});
+  set_values(second->weight, {1, -1, 2});
+  set_values(second->bias, {0.25});
+  // x = [3, -1]: hidden [3, -1, 2-10] -> relu [3, 0, 0] -> 3 + 0.25
+  check_values(seq.forward(tensor({{3, -1}}, kFloat64)), {3.25});
+  seq.push_back(std::make_shared<GELU>());
+  CHECK(seq.size() == 4);
+  check_values(seq.forward(tensor({{3, -1}}, kFloat64)), {3.25 * 0.5 * (1 + std::erf(3.25 / std::sqrt(2.0)))});
+}
+
+TEST_CASE("ModuleList holds modules under their index") {
+  ModuleList<Linear> list;
+  list.push_back(std::make_shared<Linear>(2, 2));
+  list.push_back(std::make_shared<Linear>(2, 5, false));
+  CHECK(list.size() == 2);
+  CHECK(list[1]->out_features == 5);
+  std::vector<std::string> names;
+  for (const auto& [name, t] : list.named_parameters()) names.push_back(name);
+  CHECK(names == std::vector<std::string>{"0.weight", "0.bias", "1.weight"});
+  int64_t total = 0;
+  for (const auto& lin : list) total += lin->out_features;
+  CHECK(total == 7);
+  CHECK(list.parameter_count() == 4 + 2 + 10);
+  list.eval();
+  CHECK_FALSE(list[0]->is_training());
+}
