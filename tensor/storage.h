@@ -9,7 +9,10 @@
 namespace cppgrad {
 
 struct Storage {
-  explicit Storage(size_t nbytes);  // zero-filled, 64-byte aligned
+  // Zeroed unless the caller is about to overwrite every byte anyway (a GEMM output, say):
+  // zero-filling a large block costs a full pass over memory.
+  enum class Init { Zeroed, Uninitialized };
+  explicit Storage(size_t nbytes, Init init = Init::Zeroed);  // 64-byte aligned
   ~Storage();
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;

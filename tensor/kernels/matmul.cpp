@@ -42,6 +42,17 @@ BlasLayout blas_ready(Tensor& t) {
   return *blas_layout(t.shape()[n - 2], t.shape()[n - 1], t.strides()[n - 2], t.strides()[n - 1]);
 }
 
+// t broadcast to `shape`: itself when it has that shape already, as in a plain 2-D product.
+Tensor broadcast_to(const Tensor& t, const Shape& shape) { return t.shape() == shape ? t : expand(t, shape); }
+
+// A contiguous tensor whose elements are left unset: every GEMM below runs with beta = 0,
+// which writes all of C without reading it, so zero-filling first would be a wasted pass.
+Tensor empty_for_gemm(const Shape& shape, DType dtype) {
+  auto storage = std::make_shared<Storage>(static_cast<size_t>(numel(shape)) * dtype_size(dtype),
+                                           Storage::Init::Uninitialized);
+  return Tensor(std::make_shared<TensorImpl>(std::move(storage), shape, contiguous_strides(shape), 0, dtype));
+}
+
 template <class T>
 void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const T* a, int64_t lda, const T* b, int64_t ldb, T* c,
           int64_t ldc) {
@@ -62,9 +73,9 @@ Tensor batched_matmul(Tensor a, Tensor b, const Shape& batch) {
   Shape out_shape = batch;
   out_shape.push_back(m);
   out_shape.push_back(n);
-  Tensor out = empty(out_shape, a.dtype());
+  if (k == 0) return zeros(out_shape, a.dtype());  // an empty inner product is zero
+  Tensor out = empty_for_gemm(out_shape, a.dtype());
   if (out.numel() == 0) return out;
-  if (k == 0) return out;  // an empty inner product is zero; storage starts zeroed
 
   // [..., M, K] @ [K, N] with a's batch dims folding into M: one large GEMM instead of many.
   if (b.dim() == 2 && a.dim() > 2) {
@@ -86,7 +97,7 @@ Tensor batched_matmul(Tensor a, Tensor b, const Shape& batch) {
   Shape a_shape = batch, b_shape = batch;
   a_shape.insert(a_shape.end(), {m, k});
   b_shape.insert(b_shape.end(), {k, n});
-  Tensor ae = expand(a, a_shape), be = expand(b, b_shape);
+  Tensor ae = broadcast_to(a, a_shape), be = broadcast_to(b, b_shape);
   const int64_t nb = static_cast<int64_t>(batch.size());
   // Offsets of each batch's matrices, batch index in row-major order.
   Strides a_batch(ae.strides().begin(), ae.strides().begin() + nb);
@@ -111,24 +122,28 @@ Tensor batched_matmul(Tensor a, Tensor b, const Shape& batch) {
   return out;
 }
 
+// "matmul: [2,3] @ [4,5]: <what>". Built only when a check fails: formatting two shapes on
+// every call costs more than a whole 8x8 GEMM.
+[[noreturn]] void fail(const Tensor& a, const Tensor& b, const std::string& what) {
+  throw Error(fmt::format("matmul: {} @ {}: {}", shape_str(a.shape()), shape_str(b.shape()), what));
+}
+
 }  // namespace
 
 Tensor matmul(const Tensor& a, const Tensor& b) {
-  check(a.dim() >= 1 && b.dim() >= 1, "matmul: {} @ {}: both arguments need at least 1 dim", shape_str(a.shape()),
-        shape_str(b.shape()));
-  check(a.dtype() == b.dtype(), "matmul: {} @ {}: dtypes {} and {} differ", shape_str(a.shape()),
-        shape_str(b.shape()), dtype_name(a.dtype()), dtype_name(b.dtype()));
-  check(a.is_floating_point(), "matmul: {} @ {}: expected float32 or float64, got {}", shape_str(a.shape()),
-        shape_str(b.shape()), dtype_name(a.dtype()));
+  if (a.dim() < 1 || b.dim() < 1) fail(a, b, "both arguments need at least 1 dim");
+  if (a.dtype() != b.dtype())
+    fail(a, b, fmt::format("dtypes {} and {} differ", dtype_name(a.dtype()), dtype_name(b.dtype())));
+  if (!a.is_floating_point()) fail(a, b, fmt::format("expected float32 or float64, got {}", dtype_name(a.dtype())));
   // A 1-D operand is a row vector on the left or a column vector on the right, removed after.
   Tensor a2 = a.dim() == 1 ? unsqueeze(a, 0) : a;
   Tensor b2 = b.dim() == 1 ? unsqueeze(b, 1) : b;
   const int64_t k_a = a2.shape()[a2.dim() - 1], k_b = b2.shape()[b2.dim() - 2];
-  check(k_a == k_b, "matmul: {} @ {}: inner dimensions {} and {} differ", shape_str(a.shape()), shape_str(b.shape()),
-        k_a, k_b);
+  if (k_a != k_b) fail(a, b, fmt::format("inner dimensions {} and {} differ", k_a, k_b));
   Shape batch_a(a2.shape().begin(), a2.shape().end() - 2);
   Shape batch_b(b2.shape().begin(), b2.shape().end() - 2);
-  Shape batch = broadcast_shapes(batch_a, batch_b, "matmul");
+  // (Equal batch dims need no broadcasting, nor broadcast_shapes' eagerly formatted check.)
+  Shape batch = batch_a == batch_b ? batch_a : broadcast_shapes(batch_a, batch_b, "matmul");
   Tensor out = batched_matmul(a2, b2, batch);
   if (a.dim() == 1) out = squeeze(out, -2);
   if (b.dim() == 1) out = squeeze(out, -1);
