@@ -40,12 +40,11 @@ Tensor stack(const std::vector<Tensor>& tensors, int64_t dim) {
 Tensor Tensor::index_select(int64_t dim, const Tensor& index) const {
   Shape in = shape();
   dim = dim < 0 && this->dim() > 0 ? dim + this->dim() : dim;
-  // dA = zeros(shape(A)) with row i of dC added at row index[i] (repeats accumulate)
+  // dA = zeros(shape(A)) with row i of dC added at row index[i] (repeats accumulate). A 0-d
+  // index keeps dim (with size 1) in the output, so dC lines up with the index either way.
   return record("index_select", kernels::index_select(*this, dim, index), {*this}, {index},
                 [in, dim](const Tensor& g, const Saved& s) -> Grads {
-                  Tensor idx = s[0].dim() == 0 ? s[0].reshape({1}) : s[0];
-                  Tensor src = s[0].dim() == 0 ? g.unsqueeze(dim) : g;
-                  return {cppgrad::index_add(zeros(in, g.dtype()), dim, idx, src)};
+                  return {cppgrad::index_add(zeros(in, g.dtype()), dim, s[0], g)};
                 });
 }
 
