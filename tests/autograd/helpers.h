@@ -44,6 +44,14 @@ inline Tensor transposed_leaf(const Shape& shape, uint64_t seed) {
   return t;
 }
 
+// The same values as the leaf `x`, stored transposed: a non-contiguous leaf of x's shape
+// reversed (for a 2-D x).
+inline Tensor transposed(const Tensor& x) {
+  Tensor t = x.detach().t();
+  t.requires_grad_();
+  return t;
+}
+
 // An int64 index tensor from values.
 inline Tensor index(std::vector<int64_t> values, const Shape& shape) { return tensor(values, shape); }
 inline Tensor index(std::vector<int64_t> values) {

@@ -1,0 +1,115 @@
+// gradcheck of the unary elementwise ops, on a contiguous leaf, a non-contiguous (transposed)
+// leaf, a strided slice of a leaf, and a 0-d leaf. Inputs stay inside each op's domain and away
+// from its kinks (abs and relu at 0).
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <functional>
+#include <string>
+
+#include "cppgrad.h"
+#include "helpers.h"
+
+using namespace cppgrad;
+using test::check1;
+using test::transposed;
+using V = std::vector<double>;
+
+namespace {
+
+enum class Domain { Any, Positive, AwayFromZero };
+
+Tensor make(const Shape& shape, uint64_t seed, Domain domain) {
+  switch (domain) {
+    case Domain::Positive: return test::positive_leaf(shape, seed);
+    case Domain::AwayFromZero: return test::away_from_zero_leaf(shape, seed);
+    default: return test::leaf(shape, seed);
+  }
+}
+
+struct UnaryCase {
+  std::string name;
+  std::function<Tensor(const Tensor&)> fn;
+  Domain domain;
+};
+
+std::vector<UnaryCase> unary_cases() {
+  return {
+      {"neg", [](const Tensor& a) { return a.neg(); }, Domain::Any},
+      {"unary minus", [](const Tensor& a) { return -a; }, Domain::Any},
+      {"abs", [](const Tensor& a) { return a.abs(); }, Domain::AwayFromZero},
+      {"exp", [](const Tensor& a) { return a.exp(); }, Domain::Any},
+      {"log", [](const Tensor& a) { return a.log(); }, Domain::Positive},
+      {"sqrt", [](const Tensor& a) { return a.sqrt(); }, Domain::Positive},
+      {"rsqrt", [](const Tensor& a) { return a.rsqrt(); }, Domain::Positive},
+      {"tanh", [](const Tensor& a) { return a.tanh(); }, Domain::Any},
+      {"sigmoid", [](const Tensor& a) { return a.sigmoid(); }, Domain::Any},
+      {"relu", [](const Tensor& a) { return a.relu(); }, Domain::AwayFromZero},
+      {"gelu", [](const Tensor& a) { return a.gelu(); }, Domain::Any},
+      {"erf", [](const Tensor& a) { return a.erf(); }, Domain::Any},
+      {"sign", [](const Tensor& a) { return a.sign(); }, Domain::AwayFromZero},
+      {"square", [](const Tensor& a) { return a.square(); }, Domain::Any},
+      {"pow 0", [](const Tensor& a) { return a.pow(0.0); }, Domain::Any},
+      {"pow 1", [](const Tensor& a) { return a.pow(1.0); }, Domain::Any},
+      {"pow 2", [](const Tensor& a) { return a.pow(2.0); }, Domain::Any},
+      {"pow 3", [](const Tensor& a) { return a.pow(3.0); }, Domain::Any},
+      {"pow -1", [](const Tensor& a) { return a.pow(-1.0); }, Domain::AwayFromZero},
+      {"pow 0.5", [](const Tensor& a) { return a.pow(0.5); }, Domain::Positive},
+      {"pow -1.5", [](const Tensor& a) { return a.pow(-1.5); }, Domain::Positive},
+      {"pow 2.5", [](const Tensor& a) { return a.pow(2.5); }, Domain::Positive},
+  };
+}
+
+}  // namespace
+
+TEST_CASE("gradcheck unary: every op on a contiguous leaf") {
+  uint64_t seed = 100;
+  for (const UnaryCase& c : unary_cases()) {
+    CAPTURE(c.name);
+    Tensor x = make({3, 4}, seed++, c.domain);
+    CHECK(check1(c.fn, x));
+  }
+}
+
+TEST_CASE("gradcheck unary: every op on a non-contiguous leaf") {
+  uint64_t seed = 200;
+  for (const UnaryCase& c : unary_cases()) {
+    CAPTURE(c.name);
+    Tensor x = transposed(make({4, 3}, seed++, c.domain));
+    REQUIRE_FALSE(x.is_contiguous());
+    CHECK(check1(c.fn, x));
+  }
+}
+
+TEST_CASE("gradcheck unary: every op on a strided slice and on a 0-d leaf") {
+  uint64_t seed = 300;
+  for (const UnaryCase& c : unary_cases()) {
+    CAPTURE(c.name);
+    Tensor x = make({3, 6}, seed++, c.domain);
+    CHECK(check1([&](const Tensor& a) { return c.fn(a.slice(1, 1, 6, 2)); }, x));
+    Tensor s = make({}, seed++, c.domain);
+    CHECK(check1(c.fn, s));
+  }
+}
+
+TEST_CASE("gradcheck unary: chained ops") {
+  Tensor x = test::leaf({2, 5}, 400);
+  CHECK(check1([](const Tensor& a) { return a.tanh().exp().sigmoid(); }, x));
+  CHECK(check1([](const Tensor& a) { return (a * a + 1.0).sqrt().log(); }, x));
+  CHECK(check1([](const Tensor& a) { return a.gelu() * a.erf() + a.sigmoid().rsqrt(); }, x));
+}
+
+TEST_CASE("unary backward: hand-computed values") {
+  Tensor x = tensor({0.5, 1.0, 4.0}, TensorOptions(kFloat64).requires_grad());
+  auto grad_of = [&](const std::function<Tensor(const Tensor&)>& f) {
+    return test::values(autograd::grad({f(x).sum()}, {x})[0]);
+  };
+  CHECK(grad_of([](const Tensor& a) { return a.sqrt(); }) == V{1 / (2 * std::sqrt(0.5)), 0.5, 0.25});
+  CHECK(grad_of([](const Tensor& a) { return a.log(); }) == V{2, 1, 0.25});
+  CHECK(grad_of([](const Tensor& a) { return a.pow(3.0); }) == V{0.75, 3, 48});
+  CHECK(grad_of([](const Tensor& a) { return (a - 1.0).relu(); }) == V{0, 0, 1});  // 0 at the kink
+  CHECK(grad_of([](const Tensor& a) { return (a - 1.0).abs(); }) == V{-1, 0, 1});
+  std::vector<double> g = grad_of([](const Tensor& a) { return a.gelu(); });
+  // d/dx x Φ(x) = Φ(x) + x φ(x), at x = 1: 0.841344746 + 0.241970725
+  CHECK(g[1] == doctest::Approx(0.8413447460685429 + 0.24197072451914337).epsilon(1e-12));
+}
