@@ -16,14 +16,21 @@ void check_shape(const Shape& shape, std::string_view op) {
 }
 }  // namespace
 
-Tensor empty(const Shape& shape, TensorOptions options) {
-  check_shape(shape, "empty");
-  auto storage = std::make_shared<Storage>(static_cast<size_t>(numel(shape)) * dtype_size(options.dtype_));
+namespace {
+Tensor allocate(const Shape& shape, TensorOptions options, Storage::Init init, std::string_view op) {
+  check_shape(shape, op);
+  auto storage = std::make_shared<Storage>(static_cast<size_t>(numel(shape)) * dtype_size(options.dtype_), init);
   auto impl = std::make_shared<TensorImpl>(std::move(storage), shape, contiguous_strides(shape), 0, options.dtype_);
   return finish(Tensor(std::move(impl)), options);
 }
+}  // namespace
 
-Tensor zeros(const Shape& shape, TensorOptions options) { return empty(shape, options); }  // storage is zeroed
+// The elements of an empty tensor are unset: every kernel that calls it writes all of them.
+Tensor empty(const Shape& shape, TensorOptions options) {
+  return allocate(shape, options, Storage::Init::Uninitialized, "empty");
+}
+
+Tensor zeros(const Shape& shape, TensorOptions options) { return allocate(shape, options, Storage::Init::Zeroed, "zeros"); }
 
 Tensor full(const Shape& shape, double value, TensorOptions options) {
   Tensor t = empty(shape, options.dtype_);

@@ -9,8 +9,8 @@
 namespace cppgrad {
 
 struct Storage {
-  // Zeroed unless the caller is about to overwrite every byte anyway (a GEMM output, say):
-  // zero-filling a large block costs a full pass over memory.
+  // empty() leaves the bytes unset, since nearly every kernel overwrites all of its output;
+  // zeros() asks for them zeroed. Memory comes from the caching allocator (tensor/allocator.h).
   enum class Init { Zeroed, Uninitialized };
   explicit Storage(size_t nbytes, Init init = Init::Zeroed);  // 64-byte aligned
   ~Storage();

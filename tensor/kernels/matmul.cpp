@@ -45,14 +45,6 @@ BlasLayout blas_ready(Tensor& t) {
 // t broadcast to `shape`: itself when it has that shape already, as in a plain 2-D product.
 Tensor broadcast_to(const Tensor& t, const Shape& shape) { return t.shape() == shape ? t : expand(t, shape); }
 
-// A contiguous tensor whose elements are left unset: every GEMM below runs with beta = 0,
-// which writes all of C without reading it, so zero-filling first would be a wasted pass.
-Tensor empty_for_gemm(const Shape& shape, DType dtype) {
-  auto storage = std::make_shared<Storage>(static_cast<size_t>(numel(shape)) * dtype_size(dtype),
-                                           Storage::Init::Uninitialized);
-  return Tensor(std::make_shared<TensorImpl>(std::move(storage), shape, contiguous_strides(shape), 0, dtype));
-}
-
 template <class T>
 void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const T* a, int64_t lda, const T* b, int64_t ldb, T* c,
           int64_t ldc) {
@@ -74,7 +66,7 @@ Tensor batched_matmul(Tensor a, Tensor b, const Shape& batch) {
   out_shape.push_back(m);
   out_shape.push_back(n);
   if (k == 0) return zeros(out_shape, a.dtype());  // an empty inner product is zero
-  Tensor out = empty_for_gemm(out_shape, a.dtype());
+  Tensor out = empty(out_shape, a.dtype());  // unset: every GEMM runs with beta = 0 and writes all of C
   if (out.numel() == 0) return out;
 
   // [..., M, K] @ [K, N] with a's batch dims folding into M: one large GEMM instead of many.
