@@ -169,7 +169,8 @@ AttentionOutput MultiheadAttention::forward(const Tensor& query, const Tensor& k
   Tensor mask = merge_attention_masks(in.key_padding_mask, attn_mask, B, H, T, S, q.dtype());
   AttentionOutput heads = F::scaled_dot_product_attention(
       split_heads(q, H), split_heads(k, H), split_heads(v, H), mask, is_training() ? options.dropout() : 0.0,
-      is_causal, std::nullopt, need_weights);
+      is_causal, std::nullopt, need_weights || store_attention);
+  if (store_attention) last_attention = heads.weights.detach();
 
   AttentionOutput result{out_proj->forward(merge_heads(heads.output)), heads.weights};  // (B, T, E)
   return finish(result, need_weights, average_attn_weights, in.unbatched);

@@ -55,6 +55,11 @@ class MultiheadAttention : public Module {
   Tensor in_proj_bias;  // (3E), undefined without bias
   std::shared_ptr<Linear> out_proj;
 
+  // For inspection (heat maps, lessons): when set, every forward keeps its per-head attention
+  // weights, detached, in last_attention (B, H, T, S), whatever need_weights says.
+  bool store_attention = false;
+  Tensor last_attention;
+
  private:
   bool fused() const { return in_proj_weight.defined(); }
 };

@@ -1,0 +1,50 @@
+#include "common/progress.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+
+#include <fmt/core.h>
+
+namespace examples {
+
+std::string format_duration(double seconds) {
+  auto s = static_cast<int64_t>(seconds + 0.5);
+  if (s >= 3600) return fmt::format("{}h{:02}m", s / 3600, (s % 3600) / 60);
+  if (s >= 60) return fmt::format("{}m{:02}s", s / 60, s % 60);
+  return fmt::format("{:.1f}s", seconds);
+}
+
+Progress::Progress(int64_t total, int64_t first)
+    : total_(total), first_(first), start_(Clock::now()), last_(start_), interactive_(isatty(STDOUT_FILENO) == 1) {}
+
+double Progress::elapsed_seconds() const { return std::chrono::duration<double>(Clock::now() - start_).count(); }
+
+void Progress::update(int64_t step, double loss, double lr, int64_t tokens, bool force_line) {
+  auto now = Clock::now();
+  double window = std::chrono::duration<double>(now - last_).count();
+  last_ = now;
+  double elapsed = elapsed_seconds();
+  int64_t done = step - first_;
+  double eta = done > 0 ? elapsed / static_cast<double>(done) * static_cast<double>(total_ - step) : 0.0;
+  std::string line = fmt::format("step {:>5}/{}  loss {:.4f}  lr {:.2e}  {:>7.0f} tok/s  elapsed {}  eta {}", step,
+                                 total_, loss, lr, window > 0 ? static_cast<double>(tokens) / window : 0.0,
+                                 format_duration(elapsed), format_duration(eta));
+  if (interactive_ && !force_line) {
+    fmt::print("\r{:<100}", line);
+    std::fflush(stdout);
+    line_open_ = true;
+  } else {
+    if (line_open_) fmt::print("\n");
+    line_open_ = false;
+    fmt::print("{}\n", line);
+    std::fflush(stdout);
+  }
+}
+
+void Progress::finish() {
+  if (line_open_) fmt::print("\n");
+  line_open_ = false;
+}
+
+}  // namespace examples
