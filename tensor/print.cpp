@@ -72,7 +72,7 @@ void render(const Tensor& t, bool elide, const NumberStyle& style, size_t indent
       }
     }
     if (idx[j] < 0)
-      out += "...";
+      out += t.dim() == 1 ? " ..." : "...";  // PyTorch pads the gap in a row: "2,  ..., 7"
     else
       render(kernels::select(t, 0, idx[j]), elide, style, indent + 1, out);
   }

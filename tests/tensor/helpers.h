@@ -30,8 +30,8 @@ inline std::string mismatch(const Tensor& t, const Shape& shape, const std::vect
   return "";
 }
 
-// The same, comparing with another tensor's values.
-inline std::string mismatch(const Tensor& t, const Tensor& expected, double tol = 1e-6) {
+// The same, comparing with another tensor's shape and values.
+inline std::string mismatch_with(const Tensor& t, const Tensor& expected, double tol = 1e-6) {
   return mismatch(t, expected.shape(), expected.to_vector<double>(), tol);
 }
 

@@ -4,7 +4,7 @@
 #include "helpers.h"
 
 using namespace cppgrad;
-using cppgrad::testing::mismatch;
+using namespace cppgrad::testing;
 
 TEST_CASE("dtype: sizes and names of the four dtypes") {
   CHECK(dtype_size(kFloat32) == 4);

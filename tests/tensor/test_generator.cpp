@@ -2,7 +2,7 @@
 #include "helpers.h"
 
 using namespace cppgrad;
-using cppgrad::testing::mismatch;
+using namespace cppgrad::testing;
 
 namespace {
 // Restores the thread count a test changed, however the test ends.

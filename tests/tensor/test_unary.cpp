@@ -5,7 +5,7 @@
 #include "helpers.h"
 
 using namespace cppgrad;
-using cppgrad::testing::mismatch;
+using namespace cppgrad::testing;
 
 namespace {
 constexpr double kInf = std::numeric_limits<double>::infinity();

@@ -2,8 +2,7 @@
 #include "helpers.h"
 
 using namespace cppgrad;
-using cppgrad::testing::mismatch;
-using cppgrad::testing::shares_storage;
+using namespace cppgrad::testing;
 
 namespace {
 // [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9, 10, 11]] as float32
@@ -65,7 +64,7 @@ TEST_CASE("views: transpose and t swap strides") {
   CHECK(t.strides() == Strides{1, 4});
   CHECK_FALSE(t.is_contiguous());
   CHECK(t.at<float>({3, 1}) == 7.0f);
-  CHECK(mismatch(a.t(), t) == "");
+  CHECK(mismatch_with(a.t(), t) == "");
   Tensor b = arange(24).reshape({2, 3, 4});
   Tensor bt = b.mT();
   CHECK(bt.shape() == Shape{2, 4, 3});
@@ -194,12 +193,12 @@ TEST_CASE("views: clone copies the data") {
   Tensor a = grid();
   Tensor c = a.clone();
   CHECK_FALSE(shares_storage(c, a));
-  CHECK(mismatch(c, a) == "");
+  CHECK(mismatch_with(c, a) == "");
   c.at<float>({0, 0}) = 100.0f;
   CHECK(a.at<float>({0, 0}) == 0.0f);
   Tensor ct = a.t().clone();
   CHECK(ct.is_contiguous());
-  CHECK(mismatch(ct, a.t()) == "");
+  CHECK(mismatch_with(ct, a.t()) == "");
 }
 
 TEST_CASE("views: to converts dtypes and returns itself for the same dtype") {
