@@ -1,0 +1,214 @@
+// SGD, Adam and AdamW against their published update rules: three steps on a small float64
+// quadratic, each compared with the same steps written out here in plain doubles.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "cppgrad.h"
+#include "optim_helpers.h"
+
+using namespace cppgrad;
+using namespace cppgrad::optim;
+using optimtest::Quadratic;
+
+namespace {
+
+using Trajectory = std::vector<std::vector<double>>;  // the parameters after each step
+
+// Steps `opt` on the quadratic and compares the parameters after each step with `expected`.
+void run_and_compare(Optimizer& opt, const Quadratic& q, const Trajectory& expected) {
+  for (size_t k = 0; k < expected.size(); ++k) {
+    opt.zero_grad();
+    q.backward();
+    opt.step();
+    INFO("after step " << k + 1);
+    optimtest::check_quadratic(q, expected[k]);
+  }
+}
+
+double max_difference(const std::vector<double>& a, const std::vector<double>& b) {
+  double worst = 0.0;
+  for (size_t i = 0; i < a.size(); ++i) worst = std::max(worst, std::abs(a[i] - b[i]));
+  return worst;
+}
+
+// SGD with momentum μ, dampening τ, weight decay λ, optional Nesterov (Sutskever et al. 2013,
+// in PyTorch's form):
+//   g ← ∇f(p) + λp
+//   b ← g (first step),  b ← μb + (1-τ)g (later steps)
+//   d ← g + μb (Nesterov) or b (otherwise); without momentum d ← g
+//   p ← p - lr·d
+struct SgdReference {
+  double lr = 0.1, momentum = 0.0, dampening = 0.0, weight_decay = 0.0;
+  bool nesterov = false;
+
+  Trajectory run(const Quadratic& q, int steps) const {
+    std::vector<double> p = q.start, b(p.size(), 0.0);
+    Trajectory out;
+    for (int t = 1; t <= steps; ++t) {
+      std::vector<double> grad = q.grad(p);
+      for (size_t i = 0; i < p.size(); ++i) {
+        double g = grad[i] + weight_decay * p[i];
+        double d = g;
+        if (momentum != 0.0) {
+          b[i] = (t == 1) ? g : momentum * b[i] + (1.0 - dampening) * g;
+          d = nesterov ? g + momentum * b[i] : b[i];
+        }
+        p[i] -= lr * d;
+      }
+      out.push_back(p);
+    }
+    return out;
+  }
+};
+
+// Adam, Algorithm 1 of Kingma & Ba (2015), with bias-corrected moments:
+//   g ← ∇f(p) + λp                 (L2 penalty; AdamW instead: p ← p·(1 - lr·λ), g ← ∇f(p))
+//   m ← β1·m + (1-β1)·g,   v ← β2·v + (1-β2)·g²
+//   m̂ = m / (1-β1ᵗ),       v̂ = v / (1-β2ᵗ)
+//   AMSGrad (Reddi et al. 2018, as PyTorch): v_max ← max(v_max, v), v̂ = v_max / (1-β2ᵗ)
+//   p ← p - lr · m̂ / (√v̂ + ε)
+struct AdamReference {
+  double lr = 1e-3, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0.0;
+  bool amsgrad = false, decoupled = false;
+
+  Trajectory run(const Quadratic& q, int steps) const {
+    std::vector<double> p = q.start, m(p.size(), 0.0), v(p.size(), 0.0), v_max(p.size(), 0.0);
+    Trajectory out;
+    for (int t = 1; t <= steps; ++t) {
+      std::vector<double> grad = q.grad(p);
+      for (size_t i = 0; i < p.size(); ++i) {
+        double g = grad[i];
+        if (decoupled)
+          p[i] *= 1.0 - lr * weight_decay;
+        else
+          g += weight_decay * p[i];
+        m[i] = beta1 * m[i] + (1.0 - beta1) * g;
+        v[i] = beta2 * v[i] + (1.0 - beta2) * g * g;
+        v_max[i] = std::max(v_max[i], v[i]);
+        const double m_hat = m[i] / (1.0 - std::pow(beta1, t));
+        const double v_hat = (amsgrad ? v_max[i] : v[i]) / (1.0 - std::pow(beta2, t));
+        p[i] -= lr * m_hat / (std::sqrt(v_hat) + eps);
+      }
+      out.push_back(p);
+    }
+    return out;
+  }
+};
+
+}  // namespace
+
+TEST_CASE("SGD plain follows p = p - lr g") {
+  Quadratic q;
+  SGD opt(q.params(), SGDOptions(0.1));
+  Trajectory expected = SgdReference{.lr = 0.1}.run(q, 3);
+  // One step by hand as well: x0 = 1 - 0.1·2·1·(1 - 0.5) = 0.9.
+  CHECK(expected[0][0] == doctest::Approx(0.9));
+  run_and_compare(opt, q, expected);
+}
+
+TEST_CASE("SGD with momentum and dampening follows the momentum-buffer rule") {
+  Quadratic q;
+  SGD opt(q.params(), SGDOptions(0.05).momentum(0.9).dampening(0.3));
+  SgdReference ref{.lr = 0.05, .momentum = 0.9, .dampening = 0.3};
+  Trajectory expected = ref.run(q, 3);
+  // The dampening matters from step 2 on: without it the trajectory differs.
+  SgdReference undamped = ref;
+  undamped.dampening = 0.0;
+  CHECK(max_difference(undamped.run(q, 3)[2], expected[2]) > 1e-3);
+  run_and_compare(opt, q, expected);
+}
+
+TEST_CASE("SGD with Nesterov momentum looks ahead along the buffer") {
+  Quadratic q;
+  SGD opt(q.params(), SGDOptions(0.05).momentum(0.9).nesterov(true));
+  SgdReference ref{.lr = 0.05, .momentum = 0.9, .nesterov = true};
+  Trajectory expected = ref.run(q, 3);
+  SgdReference classical = ref;
+  classical.nesterov = false;
+  CHECK(max_difference(classical.run(q, 3)[0], expected[0]) > 1e-3);
+  run_and_compare(opt, q, expected);
+}
+
+TEST_CASE("SGD weight decay adds lambda p to the gradient") {
+  SUBCASE("without momentum") {
+    Quadratic q;
+    SGD opt(q.params(), SGDOptions(0.1).weight_decay(0.2));
+    run_and_compare(opt, q, SgdReference{.lr = 0.1, .weight_decay = 0.2}.run(q, 3));
+  }
+  SUBCASE("with momentum") {
+    Quadratic q;
+    SGD opt(q.params(), SGDOptions(0.1).weight_decay(0.2).momentum(0.5));
+    run_and_compare(opt, q, SgdReference{.lr = 0.1, .momentum = 0.5, .weight_decay = 0.2}.run(q, 3));
+  }
+}
+
+TEST_CASE("Adam follows Kingma and Ba's bias-corrected update") {
+  Quadratic q;
+  Adam opt(q.params(), AdamOptions(0.1));
+  Trajectory expected = AdamReference{.lr = 0.1}.run(q, 3);
+  // The first bias-corrected step moves every element by lr·g/(|g| + ε) ≈ lr toward its target.
+  CHECK(expected[0][0] == doctest::Approx(1.0 - 0.1));
+  CHECK(expected[0][1] == doctest::Approx(0.4 - 0.1));
+  run_and_compare(opt, q, expected);
+}
+
+TEST_CASE("Adam with weight decay adds lambda p to the gradient before the moments") {
+  Quadratic q;
+  Adam opt(q.params(), AdamOptions(0.1).weight_decay(0.5).beta1(0.8).beta2(0.99).eps(1e-6));
+  AdamReference ref{.lr = 0.1, .beta1 = 0.8, .beta2 = 0.99, .eps = 1e-6, .weight_decay = 0.5};
+  run_and_compare(opt, q, ref.run(q, 3));
+}
+
+TEST_CASE("Adam with AMSGrad divides by the running maximum of v") {
+  Quadratic q;
+  // A large rate and a short second-moment memory: after the first step some elements land
+  // near their targets, their v shrinks, and the maximum keeps the old value.
+  Adam opt(q.params(), AdamOptions(0.5).beta2(0.5).amsgrad(true));
+  AdamReference ref{.lr = 0.5, .beta2 = 0.5, .amsgrad = true};
+  Trajectory expected = ref.run(q, 3);
+  AdamReference plain = ref;
+  plain.amsgrad = false;
+  CHECK(max_difference(plain.run(q, 3)[2], expected[2]) > 1e-3);
+  run_and_compare(opt, q, expected);
+  // The running maximum is part of the state.
+  bool has_max = false;
+  for (const auto& [name, t] : opt.state_dict()) has_max |= (name == "state.0.max_exp_avg_sq");
+  CHECK(has_max);
+}
+
+TEST_CASE("AdamW decays the parameters themselves") {
+  Quadratic q;
+  AdamW opt(q.params(), AdamOptions(0.1).weight_decay(0.3));
+  AdamReference ref{.lr = 0.1, .weight_decay = 0.3, .decoupled = true};
+  Trajectory expected = ref.run(q, 3);
+  // Decoupled decay is not the same as Adam's L2 penalty.
+  AdamReference coupled = ref;
+  coupled.decoupled = false;
+  CHECK(max_difference(coupled.run(q, 3)[2], expected[2]) > 1e-4);
+  run_and_compare(opt, q, expected);
+}
+
+TEST_CASE("AdamW defaults to PyTorch's weight decay of 0.01") {
+  Quadratic q;
+  AdamW opt(q.params());
+  CHECK(opt.param_groups()[0].weight_decay == 0.01);
+  CHECK(opt.lr() == 1e-3);
+  run_and_compare(opt, q, AdamReference{.weight_decay = 0.01, .decoupled = true}.run(q, 3));
+}
+
+TEST_CASE("float32 parameters follow the same rules to float32 precision") {
+  Quadratic q;
+  q.x = q.x.detach().to(kFloat32).requires_grad_();
+  q.y = q.y.detach().to(kFloat32).requires_grad_();
+  Adam opt(q.params(), AdamOptions(0.1).weight_decay(0.1));
+  Trajectory expected = AdamReference{.lr = 0.1, .weight_decay = 0.1}.run(q, 3);
+  for (size_t k = 0; k < expected.size(); ++k) {
+    opt.zero_grad();
+    q.backward();
+    opt.step();
+    CHECK(q.x.dtype() == kFloat32);
+    optimtest::check_quadratic(q, expected[k], 1e-5);
+  }
+}
