@@ -85,14 +85,17 @@ void Optimizer::load_state_dict(const NamedTensors& state) {
       throw Error(fmt::format("Optimizer::load_state_dict: unknown key '{}'", key));
     }
   }
-  // Each parameter's buffers must match its shape (a 0-d entry is a counter).
+  // Each parameter's buffers must match its shape (a 0-d entry is a counter). Floating buffers
+  // take the parameter's dtype, as in PyTorch: a float64 checkpoint resumes a float32 run.
   size_t index = 0;
   for (const auto& group : groups)
     for (const Tensor& p : group.params) {
-      for (const auto& [name, t] : loaded[index])
+      for (auto& [name, t] : loaded[index]) {
         check(t.dim() == 0 || t.shape() == p.shape(),
               "Optimizer::load_state_dict: state.{}.{} has shape {}, but parameter {} has shape {}", index, name,
               shape_str(t.shape()), index, shape_str(p.shape()));
+        if (t.is_floating_point()) t = kernels::to(t, p.dtype());
+      }
       ++index;
     }
   groups_ = std::move(groups);

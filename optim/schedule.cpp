@@ -28,17 +28,22 @@ NamedTensors LRScheduler::state_dict() const {
 }
 
 void LRScheduler::load_state_dict(const NamedTensors& state) {
+  // Read into copies first: a rejected state leaves the schedule as it was.
+  int64_t last_step = last_step_;
+  std::vector<double> base_lrs = base_lrs_;
   for (const auto& [key, t] : state) {
     size_t g = 0;
     if (key == "last_step") {
-      last_step_ = t.item<int64_t>();
+      last_step = t.item<int64_t>();
     } else if (std::sscanf(key.c_str(), "base_lrs.%zu", &g) == 1) {
-      check(g < base_lrs_.size(), "LRScheduler::load_state_dict: '{}' names group {} of {}", key, g, base_lrs_.size());
-      base_lrs_[g] = t.item<double>();
+      check(g < base_lrs.size(), "LRScheduler::load_state_dict: '{}' names group {} of {}", key, g, base_lrs.size());
+      base_lrs[g] = t.item<double>();
     } else {
       throw Error(fmt::format("LRScheduler::load_state_dict: unknown key '{}'", key));
     }
   }
+  last_step_ = last_step;
+  base_lrs_ = std::move(base_lrs);
   apply();
 }
 
