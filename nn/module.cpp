@@ -85,7 +85,7 @@ std::vector<std::pair<std::string, std::shared_ptr<Module>>> Module::named_modul
   while (!stack.empty()) {
     auto [prefix, m] = stack.back();
     stack.pop_back();
-    out.emplace_back(prefix, prefix.empty() ? std::shared_ptr<Module>() : m->shared_from_this());
+    out.emplace_back(prefix, m->weak_from_this().lock());  // null only for a root not held by a shared_ptr
     for (auto it = m->children_.rbegin(); it != m->children_.rend(); ++it)
       stack.emplace_back(prefix.empty() ? it->first : prefix + "." + it->first, it->second.get());
   }

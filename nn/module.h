@@ -47,7 +47,8 @@ class Module : public std::enable_shared_from_this<Module> {
   NamedTensors named_buffers(bool recurse = true) const;
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> named_children() const;
   std::vector<std::shared_ptr<Module>> children() const;
-  std::vector<std::pair<std::string, std::shared_ptr<Module>>> named_modules();  // "" is this module
+  // Depth first; "" is this module (a null pointer if it is not held by a shared_ptr).
+  std::vector<std::pair<std::string, std::shared_ptr<Module>>> named_modules();
   int64_t parameter_count() const;  // elements, counting a shared tensor once
 
   // ---- modes and bulk changes ----------------------------------------------------------------

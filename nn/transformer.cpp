@@ -158,9 +158,12 @@ Tensor Transformer::forward(const Tensor& src, const Tensor& tgt, const Tensor& 
                             const Tensor& memory_mask, const Tensor& src_key_padding_mask,
                             const Tensor& tgt_key_padding_mask, const Tensor& memory_key_padding_mask,
                             bool src_is_causal, bool tgt_is_causal) {
-  check(src.dim() == tgt.dim() && src.dim() >= 2 && src.size(0) == tgt.size(0) && src.size(-1) == options.d_model() &&
+  // Batched (B, S, E) and (B, T, E), or unbatched (S, E) and (T, E): only batched inputs share a dim 0.
+  const bool same_rank = src.dim() == tgt.dim() && (src.dim() == 2 || src.dim() == 3);
+  check(same_rank && (src.dim() == 2 || src.size(0) == tgt.size(0)) && src.size(-1) == options.d_model() &&
             tgt.size(-1) == options.d_model(),
-        "Transformer: src {} and tgt {} must be (B, S, d_model) and (B, T, d_model) with d_model {}",
+        "Transformer: src {} and tgt {} must be (B, S, d_model) and (B, T, d_model), or (S, d_model) and "
+        "(T, d_model), with d_model {}",
         shape_str(src.shape()), shape_str(tgt.shape()), options.d_model());
   Tensor memory = encoder->forward(src, src_mask, src_key_padding_mask, src_is_causal);
   return decoder->forward(tgt, memory, tgt_mask, memory_mask, tgt_key_padding_mask, memory_key_padding_mask,

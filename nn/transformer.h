@@ -108,7 +108,7 @@ struct TransformerOptions {
 class Transformer : public Module {
  public:
   explicit Transformer(const TransformerOptions& options = {});
-  // src (B, S, E), tgt (B, T, E) -> (B, T, E)
+  // src (B, S, E), tgt (B, T, E) -> (B, T, E); unbatched (S, E), (T, E) -> (T, E) too.
   Tensor forward(const Tensor& src, const Tensor& tgt, const Tensor& src_mask = {}, const Tensor& tgt_mask = {},
                  const Tensor& memory_mask = {}, const Tensor& src_key_padding_mask = {},
                  const Tensor& tgt_key_padding_mask = {}, const Tensor& memory_key_padding_mask = {},
