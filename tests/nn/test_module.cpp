@@ -75,6 +75,10 @@ TEST_CASE("Module registers parameters and buffers and children under dotted nam
   std::vector<std::string> module_names;
   for (const auto& [name, m] : net.named_modules()) module_names.push_back(name);
   CHECK(module_names == std::vector<std::string>{"", "cell", "fc"});
+  CHECK(net.named_modules()[2].second.get() == net.fc.get());
+  auto owned = std::make_shared<Net>();  // held by a shared_ptr, the root entry is the module itself
+  CHECK(owned->named_modules()[0].second.get() == owned.get());
+  CHECK(net.named_modules()[0].second == nullptr);  // on the stack, there is no shared_ptr to hand out
   // 2 + 2 + 3·2 + 2
   CHECK(net.parameter_count() == 12);
 }
