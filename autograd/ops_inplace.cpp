@@ -28,9 +28,10 @@ Tensor& apply_inplace(Tensor& self, std::string_view op, const Tensor& other, Ou
   check(!self.impl()->is_view,
         "{}: in-place change of a view (shape {}) inside the graph is not supported; use the out-of-place op", op,
         shape_str(self.shape()));
-  // The history as it stands, on a handle of its own, so the new node does not save `self`
-  // (which will point at that node: a cycle).
-  Tensor history = kernels::alias(self);
+  // The history as it stands: the current values in a tensor of their own, so that the new
+  // node neither saves `self` (which will point at that node: a cycle) nor saves memory that the
+  // write below overwrites (mul_ and div_ need the old values for their backward).
+  Tensor history = kernels::clone(self);
   if (self.impl()->autograd) history.impl()->autograd = std::make_shared<AutogradMeta>(*self.impl()->autograd);
   Tensor result = out_of_place(history);
   check(result.shape() == self.shape(), "{}: the result shape {} differs from the in-place target's shape {}", op,
