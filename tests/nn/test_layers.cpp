@@ -33,6 +33,7 @@ TEST_CASE("Linear computes x times W transposed plus b") {
   // The functional form is the same computation.
   check_values(F::linear(x, lin.weight, lin.bias), {6.5, -1.5, -0.5, -1.5});
   check_values(F::linear(x, lin.weight), {6.0, -0.5, -1.0, -0.5});
+  check_values(lin.forward(tensor({2, 0, -1}, kFloat64)), {-0.5, -1.5});  // a single (in) vector
   // Shape errors name the op and the shapes.
   std::string msg = error_message([&] { lin.forward(ones({2, 4}, kFloat64)); });
   CHECK(contains(msg, "linear"));

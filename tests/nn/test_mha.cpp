@@ -174,6 +174,24 @@ TEST_CASE("MultiheadAttention names its parameters as PyTorch") {
   CHECK(MultiheadAttention(MultiheadAttentionOptions(8, 2).bias(false)).parameters().size() == 2);
 }
 
+TEST_CASE("MultiheadAttention without bias and with unbatched masks") {
+  auto mha = hand_mha();
+  Tensor x = hand_x().squeeze(0);  // (T, E)
+  // An unbatched key_padding_mask is (S).
+  auto out = mha->forward(x, x, x, tensor({0.0, 1.0}, kFloat64).ne(zeros({}, kFloat64)));
+  check_values(out.output, join(project(0, 1), project(0, 1)));
+  CHECK(out.weights.shape() == Shape{2, 2});
+  // bias=false: no in_proj_bias and no out_proj.bias; the projections alone.
+  MultiheadAttention plain(MultiheadAttentionOptions(2, 2).bias(false));
+  plain.to(kFloat64);
+  CHECK_FALSE(plain.in_proj_bias.defined());
+  CHECK_FALSE(plain.out_proj->bias.defined());
+  set_values(plain.in_proj_weight, values(mha->in_proj_weight));
+  set_values(plain.out_proj->weight, values(mha->out_proj->weight));
+  auto no_bias = plain.forward(x, x, x);
+  check_values(no_bias.output, {2 / (e + 1) + 0.5, 1, 1 + 1 / (1 + e4), 2 / (1 + e4)});  // project() without b
+}
+
 TEST_CASE("MultiheadAttention dropout acts only while training") {
   manual_seed(50);
   MultiheadAttention mha(MultiheadAttentionOptions(4, 2).dropout(0.5));

@@ -108,6 +108,14 @@ TEST_CASE("a parameter shared by two modules is listed and counted once") {
   Tensor x = ones({1, 3});
   (x.matmul(a->weight).sum() + x.matmul(b->weight).sum()).backward();
   CHECK(values(shared.grad()) == std::vector<double>(6, 2.0));
+
+  // Converting the root converts the shared tensor once, gradient included; both holders see it.
+  root.to(kFloat64);
+  CHECK(a->weight.dtype() == kFloat64);
+  CHECK(b->weight.is_same(a->weight));
+  CHECK(values(b->weight) == std::vector<double>(6, 0.5));
+  CHECK(shared.grad().dtype() == kFloat64);
+  CHECK(values(shared.grad()) == std::vector<double>(6, 2.0));
 }
 
 TEST_CASE("train and eval propagate to every descendant") {

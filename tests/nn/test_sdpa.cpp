@@ -181,6 +181,27 @@ TEST_CASE("sdpa fully masked row gives zero output and zero finite gradients") {
   CHECK(max_abs_diff(via_float.output, out.output) == 0.0);
 }
 
+TEST_CASE("sdpa dropout on the weights is seeded and scaled") {
+  Qkv in;
+  Generator g1(7), g2(7);
+  auto a = F::scaled_dot_product_attention(in.q, in.k, in.v, {}, 0.5, false, std::nullopt, true, g1);
+  auto b = F::scaled_dot_product_attention(in.q, in.k, in.v, {}, 0.5, false, std::nullopt, true, g2);
+  CHECK(max_abs_diff(a.output, b.output) == 0.0);
+  auto clean = F::scaled_dot_product_attention(in.q, in.k, in.v, {}, 0.0, false, std::nullopt, true);
+  // Each weight is either dropped or doubled; the output uses those weights.
+  std::vector<double> dropped = values(a.weights), kept = values(clean.weights);
+  int zeros_seen = 0;
+  for (size_t i = 0; i < dropped.size(); ++i) {
+    if (dropped[i] == 0.0)
+      ++zeros_seen;
+    else
+      CHECK(dropped[i] == doctest::Approx(2 * kept[i]).epsilon(1e-14));
+  }
+  CHECK(zeros_seen > 0);
+  CHECK(zeros_seen < static_cast<int>(dropped.size()));
+  CHECK(max_abs_diff(a.output, a.weights.matmul(in.v)) < 1e-15);
+}
+
 TEST_CASE("sdpa shape errors name the op and the shapes") {
   Tensor q = zeros({2, 3, 4}, kFloat64), k = zeros({2, 5, 3}, kFloat64), v = zeros({2, 5, 4}, kFloat64);
   std::string msg = error_message([&] { F::scaled_dot_product_attention(q, k, v); });
