@@ -31,7 +31,38 @@ bool AnomalyMode::is_enabled() { return t_anomaly_enabled; }
 void AnomalyMode::set_enabled(bool enabled) { t_anomaly_enabled = enabled; }
 
 Node::Node() : sequence_nr(g_next_sequence++) { ++g_live_nodes; }
-Node::~Node() { --g_live_nodes; }
+
+// Letting go of a deep graph would destroy node after node recursively (each owns the next
+// through its edges and its saved tensors) and overflow the stack 100,000 ops down. Instead a
+// dying node moves what it owns to a work list, and each entry that is the last handle on its
+// node gives up that node's parts the same way before it is released: a loop, not recursion.
+Node::~Node() {
+  --g_live_nodes;
+  std::vector<std::shared_ptr<Node>> nodes;
+  std::vector<Tensor> tensors;
+  auto take_parts = [&](Node& n) {
+    for (Edge& e : n.next)
+      if (e.node) nodes.push_back(std::move(e.node));
+    for (SavedTensor& s : n.saved)
+      if (s.tensor.defined()) tensors.push_back(std::move(s.tensor));
+  };
+  take_parts(*this);
+  while (!nodes.empty() || !tensors.empty()) {
+    if (!tensors.empty()) {
+      Tensor t = std::move(tensors.back());
+      tensors.pop_back();
+      // The last handle on a non-leaf: take its grad_fn before the tensor goes.
+      const auto& meta = t.impl()->autograd;
+      if (t.impl_ptr().use_count() == 1 && meta && meta.use_count() == 1 && meta->grad_fn)
+        nodes.push_back(std::move(meta->grad_fn));
+      continue;
+    }
+    std::shared_ptr<Node> n = std::move(nodes.back());
+    nodes.pop_back();
+    if (n.use_count() == 1) take_parts(*n);
+  }
+}
+
 int64_t live_node_count() { return g_live_nodes.load(); }
 
 std::string Node::name() const {
