@@ -69,6 +69,7 @@ TEST_CASE("Embedding picks rows and its padding row is zero and gets no gradient
   CHECK(values(tail.weight.select(0, 4)) == std::vector<double>(3, 0.0));
   // Indices must be int64; the functional form gives the same rows.
   CHECK(contains(error_message([&] { emb.forward(ones({2})); }), "embedding"));
+  CHECK_THROWS_AS(emb.forward(tensor(std::vector<int64_t>{4}, {1})), Error);  // row 4 of 4
   check_values(F::embedding(idx, emb.weight), {3, 4, 0, 0, 5, 6, 3, 4});
 }
 
