@@ -10,8 +10,12 @@ namespace {
 void check_index_tensor(const Tensor& index, std::string_view op) {
   check(index.dtype() == kInt64, "{}: index must be int64, got {}", op, dtype_name(index.dtype()));
 }
-int64_t checked_index(int64_t i, int64_t size, std::string_view op) {
-  check(i >= -size && i < size, "{}: index {} out of range for a dim of size {}", op, i, size);
+// Wraps a negative index into [0, size); names the op, the dim and the shape when out of range.
+int64_t checked_index(int64_t i, int64_t dim, const Shape& shape, std::string_view op) {
+  const int64_t size = shape[dim];
+  if (i < -size || i >= size)  // runs once per element: format the message only on failure
+    throw Error(fmt::format("{}: index {} out of range for dim {} of size {} (shape {})", op, i, dim, size,
+                            shape_str(shape)));
   return i < 0 ? i + size : i;
 }
 }  // namespace
@@ -83,7 +87,7 @@ Tensor index_add(const Tensor& base, int64_t dim, const Tensor& index, const Ten
   const int64_t* ip = idx.data<int64_t>();
   // In index order, so repeated indices accumulate in a fixed order.
   for (int64_t i = 0; i < idx.numel(); ++i) {
-    Tensor row = select(out, dim, checked_index(ip[i], base.shape()[dim], "index_add"));
+    Tensor row = select(out, dim, checked_index(ip[i], dim, base.shape(), "index_add"));
     binary_(Binary::Add, row, select(src, dim, i));
   }
   return out;
@@ -120,14 +124,14 @@ Tensor gather(const Tensor& t, int64_t dim, const Tensor& index) {
   dim = wrap_dim(dim, t.dim(), "gather");
   check_gather_shapes(t, dim, index, "gather");
   Tensor out = empty(index.shape(), t.dtype());
-  const int64_t size = t.shape()[dim];
+  const Shape& shape = t.shape();
   dispatch(t.dtype(), [&](auto tag) {
     using T = decltype(tag);
     const int64_t* ip = index.data<int64_t>();
     const T* src = t.data<T>();
     T* dst = out.data<T>();
     for_each_index(index, t, out, dim, [&](int64_t io, int64_t so, int64_t oo, int64_t stride) {
-      dst[oo] = src[so + checked_index(ip[io], size, "gather") * stride];
+      dst[oo] = src[so + checked_index(ip[io], dim, shape, "gather") * stride];
     });
   });
   return out;
@@ -142,14 +146,14 @@ Tensor scatter_add(const Tensor& base, int64_t dim, const Tensor& index, const T
         shape_str(src.shape()), shape_str(index.shape()));
   Tensor out = clone(base);
   Tensor source = to(src, base.dtype());
-  const int64_t size = base.shape()[dim];
+  const Shape& shape = base.shape();
   dispatch_numeric(base.dtype(), "scatter_add", [&](auto tag) {
     using T = decltype(tag);
     const int64_t* ip = index.data<int64_t>();
     const T* s = source.data<T>();
     T* dst = out.data<T>();
     for_each_index(index, out, source, dim, [&](int64_t io, int64_t oo, int64_t so, int64_t stride) {
-      dst[oo + checked_index(ip[io], size, "scatter_add") * stride] += s[so];
+      dst[oo + checked_index(ip[io], dim, shape, "scatter_add") * stride] += s[so];
     });
   });
   return out;
