@@ -1,0 +1,111 @@
+// The caching allocator: freed blocks are reused, zeros() zero-fills a reused block, and every
+// kernel writes all of an output that empty() left unset.
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <limits>
+
+#include "helpers.h"
+#include "tensor/allocator.h"
+
+using namespace cppgrad;
+using namespace cppgrad::testing;
+
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+// Fills the cache with blocks of junk (0x7f bytes: about 3.4e38 as float32, 1.4e306 as float64)
+// of every size up to 64 KiB, so the outputs of the next kernel start out dirty.
+void poison_cache() {
+  std::vector<Tensor> junk;
+  for (int64_t bytes = 64; bytes <= 65536; bytes += bytes < 4096 ? 64 : 4096) {
+    Tensor t = empty({bytes / 4});  // float32: `bytes` bytes
+    std::memset(t.raw_data(), 0x7f, static_cast<size_t>(t.storage()->nbytes));
+    junk.push_back(t);
+  }
+}  // each junk tensor is freed here, and its block cached
+
+}  // namespace
+
+TEST_CASE("allocator: a freed block is cached and reused") {
+  empty_cache();
+  const AllocatorStats before = allocator_stats();
+  CHECK(before.cached_bytes == 0);
+  void* first = nullptr;
+  {
+    Tensor t = empty({1000}, kFloat64);  // 8000 bytes: rounded up to two pages
+    first = t.raw_data();
+    CHECK(allocator_stats().in_use_bytes == before.in_use_bytes + 8192);
+    CHECK(allocator_stats().peak_bytes >= before.in_use_bytes + 8192);
+  }
+  CHECK(allocator_stats().in_use_bytes == before.in_use_bytes);
+  CHECK(allocator_stats().cached_bytes == 8192);
+  Tensor again = empty({2040}, kFloat32);  // 8160 bytes: the same bucket
+  CHECK(again.raw_data() == first);
+  CHECK(allocator_stats().cached_bytes == 0);
+  empty_cache();
+  CHECK(allocator_stats().cached_bytes == 0);
+}
+
+TEST_CASE("allocator: zeros on a reused block is zero") {
+  void* block = nullptr;
+  {
+    Tensor t = full({300}, 7.0);
+    block = t.raw_data();
+  }
+  Tensor z = zeros({300});
+  CHECK(z.raw_data() == block);
+  CHECK(mismatch(z.sum(), {}, {0}) == "");
+  CHECK(mismatch_with(z.abs().max(), scalar_tensor(0)) == "");
+}
+
+TEST_CASE("allocator: every kernel writes all of its output") {
+  struct Case {
+    const char* name;
+    std::function<Tensor()> op;
+    Shape shape;
+    std::vector<double> expected;
+  };
+  Tensor a = tensor({{1, 2, 3}, {4, 5, 6}});
+  Tensor idx = tensor(std::vector<int64_t>{1, 0}, {2});
+  const std::vector<Case> cases = {
+      {"sum over an empty dim", [] { return zeros({0, 3}).sum({0}); }, {3}, {0, 0, 0}},
+      {"matmul with k = 0", [] { return zeros({2, 0}).matmul(zeros({0, 2})); }, {2, 2}, {0, 0, 0, 0}},
+      {"matmul", [&] { return a.matmul(a.t()); }, {2, 2}, {14, 32, 32, 77}},
+      {"batched matmul", [&] { return stack({a, a}).matmul(a.t()); }, {2, 2, 2}, {14, 32, 32, 77, 14, 32, 32, 77}},
+      {"eye", [] { return eye(2); }, {2, 2}, {1, 0, 0, 1}},
+      {"arange", [] { return arange(3).to(kFloat32); }, {3}, {0, 1, 2}},
+      {"ones", [] { return ones({2}); }, {2}, {1, 1}},
+      {"sum keepdim", [&] { return a.sum({1}, true); }, {2, 1}, {6, 15}},
+      {"mean", [&] { return a.mean({0}); }, {3}, {2.5, 3.5, 4.5}},
+      {"var", [&] { return a.var({1}); }, {2}, {1, 1}},
+      {"max", [&] { return a.max(1).values; }, {2}, {3, 6}},
+      {"argmax", [&] { return a.argmax(0).to(kFloat32); }, {3}, {1, 1, 1}},
+      {"softmax of a masked row",
+       [] { return tensor({{-kInf, -kInf}, {0, 0}}).softmax(1); }, {2, 2}, {0, 0, 0.5, 0.5}},
+      {"log_softmax", [] { return tensor({0, 0}).log_softmax(0); }, {2}, {-std::log(2.0), -std::log(2.0)}},
+      {"broadcast add", [&] { return a + tensor({10, 20, 30}); }, {2, 3}, {11, 22, 33, 14, 25, 36}},
+      {"compare", [&] { return (a > scalar_tensor(3)).to(kFloat32); }, {2, 3}, {0, 0, 0, 1, 1, 1}},
+      {"unary", [&] { return a.neg(); }, {2, 3}, {-1, -2, -3, -4, -5, -6}},
+      {"pow", [&] { return a.pow(2); }, {2, 3}, {1, 4, 9, 16, 25, 36}},
+      {"where", [&] { return where(a > scalar_tensor(2), a, zeros({})); }, {2, 3}, {0, 0, 3, 4, 5, 6}},
+      {"masked_fill", [&] { return a.masked_fill(a < scalar_tensor(3), 0); }, {2, 3}, {0, 0, 3, 4, 5, 6}},
+      {"contiguous", [&] { return a.t().contiguous(); }, {3, 2}, {1, 4, 2, 5, 3, 6}},
+      {"reshape copy", [&] { return a.t().reshape({6}); }, {6}, {1, 4, 2, 5, 3, 6}},
+      {"to float64", [&] { return a.to(kFloat64); }, {2, 3}, {1, 2, 3, 4, 5, 6}},
+      {"cat", [&] { return cat({a, a}, 1); }, {2, 6}, {1, 2, 3, 1, 2, 3, 4, 5, 6, 4, 5, 6}},
+      {"index_select", [&] { return a.index_select(1, idx); }, {2, 2}, {2, 1, 5, 4}},
+      {"gather", [&] { return a.gather(1, idx.reshape({1, 2})); }, {1, 2}, {2, 1}},
+      {"scatter_add", [&] { return scatter_add(zeros({1, 3}), 1, idx.reshape({1, 2}), ones({1, 2})); }, {1, 3},
+       {1, 1, 0}},
+      {"index_add", [&] { return index_add(zeros({3, 2}), 0, idx, ones({2, 2})); }, {3, 2}, {1, 1, 1, 1, 0, 0}},
+      {"slice_scatter", [] { return slice_scatter(ones({2}), {5}, 0, 1, 2); }, {5}, {0, 1, 0, 1, 0}},
+      {"nested list", [] { return tensor({{{1, 2}}, {{3, 4}}}); }, {2, 1, 2}, {1, 2, 3, 4}},
+  };
+  for (const Case& c : cases) {
+    CAPTURE(c.name);
+    poison_cache();
+    CHECK(mismatch(c.op(), c.shape, c.expected) == "");
+  }
+}
