@@ -1,4 +1,5 @@
 // Factories: tensors made from sizes, values or random draws.
+#include <algorithm>
 #include <cmath>
 
 #include "tensor/kernels.h"
@@ -78,8 +79,11 @@ static Tensor random_tensor(const Shape& shape, TensorOptions options, std::stri
   return finish(t, options);
 }
 
+// In [0, 1). A double within 2^-25 of 1 rounds up to 1.0f, so float32 draws stop at the largest
+// float below 1.
 Tensor rand(const Shape& shape, TensorOptions options, Generator& gen) {
-  return random_tensor(shape, options, "rand", [&] { return gen.uniform(); });
+  const double top = options.dtype_ == kFloat32 ? std::nextafter(1.0f, 0.0f) : 1.0;
+  return random_tensor(shape, options, "rand", [&] { return std::min(gen.uniform(), top); });
 }
 
 Tensor randn(const Shape& shape, TensorOptions options, Generator& gen) {

@@ -1,4 +1,7 @@
 // Generator: a seed fixes every draw, on every run and every thread count.
+#include <cmath>
+#include <cstdint>
+
 #include "helpers.h"
 
 using namespace cppgrad;
@@ -109,4 +112,20 @@ TEST_CASE("generator: parallel kernels give the same bits on one thread and on t
   for (int64_t i = 0; i < 300; ++i)
     for (int64_t j = 0; j < 200; ++j) column_sums[j] += xv[i * 200 + j];
   CHECK(mismatch(parallel[2], {200}, column_sums, 1e-5) == "");
+}
+
+TEST_CASE("generator: float32 rand stays below one for the largest draw") {
+  // A state whose next output is 2^64 - 1: xoshiro256** returns rotl(s[1] * 5, 7) * 9, so s[1] is
+  // that inverted. uniform() then gives 1 - 2^-53, which rounds to 1.0f in float32.
+  const Generator::State top{{0, 0x4fc71c71c71c71c7ULL, 0, 0}, 1, 0.0, false};
+  Generator gen;
+  gen.set_state(top);
+  REQUIRE(gen.next_u64() == UINT64_MAX);
+
+  gen.set_state(top);
+  CHECK(rand({1}, kFloat64, gen).item<double>() == 1.0 - 0x1.0p-53);
+  gen.set_state(top);
+  const float f = rand({1}, kFloat32, gen).item<float>();
+  CHECK(f < 1.0f);
+  CHECK(f == std::nextafter(1.0f, 0.0f));
 }
