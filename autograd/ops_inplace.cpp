@@ -33,7 +33,9 @@ Tensor& apply_inplace(Tensor& self, std::string_view op, const Tensor& other, Ou
   // write below overwrites (mul_ and div_ need the old values for their backward).
   Tensor history = kernels::clone(self);
   if (self.impl()->autograd) history.impl()->autograd = std::make_shared<AutogradMeta>(*self.impl()->autograd);
-  Tensor result = out_of_place(history);
+  // `other` may be `self` itself (y.mul_(y)): then it too stands for the old values.
+  const Tensor& operand = other.defined() && other.is_same(self) ? history : other;
+  Tensor result = out_of_place(history, operand);
   check(result.shape() == self.shape(), "{}: the result shape {} differs from the in-place target's shape {}", op,
         shape_str(result.shape()), shape_str(self.shape()));
   kernels::copy_(self, result);
@@ -48,7 +50,7 @@ Tensor& apply_inplace(Tensor& self, std::string_view op, const Tensor& other, Ou
 
 Tensor& Tensor::add_(const Tensor& other, double alpha) {
   return apply_inplace(
-      *this, "add_", other, [&](const Tensor& h) { return alpha == 1.0 ? h + other : h + other * alpha; },
+      *this, "add_", other, [&](const Tensor& h, const Tensor& o) { return alpha == 1.0 ? h + o : h + o * alpha; },
       [&] { kernels::binary_(kernels::Binary::Add, *this, alpha == 1.0 ? other : kernels::binary(kernels::Binary::Mul, other, full({}, alpha, other.dtype()))); });
 }
 
@@ -56,13 +58,13 @@ Tensor& Tensor::add_(double value) { return add_(full({}, value, dtype())); }
 
 Tensor& Tensor::sub_(const Tensor& other) {
   return apply_inplace(
-      *this, "sub_", other, [&](const Tensor& h) { return h - other; },
+      *this, "sub_", other, [](const Tensor& h, const Tensor& o) { return h - o; },
       [&] { kernels::binary_(kernels::Binary::Sub, *this, other); });
 }
 
 Tensor& Tensor::mul_(const Tensor& other) {
   return apply_inplace(
-      *this, "mul_", other, [&](const Tensor& h) { return h * other; },
+      *this, "mul_", other, [](const Tensor& h, const Tensor& o) { return h * o; },
       [&] { kernels::binary_(kernels::Binary::Mul, *this, other); });
 }
 
@@ -70,7 +72,7 @@ Tensor& Tensor::mul_(double value) { return mul_(full({}, value, dtype())); }
 
 Tensor& Tensor::div_(const Tensor& other) {
   return apply_inplace(
-      *this, "div_", other, [&](const Tensor& h) { return h / other; },
+      *this, "div_", other, [](const Tensor& h, const Tensor& o) { return h / o; },
       [&] { kernels::binary_(kernels::Binary::Div, *this, other); });
 }
 
@@ -78,7 +80,7 @@ Tensor& Tensor::div_(double value) { return div_(full({}, value, dtype())); }
 
 Tensor& Tensor::fill_(double value) {
   return apply_inplace(
-      *this, "fill_", Tensor(), [&](const Tensor& h) { return zeros_like(h) + value; },
+      *this, "fill_", Tensor(), [&](const Tensor& h, const Tensor&) { return zeros_like(h) + value; },
       [&] { kernels::fill_(*this, value); });
 }
 
@@ -86,13 +88,13 @@ Tensor& Tensor::zero_() { return fill_(0.0); }
 
 Tensor& Tensor::copy_(const Tensor& src) {
   return apply_inplace(
-      *this, "copy_", src, [&](const Tensor& h) { return zeros_like(h) + src.to(h.dtype()); },
+      *this, "copy_", src, [](const Tensor& h, const Tensor& o) { return zeros_like(h) + o.to(h.dtype()); },
       [&] { kernels::copy_(*this, src); });
 }
 
 Tensor& Tensor::masked_fill_(const Tensor& mask, double value) {
   return apply_inplace(
-      *this, "masked_fill_", Tensor(), [&](const Tensor& h) { return h.masked_fill(mask, value); },
+      *this, "masked_fill_", Tensor(), [&](const Tensor& h, const Tensor&) { return h.masked_fill(mask, value); },
       [&] { kernels::masked_fill_(*this, mask, value); });
 }
 
