@@ -81,6 +81,7 @@ TEST_CASE("gradgradcheck: views and copies") {
   Tensor x = leaf({2, 3}, 4400);
   CHECK(gradgrad1([](const Tensor& a) { return a.reshape({3, 2}) * a.view({3, 2}); }, x));
   CHECK(gradgrad1([](const Tensor& a) { return a.t() * a.transpose(0, 1); }, x));
+  CHECK(gradgrad1([](const Tensor& a) { return a.unsqueeze(0).mT().exp(); }, x));
   CHECK(gradgrad1([](const Tensor& a) { return a.permute({1, 0}).exp(); }, x));
   CHECK(gradgrad1([](const Tensor& a) { return a.unsqueeze(0).expand({2, 2, 3}) * a; }, x));
   CHECK(gradgrad1([](const Tensor& a) { return a.slice(1, 0, 3, 2) * a.narrow(1, 1, 2); }, x));
@@ -105,6 +106,33 @@ TEST_CASE("gradgradcheck: joining and indexing") {
   Tensor m = test::mask({{1, 0}, {0, 0}, {1, 1}});
   CHECK(gradgrad2([&](const Tensor& a, const Tensor& b) { return where(m, a * a, b * a); }, x, y));
   CHECK(gradgrad1([&](const Tensor& a) { return a.masked_fill(m, 2.0) * a; }, x));
+}
+
+TEST_CASE("gradgradcheck: in-place ops inside a graph") {
+  Tensor x = leaf({2, 3}, 4550);
+  Tensor y = positive_leaf({3}, 4551);
+  Tensor m = test::mask({{1, 0, 0}, {0, 1, 1}});
+  CHECK(gradgrad2(
+      [](const Tensor& a, const Tensor& b) {
+        Tensor t = a * 1.5;
+        t.mul_(a);
+        t.add_(b, 2.0);
+        t.sub_(a * b);
+        t.div_(b);
+        return t;
+      },
+      x, y));
+  CHECK(gradgrad2(
+      [&](const Tensor& a, const Tensor& b) {
+        Tensor t = a * 1.0;
+        t.masked_fill_(m, 1.0);
+        t.mul_(t);
+        Tensor u = zeros({2, 3}, kFloat64);
+        u.copy_(t * b);
+        u.add_(3.0);
+        return u;
+      },
+      x, y));
 }
 
 TEST_CASE("second and third derivatives by hand") {

@@ -123,6 +123,14 @@ TEST_CASE("inplace: on a non-leaf extends the graph") {
   z.sum().backward();
   CHECK(values(x.grad()) == V{6, 12, 18});
 
+  // The tensor itself as the operand: y.mul_(y) squares y.
+  Tensor q = x * 2.0;
+  q.mul_(q);
+  CHECK(values(q) == V{4, 16, 36});
+  x.zero_grad();
+  q.sum().backward();  // d/dx (2x)² = 8x
+  CHECK(values(x.grad()) == V{8, 16, 24});
+
   // copy_ replaces the history: only the source's graph remains.
   Tensor w = x * 5.0;
   w.copy_(x * x);
@@ -161,6 +169,13 @@ TEST_CASE("gradcheck inplace: every in-place op inside a graph") {
   CHECK(check_op([](Tensor& t, const Tensor& x, const Tensor&) {
     t.fill_(1.0);
     t.mul_(x);
+  }));
+  // The tensor itself as the operand stands for its old values.
+  CHECK(check_op([](Tensor& t, const Tensor&, const Tensor&) { t.mul_(t); }));
+  CHECK(check_op([](Tensor& t, const Tensor&, const Tensor&) { t.add_(t, 0.5); }));
+  CHECK(check_op([](Tensor& t, const Tensor&, const Tensor& y) {
+    t.add_(y);
+    t.div_(t);  // 1 everywhere: a zero gradient
   }));
 }
 
