@@ -39,6 +39,18 @@ const char* binary_name(Binary op) {
   return "binary";
 }
 
+const char* compare_name(Compare op) {
+  switch (op) {
+    case Compare::Eq: return "eq";
+    case Compare::Ne: return "ne";
+    case Compare::Lt: return "lt";
+    case Compare::Le: return "le";
+    case Compare::Gt: return "gt";
+    case Compare::Ge: return "ge";
+  }
+  return "compare";
+}
+
 // out = f(in), elementwise, out and in of the same shape.
 template <class Out, class In, class F>
 void map_into(const Tensor& out, const Tensor& in, F f) {
@@ -185,7 +197,7 @@ void binary_(Binary op, const Tensor& a, const Tensor& b) {
 }
 
 Tensor compare(Compare op, const Tensor& a, const Tensor& b) {
-  auto [x, y, shape, dtype] = broadcast_operands(a, b, "compare");
+  auto [x, y, shape, dtype] = broadcast_operands(a, b, compare_name(op));
   Tensor out = empty(shape, kBool);
   dispatch(dtype, [&](auto tag) {
     using T = decltype(tag);

@@ -30,7 +30,9 @@ TEST_CASE("errors: binary shapes that do not broadcast") {
   CHECK_THROWS_WITH_AS(a / b, Contains("div: shapes [2,3] and [4]"), Error);
   CHECK_THROWS_WITH_AS(maximum(a, b), Contains("maximum: shapes [2,3] and [4]"), Error);
   CHECK_THROWS_WITH_AS(zeros({2, 3}) + zeros({3, 2}), Contains("add: shapes [2,3] and [3,2]"), Error);
-  CHECK_THROWS_WITH_AS(a < b, Contains("[2,3] and [4] cannot be broadcast"), Error);
+  CHECK_THROWS_WITH_AS(a < b, Contains("lt: shapes [2,3] and [4] cannot be broadcast"), Error);
+  CHECK_THROWS_WITH_AS(a == b, Contains("eq: shapes [2,3] and [4]"), Error);
+  CHECK_THROWS_WITH_AS(a.ge(b), Contains("ge: shapes [2,3] and [4]"), Error);
   CHECK_THROWS_WITH_AS(where(zeros({2}, kBool), a, b), Contains("where: shapes"), Error);
   CHECK_THROWS_WITH_AS(a.masked_fill(zeros({3, 3}, kBool), 0), Contains("masked_fill: shapes [2,3] and [3,3]"), Error);
   // In place, the result must keep the target's shape.
