@@ -145,9 +145,10 @@ ValuesIndices extremum(Extremum which, const Tensor& t, int64_t dim, bool keepdi
       int64_t index;
     };
     const bool is_max = which == Extremum::Max;
-    // The first extremum wins; a NaN beats everything and propagates, as in torch.max.
+    // The first extremum wins; the first NaN beats everything and propagates, as in torch.max.
     auto step = [is_max](Best best, T x, int64_t i) {
-      bool better = best.index < 0 || x != x || (best.value == best.value && (is_max ? x > best.value : x < best.value));
+      const bool best_is_nan = best.value != best.value;
+      bool better = best.index < 0 || (!best_is_nan && (x != x || (is_max ? x > best.value : x < best.value)));
       return better ? Best{x, i} : best;
     };
     reduce_into<T, T>(p, t, values, Best{T{}, -1}, step, [](Best b) { return b.value; });

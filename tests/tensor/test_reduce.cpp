@@ -141,6 +141,12 @@ TEST_CASE("reduce: the first of tied extrema wins and NaN propagates") {
   CHECK(std::isnan(n.max().item<double>()));
   CHECK(n.argmax().item<int64_t>() == 1);
   CHECK(std::isnan(n.min().item<double>()));
+  CHECK(n.argmin(0).item<int64_t>() == 1);
+  // Of several NaNs, the first wins, as in torch.argmax.
+  Tensor nans = tensor({{1, kNaN, 5, kNaN}, {kNaN, 2, kNaN, 9}});
+  CHECK(nans.argmax(1).to_vector<int64_t>() == std::vector<int64_t>{1, 0});
+  CHECK(nans.argmin(1).to_vector<int64_t>() == std::vector<int64_t>{1, 0});
+  CHECK(nans.argmax().item<int64_t>() == 1);
 }
 
 TEST_CASE("reduce: max and argmax of non-contiguous inputs and of int64") {
