@@ -94,9 +94,26 @@ TEST_CASE("generator: parallel kernels give the same bits on one thread and on t
   Generator gen(3);
   Tensor x = randn({300, 200}, kFloat32, gen);
   Tensor y = randn({200}, kFloat32, gen);
+  Tensor rows = randint(0, 300, {400}, gen);
   auto compute = [&] {
-    return std::vector<Tensor>{(x * y).exp(), x.t().contiguous(), x.sum({0}), x.sum({1}), x.sum(),
-                               x.softmax(1), x.softmax(0), x.var({1})};
+    return std::vector<Tensor>{(x * y).exp(),
+                               x.t().contiguous(),
+                               x.sum({0}),
+                               x.sum({1}),
+                               x.sum(),
+                               x.softmax(1),
+                               x.softmax(0),
+                               x.log_softmax(1),
+                               x.var({1}),
+                               x.mean({0}),
+                               x.max(1).values,
+                               x.argmax(0),
+                               x > y,
+                               where(x > y, x, y),
+                               x.masked_fill(x < y, 0),
+                               x.t().gelu(),
+                               x.index_select(0, rows),
+                               cat({x, x.t().t()}, 1)};
   };
   set_num_threads(1);
   std::vector<Tensor> serial = compute();

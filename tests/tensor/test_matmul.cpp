@@ -154,6 +154,27 @@ TEST_CASE("matmul: batch dims broadcast") {
   CHECK(mismatch_with(bv, vb, 1e-12) == "");
 }
 
+TEST_CASE("matmul: strided 1-d operands and expanded batches") {
+  Generator gen(67);
+  Tensor m = randn({5, 4}, kFloat64, gen);
+  Tensor col = m.select(1, 2);  // [5] with stride 4
+  Tensor row = m.select(0, 1);  // [4] with stride 1 at an offset
+  Tensor sq = randn({5, 5}, kFloat64, gen);
+  CHECK(mismatch_with(col.matmul(sq), naive_matmul(col.reshape({1, 5}), sq).reshape({5}), 1e-12) == "");
+  CHECK(mismatch_with(sq.matmul(col), naive_matmul(sq, col.reshape({5, 1})).reshape({5}), 1e-12) == "");
+  CHECK(mismatch_with(m.matmul(row), naive_matmul(m, row.reshape({4, 1})).reshape({5}), 1e-12) == "");
+  double dot = 0;
+  for (int64_t i = 0; i < 5; ++i) dot += m.at<double>({i, 2}) * m.at<double>({i, 2});
+  CHECK(col.matmul(col).item<double>() == doctest::Approx(dot).epsilon(1e-12));
+  // A batch dim of stride 0 on either side.
+  Tensor a = randn({3, 4}, kFloat64, gen).expand({2, 3, 4});
+  Tensor b = randn({2, 4, 5}, kFloat64, gen);
+  CHECK(mismatch_with(a.matmul(b), naive_bmm(a, b), 1e-12) == "");
+  Tensor bx = randn({4, 5}, kFloat64, gen).expand({2, 4, 5});
+  Tensor bt = b.mT();  // [2, 5, 4]
+  CHECK(mismatch_with(bt.matmul(bx), naive_bmm(bt, bx), 1e-12) == "");
+}
+
 TEST_CASE("matmul: a batch times one shared matrix") {
   Generator gen(71);
   Tensor w = randn({4, 6}, kFloat32, gen);
