@@ -91,6 +91,7 @@ bool any_requires_grad(const std::vector<Tensor>& tensors) {
 Tensor record(std::string_view op, Tensor out, const std::vector<Tensor>& inputs, const std::vector<Tensor>& to_save,
               BackwardFn backward) {
   if (!GradMode::is_enabled() || !any_requires_grad(inputs)) return out;
+  if (!out.is_floating_point()) return out;  // integers and bools have no gradient (x.to(kInt64))
   // A kernel may hand back its input unchanged (contiguous() of a contiguous tensor): the
   // output needs its own handle, or recording would rewrite the input's history.
   for (const Tensor& in : inputs)

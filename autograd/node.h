@@ -131,9 +131,10 @@ class AnomalyModeGuard {
 };
 
 // ---- recording an op -------------------------------------------------------------------------
-// Called by every differentiable op after its kernel has computed `out`. When grad mode is on
-// and some input requires grad, makes a Node for `op` with an edge to each input, saves
-// `to_save` (which may include `out` itself), and sets out's grad_fn. Otherwise returns out.
+// Called by every differentiable op after its kernel has computed `out`. When grad mode is on,
+// some input requires grad and `out` is floating point, makes a Node for `op` with an edge to
+// each input, saves `to_save` (which may include `out` itself), and sets out's grad_fn.
+// Otherwise returns out.
 Tensor record(std::string_view op, Tensor out, const std::vector<Tensor>& inputs, const std::vector<Tensor>& to_save,
               BackwardFn backward);
 
