@@ -357,7 +357,8 @@ TEST_CASE("engine: ops with no derivative give outputs that do not require grad"
   Tensor x = f64({3, 1, 2});
   Tensor y = f64({2, 2, 2});
   for (const Tensor& t : {x.argmax(), x.argmax(0), x.argmin(0), x.max(0).indices, x.eq(y), x.ne(y), x.lt(y),
-                          x.le(y), x.gt(y), x.ge(y), x > y, x.gt(y).logical_not()})
+                          x.le(y), x.gt(y), x.ge(y), x > y, x.gt(y).logical_not(), x.to(kInt64), x.to(kBool),
+                          (x * 2.0).to(kInt64).sum()})
     CHECK_FALSE(t.requires_grad());
   CHECK(x.argmax().item<int64_t>() == 0);
   CHECK(x.argmin(0).item<int64_t>() == 1);
