@@ -241,3 +241,52 @@ TEST_CASE("views: the version counter counts writes through any view") {
   CHECK(a.version() > v0);
   CHECK(mismatch(a, {4}, {0, 1, 1, 0}) == "");
 }
+
+TEST_CASE("views: copy_ broadcasts the source and converts its dtype") {
+  Tensor dst = zeros({2, 3});
+  dst.copy_(tensor({1, 2, 3}, kInt64));
+  CHECK(mismatch(dst, {2, 3}, {1, 2, 3, 1, 2, 3}) == "");
+  CHECK(dst.dtype() == kFloat32);
+  Tensor ints = zeros({2, 2}, kInt64);
+  kernels::copy_(ints, tensor({{1.9, -1.9}, {2.5, 0}}, kFloat64));
+  CHECK(ints.to_vector<int64_t>() == std::vector<int64_t>{1, -1, 2, 0});
+  // Into a transposed view of the destination.
+  Tensor base = zeros({2, 3});
+  base.t().copy_(tensor({{1, 2}, {3, 4}, {5, 6}}));
+  CHECK(mismatch(base, {2, 3}, {1, 3, 5, 2, 4, 6}) == "");
+  CHECK_THROWS_AS(base.copy_(zeros({4})), Error);
+}
+
+TEST_CASE("views: detach alias and as_strided share storage") {
+  Tensor a = grid();
+  Tensor d = a.detach();
+  CHECK(shares_storage(d, a));
+  CHECK_FALSE(d.is_same(a));
+  CHECK(d.shape() == a.shape());
+  CHECK(shares_storage(kernels::alias(a), a));
+  // Overlapping windows of 3 over [0, 1, ..., 11] stepping by 2: a strided view copies nothing.
+  Tensor windows = kernels::as_strided(a, {5, 3}, {2, 1}, 0);
+  CHECK(shares_storage(windows, a));
+  CHECK(mismatch(windows, {5, 3}, {0, 1, 2, 2, 3, 4, 4, 5, 6, 6, 7, 8, 8, 9, 10}) == "");
+  CHECK(mismatch(windows.sum({1}), {5}, {3, 9, 15, 21, 27}) == "");
+}
+
+TEST_CASE("views: data points at the first element of the view") {
+  Tensor a = grid();
+  Tensor s = a.slice(0, 1, 3).narrow(1, 2, 2);
+  CHECK(s.data<float>() == a.data<float>() + 6);
+  CHECK(*s.data<float>() == 6.0f);
+  CHECK(s.to_vector<float>() == std::vector<float>{6, 7, 10, 11});
+  CHECK(s.to_vector<int64_t>() == std::vector<int64_t>{6, 7, 10, 11});
+}
+
+TEST_CASE("views: tensors are freed when their last handle goes") {
+  const int64_t before = live_tensor_count();
+  {
+    Tensor a = grid();
+    Tensor v = a.t().reshape({12}).narrow(0, 2, 5);
+    Tensor w = (v * 2.0).sum();
+    CHECK(live_tensor_count() > before);
+  }
+  CHECK(live_tensor_count() == before);
+}
