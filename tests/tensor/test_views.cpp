@@ -1,4 +1,6 @@
 // Views share storage and copy nothing: each test checks the storage pointer and the strides.
+#include <algorithm>
+
 #include "helpers.h"
 
 using namespace cppgrad;
@@ -289,4 +291,47 @@ TEST_CASE("views: tensors are freed when their last handle goes") {
     CHECK(live_tensor_count() > before);
   }
   CHECK(live_tensor_count() == before);
+}
+
+TEST_CASE("views: reshape of any strided layout keeps row-major order") {
+  // Every permutation of a [2,3,4] tensor, plain, with a size-1 dim inserted, and sliced; each
+  // reshaped to many shapes. A reshape must list the elements in the view's row-major order,
+  // share storage exactly when view() succeeds, and view() must fail only when reshape copies.
+  const Tensor base = arange(48).to(kFloat32).reshape({2, 3, 8});
+  std::vector<Tensor> layouts;
+  std::vector<int64_t> perm = {0, 1, 2};
+  do {
+    Tensor p = base.narrow(2, 0, 4).permute(perm);  // rows 8 apart: never contiguous
+    layouts.push_back(p);
+    layouts.push_back(base.slice(2, 0, 8, 2).permute(perm));
+    layouts.push_back(p.contiguous());
+    layouts.push_back(p.contiguous().unsqueeze(1));
+    layouts.push_back(p.unsqueeze(3));
+  } while (std::next_permutation(perm.begin(), perm.end()));
+  const std::vector<Shape> targets = {{24}, {2, 12}, {12, 2}, {4, 6},    {6, 4},       {2, 3, 4},
+                                      {4, 3, 2}, {3, 8}, {2, 2, 6}, {1, 24}, {24, 1}, {2, 1, 12}, {3, 2, 2, 2}};
+  int64_t views = 0, copies = 0;
+  for (const Tensor& t : layouts) {
+    const std::vector<float> order = t.to_vector<float>();
+    for (const Shape& shape : targets) {
+      CAPTURE(shape_str(t.shape()));
+      CAPTURE(shape_str(t.strides()));
+      CAPTURE(shape_str(shape));
+      Tensor r = t.reshape(shape);
+      CHECK(r.shape() == shape);
+      CHECK(r.to_vector<float>() == order);
+      bool viewed = false;
+      try {
+        Tensor v = t.view(shape);
+        viewed = true;
+        CHECK(v.to_vector<float>() == order);
+      } catch (const Error&) {
+      }
+      CHECK(viewed == shares_storage(r, t));
+      (viewed ? views : copies) += 1;
+    }
+  }
+  // Both paths were taken many times.
+  CHECK(views > 100);
+  CHECK(copies > 100);
 }
