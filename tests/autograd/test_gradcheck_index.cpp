@@ -46,6 +46,7 @@ TEST_CASE("gradcheck index: index_select with repeated indices") {
     CHECK(check1([](const Tensor& t) { return t.index_select(0, index({2, 0, 2, 3})).exp(); }, in));
     CHECK(check1([](const Tensor& t) { return t.index_select(1, index({1, 1})).tanh(); }, in));
     CHECK(check1([](const Tensor& t) { return t.index_select(-1, index({2, 0})); }, in));
+    CHECK(check1([](const Tensor& t) { return t.index_select(0, index({-1, 0, -1})).exp(); }, in));  // from the end
     CHECK(check1([](const Tensor& t) { return t.index_select(0, tensor(std::vector<int64_t>{1}, {})).exp(); }, in));
   }
   CHECK(x.index_select(0, tensor(std::vector<int64_t>{1}, {})).shape() == Shape{1, 3});  // keeps the dim
@@ -131,6 +132,8 @@ TEST_CASE("gradcheck index: masked_fill with a broadcast mask") {
   CHECK(check1([&](const Tensor& t) { return t.masked_fill(m, -1.5).exp(); }, x));
   Tensor row = test::mask({{1, 0, 0, 1}});
   CHECK(check1([&](const Tensor& t) { return t.masked_fill(row, 0.0).tanh(); }, transposed(leaf({4, 3}, 3801))));
+  // A mask larger than the tensor broadcasts the output up; the gradient is summed back.
+  CHECK(check1([&](const Tensor& t) { return t.masked_fill(m, 1.0); }, leaf({4}, 3802)));
   Tensor v = tensor({1.0, 2.0, 3.0}, TensorOptions(kFloat64).requires_grad());
   Tensor out = v.masked_fill(test::mask({{0, 1, 0}}).reshape({3}), 9.0);
   CHECK(test::values(out) == V{1, 9, 3});

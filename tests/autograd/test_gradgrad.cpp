@@ -89,6 +89,11 @@ TEST_CASE("gradgradcheck: views and copies") {
   CHECK(gradgrad1([](const Tensor& a) { return a.unsqueeze(2).squeeze().flatten() * a.flatten(); }, x));
   CHECK(gradgrad1([](const Tensor& a) { return a.t().contiguous() * a.clone().t(); }, x));
   CHECK(gradgrad1([](const Tensor& a) { return a.split(1, 0)[0] * a.chunk(2, 0)[1]; }, x));
+  // Through float32 and back: a larger step keeps the rounding (~1e-7) out of the differences.
+  GradcheckOptions coarse;
+  coarse.eps = 1e-2;
+  coarse.atol = 1e-4;
+  CHECK(gradgrad1([](const Tensor& a) { return (a.to(kFloat32) * a.to(kFloat32)).to(kFloat64); }, x, coarse));
 }
 
 TEST_CASE("gradgradcheck: joining and indexing") {
@@ -133,6 +138,17 @@ TEST_CASE("gradgradcheck: in-place ops inside a graph") {
         return u;
       },
       x, y));
+  CHECK(gradgrad1(
+      [](const Tensor& a) {
+        Tensor t = a * 1.0;
+        t.fill_(2.0);
+        t.mul_(a);
+        Tensor u = a * 1.0;
+        u.zero_();
+        u.add_(t * a);
+        return u;
+      },
+      x));
 }
 
 TEST_CASE("second and third derivatives by hand") {
