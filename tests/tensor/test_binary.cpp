@@ -1,4 +1,5 @@
 // Binary kernels with NumPy broadcasting, dtype promotion, comparisons, where and masked_fill.
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -200,4 +201,34 @@ TEST_CASE("binary: in-place arithmetic writes through views") {
   base.copy_(before.t().t());
   CHECK(mismatch_with(base, before) == "");
   CHECK(shares_storage(row, base));
+}
+
+TEST_CASE("binary: every pair of operand layouts gives the elementwise result") {
+  // Layouts of one logical [R, C] shape: dense, transposed, every other column, a column block,
+  // and two broadcasts. Large enough (36000 elements) that the loop is split across threads.
+  const int64_t R = 150, C = 240;
+  Generator gen(99);
+  std::vector<std::pair<const char*, Tensor>> layouts = {
+      {"dense", randn({R, C}, kFloat32, gen)},
+      {"transposed", randn({C, R}, kFloat32, gen).t()},
+      {"every other column", randn({R, 2 * C}, kFloat32, gen).slice(1, 0, 2 * C, 2)},
+      {"column block", randn({R, C + 7}, kFloat32, gen).narrow(1, 7, C)},
+      {"row broadcast", randn({C}, kFloat32, gen).expand({R, C})},
+      {"column broadcast", randn({R, 1}, kFloat32, gen).expand({R, C})},
+  };
+  for (const auto& [name_x, x] : layouts)
+    for (const auto& [name_y, y] : layouts) {
+      CAPTURE(name_x);
+      CAPTURE(name_y);
+      const std::vector<float> xv = x.to_vector<float>(), yv = y.to_vector<float>();
+      const std::vector<float> sum = (x + y).to_vector<float>(), prod = (x * y).to_vector<float>();
+      const std::vector<float> high = maximum(x, y).to_vector<float>();
+      const std::vector<bool> less = (x < y).to_vector<bool>();
+      int64_t wrong = 0;
+      for (size_t i = 0; i < xv.size(); ++i)
+        if (sum[i] != xv[i] + yv[i] || prod[i] != xv[i] * yv[i] || high[i] != std::max(xv[i], yv[i]) ||
+            less[i] != (xv[i] < yv[i]))
+          ++wrong;
+      CHECK(wrong == 0);
+    }
 }
