@@ -152,7 +152,7 @@ TEST_CASE("factories: like factories keep shape and dtype") {
   CHECK(like_t.is_contiguous());
 }
 
-TEST_CASE("factories: rand lies in [0 1) and randn has mean 0 and variance 1") {
+TEST_CASE("factories: rand lies between 0 and 1 and randn has mean 0 and variance 1") {
   Generator gen(7);
   Tensor u = rand({10000}, kFloat64, gen);
   std::vector<double> uv = u.to_vector<double>();
@@ -166,7 +166,7 @@ TEST_CASE("factories: rand lies in [0 1) and randn has mean 0 and variance 1") {
   CHECK(n.dtype() == kFloat64);
 }
 
-TEST_CASE("factories: randint draws every value of [low high) and no other") {
+TEST_CASE("factories: randint draws every value from low up to high and no other") {
   Generator gen(11);
   Tensor r = randint(-2, 3, {2000}, gen);
   CHECK(r.dtype() == kInt64);
