@@ -184,7 +184,7 @@ class Engine {
       captured_.resize(inputs->size());
       for (size_t i = 0; i < inputs->size(); ++i) {
         const Tensor& in = (*inputs)[i];
-        check(in.requires_grad(), "grad: input {} of shape {} does not require grad", i, shape_str(in.shape()));
+        CPPGRAD_CHECK(in.requires_grad(), "grad: input {} of shape {} does not require grad", i, shape_str(in.shape()));
         if (in.grad_fn())
           capture_node_[in.grad_fn().get()].push_back(i);
         else
@@ -275,7 +275,7 @@ class Engine {
     std::vector<bool> needs;
     for (const Edge& e : node.next) needs.push_back(e.valid());
     Grads grads = node.backward(grad, Saved(std::move(saved), std::move(needs)));
-    check(grads.size() == node.next.size(), "backward: '{}' returned {} gradients for {} inputs", node.op,
+    CPPGRAD_CHECK(grads.size() == node.next.size(), "backward: '{}' returned {} gradients for {} inputs", node.op,
           grads.size(), node.next.size());
     if (AnomalyMode::is_enabled()) {
       for (size_t i = 0; i < grads.size(); ++i) {
@@ -336,20 +336,20 @@ class Engine {
 
 std::vector<Tensor> root_gradients(const std::vector<Tensor>& outputs, const std::vector<Tensor>& grad_outputs,
                                    std::string_view op) {
-  check(grad_outputs.empty() || grad_outputs.size() == outputs.size(), "{}: {} outputs but {} gradients", op,
+  CPPGRAD_CHECK(grad_outputs.empty() || grad_outputs.size() == outputs.size(), "{}: {} outputs but {} gradients", op,
         outputs.size(), grad_outputs.size());
   std::vector<Tensor> grads;
   for (size_t i = 0; i < outputs.size(); ++i) {
     const Tensor& out = outputs[i];
-    check(out.requires_grad(), "{}: output {} of shape {} does not require grad and has no grad_fn", op, i,
+    CPPGRAD_CHECK(out.requires_grad(), "{}: output {} of shape {} does not require grad and has no grad_fn", op, i,
           shape_str(out.shape()));
     Tensor g = grad_outputs.empty() ? Tensor() : grad_outputs[i];
     if (!g.defined()) {
-      check(out.numel() == 1, "{}: a gradient can be implied only for a one-element output; output {} has shape {}",
+      CPPGRAD_CHECK(out.numel() == 1, "{}: a gradient can be implied only for a one-element output; output {} has shape {}",
             op, i, shape_str(out.shape()));
       g = ones_like(out);
     }
-    check(g.shape() == out.shape(), "{}: gradient of shape {} for output {} of shape {}", op, shape_str(g.shape()), i,
+    CPPGRAD_CHECK(g.shape() == out.shape(), "{}: gradient of shape {} for output {} of shape {}", op, shape_str(g.shape()), i,
           shape_str(out.shape()));
     grads.push_back(g);
   }
@@ -364,7 +364,7 @@ std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<T
   std::vector<Tensor> roots = root_gradients(outputs, grad_outputs, "grad");
   std::vector<Tensor> result = Engine(retain_graph, create_graph).run(outputs, roots, &inputs);
   for (size_t i = 0; i < result.size(); ++i)
-    check(allow_unused || result[i].defined(),
+    CPPGRAD_CHECK(allow_unused || result[i].defined(),
           "grad: input {} of shape {} was not used to compute the outputs; pass allow_unused=true to get an "
           "undefined gradient for it",
           i, shape_str(inputs[i].shape()));

@@ -12,12 +12,12 @@ std::vector<size_t> checked_inputs(const std::vector<Tensor>& inputs, std::strin
   std::vector<size_t> idx;
   for (size_t i = 0; i < inputs.size(); ++i) {
     if (!inputs[i].defined() || !inputs[i].requires_grad()) continue;
-    check(inputs[i].dtype() == kFloat64,
+    CPPGRAD_CHECK(inputs[i].dtype() == kFloat64,
           "{}: input {} is {}; finite differences need float64 (convert with .to(kFloat64))", op, i,
           dtype_name(inputs[i].dtype()));
     idx.push_back(i);
   }
-  check(!idx.empty(), "{}: no input requires grad, so there is nothing to check", op);
+  CPPGRAD_CHECK(!idx.empty(), "{}: no input requires grad, so there is nothing to check", op);
   return idx;
 }
 
@@ -34,7 +34,7 @@ std::vector<int64_t> unravel(int64_t j, const Shape& shape) {
 Tensor evaluate(const GradcheckFunction& fn, const std::vector<Tensor>& inputs) {
   NoGradGuard no_grad;
   Tensor out = fn(inputs);
-  check(out.defined() && out.dtype() == kFloat64, "gradcheck: the function must return a float64 tensor");
+  CPPGRAD_CHECK(out.defined() && out.dtype() == kFloat64, "gradcheck: the function must return a float64 tensor");
   return kernels::contiguous(out);
 }
 
@@ -66,7 +66,7 @@ std::vector<Tensor> analytic_vjp(const Tensor& out, const Tensor& v, const std::
     grads = autograd::grad({out}, wrt, {v}, /*retain_graph=*/true, false, /*allow_unused=*/true);
   for (size_t k = 0; k < grads.size(); ++k) {
     if (!grads[k].defined()) grads[k] = zeros(wrt[k].shape(), kFloat64);
-    check(grads[k].shape() == wrt[k].shape(), "gradcheck: gradient of shape {} for input {} of shape {}",
+    CPPGRAD_CHECK(grads[k].shape() == wrt[k].shape(), "gradcheck: gradient of shape {} for input {} of shape {}",
           shape_str(grads[k].shape()), idx[k], shape_str(wrt[k].shape()));
     grads[k] = kernels::contiguous(grads[k]);
   }
@@ -76,7 +76,7 @@ std::vector<Tensor> analytic_vjp(const Tensor& out, const Tensor& v, const std::
 bool slow_check(const GradcheckFunction& fn, const std::vector<Tensor>& inputs, const std::vector<size_t>& idx,
                 const GradcheckOptions& o) {
   Tensor out = fn(inputs);
-  check(out.dtype() == kFloat64, "gradcheck: the function must return a float64 tensor, got {}",
+  CPPGRAD_CHECK(out.dtype() == kFloat64, "gradcheck: the function must return a float64 tensor, got {}",
         dtype_name(out.dtype()));
   const int64_t n_out = out.numel();
   // Row r of each Jacobian, from a backward with a one-hot output gradient.

@@ -26,11 +26,11 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
 }
 
 Tensor stack(const std::vector<Tensor>& tensors, int64_t dim) {
-  check(!tensors.empty(), "stack: expected a non-empty list of tensors");
+  CPPGRAD_CHECK(!tensors.empty(), "stack: expected a non-empty list of tensors");
   dim = wrap_dim(dim, tensors[0].dim() + 1, "stack");
   std::vector<Tensor> parts;
   for (size_t i = 0; i < tensors.size(); ++i) {
-    check(tensors[i].shape() == tensors[0].shape(), "stack: tensor {} has shape {}, tensor 0 has {}", i,
+    CPPGRAD_CHECK(tensors[i].shape() == tensors[0].shape(), "stack: tensor {} has shape {}, tensor 0 has {}", i,
           shape_str(tensors[i].shape()), shape_str(tensors[0].shape()));
     parts.push_back(tensors[i].unsqueeze(dim));
   }

@@ -22,10 +22,10 @@ Tensor& apply_inplace(Tensor& self, std::string_view op, const Tensor& other, Ou
     raw();
     return self;
   }
-  check(!(self.is_leaf() && self.requires_grad()),
+  CPPGRAD_CHECK(!(self.is_leaf() && self.requires_grad()),
         "{}: a leaf tensor that requires grad (shape {}) is being modified in place; do it inside a NoGradGuard",
         op, shape_str(self.shape()));
-  check(!self.impl()->is_view,
+  CPPGRAD_CHECK(!self.impl()->is_view,
         "{}: in-place change of a view (shape {}) inside the graph is not supported; use the out-of-place op", op,
         shape_str(self.shape()));
   // The history as it stands: the current values in a tensor of their own, so that the new
@@ -36,7 +36,7 @@ Tensor& apply_inplace(Tensor& self, std::string_view op, const Tensor& other, Ou
   // `other` may be `self` itself (y.mul_(y)): then it too stands for the old values.
   const Tensor& operand = other.defined() && other.is_same(self) ? history : other;
   Tensor result = out_of_place(history, operand);
-  check(result.shape() == self.shape(), "{}: the result shape {} differs from the in-place target's shape {}", op,
+  CPPGRAD_CHECK(result.shape() == self.shape(), "{}: the result shape {} differs from the in-place target's shape {}", op,
         shape_str(result.shape()), shape_str(self.shape()));
   kernels::copy_(self, result);
   auto meta = std::make_shared<AutogradMeta>();

@@ -33,13 +33,13 @@ Tensor Tensor::transpose(int64_t dim0, int64_t dim1) const {
 }
 
 Tensor Tensor::t() const {
-  check(dim() <= 2, "t: expects a tensor of at most 2 dims, got shape {}; use transpose or mT",
+  CPPGRAD_CHECK(dim() <= 2, "t: expects a tensor of at most 2 dims, got shape {}; use transpose or mT",
         shape_str(shape()));
   return dim() < 2 ? transpose(0, 0) : transpose(0, 1);
 }
 
 Tensor Tensor::mT() const {
-  check(dim() >= 2, "mT: expects a tensor of at least 2 dims, got shape {}", shape_str(shape()));
+  CPPGRAD_CHECK(dim() >= 2, "mT: expects a tensor of at least 2 dims, got shape {}", shape_str(shape()));
   return transpose(-2, -1);
 }
 
@@ -68,7 +68,7 @@ Tensor Tensor::flatten(int64_t start_dim, int64_t end_dim) const {
   if (dim() == 0) return reshape({1});
   start_dim = wrap_dim(start_dim, dim(), "flatten");
   end_dim = wrap_dim(end_dim, dim(), "flatten");
-  check(start_dim <= end_dim, "flatten: start_dim {} comes after end_dim {}", start_dim, end_dim);
+  CPPGRAD_CHECK(start_dim <= end_dim, "flatten: start_dim {} comes after end_dim {}", start_dim, end_dim);
   Shape shape(this->shape().begin(), this->shape().begin() + start_dim);
   int64_t merged = 1;
   for (int64_t d = start_dim; d <= end_dim; ++d) merged *= this->shape()[d];
@@ -90,10 +90,10 @@ Tensor Tensor::slice(int64_t d, int64_t start, int64_t end, int64_t step) const 
 }
 
 Tensor Tensor::narrow(int64_t d, int64_t start, int64_t length) const {
-  check(dim() > 0, "narrow: cannot narrow a 0-d tensor");
+  CPPGRAD_CHECK(dim() > 0, "narrow: cannot narrow a 0-d tensor");
   int64_t size = shape()[wrap_dim(d, dim(), "narrow")];
   if (start < 0) start += size;
-  check(start >= 0 && length >= 0 && start + length <= size,
+  CPPGRAD_CHECK(start >= 0 && length >= 0 && start + length <= size,
         "narrow: start {} and length {} do not fit in dim {} of size {} (shape {})", start, length, d, size,
         shape_str(shape()));
   return slice(d, start, start + length, 1);
@@ -118,7 +118,7 @@ Tensor Tensor::expand(const Shape& shape) const {
 }
 
 std::vector<Tensor> Tensor::split(int64_t split_size, int64_t d) const {
-  check(split_size > 0, "split: split_size must be positive, got {}", split_size);
+  CPPGRAD_CHECK(split_size > 0, "split: split_size must be positive, got {}", split_size);
   int64_t size = shape()[wrap_dim(d, dim(), "split")];
   std::vector<int64_t> sizes;
   for (int64_t at = 0; at < size; at += split_size) sizes.push_back(std::min(split_size, size - at));
@@ -129,7 +129,7 @@ std::vector<Tensor> Tensor::split(int64_t split_size, int64_t d) const {
 std::vector<Tensor> Tensor::split(const std::vector<int64_t>& sizes, int64_t d) const {
   d = wrap_dim(d, dim(), "split");
   int64_t total = std::accumulate(sizes.begin(), sizes.end(), int64_t{0});
-  check(total == shape()[d], "split: sizes {} add up to {}, but dim {} has size {}", shape_str(sizes), total, d,
+  CPPGRAD_CHECK(total == shape()[d], "split: sizes {} add up to {}, but dim {} has size {}", shape_str(sizes), total, d,
         shape()[d]);
   std::vector<Tensor> parts;
   int64_t at = 0;
@@ -141,7 +141,7 @@ std::vector<Tensor> Tensor::split(const std::vector<int64_t>& sizes, int64_t d) 
 }
 
 std::vector<Tensor> Tensor::chunk(int64_t chunks, int64_t d) const {
-  check(chunks > 0, "chunk: number of chunks must be positive, got {}", chunks);
+  CPPGRAD_CHECK(chunks > 0, "chunk: number of chunks must be positive, got {}", chunks);
   int64_t size = shape()[wrap_dim(d, dim(), "chunk")];
   return split(std::max<int64_t>((size + chunks - 1) / chunks, 1), d);
 }

@@ -21,8 +21,8 @@ bool Tensor::requires_grad() const {
 }
 
 Tensor& Tensor::requires_grad_(bool enabled) {
-  check(is_leaf() || enabled, "requires_grad_: cannot turn off requires_grad of a non-leaf tensor; use detach()");
-  check(!enabled || is_floating_point(), "requires_grad_: only floating tensors can require grad, got {}",
+  CPPGRAD_CHECK(is_leaf() || enabled, "requires_grad_: cannot turn off requires_grad of a non-leaf tensor; use detach()");
+  CPPGRAD_CHECK(!enabled || is_floating_point(), "requires_grad_: only floating tensors can require grad, got {}",
         dtype_name(dtype()));
   ensure_meta(*this).requires_grad = enabled;
   return *this;
@@ -34,7 +34,7 @@ Tensor Tensor::grad() const {
 }
 
 void Tensor::set_grad(const Tensor& g) const {
-  check(!g.defined() || g.shape() == shape(), "set_grad: gradient of shape {} for a tensor of shape {}",
+  CPPGRAD_CHECK(!g.defined() || g.shape() == shape(), "set_grad: gradient of shape {} for a tensor of shape {}",
         g.defined() ? shape_str(g.shape()) : "undefined", shape_str(shape()));
   ensure_meta(*this).grad = g;
 }
@@ -63,7 +63,7 @@ void Tensor::backward(const Tensor& gradient, bool retain_graph, bool create_gra
 Tensor Tensor::detach() const { return kernels::alias(*this); }
 
 void Tensor::retain_grad() const {
-  check(requires_grad(), "retain_grad: the tensor does not require grad");
+  CPPGRAD_CHECK(requires_grad(), "retain_grad: the tensor does not require grad");
   if (is_leaf()) return;  // leaves keep their grad anyway
   auto& meta = ensure_meta(*this);
   if (meta.retains_grad) return;
@@ -82,7 +82,7 @@ bool Tensor::retains_grad() const {
 }
 
 void Tensor::register_hook(Hook hook) const {
-  check(requires_grad(), "register_hook: cannot register a hook on a tensor that does not require grad");
+  CPPGRAD_CHECK(requires_grad(), "register_hook: cannot register a hook on a tensor that does not require grad");
   if (is_leaf())
     ensure_meta(*this).hooks.push_back(std::move(hook));
   else

@@ -16,7 +16,7 @@ constexpr double kNegInf = -std::numeric_limits<double>::infinity();
 // A bool mask becomes 0 / -inf; a float mask is used as it is.
 Tensor additive(const Tensor& mask, DType dtype) {
   if (mask.dtype() == kBool) return zeros(mask.shape(), dtype).masked_fill(mask, kNegInf);
-  check(mask.is_floating_point(), "attention: a mask must be bool or floating, got {}", dtype_name(mask.dtype()));
+  CPPGRAD_CHECK(mask.is_floating_point(), "attention: a mask must be bool or floating, got {}", dtype_name(mask.dtype()));
   return mask.to(dtype);
 }
 
@@ -34,13 +34,13 @@ Inputs prepare(const Tensor& query, const Tensor& key, const Tensor& value, cons
           key_padding_mask.defined() ? key_padding_mask.unsqueeze(0) : Tensor(), true};
   }
   const Tensor &q = in.query, &k = in.key, &v = in.value;
-  check(q.dim() == 3 && k.dim() == 3 && v.dim() == 3,
+  CPPGRAD_CHECK(q.dim() == 3 && k.dim() == 3 && v.dim() == 3,
         "MultiheadAttention: query {}, key {}, value {} must all be (B, T, E) or all (T, E)", shape_str(query.shape()),
         shape_str(key.shape()), shape_str(value.shape()));
-  check(q.size(2) == embed_dim && k.size(2) == kdim && v.size(2) == vdim,
+  CPPGRAD_CHECK(q.size(2) == embed_dim && k.size(2) == kdim && v.size(2) == vdim,
         "MultiheadAttention: query {}, key {}, value {} must end in embed_dim {}, kdim {}, vdim {}",
         shape_str(query.shape()), shape_str(key.shape()), shape_str(value.shape()), embed_dim, kdim, vdim);
-  check(q.size(0) == k.size(0) && k.size(0) == v.size(0) && k.size(1) == v.size(1),
+  CPPGRAD_CHECK(q.size(0) == k.size(0) && k.size(0) == v.size(0) && k.size(1) == v.size(1),
         "MultiheadAttention: query {}, key {}, value {}: batch sizes and key/value lengths must agree",
         shape_str(query.shape()), shape_str(key.shape()), shape_str(value.shape()));
   return in;
@@ -73,7 +73,7 @@ Tensor merge_attention_masks(const Tensor& key_padding_mask, const Tensor& attn_
                              int64_t target_len, int64_t source_len, DType dtype) {
   Tensor merged;
   if (key_padding_mask.defined()) {
-    check(key_padding_mask.shape() == Shape{batch, source_len},
+    CPPGRAD_CHECK((key_padding_mask.shape() == Shape{batch, source_len}),
           "MultiheadAttention: key_padding_mask {} should be (B, S) = [{},{}]", shape_str(key_padding_mask.shape()),
           batch, source_len);
     merged = additive(key_padding_mask, dtype).reshape({batch, 1, 1, source_len});
@@ -81,12 +81,12 @@ Tensor merge_attention_masks(const Tensor& key_padding_mask, const Tensor& attn_
   if (attn_mask.defined()) {
     Tensor m;
     if (attn_mask.dim() == 2) {
-      check(attn_mask.shape() == Shape{target_len, source_len},
+      CPPGRAD_CHECK((attn_mask.shape() == Shape{target_len, source_len}),
             "MultiheadAttention: a 2-D attn_mask {} should be (T, S) = [{},{}]", shape_str(attn_mask.shape()),
             target_len, source_len);
       m = additive(attn_mask, dtype).reshape({1, 1, target_len, source_len});
     } else {
-      check(attn_mask.shape() == Shape{batch * heads, target_len, source_len},
+      CPPGRAD_CHECK((attn_mask.shape() == Shape{batch * heads, target_len, source_len}),
             "MultiheadAttention: a 3-D attn_mask {} should be (B·H, T, S) = [{},{},{}]", shape_str(attn_mask.shape()),
             batch * heads, target_len, source_len);
       m = additive(attn_mask, dtype).reshape({batch, heads, target_len, source_len});
@@ -104,10 +104,10 @@ MultiheadAttention::MultiheadAttention(const MultiheadAttentionOptions& opts)
                   .vdim(opts.vdim() > 0 ? opts.vdim() : opts.embed_dim())),
       head_dim(opts.num_heads() > 0 ? opts.embed_dim() / opts.num_heads() : 0) {
   const int64_t E = options.embed_dim(), H = options.num_heads();
-  check(E > 0 && H > 0, "MultiheadAttention: embed_dim {} and num_heads {} must be positive", E, H);
-  check(E % H == 0, "MultiheadAttention: embed_dim {} is not divisible by num_heads {} (each head needs d_k = E / h)",
+  CPPGRAD_CHECK(E > 0 && H > 0, "MultiheadAttention: embed_dim {} and num_heads {} must be positive", E, H);
+  CPPGRAD_CHECK(E % H == 0, "MultiheadAttention: embed_dim {} is not divisible by num_heads {} (each head needs d_k = E / h)",
         E, H);
-  check(options.dropout() >= 0.0 && options.dropout() < 1.0, "MultiheadAttention: dropout {} must be in [0, 1)",
+  CPPGRAD_CHECK(options.dropout() >= 0.0 && options.dropout() < 1.0, "MultiheadAttention: dropout {} must be in [0, 1)",
         options.dropout());
   if (options.kdim() == E && options.vdim() == E) {
     in_proj_weight = register_parameter("in_proj_weight", empty({3 * E, E}));
@@ -180,7 +180,7 @@ AttentionOutput MultiheadAttention::forward(const Tensor& query, const Tensor& k
 
 PerHeadAttention::PerHeadAttention(int64_t embed_dim_, int64_t num_heads_, bool bias)
     : embed_dim(embed_dim_), num_heads(num_heads_), head_dim(num_heads_ > 0 ? embed_dim_ / num_heads_ : 0) {
-  check(embed_dim > 0 && num_heads > 0 && embed_dim % num_heads == 0,
+  CPPGRAD_CHECK(embed_dim > 0 && num_heads > 0 && embed_dim % num_heads == 0,
         "PerHeadAttention: embed_dim {} must be a positive multiple of num_heads {}", embed_dim, num_heads);
   q_heads = register_module("q_heads", std::make_shared<ModuleList<Linear>>());
   k_heads = register_module("k_heads", std::make_shared<ModuleList<Linear>>());
@@ -216,7 +216,7 @@ AttentionOutput PerHeadAttention::forward(const Tensor& query, const Tensor& key
 }
 
 void PerHeadAttention::load_from(const MultiheadAttention& fused) {
-  check(fused.options.embed_dim() == embed_dim && fused.options.num_heads() == num_heads && fused.in_proj_weight.defined(),
+  CPPGRAD_CHECK(fused.options.embed_dim() == embed_dim && fused.options.num_heads() == num_heads && fused.in_proj_weight.defined(),
         "PerHeadAttention::load_from: needs a fused MultiheadAttention({}, {})", embed_dim, num_heads);
   NoGradGuard no_grad;
   const ModuleList<Linear>* lists[3] = {q_heads.get(), k_heads.get(), v_heads.get()};

@@ -8,19 +8,19 @@
 namespace cppgrad::nn::functional {
 
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
-  check(weight.dim() == 2, "linear: weight must be 2-D (out, in), got {}", shape_str(weight.shape()));
-  check(x.dim() >= 1 && x.size(-1) == weight.size(1), "linear: input {} has {} features, weight {} expects {}",
+  CPPGRAD_CHECK(weight.dim() == 2, "linear: weight must be 2-D (out, in), got {}", shape_str(weight.shape()));
+  CPPGRAD_CHECK(x.dim() >= 1 && x.size(-1) == weight.size(1), "linear: input {} has {} features, weight {} expects {}",
         shape_str(x.shape()), x.dim() >= 1 ? x.size(-1) : 0, shape_str(weight.shape()), weight.size(1));
   Tensor y = x.matmul(weight.t());  // (..., in) @ (in, out) -> (..., out); Wᵀ is a view, BLAS reads it
   if (!bias.defined()) return y;
-  check(bias.dim() == 1 && bias.size(0) == weight.size(0), "linear: bias {} does not match weight {}",
+  CPPGRAD_CHECK(bias.dim() == 1 && bias.size(0) == weight.size(0), "linear: bias {} does not match weight {}",
         shape_str(bias.shape()), shape_str(weight.shape()));
   return y + bias;
 }
 
 Tensor embedding(const Tensor& indices, const Tensor& weight, std::optional<int64_t> padding_idx) {
-  check(indices.dtype() == kInt64, "embedding: indices must be int64, got {}", dtype_name(indices.dtype()));
-  check(weight.dim() == 2, "embedding: weight must be 2-D (num_embeddings, dim), got {}", shape_str(weight.shape()));
+  CPPGRAD_CHECK(indices.dtype() == kInt64, "embedding: indices must be int64, got {}", dtype_name(indices.dtype()));
+  CPPGRAD_CHECK(weight.dim() == 2, "embedding: weight must be 2-D (num_embeddings, dim), got {}", shape_str(weight.shape()));
   Shape shape = indices.shape();
   shape.push_back(weight.size(1));
   Tensor rows = weight.index_select(0, indices.reshape({-1})).reshape(shape);  // (..., dim)
@@ -33,7 +33,7 @@ Tensor embedding(const Tensor& indices, const Tensor& weight, std::optional<int6
 Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight, const Tensor& bias,
                   double eps) {
   const auto k = static_cast<int64_t>(normalized_shape.size());
-  check(k >= 1 && x.dim() >= k && Shape(x.shape().end() - k, x.shape().end()) == normalized_shape,
+  CPPGRAD_CHECK(k >= 1 && x.dim() >= k && Shape(x.shape().end() - k, x.shape().end()) == normalized_shape,
         "layer_norm: input {} does not end with normalized_shape {}", shape_str(x.shape()),
         shape_str(normalized_shape));
   std::vector<int64_t> dims;
@@ -48,7 +48,7 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
 }
 
 Tensor dropout(const Tensor& x, double p, bool training, Generator& gen) {
-  check(p >= 0.0 && p <= 1.0, "dropout: probability must be in [0, 1], got {}", p);
+  CPPGRAD_CHECK(p >= 0.0 && p <= 1.0, "dropout: probability must be in [0, 1], got {}", p);
   if (!training || p == 0.0) return x;
   if (p == 1.0) return x * 0.0;
   Tensor keep = rand(x.shape(), x.dtype(), gen).ge(scalar_tensor(p, x.dtype()));  // bool mask
@@ -59,21 +59,21 @@ Tensor relu(const Tensor& x) { return x.relu(); }
 Tensor gelu(const Tensor& x) { return x.gelu(); }
 
 Tensor cross_entropy(const Tensor& logits, const Tensor& target, const CrossEntropyOptions& options) {
-  check(logits.is_floating_point(), "cross_entropy: logits must be floating, got {}", dtype_name(logits.dtype()));
-  check(target.dtype() == kInt64, "cross_entropy: target must hold int64 class indices, got {}",
+  CPPGRAD_CHECK(logits.is_floating_point(), "cross_entropy: logits must be floating, got {}", dtype_name(logits.dtype()));
+  CPPGRAD_CHECK(target.dtype() == kInt64, "cross_entropy: target must hold int64 class indices, got {}",
         dtype_name(target.dtype()));
-  check(options.label_smoothing >= 0.0 && options.label_smoothing <= 1.0,
+  CPPGRAD_CHECK(options.label_smoothing >= 0.0 && options.label_smoothing <= 1.0,
         "cross_entropy: label_smoothing must be in [0, 1], got {}", options.label_smoothing);
   // Bring the class dim last and flatten: (M, C) logits against (M) targets.
   Tensor flat_logits;
   if (logits.dim() == 1) {
-    check(target.dim() == 0, "cross_entropy: logits {} need a 0-d target, got {}", shape_str(logits.shape()),
+    CPPGRAD_CHECK(target.dim() == 0, "cross_entropy: logits {} need a 0-d target, got {}", shape_str(logits.shape()),
           shape_str(target.shape()));
     flat_logits = logits.unsqueeze(0);
   } else {
     Shape expected = logits.shape();
     expected.erase(expected.begin() + 1);
-    check(target.shape() == expected, "cross_entropy: logits {} need a target of shape {}, got {}",
+    CPPGRAD_CHECK(target.shape() == expected, "cross_entropy: logits {} need a target of shape {}, got {}",
           shape_str(logits.shape()), shape_str(expected), shape_str(target.shape()));
     std::vector<int64_t> class_last{0};  // (N, C, d1, ...) -> (N, d1, ..., C)
     for (int64_t d = 2; d < logits.dim(); ++d) class_last.push_back(d);
@@ -86,7 +86,7 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, const CrossEntr
 
   Tensor valid = flat_target.ne(scalar_tensor(static_cast<double>(options.ignore_index), kInt64));
   for (int64_t t : flat_target.to_vector<int64_t>())
-    check(t == options.ignore_index || (t >= 0 && t < classes), "cross_entropy: target {} is out of range for {} classes",
+    CPPGRAD_CHECK(t == options.ignore_index || (t >= 0 && t < classes), "cross_entropy: target {} is out of range for {} classes",
           t, classes);
   Tensor safe_target = where(valid, flat_target, zeros({}, kInt64));
 
@@ -111,7 +111,7 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, const CrossEntr
 }
 
 Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction) {
-  check(input.shape() == target.shape(), "mse_loss: input {} and target {} differ in shape", shape_str(input.shape()),
+  CPPGRAD_CHECK(input.shape() == target.shape(), "mse_loss: input {} and target {} differ in shape", shape_str(input.shape()),
         shape_str(target.shape()));
   Tensor diff = input - target;
   Tensor sq = diff * diff;
@@ -126,7 +126,7 @@ Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction) 
 AttentionOutput scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
                                              const Tensor& attn_mask, double dropout_p, bool is_causal,
                                              std::optional<double> scale, bool need_weights, Generator& gen) {
-  check(q.dim() >= 2 && k.dim() >= 2 && v.dim() >= 2 && q.size(-1) == k.size(-1) && k.size(-2) == v.size(-2),
+  CPPGRAD_CHECK(q.dim() >= 2 && k.dim() >= 2 && v.dim() >= 2 && q.size(-1) == k.size(-1) && k.size(-2) == v.size(-2),
         "scaled_dot_product_attention: q {}, k {}, v {} do not fit (..., T, d), (..., S, d), (..., S, dv)",
         shape_str(q.shape()), shape_str(k.shape()), shape_str(v.shape()));
   const int64_t T = q.size(-2), S = k.size(-2), d_k = q.size(-1);
@@ -139,7 +139,7 @@ AttentionOutput scaled_dot_product_attention(const Tensor& q, const Tensor& k, c
     scores = scores.masked_fill(j.gt(i), -std::numeric_limits<double>::infinity());
   }
   if (attn_mask.defined()) {
-    check(attn_mask.dim() <= scores.dim(), "scaled_dot_product_attention: mask {} has more dims than scores {}",
+    CPPGRAD_CHECK(attn_mask.dim() <= scores.dim(), "scaled_dot_product_attention: mask {} has more dims than scores {}",
           shape_str(attn_mask.shape()), shape_str(scores.shape()));
     broadcast_shapes(scores.shape(), attn_mask.shape(), "scaled_dot_product_attention (mask)");
     if (attn_mask.dtype() == kBool)
@@ -155,7 +155,7 @@ AttentionOutput scaled_dot_product_attention(const Tensor& q, const Tensor& k, c
 }
 
 Tensor generate_square_subsequent_mask(int64_t size, DType dtype) {
-  check(size >= 0, "generate_square_subsequent_mask: negative size {}", size);
+  CPPGRAD_CHECK(size >= 0, "generate_square_subsequent_mask: negative size {}", size);
   Tensor j = arange(static_cast<double>(size)).reshape({1, size});
   Tensor i = arange(static_cast<double>(size)).reshape({size, 1});
   return zeros({size, size}, dtype).masked_fill(j.gt(i), -std::numeric_limits<double>::infinity());

@@ -8,7 +8,7 @@
 namespace cppgrad::nn::init {
 
 std::pair<int64_t, int64_t> fans(const Tensor& t) {
-  check(t.dim() >= 2, "init: fan_in and fan_out need a tensor of at least 2 dims, got shape {}", shape_str(t.shape()));
+  CPPGRAD_CHECK(t.dim() >= 2, "init: fan_in and fan_out need a tensor of at least 2 dims, got shape {}", shape_str(t.shape()));
   int64_t receptive = 1;
   for (int64_t d = 2; d < t.dim(); ++d) receptive *= t.shape()[d];
   return {t.shape()[1] * receptive, t.shape()[0] * receptive};
@@ -30,12 +30,12 @@ void fill_with(const Tensor& t, std::string_view op, Draw draw) {
 }  // namespace
 
 void uniform_(const Tensor& t, double low, double high, Generator& gen) {
-  check(low <= high, "uniform_: low {} is above high {}", low, high);
+  CPPGRAD_CHECK(low <= high, "uniform_: low {} is above high {}", low, high);
   fill_with(t, "uniform_", [&] { return low + (high - low) * gen.uniform(); });
 }
 
 void normal_(const Tensor& t, double mean, double std, Generator& gen) {
-  check(std >= 0, "normal_: negative std {}", std);
+  CPPGRAD_CHECK(std >= 0, "normal_: negative std {}", std);
   fill_with(t, "normal_", [&] { return mean + std * gen.normal(); });
 }
 
@@ -59,7 +59,7 @@ void xavier_normal_(const Tensor& t, double gain, Generator& gen) {
 
 void kaiming_uniform_(const Tensor& t, double a, Generator& gen) {
   auto [fan_in, fan_out] = fans(t);
-  check(fan_in > 0, "kaiming_uniform_: fan_in is 0 for shape {}", shape_str(t.shape()));
+  CPPGRAD_CHECK(fan_in > 0, "kaiming_uniform_: fan_in is 0 for shape {}", shape_str(t.shape()));
   double gain = std::sqrt(2.0 / (1.0 + a * a));
   double bound = gain * std::sqrt(3.0 / static_cast<double>(fan_in));
   uniform_(t, -bound, bound, gen);

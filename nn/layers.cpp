@@ -7,7 +7,7 @@
 namespace cppgrad::nn {
 
 Linear::Linear(int64_t in, int64_t out, bool with_bias) : in_features(in), out_features(out) {
-  check(in > 0 && out > 0, "Linear: features must be positive, got in={} out={}", in, out);
+  CPPGRAD_CHECK(in > 0 && out > 0, "Linear: features must be positive, got in={} out={}", in, out);
   weight = register_parameter("weight", empty({out, in}));
   if (with_bias) bias = register_parameter("bias", empty({out}));
   reset_parameters();
@@ -29,9 +29,9 @@ std::string Linear::extra_repr() const {
 
 Embedding::Embedding(int64_t num, int64_t dim, std::optional<int64_t> pad)
     : num_embeddings(num), embedding_dim(dim), padding_idx(pad) {
-  check(num > 0 && dim > 0, "Embedding: sizes must be positive, got {} x {}", num, dim);
+  CPPGRAD_CHECK(num > 0 && dim > 0, "Embedding: sizes must be positive, got {} x {}", num, dim);
   if (padding_idx) {
-    check(*padding_idx >= -num && *padding_idx < num, "Embedding: padding_idx {} out of range for {} embeddings",
+    CPPGRAD_CHECK(*padding_idx >= -num && *padding_idx < num, "Embedding: padding_idx {} out of range for {} embeddings",
           *padding_idx, num);
     if (*padding_idx < 0) padding_idx = *padding_idx + num;
   }
@@ -64,7 +64,7 @@ std::string LayerNorm::extra_repr() const {
   return fmt::format("{}, eps={}, elementwise_affine={}", shape_str(normalized_shape), eps, weight.defined());
 }
 
-Dropout::Dropout(double p_) : p(p_) { check(p >= 0.0 && p <= 1.0, "Dropout: probability must be in [0, 1], got {}", p); }
+Dropout::Dropout(double p_) : p(p_) { CPPGRAD_CHECK(p >= 0.0 && p <= 1.0, "Dropout: probability must be in [0, 1], got {}", p); }
 
 Tensor Dropout::forward(const Tensor& x) { return functional::dropout(x, p, is_training()); }
 

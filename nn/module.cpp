@@ -10,15 +10,15 @@ namespace cppgrad::nn {
 
 namespace {
 void check_name(const std::string& name, std::string_view what) {
-  check(!name.empty() && name.find('.') == std::string::npos, "register_{}: invalid name '{}' (empty or has a '.')",
+  CPPGRAD_CHECK(!name.empty() && name.find('.') == std::string::npos, "register_{}: invalid name '{}' (empty or has a '.')",
         what, name);
 }
 }  // namespace
 
 Tensor Module::register_parameter(const std::string& name, Tensor tensor, bool requires_grad) {
   check_name(name, "parameter");
-  check(tensor.defined(), "register_parameter: '{}' is an undefined tensor", name);
-  for (const Entry& e : parameters_) check(e.name != name, "register_parameter: '{}' is already registered", name);
+  CPPGRAD_CHECK(tensor.defined(), "register_parameter: '{}' is an undefined tensor", name);
+  for (const Entry& e : parameters_) CPPGRAD_CHECK(e.name != name, "register_parameter: '{}' is already registered", name);
   if (requires_grad && !tensor.requires_grad()) tensor.requires_grad_(true);
   parameters_.push_back({name, tensor, true});
   return tensor;
@@ -26,15 +26,15 @@ Tensor Module::register_parameter(const std::string& name, Tensor tensor, bool r
 
 Tensor Module::register_buffer(const std::string& name, Tensor tensor, bool persistent) {
   check_name(name, "buffer");
-  for (const Entry& e : buffers_) check(e.name != name, "register_buffer: '{}' is already registered", name);
+  for (const Entry& e : buffers_) CPPGRAD_CHECK(e.name != name, "register_buffer: '{}' is already registered", name);
   buffers_.push_back({name, tensor, persistent});
   return tensor;
 }
 
 void Module::add_child(const std::string& name, std::shared_ptr<Module> module) {
   check_name(name, "module");
-  check(module != nullptr, "register_module: '{}' is null", name);
-  for (const auto& [n, m] : children_) check(n != name, "register_module: '{}' is already registered", name);
+  CPPGRAD_CHECK(module != nullptr, "register_module: '{}' is null", name);
+  for (const auto& [n, m] : children_) CPPGRAD_CHECK(n != name, "register_module: '{}' is already registered", name);
   children_.emplace_back(name, std::move(module));
 }
 
@@ -122,7 +122,7 @@ void convert_in_place(const Tensor& t, DType dtype) {
 }  // namespace
 
 void Module::to(DType dtype) {
-  check(is_floating(dtype), "Module::to: modules convert to float32 or float64, not {}", dtype_name(dtype));
+  CPPGRAD_CHECK(is_floating(dtype), "Module::to: modules convert to float32 or float64, not {}", dtype_name(dtype));
   std::unordered_set<const TensorImpl*> done;
   walk("", true, [&](const std::string&, const Entry& e, bool) {
     if (e.tensor.defined() && done.insert(e.tensor.impl()).second) convert_in_place(e.tensor, dtype);

@@ -383,14 +383,14 @@ std::string json_string(const std::string& text) { return Json(text).dump(); }  
 std::vector<uint8_t> serialize(const NamedTensors& tensors, const Metadata& metadata, std::string_view op) {
   std::set<std::string_view> seen;
   for (const auto& [name, t] : tensors) {
-    check(name != "__metadata__", "{}: \"__metadata__\" is reserved and cannot name a tensor", op);
-    check(seen.insert(name).second, "{}: duplicate tensor name {}", op, quote(name));
-    check(first_invalid_utf8(name) == std::string_view::npos, "{}: tensor name {} is not valid UTF-8", op,
+    CPPGRAD_CHECK(name != "__metadata__", "{}: \"__metadata__\" is reserved and cannot name a tensor", op);
+    CPPGRAD_CHECK(seen.insert(name).second, "{}: duplicate tensor name {}", op, quote(name));
+    CPPGRAD_CHECK(first_invalid_utf8(name) == std::string_view::npos, "{}: tensor name {} is not valid UTF-8", op,
           quote(name));
-    check(t.defined(), "{}: tensor {} is undefined", op, quote(name));
+    CPPGRAD_CHECK(t.defined(), "{}: tensor {} is undefined", op, quote(name));
   }
   for (const auto& [key, value] : metadata) {
-    check(first_invalid_utf8(key) == std::string_view::npos && first_invalid_utf8(value) == std::string_view::npos,
+    CPPGRAD_CHECK(first_invalid_utf8(key) == std::string_view::npos && first_invalid_utf8(value) == std::string_view::npos,
           "{}: __metadata__ entry {} is not valid UTF-8", op, quote(key));
   }
 
@@ -415,7 +415,7 @@ std::vector<uint8_t> serialize(const NamedTensors& tensors, const Metadata& meta
   }
   header += "}";
   header.append((8 - header.size() % 8) % 8, ' ');  // so the data block starts 8-byte aligned
-  check(header.size() <= kMaxSafetensorsHeader, "{}: the header would take {} bytes, over the limit of {}", op,
+  CPPGRAD_CHECK(header.size() <= kMaxSafetensorsHeader, "{}: the header would take {} bytes, over the limit of {}", op,
         header.size(), kMaxSafetensorsHeader);
 
   std::vector<uint8_t> out;

@@ -10,7 +10,7 @@ namespace {
 Tensor activate(Activation a, const Tensor& x) { return a == Activation::ReLU ? x.relu() : x.gelu(); }
 
 void check_layer_options(const TransformerLayerOptions& o, std::string_view who) {
-  check(o.d_model() > 0 && o.nhead() > 0 && o.dim_feedforward() > 0,
+  CPPGRAD_CHECK(o.d_model() > 0 && o.nhead() > 0 && o.dim_feedforward() > 0,
         "{}: d_model {}, nhead {} and dim_feedforward {} must be positive", who, o.d_model(), o.nhead(),
         o.dim_feedforward());
 }
@@ -107,7 +107,7 @@ Tensor TransformerDecoderLayer::forward(const Tensor& tgt, const Tensor& memory,
 // ---- stacks -----------------------------------------------------------------------------------
 
 TransformerEncoder::TransformerEncoder(const TransformerLayerOptions& o, int64_t num_layers, bool final_norm) {
-  check(num_layers >= 0, "TransformerEncoder: negative num_layers {}", num_layers);
+  CPPGRAD_CHECK(num_layers >= 0, "TransformerEncoder: negative num_layers {}", num_layers);
   layers = register_module("layers", std::make_shared<ModuleList<TransformerEncoderLayer>>());
   for (int64_t i = 0; i < num_layers; ++i) layers->push_back(std::make_shared<TransformerEncoderLayer>(o));
   if (final_norm) norm = register_module("norm", std::make_shared<LayerNorm>(Shape{o.d_model()}, o.layer_norm_eps()));
@@ -121,7 +121,7 @@ Tensor TransformerEncoder::forward(const Tensor& src, const Tensor& mask, const 
 }
 
 TransformerDecoder::TransformerDecoder(const TransformerLayerOptions& o, int64_t num_layers, bool final_norm) {
-  check(num_layers >= 0, "TransformerDecoder: negative num_layers {}", num_layers);
+  CPPGRAD_CHECK(num_layers >= 0, "TransformerDecoder: negative num_layers {}", num_layers);
   layers = register_module("layers", std::make_shared<ModuleList<TransformerDecoderLayer>>());
   for (int64_t i = 0; i < num_layers; ++i) layers->push_back(std::make_shared<TransformerDecoderLayer>(o));
   if (final_norm) norm = register_module("norm", std::make_shared<LayerNorm>(Shape{o.d_model()}, o.layer_norm_eps()));
@@ -160,7 +160,7 @@ Tensor Transformer::forward(const Tensor& src, const Tensor& tgt, const Tensor& 
                             bool src_is_causal, bool tgt_is_causal) {
   // Batched (B, S, E) and (B, T, E), or unbatched (S, E) and (T, E): only batched inputs share a dim 0.
   const bool same_rank = src.dim() == tgt.dim() && (src.dim() == 2 || src.dim() == 3);
-  check(same_rank && (src.dim() == 2 || src.size(0) == tgt.size(0)) && src.size(-1) == options.d_model() &&
+  CPPGRAD_CHECK(same_rank && (src.dim() == 2 || src.size(0) == tgt.size(0)) && src.size(-1) == options.d_model() &&
             tgt.size(-1) == options.d_model(),
         "Transformer: src {} and tgt {} must be (B, S, d_model) and (B, T, d_model), or (S, d_model) and "
         "(T, d_model), with d_model {}",
@@ -173,7 +173,7 @@ Tensor Transformer::forward(const Tensor& src, const Tensor& tgt, const Tensor& 
 // ---- positional encoding ----------------------------------------------------------------------
 
 PositionalEncoding::PositionalEncoding(int64_t d_model, double p, int64_t max_len) {
-  check(d_model > 0 && max_len > 0, "PositionalEncoding: d_model {} and max_len {} must be positive", d_model, max_len);
+  CPPGRAD_CHECK(d_model > 0 && max_len > 0, "PositionalEncoding: d_model {} and max_len {} must be positive", d_model, max_len);
   Tensor table = zeros({max_len, d_model});
   float* out = table.data<float>();
   for (int64_t pos = 0; pos < max_len; ++pos) {
@@ -188,7 +188,7 @@ PositionalEncoding::PositionalEncoding(int64_t d_model, double p, int64_t max_le
 }
 
 Tensor PositionalEncoding::forward(const Tensor& x) {
-  check(x.dim() == 3 && x.size(2) == pe.size(1) && x.size(1) <= pe.size(0),
+  CPPGRAD_CHECK(x.dim() == 3 && x.size(2) == pe.size(1) && x.size(1) <= pe.size(0),
         "PositionalEncoding: input {} must be (B, T, {}) with T ≤ {}", shape_str(x.shape()), pe.size(1), pe.size(0));
   return dropout->forward(x + pe.narrow(0, 0, x.size(1)).to(x.dtype()));  // (B, T, E) + (T, E)
 }

@@ -10,9 +10,9 @@ Adam::Adam(std::vector<ParamGroup> groups, const AdamOptions& o) : Adam(std::mov
 
 Adam::Adam(std::vector<ParamGroup> groups, const AdamOptions& o, bool decoupled)
     : Optimizer(std::move(groups)), options(o), decoupled_(decoupled) {
-  check(o.beta1() >= 0.0 && o.beta1() < 1.0 && o.beta2() >= 0.0 && o.beta2() < 1.0,
+  CPPGRAD_CHECK(o.beta1() >= 0.0 && o.beta1() < 1.0 && o.beta2() >= 0.0 && o.beta2() < 1.0,
         "Adam: betas must be in [0, 1), got ({}, {})", o.beta1(), o.beta2());
-  check(o.eps() >= 0.0, "Adam: negative eps {}", o.eps());
+  CPPGRAD_CHECK(o.eps() >= 0.0, "Adam: negative eps {}", o.eps());
 }
 
 AdamW::AdamW(std::vector<Tensor> params, const AdamOptions& o)

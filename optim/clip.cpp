@@ -8,7 +8,7 @@
 namespace cppgrad::optim {
 
 double clip_grad_norm_(const std::vector<Tensor>& params, double max_norm) {
-  check(max_norm > 0.0, "clip_grad_norm_: max_norm must be positive, got {}", max_norm);
+  CPPGRAD_CHECK(max_norm > 0.0, "clip_grad_norm_: max_norm must be positive, got {}", max_norm);
   NoGradGuard no_grad;
   double total_sq = 0.0;
   for (const Tensor& p : params) {
@@ -26,7 +26,7 @@ double clip_grad_norm_(const std::vector<Tensor>& params, double max_norm) {
 }
 
 void clip_grad_value_(const std::vector<Tensor>& params, double clip_value) {
-  check(clip_value >= 0.0, "clip_grad_value_: clip_value must be non-negative, got {}", clip_value);
+  CPPGRAD_CHECK(clip_value >= 0.0, "clip_grad_value_: clip_value must be non-negative, got {}", clip_value);
   NoGradGuard no_grad;
   for (const Tensor& p : params) {
     Tensor g = p.grad();

@@ -7,15 +7,16 @@
 namespace cppgrad::optim {
 
 Optimizer::Optimizer(std::vector<ParamGroup> groups) {
-  check(!groups.empty(), "Optimizer: no parameter groups given");
+  CPPGRAD_CHECK(!groups.empty(), "Optimizer: no parameter groups given");
   std::unordered_set<const TensorImpl*> seen;
   for (auto& group : groups) {
-    check(group.lr >= 0.0, "Optimizer: negative learning rate {}", group.lr);
-    check(group.weight_decay >= 0.0, "Optimizer: negative weight_decay {}", group.weight_decay);
+    CPPGRAD_CHECK(group.lr >= 0.0, "Optimizer: negative learning rate {}", group.lr);
+    CPPGRAD_CHECK(group.weight_decay >= 0.0, "Optimizer: negative weight_decay {}", group.weight_decay);
     ParamGroup unique{{}, group.lr, group.weight_decay, group.name};
     for (const Tensor& p : group.params) {
-      check(p.defined() && p.is_floating_point(), "Optimizer: parameters must be defined floating tensors");
-      check(p.is_leaf(), "Optimizer: can only optimise leaf tensors; got one with grad_fn {}", p.grad_fn()->name());
+      CPPGRAD_CHECK(p.defined() && p.is_floating_point(), "Optimizer: parameters must be defined floating tensors");
+      if (!p.is_leaf())
+        throw Error(fmt::format("Optimizer: can only optimise leaf tensors; got one with grad_fn {}", p.grad_fn()->name()));
       if (seen.insert(p.impl()).second) unique.params.push_back(p);
     }
     groups_.push_back(std::move(unique));
@@ -33,7 +34,7 @@ void Optimizer::step() {
       auto& state = state_[index++];
       Tensor g = p.grad();
       if (!g.defined()) continue;  // not used in this step's loss
-      check(p.is_contiguous(), "Optimizer: parameter of shape {} is not contiguous", shape_str(p.shape()));
+      CPPGRAD_CHECK(p.is_contiguous(), "Optimizer: parameter of shape {} is not contiguous", shape_str(p.shape()));
       // A gradient may be a broadcast view (the gradient of a sum): give update() plain memory.
       update(p, kernels::contiguous(kernels::to(g, p.dtype())), group, state);
       p.bump_version();
@@ -47,7 +48,7 @@ void Optimizer::zero_grad(bool set_to_none) {
 }
 
 void Optimizer::set_lr(double lr) {
-  check(lr >= 0.0, "Optimizer::set_lr: negative learning rate {}", lr);
+  CPPGRAD_CHECK(lr >= 0.0, "Optimizer::set_lr: negative learning rate {}", lr);
   for (auto& group : groups_) group.lr = lr;
 }
 
@@ -69,7 +70,7 @@ void Optimizer::load_state_dict(const NamedTensors& state) {
     size_t g = 0, i = 0;
     char field[64] = {0};
     if (std::sscanf(key.c_str(), "param_groups.%zu.%63s", &g, field) == 2) {
-      check(g < groups.size(), "Optimizer::load_state_dict: '{}' names group {} of {}", key, g, groups.size());
+      CPPGRAD_CHECK(g < groups.size(), "Optimizer::load_state_dict: '{}' names group {} of {}", key, g, groups.size());
       double v = t.item<double>();
       if (std::string(field) == "lr")
         groups[g].lr = v;
@@ -78,7 +79,7 @@ void Optimizer::load_state_dict(const NamedTensors& state) {
       else
         throw Error(fmt::format("Optimizer::load_state_dict: unknown key '{}'", key));
     } else if (std::sscanf(key.c_str(), "state.%zu.%63s", &i, field) == 2) {
-      check(i < loaded.size(), "Optimizer::load_state_dict: '{}' names parameter {}, but there are {}", key, i,
+      CPPGRAD_CHECK(i < loaded.size(), "Optimizer::load_state_dict: '{}' names parameter {}, but there are {}", key, i,
             loaded.size());
       loaded[i][field] = kernels::clone(t);
     } else {
@@ -91,7 +92,7 @@ void Optimizer::load_state_dict(const NamedTensors& state) {
   for (const auto& group : groups)
     for (const Tensor& p : group.params) {
       for (auto& [name, t] : loaded[index]) {
-        check(t.dim() == 0 || t.shape() == p.shape(),
+        CPPGRAD_CHECK(t.dim() == 0 || t.shape() == p.shape(),
               "Optimizer::load_state_dict: state.{}.{} has shape {}, but parameter {} has shape {}", index, name,
               shape_str(t.shape()), index, shape_str(p.shape()));
         if (t.is_floating_point()) t = kernels::to(t, p.dtype());

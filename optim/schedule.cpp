@@ -36,7 +36,7 @@ void LRScheduler::load_state_dict(const NamedTensors& state) {
     if (key == "last_step") {
       last_step = t.item<int64_t>();
     } else if (std::sscanf(key.c_str(), "base_lrs.%zu", &g) == 1) {
-      check(g < base_lrs.size(), "LRScheduler::load_state_dict: '{}' names group {} of {}", key, g, base_lrs.size());
+      CPPGRAD_CHECK(g < base_lrs.size(), "LRScheduler::load_state_dict: '{}' names group {} of {}", key, g, base_lrs.size());
       base_lrs[g] = t.item<double>();
     } else {
       throw Error(fmt::format("LRScheduler::load_state_dict: unknown key '{}'", key));
@@ -49,7 +49,7 @@ void LRScheduler::load_state_dict(const NamedTensors& state) {
 
 NoamLR::NoamLR(Optimizer& optimizer, int64_t d_model_, int64_t warmup, double factor_)
     : LRScheduler(optimizer), d_model(d_model_), warmup_steps(warmup), factor(factor_) {
-  check(d_model > 0 && warmup_steps > 0, "NoamLR: d_model {} and warmup_steps {} must be positive", d_model, warmup);
+  CPPGRAD_CHECK(d_model > 0 && warmup_steps > 0, "NoamLR: d_model {} and warmup_steps {} must be positive", d_model, warmup);
   apply();
 }
 
@@ -61,7 +61,7 @@ double NoamLR::lr_at(int64_t step, double) const {
 
 WarmupCosineLR::WarmupCosineLR(Optimizer& optimizer, int64_t warmup, int64_t total, double min)
     : LRScheduler(optimizer), warmup_steps(warmup), total_steps(total), min_lr(min) {
-  check(warmup >= 0 && total > warmup, "WarmupCosineLR: need 0 ≤ warmup_steps ({}) < total_steps ({})", warmup, total);
+  CPPGRAD_CHECK(warmup >= 0 && total > warmup, "WarmupCosineLR: need 0 ≤ warmup_steps ({}) < total_steps ({})", warmup, total);
   apply();
 }
 
@@ -72,7 +72,7 @@ double WarmupCosineLR::lr_at(int64_t step, double base_lr) const {
 }
 
 StepLR::StepLR(Optimizer& optimizer, int64_t size, double g) : LRScheduler(optimizer), step_size(size), gamma(g) {
-  check(step_size > 0, "StepLR: step_size must be positive, got {}", step_size);
+  CPPGRAD_CHECK(step_size > 0, "StepLR: step_size must be positive, got {}", step_size);
   apply();
 }
 
@@ -82,7 +82,7 @@ double StepLR::lr_at(int64_t step, double base_lr) const {
 
 LambdaLR::LambdaLR(Optimizer& optimizer, std::function<double(int64_t)> lambda)
     : LRScheduler(optimizer), lambda_(std::move(lambda)) {
-  check(static_cast<bool>(lambda_), "LambdaLR: no function given");
+  CPPGRAD_CHECK(static_cast<bool>(lambda_), "LambdaLR: no function given");
   apply();
 }
 

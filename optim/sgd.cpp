@@ -6,8 +6,8 @@ SGD::SGD(std::vector<Tensor> params, const SGDOptions& o)
     : SGD(std::vector<ParamGroup>{{std::move(params), o.lr(), o.weight_decay(), ""}}, o) {}
 
 SGD::SGD(std::vector<ParamGroup> groups, const SGDOptions& o) : Optimizer(std::move(groups)), options(o) {
-  check(o.momentum() >= 0.0, "SGD: negative momentum {}", o.momentum());
-  check(!o.nesterov() || (o.momentum() > 0.0 && o.dampening() == 0.0),
+  CPPGRAD_CHECK(o.momentum() >= 0.0, "SGD: negative momentum {}", o.momentum());
+  CPPGRAD_CHECK(!o.nesterov() || (o.momentum() > 0.0 && o.dampening() == 0.0),
         "SGD: Nesterov momentum needs momentum > 0 and dampening 0");
 }
 

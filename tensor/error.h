@@ -22,10 +22,13 @@ inline std::string shape_str(const std::vector<int64_t>& shape) {
   return fmt::format("[{}]", fmt::join(shape, ","));
 }
 
-// check(cond, "op: ...", args...) throws Error with the formatted message when cond is false.
-template <class... Args>
-inline void check(bool cond, fmt::format_string<Args...> format, Args&&... args) {
-  if (!cond) throw Error(fmt::format(format, std::forward<Args>(args)...));
-}
+// CPPGRAD_CHECK(cond, "op: {} ...", args...) throws Error with the formatted message when cond
+// is false. A macro, so the message's arguments (shape strings, say) are only evaluated on
+// failure: every op checks its inputs, and formatting on each call would cost more than a
+// small kernel.
+#define CPPGRAD_CHECK(cond, ...)                                  \
+  do {                                                            \
+    if (!(cond)) throw ::cppgrad::Error(fmt::format(__VA_ARGS__)); \
+  } while (false)
 
 }  // namespace cppgrad

@@ -13,7 +13,7 @@ Tensor finish(Tensor t, const TensorOptions& options) {
   return t;
 }
 void check_shape(const Shape& shape, std::string_view op) {
-  for (int64_t s : shape) check(s >= 0, "{}: negative size in shape {}", op, shape_str(shape));
+  for (int64_t s : shape) CPPGRAD_CHECK(s >= 0, "{}: negative size in shape {}", op, shape_str(shape));
 }
 }  // namespace
 
@@ -45,8 +45,8 @@ Tensor scalar_tensor(double value, TensorOptions options) { return full({}, valu
 Tensor arange(double end, TensorOptions options) { return arange(0, end, 1, options); }
 
 Tensor arange(double start, double end, double step, TensorOptions options) {
-  check(step != 0, "arange: step must be non-zero");
-  check((end - start) / step >= 0, "arange: range [{}, {}) is empty going by step {}", start, end, step);
+  CPPGRAD_CHECK(step != 0, "arange: step must be non-zero");
+  CPPGRAD_CHECK((end - start) / step >= 0, "arange: range [{}, {}) is empty going by step {}", start, end, step);
   auto n = static_cast<int64_t>(std::ceil((end - start) / step));
   Tensor t = empty({n}, options.dtype_);
   dispatch(t.dtype(), [&](auto tag) {
@@ -58,7 +58,7 @@ Tensor arange(double start, double end, double step, TensorOptions options) {
 }
 
 Tensor eye(int64_t n, TensorOptions options) {
-  check(n >= 0, "eye: negative size {}", n);
+  CPPGRAD_CHECK(n >= 0, "eye: negative size {}", n);
   Tensor t = zeros({n, n}, options.dtype_);
   dispatch(t.dtype(), [&](auto tag) {
     using T = decltype(tag);
@@ -91,7 +91,7 @@ Tensor randn(const Shape& shape, TensorOptions options, Generator& gen) {
 }
 
 Tensor randint(int64_t low, int64_t high, const Shape& shape, Generator& gen) {
-  check(low < high, "randint: empty range [{}, {})", low, high);
+  CPPGRAD_CHECK(low < high, "randint: empty range [{}, {})", low, high);
   Tensor t = empty(shape, kInt64);
   int64_t* p = t.data<int64_t>();
   for (int64_t i = 0; i < t.numel(); ++i) p[i] = gen.randint(low, high);
@@ -126,7 +126,7 @@ Tensor tensor(std::initializer_list<std::initializer_list<double>> rows, TensorO
   std::vector<double> flat;
   const int64_t cols = rows.size() == 0 ? 0 : static_cast<int64_t>(rows.begin()->size());
   for (const auto& row : rows) {
-    check(static_cast<int64_t>(row.size()) == cols, "tensor: ragged nested list (rows of {} and {} values)", cols,
+    CPPGRAD_CHECK(static_cast<int64_t>(row.size()) == cols, "tensor: ragged nested list (rows of {} and {} values)", cols,
           row.size());
     flat.insert(flat.end(), row.begin(), row.end());
   }
@@ -137,9 +137,9 @@ Tensor tensor(std::initializer_list<std::initializer_list<std::initializer_list<
               TensorOptions options) {
   std::vector<Tensor> parts;
   for (const auto& block : blocks) parts.push_back(tensor(block, options.dtype_));
-  check(!parts.empty(), "tensor: empty nested list");
+  CPPGRAD_CHECK(!parts.empty(), "tensor: empty nested list");
   for (const auto& p : parts)
-    check(p.shape() == parts[0].shape(), "tensor: ragged nested list (blocks of shape {} and {})",
+    CPPGRAD_CHECK(p.shape() == parts[0].shape(), "tensor: ragged nested list (blocks of shape {} and {})",
           shape_str(parts[0].shape()), shape_str(p.shape()));
   Shape shape = parts[0].shape();
   shape.insert(shape.begin(), static_cast<int64_t>(parts.size()));
@@ -150,7 +150,7 @@ Tensor tensor(std::initializer_list<std::initializer_list<std::initializer_list<
 
 template <class T>
 Tensor tensor(const std::vector<T>& values, const Shape& shape) {
-  check(numel(shape) == static_cast<int64_t>(values.size()), "tensor: {} values do not fill shape {} ({} elements)",
+  CPPGRAD_CHECK(numel(shape) == static_cast<int64_t>(values.size()), "tensor: {} values do not fill shape {} ({} elements)",
         values.size(), shape_str(shape), numel(shape));
   Tensor t = empty(shape, dtype_of<T>());
   std::copy(values.begin(), values.end(), t.data<T>());

@@ -59,7 +59,7 @@ double Generator::normal() {
 }
 
 int64_t Generator::randint(int64_t low, int64_t high) {
-  check(low < high, "randint: empty range [{}, {})", low, high);
+  CPPGRAD_CHECK(low < high, "randint: empty range [{}, {})", low, high);
   uint64_t range = static_cast<uint64_t>(high - low);
   // Rejection sampling keeps every value equally likely.
   uint64_t limit = UINT64_MAX - UINT64_MAX % range;

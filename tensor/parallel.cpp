@@ -8,7 +8,7 @@
 namespace cppgrad {
 
 void set_num_threads(int n) {
-  check(n >= 1, "set_num_threads: expected a positive thread count, got {}", n);
+  CPPGRAD_CHECK(n >= 1, "set_num_threads: expected a positive thread count, got {}", n);
   omp_set_num_threads(n);
   openblas_set_num_threads(n);
 }

@@ -28,7 +28,7 @@ Shape broadcast_shapes(const Shape& a, const Shape& b, std::string_view op) {
   for (size_t i = 0; i < n; ++i) {
     int64_t da = i < n - a.size() ? 1 : a[i - (n - a.size())];
     int64_t db = i < n - b.size() ? 1 : b[i - (n - b.size())];
-    check(da == db || da == 1 || db == 1, "{}: shapes {} and {} cannot be broadcast (dim {}: {} vs {})", op,
+    CPPGRAD_CHECK(da == db || da == 1 || db == 1, "{}: shapes {} and {} cannot be broadcast (dim {}: {} vs {})", op,
           shape_str(a), shape_str(b), i, da, db);
     out[i] = da == 1 ? db : da;
   }
@@ -37,7 +37,7 @@ Shape broadcast_shapes(const Shape& a, const Shape& b, std::string_view op) {
 
 int64_t wrap_dim(int64_t dim, int64_t ndim, std::string_view op) {
   int64_t lo = ndim == 0 ? -1 : -ndim, hi = ndim == 0 ? 0 : ndim - 1;
-  check(dim >= lo && dim <= hi, "{}: dim {} out of range for a tensor of {} dims (expected {} to {})", op, dim, ndim,
+  CPPGRAD_CHECK(dim >= lo && dim <= hi, "{}: dim {} out of range for a tensor of {} dims (expected {} to {})", op, dim, ndim,
         lo, hi);
   return dim < 0 ? dim + std::max<int64_t>(ndim, 1) : dim;
 }
@@ -50,7 +50,7 @@ std::vector<int64_t> wrap_dims(const std::vector<int64_t>& dims, int64_t ndim, s
   }
   for (int64_t d : dims) out.push_back(wrap_dim(d, ndim, op));
   std::sort(out.begin(), out.end());
-  check(std::adjacent_find(out.begin(), out.end()) == out.end(), "{}: dim list repeats a dim", op);
+  CPPGRAD_CHECK(std::adjacent_find(out.begin(), out.end()) == out.end(), "{}: dim list repeats a dim", op);
   return out;
 }
 

@@ -41,14 +41,14 @@ void* Tensor::raw_data() const {
 
 template <class T>
 T* Tensor::data() const {
-  check(dtype() == dtype_of<T>(), "data: tensor has dtype {}, asked for {}", dtype_name(dtype()),
+  CPPGRAD_CHECK(dtype() == dtype_of<T>(), "data: tensor has dtype {}, asked for {}", dtype_name(dtype()),
         dtype_name(dtype_of<T>()));
   return static_cast<T*>(raw_data());
 }
 
 template <class T>
 T Tensor::item() const {
-  check(numel() == 1, "item: a tensor of shape {} has {} elements, expected exactly 1", shape_str(shape()), numel());
+  CPPGRAD_CHECK(numel() == 1, "item: a tensor of shape {} has {} elements, expected exactly 1", shape_str(shape()), numel());
   return dispatch(dtype(), [&](auto tag) { return static_cast<T>(*data<decltype(tag)>()); });
 }
 
@@ -56,12 +56,12 @@ double Tensor::item() const { return item<double>(); }
 
 template <class T>
 T& Tensor::at(const std::vector<int64_t>& index) const {
-  check(static_cast<int64_t>(index.size()) == dim(), "at: index has {} entries for a tensor of shape {}",
+  CPPGRAD_CHECK(static_cast<int64_t>(index.size()) == dim(), "at: index has {} entries for a tensor of shape {}",
         index.size(), shape_str(shape()));
   int64_t off = 0;
   for (int64_t d = 0; d < dim(); ++d) {
     int64_t i = index[d] < 0 ? index[d] + shape()[d] : index[d];
-    check(i >= 0 && i < shape()[d], "at: index {} out of range for dim {} of size {} (shape {})", index[d], d,
+    CPPGRAD_CHECK(i >= 0 && i < shape()[d], "at: index {} out of range for dim {} of size {} (shape {})", index[d], d,
           shape()[d], shape_str(shape()));
     off += i * strides()[d];
   }

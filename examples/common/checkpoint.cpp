@@ -34,7 +34,7 @@ void set_generator_state(Generator& gen, const NamedTensors& state) {
   bool found_words = false;
   for (const auto& [name, t] : state) {
     if (name == "words") {
-      check(t.numel() == 5 && t.dtype() == kInt64, "checkpoint: generator words must be 5 int64 values");
+      CPPGRAD_CHECK(t.numel() == 5 && t.dtype() == kInt64, "checkpoint: generator words must be 5 int64 values");
       auto w = t.to_vector<int64_t>();
       for (int i = 0; i < 4; ++i) s.s[i] = std::bit_cast<uint64_t>(w[i]);
       s.seed = std::bit_cast<uint64_t>(w[4]);
@@ -45,7 +45,7 @@ void set_generator_state(Generator& gen, const NamedTensors& state) {
       s.has_cached_normal = t.item<bool>();
     }
   }
-  check(found_words, "checkpoint: the generator state is missing");
+  CPPGRAD_CHECK(found_words, "checkpoint: the generator state is missing");
   gen.set_state(s);
 }
 

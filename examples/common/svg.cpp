@@ -29,9 +29,9 @@ std::string escape(const std::string& s) {
 
 void write_file(const std::string& path, const std::string& svg) {
   std::ofstream file(path);
-  check(file.good(), "svg: cannot open '{}' for writing", path);
+  CPPGRAD_CHECK(file.good(), "svg: cannot open '{}' for writing", path);
   file << svg;
-  check(file.good(), "svg: writing '{}' failed", path);
+  CPPGRAD_CHECK(file.good(), "svg: writing '{}' failed", path);
 }
 
 std::string text(double x, double y, const std::string& s, const std::string& extra = "") {
@@ -90,7 +90,7 @@ void write_line_plot(const std::string& path, const std::string& title, const st
 
 void write_heat_maps(const std::string& path, const std::string& title, const std::vector<HeatMap>& maps,
                      int columns) {
-  check(columns > 0, "svg: columns must be positive");
+  CPPGRAD_CHECK(columns > 0, "svg: columns must be positive");
   const double cell = 18, label = 34, gap = 30, head = 24;
   double panel_w = 0, panel_h = 0;
   for (const auto& m : maps) {

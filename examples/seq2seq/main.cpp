@@ -151,7 +151,7 @@ int main(int argc, char** argv) {
     std::vector<std::pair<double, double>> train_curve, eval_curve;
     if (!o.resume.empty()) {
       auto ckpt = nn::load_safetensors(o.resume);
-      check(ckpt.metadata.count("task") && ckpt.metadata.at("task") == o.task,
+      CPPGRAD_CHECK(ckpt.metadata.count("task") && ckpt.metadata.at("task") == o.task,
             "--resume: the checkpoint was trained on '{}', not '{}'",
             ckpt.metadata.count("task") ? ckpt.metadata.at("task") : "?", o.task);
       model->load_state_dict(examples::under_prefix("model.", ckpt.tensors));

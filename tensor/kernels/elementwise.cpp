@@ -176,20 +176,22 @@ void binary_loop(Binary op, const Tensor& out, const Tensor& a, const Tensor& b)
 }  // namespace
 
 Tensor binary(Binary op, const Tensor& a, const Tensor& b) {
-  auto [x, y, shape, dtype] = broadcast_operands(a, b, binary_name(op));
+  Operands ops = broadcast_operands(a, b, binary_name(op));  // named members: lambdas capture them
+  Tensor x = ops.a, y = ops.b;
+  DType dtype = ops.dtype;
   if (op == Binary::Div && !is_floating(dtype)) {  // true division, as torch.div
     dtype = kFloat32;
     x = to(x, dtype);
     y = to(y, dtype);
   }
-  Tensor out = empty(shape, dtype);
+  Tensor out = empty(ops.shape, dtype);
   dispatch_numeric(dtype, binary_name(op), [&](auto tag) { binary_loop<decltype(tag)>(op, out, x, y); });
   return out;
 }
 
 void binary_(Binary op, const Tensor& a, const Tensor& b) {
   Shape shape = broadcast_shapes(a.shape(), b.shape(), binary_name(op));
-  check(shape == a.shape(), "{}_: the result shape {} differs from the in-place target's shape {}", binary_name(op),
+  CPPGRAD_CHECK(shape == a.shape(), "{}_: the result shape {} differs from the in-place target's shape {}", binary_name(op),
         shape_str(shape), shape_str(a.shape()));
   Tensor y = expand(to(b, a.dtype()), shape);
   dispatch_numeric(a.dtype(), binary_name(op), [&](auto tag) { binary_loop<decltype(tag)>(op, a, a, y); });
@@ -197,7 +199,10 @@ void binary_(Binary op, const Tensor& a, const Tensor& b) {
 }
 
 Tensor compare(Compare op, const Tensor& a, const Tensor& b) {
-  auto [x, y, shape, dtype] = broadcast_operands(a, b, compare_name(op));
+  Operands ops = broadcast_operands(a, b, compare_name(op));
+  const Tensor &x = ops.a, &y = ops.b;
+  const Shape& shape = ops.shape;
+  const DType dtype = ops.dtype;
   Tensor out = empty(shape, kBool);
   dispatch(dtype, [&](auto tag) {
     using T = decltype(tag);
@@ -214,14 +219,14 @@ Tensor compare(Compare op, const Tensor& a, const Tensor& b) {
 }
 
 Tensor logical_not(const Tensor& t) {
-  check(t.dtype() == kBool, "logical_not: expected a bool tensor, got {}", dtype_name(t.dtype()));
+  CPPGRAD_CHECK(t.dtype() == kBool, "logical_not: expected a bool tensor, got {}", dtype_name(t.dtype()));
   Tensor out = empty(t.shape(), kBool);
   map_into<bool, bool>(out, t, [](bool x) { return !x; });
   return out;
 }
 
 Tensor where(const Tensor& condition, const Tensor& a, const Tensor& b) {
-  check(condition.dtype() == kBool, "where: condition must be bool, got {}", dtype_name(condition.dtype()));
+  CPPGRAD_CHECK(condition.dtype() == kBool, "where: condition must be bool, got {}", dtype_name(condition.dtype()));
   Shape shape = broadcast_shapes(broadcast_shapes(condition.shape(), a.shape(), "where"), b.shape(), "where");
   DType dtype = promote(a.dtype(), b.dtype());
   Tensor c = expand(condition, shape), x = expand(to(a, dtype), shape), y = expand(to(b, dtype), shape);
@@ -242,9 +247,9 @@ Tensor where(const Tensor& condition, const Tensor& a, const Tensor& b) {
 }
 
 void masked_fill_(const Tensor& t, const Tensor& mask, double value) {
-  check(mask.dtype() == kBool, "masked_fill: mask must be bool, got {}", dtype_name(mask.dtype()));
+  CPPGRAD_CHECK(mask.dtype() == kBool, "masked_fill: mask must be bool, got {}", dtype_name(mask.dtype()));
   Shape shape = broadcast_shapes(t.shape(), mask.shape(), "masked_fill");
-  check(shape == t.shape(), "masked_fill: mask of shape {} does not broadcast to the tensor's shape {}",
+  CPPGRAD_CHECK(shape == t.shape(), "masked_fill: mask of shape {} does not broadcast to the tensor's shape {}",
         shape_str(mask.shape()), shape_str(t.shape()));
   Tensor m = expand(mask, shape);
   StridedLoop<2> loop(shape, {t.strides(), m.strides()});

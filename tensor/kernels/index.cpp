@@ -8,7 +8,7 @@ namespace cppgrad::kernels {
 
 namespace {
 void check_index_tensor(const Tensor& index, std::string_view op) {
-  check(index.dtype() == kInt64, "{}: index must be int64, got {}", op, dtype_name(index.dtype()));
+  CPPGRAD_CHECK(index.dtype() == kInt64, "{}: index must be int64, got {}", op, dtype_name(index.dtype()));
 }
 // Wraps a negative index into [0, size); names the op, the dim and the shape when out of range.
 int64_t checked_index(int64_t i, int64_t dim, const Shape& shape, std::string_view op) {
@@ -21,19 +21,19 @@ int64_t checked_index(int64_t i, int64_t dim, const Shape& shape, std::string_vi
 }  // namespace
 
 Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
-  check(!tensors.empty(), "cat: expected a non-empty list of tensors");
+  CPPGRAD_CHECK(!tensors.empty(), "cat: expected a non-empty list of tensors");
   const Tensor& first = tensors[0];
-  check(first.dim() > 0, "cat: 0-d tensors cannot be concatenated");
+  CPPGRAD_CHECK(first.dim() > 0, "cat: 0-d tensors cannot be concatenated");
   dim = wrap_dim(dim, first.dim(), "cat");
   Shape shape = first.shape();
   DType dtype = first.dtype();
   shape[dim] = 0;
   for (size_t i = 0; i < tensors.size(); ++i) {
     const Tensor& t = tensors[i];
-    check(t.dim() == first.dim(), "cat: tensor {} has shape {}, tensor 0 has {}: ranks differ", i,
+    CPPGRAD_CHECK(t.dim() == first.dim(), "cat: tensor {} has shape {}, tensor 0 has {}: ranks differ", i,
           shape_str(t.shape()), shape_str(first.shape()));
     for (int64_t d = 0; d < t.dim(); ++d)
-      check(d == dim || t.shape()[d] == first.shape()[d],
+      CPPGRAD_CHECK(d == dim || t.shape()[d] == first.shape()[d],
             "cat: tensor {} has shape {}, tensor 0 has {}: sizes differ in dim {}", i, shape_str(t.shape()),
             shape_str(first.shape()), d);
     shape[dim] += t.shape()[dim];
@@ -50,14 +50,14 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
 
 Tensor index_select(const Tensor& t, int64_t dim, const Tensor& index) {
   check_index_tensor(index, "index_select");
-  check(index.dim() <= 1, "index_select: index must be 0-d or 1-d, got shape {}", shape_str(index.shape()));
-  check(t.dim() > 0, "index_select: cannot index a 0-d tensor");
+  CPPGRAD_CHECK(index.dim() <= 1, "index_select: index must be 0-d or 1-d, got shape {}", shape_str(index.shape()));
+  CPPGRAD_CHECK(t.dim() > 0, "index_select: cannot index a 0-d tensor");
   dim = wrap_dim(dim, t.dim(), "index_select");
   Tensor idx = contiguous(index);
   const int64_t n = idx.numel(), size = t.shape()[dim];
   const int64_t* ip = idx.data<int64_t>();
   for (int64_t i = 0; i < n; ++i)
-    check(ip[i] >= -size && ip[i] < size, "index_select: index {} out of range for dim {} of size {} (shape {})",
+    CPPGRAD_CHECK(ip[i] >= -size && ip[i] < size, "index_select: index {} out of range for dim {} of size {} (shape {})",
           ip[i], dim, size, shape_str(t.shape()));
   Shape shape = t.shape();
   shape[dim] = n;
@@ -80,7 +80,7 @@ Tensor index_add(const Tensor& base, int64_t dim, const Tensor& index, const Ten
   check_index_tensor(index, "index_add");
   dim = wrap_dim(dim, base.dim(), "index_add");
   Tensor idx = contiguous(index);
-  check(idx.dim() <= 1 && src.dim() == base.dim() && src.shape()[dim] == idx.numel(),
+  CPPGRAD_CHECK(idx.dim() <= 1 && src.dim() == base.dim() && src.shape()[dim] == idx.numel(),
         "index_add: base {}, index {}, source {}: the source must have index's length in dim {}",
         shape_str(base.shape()), shape_str(index.shape()), shape_str(src.shape()), dim);
   Tensor out = clone(base);
@@ -110,10 +110,10 @@ void for_each_index(const Tensor& index, const Tensor& other_a, const Tensor& ot
 }
 
 void check_gather_shapes(const Tensor& t, int64_t dim, const Tensor& index, std::string_view op) {
-  check(index.dim() == t.dim(), "{}: index of shape {} needs as many dims as the tensor of shape {}", op,
+  CPPGRAD_CHECK(index.dim() == t.dim(), "{}: index of shape {} needs as many dims as the tensor of shape {}", op,
         shape_str(index.shape()), shape_str(t.shape()));
   for (int64_t d = 0; d < t.dim(); ++d)
-    check(d == dim || index.shape()[d] <= t.shape()[d], "{}: index of shape {} is larger than {} in dim {}", op,
+    CPPGRAD_CHECK(d == dim || index.shape()[d] <= t.shape()[d], "{}: index of shape {} is larger than {} in dim {}", op,
           shape_str(index.shape()), shape_str(t.shape()), d);
 }
 }  // namespace
@@ -142,7 +142,7 @@ Tensor scatter_add(const Tensor& base, int64_t dim, const Tensor& index, const T
   check_index_tensor(index, "scatter_add");
   dim = wrap_dim(dim, base.dim(), "scatter_add");
   check_gather_shapes(base, dim, index, "scatter_add");
-  check(src.shape() == index.shape(), "scatter_add: source shape {} differs from index shape {}",
+  CPPGRAD_CHECK(src.shape() == index.shape(), "scatter_add: source shape {} differs from index shape {}",
         shape_str(src.shape()), shape_str(index.shape()));
   Tensor out = clone(base);
   Tensor source = to(src, base.dtype());

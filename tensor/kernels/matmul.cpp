@@ -61,7 +61,7 @@ void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const T* a, int64_t
 // a: [..., M, K] and b: [..., K, N], batch dims already broadcast to `batch`.
 Tensor batched_matmul(Tensor a, Tensor b, const Shape& batch) {
   const int64_t m = a.shape()[a.dim() - 2], k = a.shape()[a.dim() - 1], n = b.shape()[b.dim() - 1];
-  check(m < INT_MAX && n < INT_MAX && k < INT_MAX, "matmul: matrix dims {}x{}x{} exceed BLAS's int range", m, k, n);
+  CPPGRAD_CHECK(m < INT_MAX && n < INT_MAX && k < INT_MAX, "matmul: matrix dims {}x{}x{} exceed BLAS's int range", m, k, n);
   Shape out_shape = batch;
   out_shape.push_back(m);
   out_shape.push_back(n);

@@ -88,7 +88,7 @@ Tensor sum(const Tensor& t, const std::vector<int64_t>& dims, bool keepdim) {
 }
 
 Tensor mean(const Tensor& t, const std::vector<int64_t>& dims, bool keepdim) {
-  check(t.is_floating_point(), "mean: expected a floating dtype, got {}", dtype_name(t.dtype()));
+  CPPGRAD_CHECK(t.is_floating_point(), "mean: expected a floating dtype, got {}", dtype_name(t.dtype()));
   ReducePlan p = plan_reduction(t, dims, keepdim, "mean");
   Tensor out = empty(p.out_shape, t.dtype());
   const double count = static_cast<double>(p.reduced_numel);
@@ -102,7 +102,7 @@ Tensor mean(const Tensor& t, const std::vector<int64_t>& dims, bool keepdim) {
 }
 
 Tensor var(const Tensor& t, const std::vector<int64_t>& dims, int64_t correction, bool keepdim) {
-  check(t.is_floating_point(), "var: expected a floating dtype, got {}", dtype_name(t.dtype()));
+  CPPGRAD_CHECK(t.is_floating_point(), "var: expected a floating dtype, got {}", dtype_name(t.dtype()));
   ReducePlan p = plan_reduction(t, dims, keepdim, "var");
   Tensor centred = binary(Binary::Sub, t, mean(t, dims, /*keepdim=*/true));
   Tensor squares = binary(Binary::Mul, centred, centred);
@@ -112,7 +112,7 @@ Tensor var(const Tensor& t, const std::vector<int64_t>& dims, int64_t correction
 }
 
 Tensor sum_to(const Tensor& t, const Shape& shape) {
-  check(shape.size() <= t.shape().size(), "sum_to: cannot sum shape {} to the larger rank of {}",
+  CPPGRAD_CHECK(shape.size() <= t.shape().size(), "sum_to: cannot sum shape {} to the larger rank of {}",
         shape_str(t.shape()), shape_str(shape));
   const size_t lead = t.shape().size() - shape.size();
   std::vector<int64_t> dims;
@@ -122,7 +122,7 @@ Tensor sum_to(const Tensor& t, const Shape& shape) {
       continue;
     }
     int64_t want = shape[d - lead], have = t.shape()[d];
-    check(want == have || want == 1, "sum_to: shape {} does not broadcast to {}", shape_str(shape),
+    CPPGRAD_CHECK(want == have || want == 1, "sum_to: shape {} does not broadcast to {}", shape_str(shape),
           shape_str(t.shape()));
     if (want == 1 && have != 1) dims.push_back(static_cast<int64_t>(d));
   }
@@ -132,7 +132,7 @@ Tensor sum_to(const Tensor& t, const Shape& shape) {
 
 ValuesIndices extremum(Extremum which, const Tensor& t, int64_t dim, bool keepdim) {
   const char* op = which == Extremum::Max ? "max" : "min";
-  check(t.numel() > 0, "{}: cannot reduce an empty tensor of shape {}", op, shape_str(t.shape()));
+  CPPGRAD_CHECK(t.numel() > 0, "{}: cannot reduce an empty tensor of shape {}", op, shape_str(t.shape()));
   if (t.dim() == 0) return {clone(t), zeros({}, kInt64)};
   dim = wrap_dim(dim, t.dim(), op);
   ReducePlan p = plan_reduction(t, {dim}, keepdim, op);

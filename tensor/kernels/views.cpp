@@ -23,19 +23,19 @@ Shape infer_shape(const Shape& requested, int64_t count, std::string_view op) {
   int64_t known = 1, infer_at = -1;
   for (size_t i = 0; i < shape.size(); ++i) {
     if (shape[i] == -1) {
-      check(infer_at < 0, "{}: only one dim can be -1, got {}", op, shape_str(requested));
+      CPPGRAD_CHECK(infer_at < 0, "{}: only one dim can be -1, got {}", op, shape_str(requested));
       infer_at = static_cast<int64_t>(i);
     } else {
-      check(shape[i] >= 0, "{}: invalid size {} in shape {}", op, shape[i], shape_str(requested));
+      CPPGRAD_CHECK(shape[i] >= 0, "{}: invalid size {} in shape {}", op, shape[i], shape_str(requested));
       known *= shape[i];
     }
   }
   if (infer_at >= 0) {
-    check(known != 0 && count % known == 0, "{}: shape {} is invalid for input of size {}", op,
+    CPPGRAD_CHECK(known != 0 && count % known == 0, "{}: shape {} is invalid for input of size {}", op,
           shape_str(requested), count);
     shape[infer_at] = count / known;
   }
-  check(numel(shape) == count, "{}: shape {} is invalid for input of size {}", op, shape_str(requested), count);
+  CPPGRAD_CHECK(numel(shape) == count, "{}: shape {} is invalid for input of size {}", op, shape_str(requested), count);
   return shape;
 }
 
@@ -75,7 +75,7 @@ bool view_strides(const Tensor& t, const Shape& shape, Strides& out) {
 Tensor view(const Tensor& t, const Shape& requested) {
   Shape shape = infer_shape(requested, t.numel(), "view");
   Strides strides;
-  check(view_strides(t, shape, strides),
+  CPPGRAD_CHECK(view_strides(t, shape, strides),
         "view: a tensor of shape {} with strides {} cannot be viewed as {}; use reshape, which copies",
         shape_str(t.shape()), shape_str(t.strides()), shape_str(shape));
   return as_strided(t, shape, strides, t.offset());
@@ -100,14 +100,14 @@ Tensor transpose(const Tensor& t, int64_t dim0, int64_t dim1) {
 }
 
 Tensor permute(const Tensor& t, const std::vector<int64_t>& dims) {
-  check(static_cast<int64_t>(dims.size()) == t.dim(), "permute: {} dims given for a tensor of shape {}",
+  CPPGRAD_CHECK(static_cast<int64_t>(dims.size()) == t.dim(), "permute: {} dims given for a tensor of shape {}",
         dims.size(), shape_str(t.shape()));
   Shape shape(dims.size());
   Strides strides(dims.size());
   std::vector<bool> seen(dims.size(), false);
   for (size_t i = 0; i < dims.size(); ++i) {
     int64_t d = wrap_dim(dims[i], t.dim(), "permute");
-    check(!seen[d], "permute: dim {} repeated in {}", d, shape_str(dims));
+    CPPGRAD_CHECK(!seen[d], "permute: dim {} repeated in {}", d, shape_str(dims));
     seen[d] = true;
     shape[i] = t.shape()[d];
     strides[i] = t.strides()[d];
@@ -148,9 +148,9 @@ Tensor unsqueeze(const Tensor& t, int64_t dim) {
 }
 
 Tensor slice(const Tensor& t, int64_t dim, int64_t start, int64_t end, int64_t step) {
-  check(t.dim() > 0, "slice: cannot slice a 0-d tensor");
+  CPPGRAD_CHECK(t.dim() > 0, "slice: cannot slice a 0-d tensor");
   dim = wrap_dim(dim, t.dim(), "slice");
-  check(step > 0, "slice: step must be positive, got {}", step);
+  CPPGRAD_CHECK(step > 0, "slice: step must be positive, got {}", step);
   const int64_t size = t.shape()[dim];
   // Python-style clamping: negative counts from the end, out-of-range is cut to the size.
   if (start < 0) start += size;
@@ -165,10 +165,10 @@ Tensor slice(const Tensor& t, int64_t dim, int64_t start, int64_t end, int64_t s
 }
 
 Tensor select(const Tensor& t, int64_t dim, int64_t index) {
-  check(t.dim() > 0, "select: cannot select from a 0-d tensor");
+  CPPGRAD_CHECK(t.dim() > 0, "select: cannot select from a 0-d tensor");
   dim = wrap_dim(dim, t.dim(), "select");
   const int64_t size = t.shape()[dim];
-  check(index >= -size && index < size, "select: index {} out of range for dim {} of size {} (shape {})", index, dim,
+  CPPGRAD_CHECK(index >= -size && index < size, "select: index {} out of range for dim {} of size {} (shape {})", index, dim,
         size, shape_str(t.shape()));
   if (index < 0) index += size;
   Shape shape = t.shape();
@@ -180,21 +180,21 @@ Tensor select(const Tensor& t, int64_t dim, int64_t index) {
 }
 
 Tensor expand(const Tensor& t, const Shape& requested) {
-  check(requested.size() >= t.shape().size(), "expand: cannot expand shape {} to fewer dims {}", shape_str(t.shape()),
+  CPPGRAD_CHECK(requested.size() >= t.shape().size(), "expand: cannot expand shape {} to fewer dims {}", shape_str(t.shape()),
         shape_str(requested));
   const size_t lead = requested.size() - t.shape().size();
   Shape shape(requested.size());
   Strides strides(requested.size());
   for (size_t i = 0; i < requested.size(); ++i) {
     if (i < lead) {
-      check(requested[i] >= 0, "expand: size -1 not allowed for a new leading dim in {}", shape_str(requested));
+      CPPGRAD_CHECK(requested[i] >= 0, "expand: size -1 not allowed for a new leading dim in {}", shape_str(requested));
       shape[i] = requested[i];
       strides[i] = 0;
       continue;
     }
     int64_t have = t.shape()[i - lead];
     int64_t want = requested[i] == -1 ? have : requested[i];
-    check(have == want || have == 1, "expand: shape {} cannot be expanded to {} (dim {}: {} is not 1)",
+    CPPGRAD_CHECK(have == want || have == 1, "expand: shape {} cannot be expanded to {} (dim {}: {} is not 1)",
           shape_str(t.shape()), shape_str(requested), i, have);
     shape[i] = want;
     strides[i] = have == want ? t.strides()[i - lead] : 0;
