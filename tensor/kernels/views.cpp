@@ -39,37 +39,44 @@ Shape infer_shape(const Shape& requested, int64_t count, std::string_view op) {
   return shape;
 }
 
-// A view is possible when each group of old dims that maps onto a group of new dims is itself
-// laid out contiguously (the rule torch.view follows).
+// A view is possible when the old and new sizes can be cut into groups of equal product, and
+// the old dims inside each group are laid out back to back (each stride = the next one × its
+// size). The new dims of a group then take strides from the group's innermost old stride.
+//   [4, 6] strides [6, 1] -> [2, 2, 3, 2]: one group, dense, so strides [12, 6, 2, 1].
+//   [4, 6] strides [1, 4] (a transpose) -> [24]: the group is not dense, so no view.
 bool view_strides(const Tensor& t, const Shape& shape, Strides& out) {
-  const Shape& old_shape = t.shape();
-  const Strides& old_strides = t.strides();
-  out.assign(shape.size(), 0);
-  if (t.numel() == 0 || old_shape.empty()) {
-    out = contiguous_strides(shape);
-    return true;
-  }
-  int64_t view_d = static_cast<int64_t>(shape.size()) - 1;
-  int64_t chunk_base_stride = old_strides.back();
-  int64_t tensor_numel = 1, view_numel = 1;
-  for (int64_t d = static_cast<int64_t>(old_shape.size()) - 1; d >= 0; --d) {
-    tensor_numel *= old_shape[d];
-    // Close the chunk when the next old dim is not laid out right outside this one.
-    if (d == 0 || (old_shape[d - 1] != 1 && old_strides[d - 1] != tensor_numel * chunk_base_stride)) {
-      while (view_d >= 0 && (view_numel < tensor_numel || shape[view_d] == 1)) {
-        out[view_d] = view_numel * chunk_base_stride;
-        view_numel *= shape[view_d];
-        --view_d;
-      }
-      if (view_numel != tensor_numel) return false;
-      if (d > 0) {
-        chunk_base_stride = old_strides[d - 1];
-        tensor_numel = 1;
-        view_numel = 1;
+  out = contiguous_strides(shape);  // right for an empty tensor, and any stride suits a size-1 dim
+  if (t.numel() == 0) return true;
+  Shape old_sizes;
+  Strides old_strides;
+  for (int64_t d = 0; d < t.dim(); ++d)
+    if (t.shape()[d] != 1) {  // a size-1 dim has no layout to keep
+      old_sizes.push_back(t.shape()[d]);
+      old_strides.push_back(t.strides()[d]);
+    }
+  size_t i = 0, j = 0;  // next old dim, next new dim
+  while (i < old_sizes.size()) {
+    const size_t group_old = i, group_new = j;
+    int64_t old_product = old_sizes[i++], new_product = 1;
+    while (j < shape.size() && new_product * shape[j] <= old_product) new_product *= shape[j++];
+    while (new_product != old_product) {  // widen the group until both sides agree
+      if (new_product < old_product) {
+        if (j == shape.size()) return false;
+        new_product *= shape[j++];
+      } else {
+        if (i == old_sizes.size()) return false;
+        old_product *= old_sizes[i++];
       }
     }
+    for (size_t k = group_old; k + 1 < i; ++k)
+      if (old_strides[k] != old_strides[k + 1] * old_sizes[k + 1]) return false;
+    int64_t stride = old_strides[i - 1];
+    for (size_t k = j; k-- > group_new;) {
+      out[k] = stride;
+      stride *= shape[k];
+    }
   }
-  return view_d == -1;
+  return true;
 }
 
 Tensor view(const Tensor& t, const Shape& requested) {
