@@ -450,7 +450,7 @@ class TempFile {
  public:
   TempFile(const std::filesystem::path& destination, const Faults& faults) : faults_(faults) {
     const std::filesystem::path dir = destination.has_parent_path() ? destination.parent_path() : ".";
-    name_ = (dir / ("." + destination.filename().string() + ".tmp-XXXXXX")).string();
+    name_ = (dir / fmt::format(".{}.tmp-XXXXXX", destination.filename().string())).string();
     fd_ = ::mkstemp(name_.data());
     if (fd_ < 0) faults.fail("cannot create a temporary file in {}: {}", dir.string(), system_error_text(errno));
   }
