@@ -6,6 +6,8 @@
 
 namespace cppgrad {
 
+// y = x·Wᵀ + b, x (..., in), W (out, in), b (out) or undefined: Linear's op, one GEMM.
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = {});
 // zeros(shape) with `src` written at start, start+step, ... of `dim`: the gradient of slice.
 Tensor slice_scatter(const Tensor& src, const Shape& shape, int64_t dim, int64_t start, int64_t step);
 // base with src.select(dim, i) added at base.select(dim, index[i]): the gradient of index_select.

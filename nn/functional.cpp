@@ -3,6 +3,7 @@
 #include <cmath>
 #include <limits>
 
+#include "autograd/functions.h"
 #include "tensor/kernels.h"
 
 namespace cppgrad::nn::functional {
@@ -11,11 +12,9 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   CPPGRAD_CHECK(weight.dim() == 2, "linear: weight must be 2-D (out, in), got {}", shape_str(weight.shape()));
   CPPGRAD_CHECK(x.dim() >= 1 && x.size(-1) == weight.size(1), "linear: input {} has {} features, weight {} expects {}",
         shape_str(x.shape()), x.dim() >= 1 ? x.size(-1) : 0, shape_str(weight.shape()), weight.size(1));
-  Tensor y = x.matmul(weight.t());  // (..., in) @ (in, out) -> (..., out); Wᵀ is a view, BLAS reads it
-  if (!bias.defined()) return y;
-  CPPGRAD_CHECK(bias.dim() == 1 && bias.size(0) == weight.size(0), "linear: bias {} does not match weight {}",
-        shape_str(bias.shape()), shape_str(weight.shape()));
-  return y + bias;
+  CPPGRAD_CHECK(!bias.defined() || (bias.dim() == 1 && bias.size(0) == weight.size(0)),
+                "linear: bias {} does not match weight {}", shape_str(bias.shape()), shape_str(weight.shape()));
+  return cppgrad::linear(x, weight, bias);  // (..., in) -> (..., out), bias added inside the GEMM
 }
 
 Tensor embedding(const Tensor& indices, const Tensor& weight, std::optional<int64_t> padding_idx) {
@@ -51,8 +50,7 @@ Tensor dropout(const Tensor& x, double p, bool training, Generator& gen) {
   CPPGRAD_CHECK(p >= 0.0 && p <= 1.0, "dropout: probability must be in [0, 1], got {}", p);
   if (!training || p == 0.0) return x;
   if (p == 1.0) return x * 0.0;
-  Tensor keep = rand(x.shape(), x.dtype(), gen).ge(scalar_tensor(p, x.dtype()));  // bool mask
-  return x * keep.to(x.dtype()) * (1.0 / (1.0 - p));
+  return x * kernels::dropout_mask(x.shape(), x.dtype(), p, gen);  // mask: 0 or 1/(1-p)
 }
 
 Tensor relu(const Tensor& x) { return x.relu(); }

@@ -98,6 +98,25 @@ Tensor randint(int64_t low, int64_t high, const Shape& shape, Generator& gen) {
   return t;
 }
 
+// Two draws per 64-bit word (24 random bits each, as a float has), in order on this thread.
+Tensor kernels::dropout_mask(const Shape& shape, DType dtype, double p, Generator& gen) {
+  CPPGRAD_CHECK(p >= 0.0 && p < 1.0, "dropout_mask: probability must be in [0, 1), got {}", p);
+  Tensor mask = empty(shape, dtype);
+  dispatch_floating(dtype, "dropout_mask", [&](auto tag) {
+    using T = decltype(tag);
+    const T keep = static_cast<T>(1.0 / (1.0 - p));
+    const auto threshold = static_cast<uint64_t>(p * 16777216.0);  // p · 2^24
+    T* m = mask.data<T>();
+    const int64_t n = mask.numel();
+    for (int64_t i = 0; i < n; i += 2) {
+      uint64_t bits = gen.next_u64();
+      m[i] = (bits >> 40) >= threshold ? keep : T(0);
+      if (i + 1 < n) m[i + 1] = ((bits >> 16) & 0xFFFFFF) >= threshold ? keep : T(0);
+    }
+  });
+  return mask;
+}
+
 Tensor empty_like(const Tensor& t) { return empty(t.shape(), t.dtype()); }
 Tensor zeros_like(const Tensor& t) { return zeros(t.shape(), t.dtype()); }
 Tensor ones_like(const Tensor& t) { return ones(t.shape(), t.dtype()); }

@@ -68,6 +68,12 @@ Tensor log_softmax(const Tensor& t, int64_t dim);
 
 // ---- matmul (tensor/kernels/matmul.cpp): BLAS for float32 / float64 ---------------------------
 Tensor matmul(const Tensor& a, const Tensor& b);
+// x·Wᵀ + b with the bias added inside the GEMM (b may be undefined).
+Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b);
+
+// ---- random masks (tensor/factory.cpp) -------------------------------------------------------
+// Each element 0 with probability p, else 1/(1-p): dropout's mask, made in one pass.
+Tensor dropout_mask(const Shape& shape, DType dtype, double p, Generator& gen);
 
 // ---- joining and indexing (tensor/kernels/index.cpp) ----------------------------------------
 Tensor cat(const std::vector<Tensor>& tensors, int64_t dim);

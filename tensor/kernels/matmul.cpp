@@ -47,14 +47,14 @@ Tensor broadcast_to(const Tensor& t, const Shape& shape) { return t.shape() == s
 
 template <class T>
 void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const T* a, int64_t lda, const T* b, int64_t ldb, T* c,
-          int64_t ldc) {
+          int64_t ldc, T beta = T(0)) {
   const auto trans_a = ta ? CblasTrans : CblasNoTrans;
   const auto trans_b = tb ? CblasTrans : CblasNoTrans;
   if constexpr (std::is_same_v<T, float>)
-    cblas_sgemm(CblasRowMajor, trans_a, trans_b, (int)m, (int)n, (int)k, 1.0f, a, (int)lda, b, (int)ldb, 0.0f, c,
+    cblas_sgemm(CblasRowMajor, trans_a, trans_b, (int)m, (int)n, (int)k, 1.0f, a, (int)lda, b, (int)ldb, beta, c,
                 (int)ldc);
   else
-    cblas_dgemm(CblasRowMajor, trans_a, trans_b, (int)m, (int)n, (int)k, 1.0, a, (int)lda, b, (int)ldb, 0.0, c,
+    cblas_dgemm(CblasRowMajor, trans_a, trans_b, (int)m, (int)n, (int)k, 1.0, a, (int)lda, b, (int)ldb, beta, c,
                 (int)ldc);
 }
 
@@ -140,6 +140,38 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   if (a.dim() == 1) out = squeeze(out, -2);
   if (b.dim() == 1) out = squeeze(out, -1);
   return out;
+}
+
+// y = x·Wᵀ + b as one GEMM: y starts as copies of the bias row and the GEMM adds x·Wᵀ to it
+// (beta = 1), so the bias costs no extra pass over y. x (..., in), W (out, in), b (out).
+Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b) {
+  CPPGRAD_CHECK(w.dim() == 2, "linear: weight must be 2-D (out, in), got {}", shape_str(w.shape()));
+  CPPGRAD_CHECK(x.dim() >= 1 && x.shape().back() == w.shape()[1], "linear: input {} does not end in the weight's {} features ({})",
+                shape_str(x.shape()), w.shape()[1], shape_str(w.shape()));
+  CPPGRAD_CHECK(x.dtype() == w.dtype() && x.is_floating_point(), "linear: input {} and weight {} must share a floating dtype",
+                dtype_name(x.dtype()), dtype_name(w.dtype()));
+  CPPGRAD_CHECK(!b.defined() || (b.dim() == 1 && b.shape()[0] == w.shape()[0] && b.dtype() == w.dtype()),
+                "linear: bias {} does not match weight {}", shape_str(b.shape()), shape_str(w.shape()));
+  const int64_t in = w.shape()[1], out_features = w.shape()[0], rows = x.numel() / std::max<int64_t>(in, 1);
+  Shape out_shape = x.shape();
+  out_shape.back() = out_features;
+  Tensor x2 = reshape(x, {rows, in});  // a view when x's rows are laid out evenly
+  Tensor out = empty({rows, out_features}, x.dtype());
+  if (rows == 0 || out_features == 0) return reshape(out, out_shape);
+  if (in == 0) {
+    if (b.defined()) copy_(out, b); else fill_(out, 0.0);
+    return reshape(out, out_shape);
+  }
+  if (b.defined()) copy_(out, b);  // every row = b
+  BlasLayout lx = blas_ready(x2);
+  Tensor wt = transpose(w, 0, 1);  // (in, out): a view BLAS reads with the transpose flag
+  BlasLayout lw = blas_ready(wt);
+  dispatch_floating(x.dtype(), "linear", [&](auto tag) {
+    using T = decltype(tag);
+    gemm<T>(lx.transposed, lw.transposed, rows, out_features, in, x2.data<T>(), lx.ld, wt.data<T>(), lw.ld,
+            out.data<T>(), out_features, b.defined() ? T(1) : T(0));
+  });
+  return reshape(out, out_shape);
 }
 
 }  // namespace cppgrad::kernels
