@@ -82,3 +82,25 @@ TEST_CASE("matmul backward: hand-computed values") {
   CHECK(m.grad().shape() == Shape{2, 2});
   CHECK(test::values(m.grad()) == V{6, 6, 6, 6});
 }
+
+// linear(x, W, b) = x·Wᵀ + b is one op with its own backward (the bias goes into the GEMM).
+TEST_CASE("gradcheck linear: ranks, bias or none, strided input, and its second derivative") {
+  using Inputs = std::vector<Tensor>;
+  auto with_bias = [](const Inputs& in) { return linear(in[0], in[1], in[2]); };
+  auto no_bias = [](const Inputs& in) { return linear(in[0], in[1]); };
+  const Tensor w = leaf({3, 4}, 2200), b = leaf({3}, 2201);
+  for (const Shape& sx : {Shape{4}, Shape{5, 4}, Shape{2, 5, 4}}) {
+    CAPTURE(shape_str(sx));
+    const Tensor x = leaf(sx, 2202);
+    CHECK(gradcheck(with_bias, {x, w, b}));
+    CHECK(gradcheck(no_bias, {x, w}));
+    CHECK(gradcheck(with_bias, {x.detach(), w, b}));  // parameters only, as in a first layer
+  }
+  CHECK(gradcheck(with_bias, {transposed(leaf({4, 5}, 2203)), transposed(leaf({4, 3}, 2204)), b}));
+  CHECK(gradgradcheck(with_bias, {leaf({2, 4}, 2205), w, b}));
+  // the same values as matmul plus bias
+  const Tensor x = leaf({2, 5, 4}, 2206);
+  CHECK(test::allclose(linear(x, w, b), x.matmul(w.t()) + b));
+  CHECK_THROWS_AS(linear(leaf({2, 3}, 1), w, b), Error);
+  CHECK_THROWS_AS(linear(x, w, leaf({4}, 1)), Error);
+}
