@@ -6,8 +6,18 @@
 
 namespace cppgrad {
 
+// ---- fused ops for the nn layers (autograd/ops_nn.cpp) ----
 // y = x·Wᵀ + b, x (..., in), W (out, in), b (out) or undefined: Linear's op, one GEMM.
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = {});
+// (x - mean) / √(var + eps) ⊙ weight + bias over the last `normalized_dims` dims (weight and
+// bias of those dims' shape, or undefined).
+Tensor layer_norm(const Tensor& x, int64_t normalized_dims, const Tensor& weight, const Tensor& bias, double eps);
+// softmax(scale · scores + mask) over the last dim: mask bool (true = hidden) or float (added,
+// may require grad), broadcast to scores; is_causal hides key j from query i when j > i.
+// A row with every key hidden gives zeros.
+Tensor masked_softmax(const Tensor& scores, const Tensor& mask, bool is_causal, double scale);
+
+// ---- inverses of views and indexing ----
 // zeros(shape) with `src` written at start, start+step, ... of `dim`: the gradient of slice.
 Tensor slice_scatter(const Tensor& src, const Shape& shape, int64_t dim, int64_t start, int64_t step);
 // base with src.select(dim, i) added at base.select(dim, index[i]): the gradient of index_select.

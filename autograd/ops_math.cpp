@@ -243,18 +243,6 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   });
 }
 
-Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b) {
-  // y = x·Wᵀ + b;  dX = dY·W,  dW = dYᵀ·X (all rows of the batch in one GEMM),  db = Σ_rows dY
-  return record("linear", kernels::linear(x, w, b), {x, w, b}, {x, w}, [](const Tensor& g, const Saved& s) -> Grads {
-    const Tensor& X = s[0];
-    const Tensor& W = s[1];
-    Tensor rows = g.reshape({-1, g.size(-1)});  // (N, out)
-    return {s.needs_grad(0) ? g.matmul(W) : Tensor(),
-            s.needs_grad(1) ? rows.mT().matmul(X.reshape({-1, X.size(-1)})) : Tensor(),
-            s.needs_grad(2) ? rows.sum({0}) : Tensor()};
-  });
-}
-
 Tensor Tensor::matmul(const Tensor& other) const { return cppgrad::matmul(*this, other); }
 
 }  // namespace cppgrad

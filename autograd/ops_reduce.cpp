@@ -107,7 +107,8 @@ Tensor softmax(const Tensor& t, int64_t dim) {
   // dA = C ⊙ (dC - Σ_dim(dC ⊙ C))
   return record("softmax", out, {t}, {out}, [dim](const Tensor& g, const Saved& s) -> Grads {
     const Tensor& y = s[0];
-    return {y * (g - (g * y).sum({dim}, /*keepdim=*/true))};
+    if (!autograd::GradMode::is_enabled()) return {kernels::softmax_backward(y, g, dim)};  // one pass
+    return {y * (g - (g * y).sum({dim}, /*keepdim=*/true))};  // differentiable, for create_graph
   });
 }
 

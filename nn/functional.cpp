@@ -35,15 +35,7 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
   CPPGRAD_CHECK(k >= 1 && x.dim() >= k && Shape(x.shape().end() - k, x.shape().end()) == normalized_shape,
         "layer_norm: input {} does not end with normalized_shape {}", shape_str(x.shape()),
         shape_str(normalized_shape));
-  std::vector<int64_t> dims;
-  for (int64_t d = x.dim() - k; d < x.dim(); ++d) dims.push_back(d);
-  Tensor mean = x.mean(dims, /*keepdim=*/true);
-  Tensor centred = x - mean;
-  Tensor var = (centred * centred).mean(dims, /*keepdim=*/true);  // biased, as LayerNorm uses
-  Tensor y = centred * (var + eps).rsqrt();
-  if (weight.defined()) y = y * weight;
-  if (bias.defined()) y = y + bias;
-  return y;
+  return cppgrad::layer_norm(x, k, weight, bias, eps);  // one fused op, forward and backward
 }
 
 Tensor dropout(const Tensor& x, double p, bool training, Generator& gen) {
@@ -127,26 +119,17 @@ AttentionOutput scaled_dot_product_attention(const Tensor& q, const Tensor& k, c
   CPPGRAD_CHECK(q.dim() >= 2 && k.dim() >= 2 && v.dim() >= 2 && q.size(-1) == k.size(-1) && k.size(-2) == v.size(-2),
         "scaled_dot_product_attention: q {}, k {}, v {} do not fit (..., T, d), (..., S, d), (..., S, dv)",
         shape_str(q.shape()), shape_str(k.shape()), shape_str(v.shape()));
-  const int64_t T = q.size(-2), S = k.size(-2), d_k = q.size(-1);
+  const int64_t d_k = q.size(-1);
   const double s = scale.value_or(1.0 / std::sqrt(static_cast<double>(d_k)));
-  Tensor scores = q.matmul(k.mT()) * s;  // (..., T, d) @ (..., d, S) -> (..., T, S)
-  if (is_causal) {
-    // key j is hidden from query i when j > i
-    Tensor j = arange(static_cast<double>(S)).reshape({1, S});
-    Tensor i = arange(static_cast<double>(T)).reshape({T, 1});
-    scores = scores.masked_fill(j.gt(i), -std::numeric_limits<double>::infinity());
-  }
+  Tensor scores = q.matmul(k.mT());  // (..., T, d) @ (..., d, S) -> (..., T, S)
   if (attn_mask.defined()) {
     CPPGRAD_CHECK(attn_mask.dim() <= scores.dim(), "scaled_dot_product_attention: mask {} has more dims than scores {}",
           shape_str(attn_mask.shape()), shape_str(scores.shape()));
     broadcast_shapes(scores.shape(), attn_mask.shape(), "scaled_dot_product_attention (mask)");
-    if (attn_mask.dtype() == kBool)
-      scores = scores.masked_fill(attn_mask, -std::numeric_limits<double>::infinity());
-    else
-      scores = scores + attn_mask.to(scores.dtype());
   }
-  // A row with every key masked is all -inf: softmax gives zeros there, not NaN.
-  Tensor weights = scores.softmax(-1);
+  // softmax(s·scores + mask) in one op; is_causal hides key j > i. A row with every key masked
+  // gives zeros there, not NaN.
+  Tensor weights = masked_softmax(scores, attn_mask, is_causal, s);
   if (dropout_p > 0.0) weights = dropout(weights, dropout_p, true, gen);
   Tensor output = weights.matmul(v);  // (..., T, S) @ (..., S, dv) -> (..., T, dv)
   return {output, need_weights ? weights : Tensor()};

@@ -1,8 +1,40 @@
 #include "optim/adam.h"
 
+#include <algorithm>
 #include <cmath>
 
+#include "tensor/iterate.h"
+
 namespace cppgrad::optim {
+
+namespace {
+
+template <class T>
+struct AdamConstants {
+  T b1, one_minus_b1, b2, one_minus_b2, wd, decay, sqrt_bias2, eps, step_size;
+};
+
+// One element at a time, the same arithmetic as the formulas above; the branches are hoisted out
+// of the loop and the pointers do not alias, so the compiler vectorises it.
+template <class T, bool Decoupled>
+void adam_range(const AdamConstants<T>& c, int64_t begin, int64_t end, T* __restrict p, const T* __restrict dp,
+                T* __restrict m, T* __restrict v, T* __restrict v_max) {
+  for (int64_t i = begin; i < end; ++i) {
+    T g = dp[i];
+    if constexpr (Decoupled)
+      p[i] *= c.decay;
+    else
+      g += c.wd * p[i];
+    m[i] = c.b1 * m[i] + c.one_minus_b1 * g;
+    v[i] = c.b2 * v[i] + c.one_minus_b2 * g * g;
+    T second = v[i];
+    if (v_max) second = v_max[i] = std::max(v_max[i], v[i]);
+    T denom = std::sqrt(second) / c.sqrt_bias2 + c.eps;
+    p[i] -= c.step_size * m[i] / denom;
+  }
+}
+
+}  // namespace
 
 Adam::Adam(std::vector<Tensor> params, const AdamOptions& o)
     : Adam(std::vector<ParamGroup>{{std::move(params), o.lr(), o.weight_decay(), ""}}, o, false) {}
@@ -34,25 +66,24 @@ void Adam::update(const Tensor& param, const Tensor& grad, const ParamGroup& gro
   const double step_size = lr / bias1;
   dispatch_floating(param.dtype(), "Adam", [&](auto tag) {
     using T = decltype(tag);
+    const AdamConstants<T> c{static_cast<T>(b1),          static_cast<T>(1.0 - b1), static_cast<T>(b2),
+                             static_cast<T>(1.0 - b2),    static_cast<T>(wd),       static_cast<T>(1.0 - lr * wd),
+                             static_cast<T>(sqrt_bias2),  static_cast<T>(options.eps()), static_cast<T>(step_size)};
     T* p = param.data<T>();
-    const T* dp = grad.data<T>();
+    const T* g = grad.data<T>();
     T* m = state["exp_avg"].data<T>();
     T* v = state["exp_avg_sq"].data<T>();
     T* v_max = options.amsgrad() ? state["max_exp_avg_sq"].data<T>() : nullptr;
-    const T decay = static_cast<T>(1.0 - lr * wd);
-    for (int64_t i = 0; i < param.numel(); ++i) {
-      T g = dp[i];
+    // Chunks of the flat tensor in parallel: each element's update is independent of the others,
+    // so the result is the same at any thread count.
+    const int64_t n = param.numel(), chunk = 16384, chunks = (n + chunk - 1) / chunk;
+    parallel_for(chunks, chunk, [&](int64_t i) {
+      const int64_t begin = i * chunk, end = std::min(n, begin + chunk);
       if (decoupled_)
-        p[i] *= decay;
+        adam_range<T, true>(c, begin, end, p, g, m, v, v_max);
       else
-        g += static_cast<T>(wd) * p[i];
-      m[i] = static_cast<T>(b1) * m[i] + static_cast<T>(1.0 - b1) * g;
-      v[i] = static_cast<T>(b2) * v[i] + static_cast<T>(1.0 - b2) * g * g;
-      T second = v[i];
-      if (v_max) second = v_max[i] = std::max(v_max[i], v[i]);
-      T denom = std::sqrt(second) / static_cast<T>(sqrt_bias2) + static_cast<T>(options.eps());
-      p[i] -= static_cast<T>(step_size) * m[i] / denom;
-    }
+        adam_range<T, false>(c, begin, end, p, g, m, v, v_max);
+    });
   });
 }
 

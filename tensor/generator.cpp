@@ -14,7 +14,6 @@ uint64_t splitmix64(uint64_t& x) {
   z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
   return z ^ (z >> 31);
 }
-uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
 }  // namespace
 
 void Generator::manual_seed(uint64_t seed) {
@@ -29,18 +28,6 @@ void Generator::set_state(const State& st) {
   seed_ = st.seed;
   cached_normal_ = st.cached_normal;
   has_cached_normal_ = st.has_cached_normal;
-}
-
-uint64_t Generator::next_u64() {
-  uint64_t result = rotl(s_[1] * 5, 7) * 9;
-  uint64_t t = s_[1] << 17;
-  s_[2] ^= s_[0];
-  s_[3] ^= s_[1];
-  s_[1] ^= s_[2];
-  s_[0] ^= s_[3];
-  s_[2] ^= t;
-  s_[3] = rotl(s_[3], 45);
-  return result;
 }
 
 double Generator::uniform() { return static_cast<double>(next_u64() >> 11) * 0x1.0p-53; }

@@ -65,6 +65,23 @@ ValuesIndices extremum_all(Extremum which, const Tensor& t);  // over the flatte
 // ---- softmax (tensor/kernels/softmax.cpp): max-subtracted, all -inf rows give 0 -------------
 Tensor softmax(const Tensor& t, int64_t dim);
 Tensor log_softmax(const Tensor& t, int64_t dim);
+// softmax(scale·scores + mask) over the last dim; mask bool (true = hidden) or float (added),
+// broadcast to scores; causal hides key j from query i when j > i.
+Tensor masked_softmax(const Tensor& scores, const Tensor& mask, bool causal, double scale);
+// y ⊙ (g - Σ_dim g ⊙ y): softmax's backward from its output y.
+Tensor softmax_backward(const Tensor& output, const Tensor& grad, int64_t dim);
+
+// ---- layer norm (tensor/kernels/norm.cpp): rows of the last N elements ---------------------
+struct LayerNormResult {
+  Tensor y, mean, rstd;  // mean and 1/std per row, kept for the backward
+};
+LayerNormResult layer_norm(const Tensor& x, int64_t normalized_numel, const Tensor& weight, const Tensor& bias,
+                           double eps);
+struct LayerNormGrads {
+  Tensor dx, dweight, dbias;  // dweight, dbias flat (N)
+};
+LayerNormGrads layer_norm_backward(const Tensor& grad, const Tensor& x, const Tensor& mean, const Tensor& rstd,
+                                   const Tensor& weight, bool need_input, bool need_weight, bool need_bias);
 
 // ---- matmul (tensor/kernels/matmul.cpp): BLAS for float32 / float64 ---------------------------
 Tensor matmul(const Tensor& a, const Tensor& b);

@@ -72,4 +72,96 @@ Tensor softmax_impl(const Tensor& t, int64_t dim, const char* op) {
 Tensor softmax(const Tensor& t, int64_t dim) { return softmax_impl<false>(t, dim, "softmax"); }
 Tensor log_softmax(const Tensor& t, int64_t dim) { return softmax_impl<true>(t, dim, "log_softmax"); }
 
+// softmax(scale · x + mask) over the last dim, in one pass per row. mask (broadcast to x) is
+// bool (true hides the key: -inf) or floating (added to the score); `causal` also hides key j
+// from query i when j > i, i being the index along x's second-to-last dim.
+Tensor masked_softmax(const Tensor& scores, const Tensor& mask, bool causal, double scale) {
+  CPPGRAD_CHECK(scores.is_floating_point() && scores.dim() >= 1, "masked_softmax: expected floating scores, got {} {}",
+                dtype_name(scores.dtype()), shape_str(scores.shape()));
+  CPPGRAD_CHECK(!causal || scores.dim() >= 2, "masked_softmax: a causal mask needs (..., T, S) scores, got {}",
+                shape_str(scores.shape()));
+  Tensor x = contiguous(scores);
+  Tensor out = empty(x.shape(), x.dtype());
+  if (x.numel() == 0) return out;
+  const int64_t S = x.shape().back(), T_len = causal ? x.shape()[x.dim() - 2] : 1, rows = x.numel() / S;
+  Tensor m;
+  if (mask.defined()) {
+    CPPGRAD_CHECK(mask.dim() <= x.dim(), "masked_softmax: mask {} has more dims than scores {}",
+                  shape_str(mask.shape()), shape_str(x.shape()));
+    m = expand(mask.dtype() == kBool ? mask : to(mask, x.dtype()), x.shape());  // a view: strides 0 where broadcast
+  }
+  const Shape row_shape(x.shape().begin(), x.shape().end() - 1);
+  dispatch_floating(x.dtype(), "masked_softmax", [&](auto tag) {
+    using T = decltype(tag);
+    const T minus_inf = -std::numeric_limits<T>::infinity(), k = static_cast<T>(scale);
+    const T* in = x.data<T>();
+    T* y = out.data<T>();
+    const bool* hidden = m.defined() && m.dtype() == kBool ? m.data<bool>() : nullptr;
+    const T* added = m.defined() && m.dtype() != kBool ? m.data<T>() : nullptr;
+    parallel_for(rows, S * 8, [&](int64_t row) {
+      const T* xr = in + row * S;
+      T* yr = y + row * S;
+      // where this row's mask starts: the row's index, digit by digit, times the mask's strides
+      int64_t mask_offset = 0, rest = row;
+      if (m.defined())
+        for (int64_t d = static_cast<int64_t>(row_shape.size()) - 1; d >= 0; --d) {
+          mask_offset += (rest % row_shape[d]) * m.strides()[d];
+          rest /= row_shape[d];
+        }
+      const int64_t mask_step = m.defined() ? m.strides().back() : 0;
+      const int64_t visible = causal ? std::min(S, row % T_len + 1) : S;  // keys 0..i when causal
+      T top = minus_inf;
+      for (int64_t j = 0; j < S; ++j) {
+        T z = j < visible ? k * xr[j] : minus_inf;
+        if (hidden && hidden[mask_offset + j * mask_step]) z = minus_inf;
+        if (added) z += added[mask_offset + j * mask_step];
+        yr[j] = z;
+        top = std::max(top, z);
+      }
+      if (top == minus_inf) {  // every key hidden: zeros, not NaN
+        for (int64_t j = 0; j < S; ++j) yr[j] = T(0);
+        return;
+      }
+      double total = 0;
+      for (int64_t j = 0; j < S; ++j) {
+        yr[j] = std::exp(yr[j] - top);
+        total += yr[j];
+      }
+      const T inv = static_cast<T>(1.0 / total);
+      for (int64_t j = 0; j < S; ++j) yr[j] *= inv;
+    });
+  });
+  return out;
+}
+
+// The gradient of softmax along `dim` from its output y: y ⊙ (g - Σ_dim g ⊙ y).
+Tensor softmax_backward(const Tensor& output, const Tensor& grad, int64_t dim) {
+  CPPGRAD_CHECK(output.shape() == grad.shape() && output.dtype() == grad.dtype() && output.is_floating_point(),
+                "softmax_backward: output {} and grad {} differ", shape_str(output.shape()), shape_str(grad.shape()));
+  Tensor y = contiguous(output), g = contiguous(grad);
+  Tensor out = empty(y.shape(), y.dtype());
+  if (y.numel() == 0) return out;
+  if (y.dim() == 0) {  // a softmax over nothing is the constant 1
+    fill_(out, 0.0);
+    return out;
+  }
+  dim = wrap_dim(dim, y.dim(), "softmax_backward");
+  int64_t inner = 1;
+  for (int64_t d = dim + 1; d < y.dim(); ++d) inner *= y.shape()[d];
+  const int64_t size = y.shape()[dim], rows = y.numel() / size;
+  dispatch_floating(y.dtype(), "softmax_backward", [&](auto tag) {
+    using T = decltype(tag);
+    const T *ys = y.data<T>(), *gs = g.data<T>();
+    T* dx = out.data<T>();
+    parallel_for(rows, size * 4, [&](int64_t r) {
+      const int64_t base = (r / inner) * size * inner + r % inner;  // as in softmax_rows
+      double dot = 0;
+      for (int64_t j = 0; j < size; ++j) dot += gs[base + j * inner] * ys[base + j * inner];
+      const T d = static_cast<T>(dot);
+      for (int64_t j = 0; j < size; ++j) dx[base + j * inner] = ys[base + j * inner] * (gs[base + j * inner] - d);
+    });
+  });
+  return out;
+}
+
 }  // namespace cppgrad::kernels

@@ -1,0 +1,98 @@
+// The fused ops the nn layers use (autograd/ops_nn.cpp): layer_norm and masked_softmax. Each is
+// checked three ways: against the same math written with plain ops, by gradcheck (the fused
+// backward kernel) and by gradgradcheck (the differentiable fallback used with create_graph).
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <limits>
+
+#include "cppgrad.h"
+#include "helpers.h"
+
+using namespace cppgrad;
+using test::leaf;
+using test::transposed;
+using Inputs = std::vector<Tensor>;
+
+namespace {
+
+// LayerNorm over the last `k` dims, written with separate ops.
+Tensor layer_norm_by_parts(const Tensor& x, int64_t k, const Tensor& w, const Tensor& b, double eps) {
+  std::vector<int64_t> dims;
+  for (int64_t d = x.dim() - k; d < x.dim(); ++d) dims.push_back(d);
+  Tensor centred = x - x.mean(dims, true);
+  Tensor y = centred * ((centred * centred).mean(dims, true) + eps).rsqrt();
+  if (w.defined()) y = y * w;
+  if (b.defined()) y = y + b;
+  return y;
+}
+
+const double kInf = std::numeric_limits<double>::infinity();
+
+}  // namespace
+
+TEST_CASE("layer_norm: matches the op-by-op formula, with and without affine, over one or two dims") {
+  const Tensor x = leaf({2, 3, 4}, 7000);
+  const Tensor w = leaf({4}, 7001), b = leaf({4}, 7002);
+  CHECK(test::allclose(layer_norm(x, 1, w, b, 1e-5), layer_norm_by_parts(x, 1, w, b, 1e-5), 1e-12, 1e-12));
+  CHECK(test::allclose(layer_norm(x, 1, {}, {}, 1e-5), layer_norm_by_parts(x, 1, {}, {}, 1e-5), 1e-12, 1e-12));
+  const Tensor w2 = leaf({3, 4}, 7003);
+  CHECK(test::allclose(layer_norm(x, 2, w2, {}, 0.1), layer_norm_by_parts(x, 2, w2, {}, 0.1), 1e-12, 1e-12));
+  CHECK(test::allclose(layer_norm(transposed(leaf({4, 3}, 7004)), 1, {}, b, 1e-5),
+                       layer_norm_by_parts(transposed(leaf({4, 3}, 7004)), 1, {}, b, 1e-5), 1e-12, 1e-12));
+}
+
+TEST_CASE("gradcheck layer_norm: affine, no affine, weight only, two normalised dims, strided input") {
+  const Tensor x = leaf({2, 3, 4}, 7010), w = leaf({4}, 7011), b = leaf({4}, 7012);
+  CHECK(gradcheck([](const Inputs& in) { return layer_norm(in[0], 1, in[1], in[2], 1e-5); }, {x, w, b}));
+  CHECK(gradcheck([](const Inputs& in) { return layer_norm(in[0], 1, {}, {}, 1e-5); }, {x}));
+  CHECK(gradcheck([](const Inputs& in) { return layer_norm(in[0], 1, in[1], {}, 1e-5); }, {x.detach(), w}));
+  CHECK(gradcheck([](const Inputs& in) { return layer_norm(in[0], 2, in[1], {}, 1e-3); }, {x, leaf({3, 4}, 7013)}));
+  CHECK(gradcheck([](const Inputs& in) { return layer_norm(in[0], 1, in[1], in[2], 1e-5); },
+                  {transposed(leaf({4, 5}, 7014)), leaf({4}, 7015), b}));
+  CHECK(gradgradcheck([](const Inputs& in) { return layer_norm(in[0], 1, in[1], in[2], 1e-5); },
+                      {leaf({2, 4}, 7016), w, b}));
+}
+
+TEST_CASE("layer_norm: errors name the op and the shapes") {
+  const Tensor x = leaf({2, 4}, 7020);
+  CHECK_THROWS_WITH_AS(layer_norm(x, 1, leaf({3}, 1), {}, 1e-5), doctest::Contains("layer_norm"), Error);
+  CHECK_THROWS_WITH_AS(layer_norm(x, 3, {}, {}, 1e-5), doctest::Contains("[2,4]"), Error);
+}
+
+TEST_CASE("masked_softmax: bool, float and causal masks match softmax of the masked scores") {
+  const Tensor scores = leaf({2, 3, 4}, 7030);
+  const Tensor hide = test::mask({{0, 0, 0, 1}, {0, 1, 0, 0}, {0, 0, 0, 0}});  // (3, 4), broadcast over the batch
+  Tensor expected = (scores * 0.5).masked_fill(hide, -kInf).softmax(-1);
+  CHECK(test::allclose(masked_softmax(scores, hide, false, 0.5), expected, 1e-14, 1e-12));
+  const Tensor added = leaf({2, 1, 4}, 7031);
+  CHECK(test::allclose(masked_softmax(scores, added, false, 0.5), (scores * 0.5 + added).softmax(-1), 1e-14, 1e-12));
+  Tensor causal_hide = arange(4.0).reshape({1, 4}).gt(arange(3.0).reshape({3, 1}));
+  CHECK(test::allclose(masked_softmax(scores, {}, true, 1.0), scores.masked_fill(causal_hide, -kInf).softmax(-1),
+                       1e-14, 1e-12));
+}
+
+TEST_CASE("masked_softmax: a row with every key hidden is zeros with finite gradients") {
+  const Tensor scores = leaf({2, 3}, 7040);
+  const Tensor hide = test::mask({{1, 1, 1}, {0, 1, 0}});
+  Tensor p = masked_softmax(scores, hide, false, 1.0);
+  CHECK(test::values(p.select(0, 0)) == std::vector<double>{0, 0, 0});
+  (p * leaf({2, 3}, 7041).detach()).sum().backward();
+  for (double g : test::values(scores.grad())) CHECK(std::isfinite(g));
+  CHECK(test::values(scores.grad().select(0, 0)) == std::vector<double>{0, 0, 0});
+}
+
+TEST_CASE("gradcheck masked_softmax: scores and a float mask, bool and causal masks, and the second derivative") {
+  const Tensor scores = leaf({2, 3, 4}, 7050), added = leaf({3, 4}, 7051);
+  const Tensor hide = test::mask({{0, 0, 1, 0}, {1, 1, 1, 1}, {0, 0, 0, 0}});  // with a fully hidden row
+  CHECK(gradcheck([](const Inputs& in) { return masked_softmax(in[0], in[1], false, 0.7); }, {scores, added}));
+  CHECK(gradcheck([&](const Inputs& in) { return masked_softmax(in[0], hide, false, 0.7); }, {scores}));
+  CHECK(gradcheck([](const Inputs& in) { return masked_softmax(in[0], {}, true, 1.0); }, {scores}));
+  CHECK(gradcheck([](const Inputs& in) { return masked_softmax(in[0].mT(), {}, true, 1.0); }, {leaf({2, 4, 3}, 7052)}));
+  CHECK(gradgradcheck([](const Inputs& in) { return masked_softmax(in[0], in[1], true, 0.7); }, {scores, added}));
+}
+
+TEST_CASE("gradcheck softmax along an inner dim uses the same backward kernel") {
+  CHECK(gradcheck([](const Inputs& in) { return in[0].softmax(1); }, {leaf({2, 3, 4}, 7060)}));
+  CHECK(gradcheck([](const Inputs& in) { return in[0].softmax(0); }, {transposed(leaf({3, 4}, 7061))}));
+}
