@@ -82,6 +82,7 @@ Tensor Tensor::relu() const {
   Tensor out = kernels::unary(Unary::Relu, *this);
   // dA = dC where C > 0, else 0
   return record("relu", out, {*this}, {out}, [](const Tensor& g, const Saved& s) -> Grads {
+    if (!autograd::GradMode::is_enabled()) return {kernels::relu_backward(g, s[0])};  // one pass
     return {g.masked_fill(kernels::compare(kernels::Compare::Le, s[0], zeros({}, s[0].dtype())), 0.0)};
   });
 }

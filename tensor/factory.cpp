@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "tensor/iterate.h"
 #include "tensor/kernels.h"
 #include "tensor/tensor.h"
 
@@ -98,21 +99,34 @@ Tensor randint(int64_t low, int64_t high, const Shape& shape, Generator& gen) {
   return t;
 }
 
-// Two draws per 64-bit word (24 random bits each, as a float has), in order on this thread.
+namespace {
+// splitmix64's finaliser: a bijection of 64-bit words whose outputs look independent even for
+// consecutive inputs, so word i of a mask is mix(key + i) (a counter-based generator).
+inline uint64_t mix64(uint64_t z) {
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+}  // namespace
+
+// Element i keeps its value when the top 24 bits of mix(key + i·γ) (as many random bits as a
+// float has) are at least p·2^24. One independent word per element keeps the loop simple enough
+// for the compiler to vectorise.
 Tensor kernels::dropout_mask(const Shape& shape, DType dtype, double p, Generator& gen) {
   CPPGRAD_CHECK(p >= 0.0 && p < 1.0, "dropout_mask: probability must be in [0, 1), got {}", p);
   Tensor mask = empty(shape, dtype);
+  const uint64_t key = gen.next_u64();
   dispatch_floating(dtype, "dropout_mask", [&](auto tag) {
     using T = decltype(tag);
+    T* const m = mask.data<T>();
     const T keep = static_cast<T>(1.0 / (1.0 - p));
     const auto threshold = static_cast<uint64_t>(p * 16777216.0);  // p · 2^24
-    T* m = mask.data<T>();
-    const int64_t n = mask.numel();
-    for (int64_t i = 0; i < n; i += 2) {
-      uint64_t bits = gen.next_u64();
-      m[i] = (bits >> 40) >= threshold ? keep : T(0);
-      if (i + 1 < n) m[i + 1] = ((bits >> 16) & 0xFFFFFF) >= threshold ? keep : T(0);
-    }
+    const int64_t n = mask.numel(), chunk = 16384;
+    parallel_for((n + chunk - 1) / chunk, chunk, [m, keep, threshold, key, n, chunk](int64_t c) {
+      const int64_t end = std::min(n, (c + 1) * chunk);
+      for (int64_t i = c * chunk; i < end; ++i)
+        m[i] = (mix64(key + static_cast<uint64_t>(i) * 0x9e3779b97f4a7c15ULL) >> 40) >= threshold ? keep : T(0);
+    });
   });
   return mask;
 }

@@ -45,6 +45,9 @@ Tensor binary(Binary op, const Tensor& a, const Tensor& b);
 // In place: a = a (op) b, with b broadcast to a's shape; a keeps its dtype.
 void binary_(Binary op, const Tensor& a, const Tensor& b);
 
+// grad where output > 0, else 0: relu's backward in one pass.
+Tensor relu_backward(const Tensor& grad, const Tensor& output);
+
 enum class Compare { Eq, Ne, Lt, Le, Gt, Ge };
 Tensor compare(Compare op, const Tensor& a, const Tensor& b);  // bool
 Tensor logical_not(const Tensor& t);
@@ -89,7 +92,8 @@ Tensor matmul(const Tensor& a, const Tensor& b);
 Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b);
 
 // ---- random masks (tensor/factory.cpp) -------------------------------------------------------
-// Each element 0 with probability p, else 1/(1-p): dropout's mask, made in one pass.
+// Each element 0 with probability p, else 1/(1-p): dropout's mask, made in one pass. It takes
+// one draw from gen and hashes it with each element's index, so any thread count gives the same mask.
 Tensor dropout_mask(const Shape& shape, DType dtype, double p, Generator& gen);
 
 // ---- joining and indexing (tensor/kernels/index.cpp) ----------------------------------------

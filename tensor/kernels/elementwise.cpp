@@ -198,6 +198,18 @@ void binary_(Binary op, const Tensor& a, const Tensor& b) {
   a.bump_version();
 }
 
+Tensor relu_backward(const Tensor& grad, const Tensor& output) {
+  CPPGRAD_CHECK(grad.shape() == output.shape() && grad.dtype() == output.dtype(),
+                "relu_backward: grad {} {} and output {} {} differ", shape_str(grad.shape()), dtype_name(grad.dtype()),
+                shape_str(output.shape()), dtype_name(output.dtype()));
+  Tensor out = empty(grad.shape(), grad.dtype());
+  dispatch_floating(grad.dtype(), "relu_backward", [&](auto tag) {
+    using T = decltype(tag);
+    zip_into<T, T>(out, grad, output, [](T g, T y) { return y > T(0) ? g : T(0); });
+  });
+  return out;
+}
+
 Tensor compare(Compare op, const Tensor& a, const Tensor& b) {
   Operands ops = broadcast_operands(a, b, compare_name(op));
   const Tensor &x = ops.a, &y = ops.b;
@@ -259,8 +271,10 @@ void masked_fill_(const Tensor& t, const Tensor& mask, double value) {
     T* p = t.data<T>();
     const bool* pm = m.data<bool>();
     loop.for_each_run([&](const auto& off, int64_t n, const auto& st) {
-      for (int64_t k = 0; k < n; ++k)
-        if (pm[off[1] + k * st[1]]) p[off[0] + k * st[0]] = v;
+      for (int64_t k = 0; k < n; ++k) {  // a select rather than a branch: the loop vectorises
+        T& x = p[off[0] + k * st[0]];
+        x = pm[off[1] + k * st[1]] ? v : x;
+      }
     });
   });
   t.bump_version();

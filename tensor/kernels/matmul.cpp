@@ -3,6 +3,7 @@
 // BLAS reads a matrix given a base pointer, a leading dimension and a transpose flag, so any
 // view whose rows or whose columns are contiguous (a transpose, a slice of columns, a head of a
 // reshaped projection) goes to BLAS as it is; only other layouts are copied first.
+#include <algorithm>
 #include <cblas.h>
 
 #include <climits>
@@ -162,12 +163,17 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b) {
     if (b.defined()) copy_(out, b); else fill_(out, 0.0);
     return reshape(out, out_shape);
   }
-  if (b.defined()) copy_(out, b);  // every row = b
   BlasLayout lx = blas_ready(x2);
   Tensor wt = transpose(w, 0, 1);  // (in, out): a view BLAS reads with the transpose flag
   BlasLayout lw = blas_ready(wt);
   dispatch_floating(x.dtype(), "linear", [&](auto tag) {
     using T = decltype(tag);
+    if (b.defined()) {  // every row starts as b; the GEMM then adds x·Wᵀ to it (beta = 1)
+      Tensor bias = contiguous(b);
+      const T* bp = bias.data<T>();
+      T* o = out.data<T>();
+      for (int64_t r = 0; r < rows; ++r) std::copy(bp, bp + out_features, o + r * out_features);
+    }
     gemm<T>(lx.transposed, lw.transposed, rows, out_features, in, x2.data<T>(), lx.ld, wt.data<T>(), lw.ld,
             out.data<T>(), out_features, b.defined() ? T(1) : T(0));
   });

@@ -2,6 +2,7 @@
 //
 // Each output element is reduced by one thread, in a fixed order, so results do not depend on
 // the thread count. float32 sums accumulate in double.
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -63,6 +64,29 @@ void reduce_into(const ReducePlan& p, const Tensor& t, const Tensor& out, Acc in
   });
 }
 
+// Sums over leading dims of a contiguous tensor (a bias gradient: the rows of (N, out) summed)
+// as whole rows added into a row of accumulators: the same order of additions as reduce_into,
+// so the same bits, but a loop the compiler vectorises. Returns false when the layout differs.
+template <class T>
+bool sum_leading_dims(const Tensor& t, const std::vector<int64_t>& dims, const Tensor& out, double divisor) {
+  if (!t.is_contiguous() || dims.empty() || t.numel() == 0) return false;
+  std::vector<int64_t> sorted = wrap_dims(dims, t.dim(), "sum");
+  std::sort(sorted.begin(), sorted.end());
+  for (size_t i = 0; i < sorted.size(); ++i)
+    if (sorted[i] != static_cast<int64_t>(i)) return false;
+  if (sorted.size() == static_cast<size_t>(t.dim())) return false;  // a full reduction: one output
+  int64_t rows = 1;
+  for (int64_t d : sorted) rows *= t.shape()[d];
+  const int64_t width = t.numel() / rows;
+  std::vector<double> acc(static_cast<size_t>(width), 0.0);
+  const T* x = t.data<T>();
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t j = 0; j < width; ++j) acc[j] += x[r * width + j];
+  T* o = out.data<T>();
+  for (int64_t j = 0; j < width; ++j) o[j] = static_cast<T>(divisor == 1.0 ? acc[j] : acc[j] / divisor);
+  return true;
+}
+
 }  // namespace
 
 Tensor sum(const Tensor& t, const std::vector<int64_t>& dims, bool keepdim) {
@@ -80,6 +104,7 @@ Tensor sum(const Tensor& t, const std::vector<int64_t>& dims, bool keepdim) {
   Tensor out = empty(p.out_shape, t.dtype());
   dispatch_floating(t.dtype(), "sum", [&](auto tag) {
     using T = decltype(tag);
+    if (sum_leading_dims<T>(t, dims, out, 1.0)) return;
     reduce_into<T, T>(
         p, t, out, 0.0, [](double acc, T x, int64_t) { return acc + x; },
         [](double acc) { return static_cast<T>(acc); });
@@ -94,6 +119,7 @@ Tensor mean(const Tensor& t, const std::vector<int64_t>& dims, bool keepdim) {
   const double count = static_cast<double>(p.reduced_numel);
   dispatch_floating(t.dtype(), "mean", [&](auto tag) {
     using T = decltype(tag);
+    if (sum_leading_dims<T>(t, dims, out, count)) return;
     reduce_into<T, T>(
         p, t, out, 0.0, [](double acc, T x, int64_t) { return acc + x; },
         [count](double acc) { return static_cast<T>(acc / count); });
