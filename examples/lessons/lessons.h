@@ -1,0 +1,137 @@
+// The lessons of issue #7: six questions learners ask about multi-head attention, each
+// answered by a computation whose numbers prove the answer.
+//
+// Each lesson is a pair: run_lessonN() computes and returns its numbers (the tests in
+// test_lessons.cpp assert them), and print() shows them with the explanation (the `lesson`
+// program, main.cpp). The computation and its explanation live in lessonN_<topic>.cpp.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "cppgrad.h"
+
+namespace lessons {
+
+// ---- 1. Is the embedding split between the heads, or copied to each? (lesson1_split.cpp) ----
+struct Lesson1 {
+  int64_t d_model = 16, heads = 4;
+  cppgrad::Shape w_q_head_shape;                     // W_Q_i, as the paper writes it: (d_model, d_k)
+  std::vector<std::vector<double>> gradient_by_head;  // ∂ sum(Q_i) / ∂x_j at token 0, per head i
+  std::vector<int64_t> features_read;                // per head: how many of those are nonzero
+  std::vector<double> gradient_if_cut;               // the same, had head 0 read only its slice
+  int64_t features_read_if_cut = 0;
+  double fused_vs_per_head = 0.0;  // max |reshape(x·W_Q)[head i] - x·W_Q_i|
+};
+Lesson1 run_lesson1();
+void print(const Lesson1& r);
+
+// ---- 2. Why 3 Linear layers for Q, K, V and not 3·h? (lesson2_fused.cpp) ------------------
+struct Lesson2 {
+  int64_t d_model = 16, heads = 4;
+  double stacking_identity = 0.0;  // max |x·[W_0 ... W_{h-1}] - [x·W_0 ... x·W_{h-1}]|
+  int64_t fused_parameters = 0, per_head_parameters = 0;
+  int64_t fused_weight_matrices = 0, per_head_weight_matrices = 0;
+  // (what, max |MultiheadAttention - PerHeadAttention|) for the output and every gradient
+  std::vector<std::pair<std::string, double>> differences;
+};
+Lesson2 run_lesson2();
+void print(const Lesson2& r);
+
+// ---- 3. Do more heads mean more parameters, or different outputs? (lesson3_heads.cpp) ------
+struct Lesson3 {
+  int64_t d_model = 512;
+  std::vector<int64_t> head_counts{1, 2, 4, 8};
+  std::vector<int64_t> fused_parameters, per_head_parameters;  // one per head count
+  double random_weights_diff = 0.0;    // max |out(h=1) - out(h=8)|, the same random weights
+  double ones_diff = 0.0;              // ... every weight and bias set to one
+  double heads_differ_by = 0.0;        // h = 8, all ones: max |head i's attention - head 0's|
+  double largest_score_h8 = 0.0;       // all ones: the largest |score| at h = 8
+  int64_t one_hot_rows_h1 = 0, rows_h1 = 0, one_hot_rows_h8 = 0, rows_h8 = 0;
+  double ones_small_input_diff = 0.0;  // all ones, inputs / 100: max |out(h=1) - out(h=8)|
+  double ones_small_input_size = 0.0;  // ... and max |out(h=1)|, for scale
+};
+Lesson3 run_lesson3();
+void print(const Lesson3& r);
+
+// ---- 4. How do heads stay diverse? (lesson4_diversity.cpp) -------------------------------
+struct Lesson4Options {
+  std::string task = "copy";  // or reverse, sort
+  int64_t d_model = 32, heads = 4, layers = 1, ff = 64;
+  int64_t steps = 200, batch = 32, seq_len = 8, vocab = 12, warmup = 100;
+  uint64_t seed = 1;
+  int64_t held_out = 128;  // sequences the figures are measured on
+  // A `seq2seq --save` checkpoint to use as the trained model instead of training one here.
+  // Its task and sizes replace the ones above; seq_len must match the run that wrote it.
+  std::string checkpoint;
+};
+// How alike the heads of each attention layer are, as the mean pairwise cosine similarity
+// (1 = copies, 0 = unrelated), averaged over the model's attention layers.
+struct Diversity {
+  double w_q = 0.0;        // of the heads' query matrices W_Q_i
+  double attention = 0.0;  // of the heads' attention maps on held-out inputs
+  double largest_weight = 0.0;  // how sharp the maps are: mean over rows of the largest weight
+  double even_weight = 0.0;     // ... and what it would be if every row spread its weight evenly
+  double accuracy = 0.0;   // held-out sequences answered exactly, in %
+  // Copy task: per head of the last cross-attention layer, the mean weight that target
+  // position t puts on source position t, the symbol it must copy.
+  std::vector<double> copied_symbol_weight;
+  struct Layer {
+    std::string name;  // "transformer.encoder.layers.0.self_attn", ...
+    double w_q = 0.0, attention = 0.0;
+  };
+  std::vector<Layer> layers;  // the two cosines, layer by layer
+};
+struct Lesson4 {
+  Lesson4Options options;
+  std::string trained_on;  // "copy task, 200 steps here" or the checkpoint's path
+  Diversity at_init, trained, identical_start;
+  double w_q_moved = -1.0;             // |W_Q(trained) - W_Q(init)| / |W_Q(init)|; -1 with a checkpoint
+  double identical_heads_apart = 0.0;  // identical start, after training: max |W_Q_i - W_Q_0|
+  std::string indivisible_error;       // what MultiheadAttention(30, 4) says
+};
+Lesson4 run_lesson4(const Lesson4Options& options = {});
+void print(const Lesson4& r);
+
+// ---- 5. Why does attention give NaN? (lesson5_nan.cpp) ------------------------------------
+struct Lesson5 {
+  // A fully masked row (all -inf), by the textbook formulas.
+  double row_max = 0.0, shifted = 0.0, shifted_weight = 0.0;  // max, -inf - max, weight
+  double unshifted_sum = 0.0, unshifted_weight = 0.0;         // Σ exp(-inf), 0/0
+  // That row inside attention: hand-written with the textbook softmax, then cppgrad's.
+  int64_t outputs = 0, gradients = 0, value_gradients = 0;
+  int64_t naive_nonfinite_outputs = 0, naive_nonfinite_value_gradients = 0;
+  int64_t cppgrad_nonfinite_outputs = 0, cppgrad_nonfinite_gradients = 0;
+  double masked_query_output = 0.0, masked_query_weights = 0.0;  // largest |value| in that row
+  // Rows of scores ±1e4: exp(s)/Σ, exp(s - max)/Σ, and cppgrad's softmax.
+  std::vector<double> big_scores, big_unshifted, big_shifted, big_cppgrad;
+  // The 1/√d_k scale.
+  int64_t d_k = 64;
+  struct Softmax {
+    double score_std = 0.0, top_weight = 0.0, gradient_norm = 0.0;
+  };
+  Softmax unscaled, scaled;
+};
+Lesson5 run_lesson5();
+void print(const Lesson5& r);
+
+// ---- 6. Do tied weights get their gradients? (lesson6_tied.cpp) --------------------------
+struct Lesson6 {
+  int64_t vocab = 10, dim = 6;
+  std::vector<std::string> parameter_names;
+  bool weight_is_shared = false;
+  double tied_vs_sum = 0.0;            // max |dW - (dW_in + dW_out)|
+  double tied_vs_embedding_use = 0.0;  // max |dW - dW_in|
+  double tied_vs_output_use = 0.0;     // max |dW - dW_out|
+  int64_t sgd_parameters = 0;          // distinct parameters SGD keeps of the 4 listed
+  double sgd_step_vs_once = 0.0;       // max |step - lr·dW|
+  double sgd_step_vs_twice = 0.0;      // max |step - 2·lr·dW|
+  double adam_largest_move = 0.0;
+  double copies_apart_after_one_step = 0.0;
+};
+Lesson6 run_lesson6();
+void print(const Lesson6& r);
+
+}  // namespace lessons

@@ -1,0 +1,50 @@
+// lesson: runs one of the attention lessons (or all) and prints its numbers and explanation.
+//
+//   lesson 1                 # is the embedding split between the heads, or copied?
+//   lesson 4 --checkpoint run.safetensors   # lesson 4 on a model trained by seq2seq --save
+//   lesson all
+#include <CLI/CLI.hpp>
+#include <chrono>
+#include <fmt/core.h>
+
+#include "lessons/lessons.h"
+
+int main(int argc, char** argv) {
+  std::string which = "all";
+  lessons::Lesson4Options lesson4;
+  int threads = 1;
+  CLI::App app{"The attention lessons: each answers one learner's question with numbers (see README.md)."};
+  app.add_option("lesson", which, "1 to 6, or all")->check(CLI::IsMember({"1", "2", "3", "4", "5", "6", "all"}));
+  app.add_option("--checkpoint", lesson4.checkpoint, "lesson 4: a seq2seq --save checkpoint to use as the trained model")
+      ->check(CLI::ExistingFile);
+  app.add_option("--seq-len", lesson4.seq_len, "lesson 4: longest held-out sequence (match the checkpoint's run)")
+      ->check(CLI::Range(1, 200));
+  app.add_option("--task", lesson4.task, "lesson 4: copy, reverse or sort")
+      ->check(CLI::IsMember({"copy", "reverse", "sort"}));
+  app.add_option("--steps", lesson4.steps, "lesson 4: training steps")->check(CLI::PositiveNumber);
+  app.add_option("--seed", lesson4.seed, "lesson 4: random seed (weights and data)");
+  app.add_option("--threads", threads, "threads for BLAS and cppgrad's loops")->check(CLI::Range(1, 256));
+  CLI11_PARSE(app, argc, argv);
+  cppgrad::set_num_threads(threads);
+
+  auto timed = [&](const std::string& number, auto run) {
+    if (which != "all" && which != number) return;
+    auto start = std::chrono::steady_clock::now();
+    auto result = run();
+    std::chrono::duration<double> took = std::chrono::steady_clock::now() - start;
+    lessons::print(result);
+    fmt::print("({:.2f} s)\n\n", took.count());
+  };
+  try {
+    timed("1", [] { return lessons::run_lesson1(); });
+    timed("2", [] { return lessons::run_lesson2(); });
+    timed("3", [] { return lessons::run_lesson3(); });
+    timed("4", [&] { return lessons::run_lesson4(lesson4); });
+    timed("5", [] { return lessons::run_lesson5(); });
+    timed("6", [] { return lessons::run_lesson6(); });
+  } catch (const cppgrad::Error& e) {
+    fmt::print(stderr, "lesson: {}\n", e.what());
+    return 2;
+  }
+  return 0;
+}

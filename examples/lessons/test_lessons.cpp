@@ -1,0 +1,132 @@
+// Each lesson's printed claims, asserted: if a change to cppgrad made a lesson's answer false,
+// one of these fails. They call the very functions the `lesson` program prints from.
+#include <doctest/doctest.h>
+
+#include <cmath>
+
+#include "lessons/lessons.h"
+
+using namespace lessons;
+
+TEST_CASE("lesson 1: every head reads all d_model input features") {
+  const Lesson1 r = run_lesson1();
+  const int64_t d_k = r.d_model / r.heads;
+  CHECK(r.w_q_head_shape == cppgrad::Shape{r.d_model, d_k});
+  REQUIRE(r.features_read.size() == static_cast<size_t>(r.heads));
+  for (int64_t n : r.features_read) CHECK(n == r.d_model);
+  for (const auto& g : r.gradient_by_head)
+    for (double v : g) CHECK(std::abs(v) > 1e-3);  // clearly nonzero, not rounding noise
+  // Had the input been cut into slices, only d_k features would matter.
+  CHECK(r.features_read_if_cut == d_k);
+  // Reshaping the fused projection is exactly the per-head projection.
+  CHECK(r.fused_vs_per_head < 1e-14);
+}
+
+TEST_CASE("lesson 2: fused and per-head attention agree in outputs and every gradient") {
+  const Lesson2 r = run_lesson2();
+  CHECK(r.stacking_identity < 1e-13);
+  CHECK(r.fused_parameters == r.per_head_parameters);
+  CHECK(r.fused_parameters == 4 * r.d_model * r.d_model + 4 * r.d_model);
+  CHECK(r.fused_weight_matrices == 2);
+  CHECK(r.per_head_weight_matrices == 3 * r.heads + 1);
+  REQUIRE(r.differences.size() == 7);
+  for (const auto& [what, diff] : r.differences) {
+    INFO(what);
+    CHECK(diff < 1e-13);  // float64 rounding, ~1e-15
+  }
+}
+
+TEST_CASE("lesson 3: head count keeps the parameters but changes the outputs") {
+  const Lesson3 r = run_lesson3();
+  REQUIRE(r.fused_parameters.size() == 4);
+  for (size_t i = 0; i < r.head_counts.size(); ++i) {
+    CHECK(r.fused_parameters[i] == 4 * 512 * 512 + 4 * 512);
+    CHECK(r.per_head_parameters[i] == r.fused_parameters[i]);
+  }
+  CHECK(r.random_weights_diff > 1e-2);  // a different function
+  CHECK(r.ones_diff == 0.0);            // identical to the last bit
+  CHECK(r.heads_differ_by == 0.0);      // the 8 heads are copies
+  CHECK(r.one_hot_rows_h1 == r.rows_h1);
+  CHECK(r.one_hot_rows_h8 == r.rows_h8);
+  CHECK(r.largest_score_h8 > 100.0);
+  CHECK(r.ones_small_input_diff > 1e-2 * r.ones_small_input_size);  // unsaturated: the scale √d_k shows
+}
+
+TEST_CASE("lesson 4: random initialisation makes heads differ and identical heads stay identical") {
+  const Lesson4 r = run_lesson4();
+  REQUIRE(r.at_init.layers.size() == 3);  // encoder self, decoder self, cross-attention
+  // Independent random W_Q_i are nearly orthogonal, and training, which moves the projections
+  // a lot, does not make them alike.
+  CHECK(std::abs(r.at_init.w_q) < 0.1);
+  CHECK(r.w_q_moved > 0.3);
+  CHECK(std::abs(r.trained.w_q) < 0.1);
+  // The model learns the copy task...
+  CHECK(r.at_init.accuracy < 5.0);
+  CHECK(r.trained.accuracy > 80.0);
+  // ...its maps sharpen from nearly even, and every cross-attention head learns to look at
+  // the symbol being copied, which makes the heads' maps more alike, not less.
+  CHECK(r.at_init.largest_weight < r.at_init.even_weight + 0.15);
+  CHECK(r.trained.largest_weight > r.at_init.largest_weight + 0.1);
+  REQUIRE(r.trained.copied_symbol_weight.size() == 4);
+  for (size_t i = 0; i < 4; ++i) {
+    CHECK(r.at_init.copied_symbol_weight[i] < 0.3);
+    CHECK(r.trained.copied_symbol_weight[i] > 0.6);
+  }
+  CHECK(r.trained.attention > r.at_init.attention);
+  // Identical heads get identical gradients: still copies, to the last bit.
+  CHECK(r.identical_heads_apart == 0.0);
+  CHECK(r.identical_start.w_q == doctest::Approx(1.0).epsilon(1e-12));
+  CHECK(r.identical_start.attention == doctest::Approx(1.0).epsilon(1e-12));
+  // d_model must split evenly into the heads.
+  CHECK(r.indivisible_error.find("not divisible") != std::string::npos);
+}
+
+TEST_CASE("lesson 5: a fully masked row gives NaN by hand but zeros and finite gradients in cppgrad") {
+  const Lesson5 r = run_lesson5();
+  CHECK(std::isinf(r.row_max));
+  CHECK(r.row_max < 0);
+  CHECK(std::isnan(r.shifted));
+  CHECK(std::isnan(r.shifted_weight));
+  CHECK(r.unshifted_sum == 0.0);
+  CHECK(std::isnan(r.unshifted_weight));
+  CHECK(r.naive_nonfinite_outputs > 0);
+  CHECK(r.naive_nonfinite_value_gradients == r.value_gradients);  // one bad row spoils all of V
+  CHECK(r.cppgrad_nonfinite_outputs == 0);
+  CHECK(r.cppgrad_nonfinite_gradients == 0);
+  CHECK(r.masked_query_output == 0.0);
+  CHECK(r.masked_query_weights == 0.0);
+}
+
+TEST_CASE("lesson 5: large scores overflow without max subtraction and the scale keeps softmax from saturating") {
+  const Lesson5 r = run_lesson5();
+  REQUIRE(r.big_scores.size() == 6);
+  const double expected[3] = {1.0 / (1.0 + std::exp(-1.0) + std::exp(-2.0)),
+                              std::exp(-1.0) / (1.0 + std::exp(-1.0) + std::exp(-2.0)),
+                              std::exp(-2.0) / (1.0 + std::exp(-1.0) + std::exp(-2.0))};
+  for (size_t i = 0; i < 6; ++i) {
+    CHECK(std::isnan(r.big_unshifted[i]));  // inf/inf on the +1e4 row, 0/0 on the -1e4 row
+    CHECK(r.big_shifted[i] == doctest::Approx(expected[i % 3]).epsilon(1e-12));
+    CHECK(r.big_cppgrad[i] == doctest::Approx(expected[i % 3]).epsilon(1e-12));
+  }
+  // d_k = 64: q·k has standard deviation about 8 without the scale, about 1 with it.
+  CHECK(r.unscaled.score_std == doctest::Approx(8.0).epsilon(0.15));
+  CHECK(r.scaled.score_std == doctest::Approx(1.0).epsilon(0.15));
+  CHECK(r.unscaled.top_weight > 0.7);
+  CHECK(r.scaled.top_weight < 0.4);
+  CHECK(r.scaled.gradient_norm > 1.5 * r.unscaled.gradient_norm);
+}
+
+TEST_CASE("lesson 6: a tied weight gets the sum of the gradients of both uses and is stepped once") {
+  const Lesson6 r = run_lesson6();
+  CHECK(r.weight_is_shared);
+  CHECK(r.parameter_names == std::vector<std::string>{"embed.weight", "mix.weight", "mix.bias"});
+  CHECK(r.tied_vs_sum < 1e-14);
+  CHECK(r.tied_vs_embedding_use > 1e-3);
+  CHECK(r.tied_vs_output_use > 1e-3);
+  CHECK(r.sgd_parameters == 3);
+  CHECK(r.sgd_step_vs_once < 1e-15);
+  CHECK(r.sgd_step_vs_twice > 1e-3);
+  CHECK(r.adam_largest_move <= 0.1 + 1e-12);
+  CHECK(r.adam_largest_move > 0.09);
+  CHECK(r.copies_apart_after_one_step > 1e-3);
+}
