@@ -95,7 +95,7 @@ double accuracy(Seq2SeqModel& model, const Batch& held_out) {
   return 100.0 * static_cast<double>(correct) / static_cast<double>(B);
 }
 
-Diversity measure(Seq2SeqModel& model, const Batch& held_out) {
+Diversity measure(Seq2SeqModel& model, const Batch& held_out, Task task) {
   auto layers = attention_layers(model);
   for (auto& [name, layer] : layers) layer->store_attention = true;
   {
@@ -131,7 +131,7 @@ Diversity measure(Seq2SeqModel& model, const Batch& held_out) {
     d.even_weight += even.sum().item() / row_count / n_layers;
     // On the copy task, target position t must output source symbol t: how much does each
     // head of the (last) cross-attention look there? The diagonal of each (T, S) map.
-    if (name.find("multihead_attn") != std::string::npos && held_out.src.size(1) == held_out.tgt_in.size(1)) {
+    if (task == Task::Copy && name.find("multihead_attn") != std::string::npos) {
       d.copied_symbol_weight.clear();
       const int64_t L = held_out.src.size(1);
       Tensor diagonal = eye(L, weights.dtype()).reshape({1, 1, L, L});
@@ -197,7 +197,7 @@ Lesson4 run_lesson4(const Lesson4Options& options) {
   // Freshly initialised, then trained (unless the checkpoint is the trained model).
   manual_seed(o.seed);
   auto fresh = std::make_shared<Seq2SeqModel>(config_of(o));
-  r.at_init = measure(*fresh, held_out);
+  r.at_init = measure(*fresh, held_out, task);
   if (!trained) {
     std::vector<Tensor> initial;
     for (auto& [name, layer] : attention_layers(*fresh)) initial.push_back(layer->in_proj_weight.detach().clone());
@@ -212,9 +212,9 @@ Lesson4 run_lesson4(const Lesson4Options& options) {
       moved += std::pow(norm(layer->in_proj_weight - initial[i]), 2);
       size += std::pow(norm(initial[i++]), 2);
     }
-    r.w_q_moved = std::sqrt(moved / size);
+    r.projections_moved = std::sqrt(moved / size);
   }
-  r.trained = measure(*trained, held_out);
+  r.trained = measure(*trained, held_out, task);
 
   // The same initial weights, but every head a copy of head 0; the same training data.
   manual_seed(o.seed);
@@ -222,7 +222,7 @@ Lesson4 run_lesson4(const Lesson4Options& options) {
   make_heads_identical(*twins);
   Generator data(o.seed + 1);
   train(*twins, task, o, data);
-  r.identical_start = measure(*twins, held_out);
+  r.identical_start = measure(*twins, held_out, task);
   for (auto& [name, layer] : attention_layers(*twins))
     for (int64_t i = 1; i < layer->options.num_heads(); ++i)
       r.identical_heads_apart = std::max(r.identical_heads_apart, max_abs_diff(w_q_of_head(*layer, i), w_q_of_head(*layer, 0)));
@@ -270,15 +270,15 @@ void print(const Lesson4& r) {
                list(trained.copied_symbol_weight));
   }
   fmt::print("Identical heads after training: largest |W_Q_i - W_Q_0| = {:.3g}.\n", r.identical_heads_apart);
-  if (r.w_q_moved >= 0)
-    fmt::print("Training moved W_Q, W_K, W_V by {:.0f}% of their initial size.\n", 100.0 * r.w_q_moved);
+  if (r.projections_moved >= 0)
+    fmt::print("Training moved W_Q, W_K, W_V by {:.0f}% of their initial size.\n", 100.0 * r.projections_moved);
 
   fmt::print("\nWhat the figures say:\n");
   fmt::print("  - The random initialisation makes the heads different: independent draws of W_Q_i are\n");
   fmt::print("    nearly orthogonal (cosine {:.3f}).\n", at_init.w_q);
   fmt::print("  - Training does not pull them together: each head follows the gradient of its own weights,\n");
-  if (r.w_q_moved >= 0)
-    fmt::print("    and after moving them by {:.0f}% of their size the cosine is still {:.3f}.\n", 100.0 * r.w_q_moved,
+  if (r.projections_moved >= 0)
+    fmt::print("    and after moving them by {:.0f}% of their size the cosine is still {:.3f}.\n", 100.0 * r.projections_moved,
                trained.w_q);
   else
     fmt::print("    and after training the cosine is still {:.3f}.\n", trained.w_q);

@@ -88,7 +88,7 @@ struct Lesson4 {
   Lesson4Options options;
   std::string trained_on;  // "copy task, 200 steps here" or the checkpoint's path
   Diversity at_init, trained, identical_start;
-  double w_q_moved = -1.0;             // |W_Q(trained) - W_Q(init)| / |W_Q(init)|; -1 with a checkpoint
+  double projections_moved = -1.0;     // |ΔW| / |W| of W_Q, W_K, W_V over training; -1 with a checkpoint
   double identical_heads_apart = 0.0;  // identical start, after training: max |W_Q_i - W_Q_0|
   std::string indivisible_error;       // what MultiheadAttention(30, 4) says
 };

@@ -33,7 +33,7 @@ int main(int argc, char** argv) {
     auto result = run();
     std::chrono::duration<double> took = std::chrono::steady_clock::now() - start;
     lessons::print(result);
-    fmt::print("({:.2f} s)\n\n", took.count());
+    fmt::print("(lesson {} took {:.0f} ms)\n\n", number, 1000.0 * took.count());
   };
   try {
     timed("1", [] { return lessons::run_lesson1(); });

@@ -58,7 +58,7 @@ TEST_CASE("lesson 4: random initialisation makes heads differ and identical head
   // Independent random W_Q_i are nearly orthogonal, and training, which moves the projections
   // a lot, does not make them alike.
   CHECK(std::abs(r.at_init.w_q) < 0.1);
-  CHECK(r.w_q_moved > 0.3);
+  CHECK(r.projections_moved > 0.3);
   CHECK(std::abs(r.trained.w_q) < 0.1);
   // The model learns the copy task...
   CHECK(r.at_init.accuracy < 5.0);
