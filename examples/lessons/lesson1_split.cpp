@@ -24,7 +24,7 @@ namespace {
 Tensor gradient_by_feature(const Tensor& queries_of_head, const Tensor& x) {
   // retain_graph: the heads share the one projection's graph, and each asks for its gradient.
   Tensor g = autograd::grad({queries_of_head.sum()}, {x}, {}, /*retain_graph=*/true)[0];  // (1, T, d_model)
-  return g.select(0, 0).select(0, 0);                           // token 0: (d_model)
+  return g.select(0, 0).select(0, 0);  // token 0: (d_model)
 }
 
 int64_t count_nonzero(const Tensor& t) {

@@ -73,8 +73,10 @@ Lesson2 run_lesson2() {
       {"output", max_abs_diff(out_fused.output, out_heads.output)},
       {"attention weights (every head)", max_abs_diff(out_fused.weights, out_heads.weights)},
       {"gradient of the input", max_abs_diff(x_fused.grad(), x_heads.grad())},
-      {"gradient of W_Q, W_K, W_V (stacked)", max_abs_diff(fused.in_proj_weight.grad(), per_head.stacked_in_proj_weight(true))},
-      {"gradient of their biases", max_abs_diff(fused.in_proj_bias.grad(), per_head.stacked_in_proj_bias(true))},
+      {"gradient of W_Q, W_K, W_V (stacked)",
+       max_abs_diff(fused.in_proj_weight.grad(), per_head.stacked_in_proj_weight(/*gradients=*/true))},
+      {"gradient of their biases",
+       max_abs_diff(fused.in_proj_bias.grad(), per_head.stacked_in_proj_bias(/*gradients=*/true))},
       {"gradient of W_O", max_abs_diff(fused.out_proj->weight.grad(), per_head.out_proj->weight.grad())},
       {"gradient of W_O's bias", max_abs_diff(fused.out_proj->bias.grad(), per_head.out_proj->bias.grad())},
   };
@@ -85,12 +87,13 @@ void print(const Lesson2& r) {
   const int64_t d_k = r.d_model / r.heads;
   fmt::print("Lesson 2: 3 Linear layers for Q, K, V, or 3·h of them?\n\n");
   fmt::print("The stacking identity, with h = {} random matrices W_i of shape ({}, {}):\n", r.heads, r.d_model, d_k);
-  fmt::print("  max |x · [W_0 ... W_{}] - [x·W_0 ... x·W_{}]| = {:.1e}\n\n", r.heads - 1, r.heads - 1, r.stacking_identity);
+  fmt::print("  max |x · [W_0 ... W_{}] - [x·W_0 ... x·W_{}]| = {:.1e}\n\n", r.heads - 1, r.heads - 1,
+             r.stacking_identity);
 
   fmt::print("Two layers, d_model = {}, h = {}, float64, the same weights:\n", r.d_model, r.heads);
-  fmt::print("  MultiheadAttention: {:>2} weight matrices (one fused (3·d_model, d_model) in_proj + W_O), {} parameters\n",
+  fmt::print("  MultiheadAttention: {:>2} weight matrices (a fused (3·d_model, d_model) one + W_O), {} parameters\n",
              r.fused_weight_matrices, r.fused_parameters);
-  fmt::print("  PerHeadAttention:   {:>2} weight matrices (3·h Linear(d_model, d_k) + W_O),            {} parameters\n\n",
+  fmt::print("  PerHeadAttention:   {:>2} weight matrices (3·h Linear(d_model, d_k) + W_O),         {} parameters\n\n",
              r.per_head_weight_matrices, r.per_head_parameters);
   fmt::print("Largest difference between the two, after one forward and backward:\n");
   for (const auto& [what, diff] : r.differences) fmt::print("  {:<38} {:.1e}\n", what, diff);

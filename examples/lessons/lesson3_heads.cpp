@@ -116,8 +116,9 @@ void print(const Lesson3& r) {
   fmt::print("  3. h still sets the scale of the scores, √d_k·a_t·a_s, but with unit-size inputs over 512\n");
   fmt::print("     features those scores are huge (up to {:.0f} at h = 8), so softmax puts all its weight on the\n",
              r.largest_score_h8);
-  fmt::print("     same key whatever the scale: rows with one weight of exactly 1.0: {} of {} at h = 1, {} of {} at h = 8.\n",
-             r.one_hot_rows_h1, r.rows_h1, r.one_hot_rows_h8, r.rows_h8);
+  fmt::print("     same key whatever the scale. Rows with one weight of exactly 1.0: {} of {} at h = 1,\n",
+             r.one_hot_rows_h1, r.rows_h1);
+  fmt::print("     {} of {} at h = 8.\n", r.one_hot_rows_h8, r.rows_h8);
   fmt::print("  With the inputs divided by 100 the scores come close together, the scale matters, and\n");
   fmt::print("  the same constant weights give max |out(h=1) - out(h=8)| = {:.3g} (on outputs up to {:.0f}).\n\n",
              r.ones_small_input_diff, r.ones_small_input_size);

@@ -224,8 +224,10 @@ Lesson4 run_lesson4(const Lesson4Options& options) {
   train(*twins, task, o, data);
   r.identical_start = measure(*twins, held_out, task);
   for (auto& [name, layer] : attention_layers(*twins))
-    for (int64_t i = 1; i < layer->options.num_heads(); ++i)
-      r.identical_heads_apart = std::max(r.identical_heads_apart, max_abs_diff(w_q_of_head(*layer, i), w_q_of_head(*layer, 0)));
+    for (int64_t i = 1; i < layer->options.num_heads(); ++i) {
+      const double apart = max_abs_diff(w_q_of_head(*layer, i), w_q_of_head(*layer, 0));
+      r.identical_heads_apart = std::max(r.identical_heads_apart, apart);
+    }
 
   // Must d_model split evenly into h heads? Here, yes: the split is a reshape of the fused
   // projection's d_model outputs into (h, d_k).
@@ -242,8 +244,9 @@ void print(const Lesson4& r) {
   const auto& at_init = r.at_init;
   const auto& trained = r.trained;
   fmt::print("Lesson 4: how do the heads start out different, and what keeps them different?\n\n");
-  fmt::print("seq2seq model: d_model {}, {} heads, {}+{} layers (trained here without dropout). Trained model: {}.\n", o.d_model, o.heads,
-             o.layers, o.layers, r.trained_on);
+  fmt::print("seq2seq model: d_model {}, {} heads, {}+{} layers (trained here without dropout).\n", o.d_model, o.heads,
+             o.layers, o.layers);
+  fmt::print("Trained model: {}.\n", r.trained_on);
   fmt::print("Measured on {} held-out sequences of up to {} symbols.\n\n", o.held_out, o.seq_len);
   fmt::print("Mean pairwise cosine similarity between the heads of a layer (1 = copies, 0 = unrelated),\n");
   fmt::print("averaged over the model's {} attention layers:\n", at_init.layers.size());
@@ -278,8 +281,8 @@ void print(const Lesson4& r) {
   fmt::print("    nearly orthogonal (cosine {:.3f}).\n", at_init.w_q);
   fmt::print("  - Training does not pull them together: each head follows the gradient of its own weights,\n");
   if (r.projections_moved >= 0)
-    fmt::print("    and after moving them by {:.0f}% of their size the cosine is still {:.3f}.\n", 100.0 * r.projections_moved,
-               trained.w_q);
+    fmt::print("    and after moving them by {:.0f}% of their size the cosine is still {:.3f}.\n",
+               100.0 * r.projections_moved, trained.w_q);
   else
     fmt::print("    and after training the cosine is still {:.3f}.\n", trained.w_q);
   fmt::print("  - Heads that start identical get identical gradients at every step and stay identical to the\n");
@@ -298,7 +301,8 @@ void print(const Lesson4& r) {
   fmt::print("    where the task gives them different jobs; nothing in the loss asks them to differ.\n");
   fmt::print("  - Must d_model split evenly into h heads? Here, yes, because the split is a reshape:\n");
   fmt::print("    MultiheadAttention(30, 4) says \"{}\".\n", r.indivisible_error);
-  fmt::print("    The paper's d_k = d_model / h is a choice that keeps the cost and the parameters fixed (lesson 3).\n");
+  fmt::print("    The paper's d_k = d_model / h is a choice that keeps the cost and the parameters fixed\n");
+  fmt::print("    (lesson 3).\n");
   fmt::print("\nAnswer: randomness at initialisation makes the heads different, and nothing in training\n");
   fmt::print("makes their weights alike again; heads that start the same stay the same.\n");
 }

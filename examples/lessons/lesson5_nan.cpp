@@ -150,10 +150,10 @@ void print(const Lesson5& r) {
   auto row = [](const std::vector<double>& v, size_t from) {
     return fmt::format("{:>8}  {:>8}  {:>8}", show(v[from]), show(v[from + 1]), show(v[from + 2]));
   };
-  fmt::print("2. Scores of magnitude 1e4 (in float64, exp overflows to inf above 709.8 and underflows to 0 below -745):\n");
+  fmt::print("2. Scores of magnitude 1e4 (float64's exp overflows to inf above 709.8, underflows to 0 below -745):\n");
   for (size_t i : {size_t{0}, size_t{3}}) {
-    fmt::print("   scores                          {:>8.0f}  {:>8.0f}  {:>8.0f}\n", r.big_scores[i], r.big_scores[i + 1],
-               r.big_scores[i + 2]);
+    fmt::print("   scores                          {:>8.0f}  {:>8.0f}  {:>8.0f}\n", r.big_scores[i],
+               r.big_scores[i + 1], r.big_scores[i + 2]);
     fmt::print("     exp(s) / Σ exp(s)             {}\n", row(r.big_unshifted, i));
     fmt::print("     exp(s - max) / Σ exp(s - max) {}\n", row(r.big_shifted, i));
     fmt::print("     cppgrad's softmax             {}\n", row(r.big_cppgrad, i));

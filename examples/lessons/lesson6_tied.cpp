@@ -19,7 +19,9 @@ namespace lessons {
 namespace {
 
 // An output layer that scores the vocabulary with a weight it is given: logits = h · Wᵀ.
-// Registering the embedding's own tensor here is what ties the two.
+// Registering the embedding's own tensor here is what ties the two. (An nn::Linear would not
+// do: it registers a weight of its own in its constructor, and pointing its `weight` handle at
+// another tensor afterwards leaves that first tensor in its parameter list, untrained.)
 class TiedOutput : public nn::Module {
  public:
   explicit TiedOutput(const Tensor& shared_weight) { weight = register_parameter("weight", shared_weight); }

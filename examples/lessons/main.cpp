@@ -15,7 +15,8 @@ int main(int argc, char** argv) {
   int threads = 1;
   CLI::App app{"The attention lessons: each answers one learner's question with numbers (see README.md)."};
   app.add_option("lesson", which, "1 to 6, or all")->check(CLI::IsMember({"1", "2", "3", "4", "5", "6", "all"}));
-  app.add_option("--checkpoint", lesson4.checkpoint, "lesson 4: a seq2seq --save checkpoint to use as the trained model")
+  app.add_option("--checkpoint", lesson4.checkpoint,
+                 "lesson 4: a seq2seq --save checkpoint to use as the trained model")
       ->check(CLI::ExistingFile);
   app.add_option("--seq-len", lesson4.seq_len, "lesson 4: longest held-out sequence (match the checkpoint's run)")
       ->check(CLI::Range(1, 200));
