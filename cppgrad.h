@@ -3,6 +3,7 @@
 
 #include "tensor/tensor.h"
 #include "tensor/parallel.h"
+#include "tensor/profile.h"
 #include "autograd/node.h"
 #include "autograd/functions.h"
 #include "autograd/gradcheck.h"

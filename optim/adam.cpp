@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "tensor/profile.h"
 #include "tensor/iterate.h"
 
 namespace cppgrad::optim {
@@ -53,6 +54,7 @@ AdamW::AdamW(std::vector<ParamGroup> groups, const AdamOptions& o) : Adam(std::m
 
 void Adam::update(const Tensor& param, const Tensor& grad, const ParamGroup& group,
                   std::map<std::string, Tensor>& state) {
+  CPPGRAD_PROFILE_SCOPE("adam update");
   if (!state.count("step")) {
     state["step"] = zeros({}, kInt64);
     state["exp_avg"] = zeros_like(param);

@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "tensor/profile.h"
 #include "tensor/iterate.h"
 #include "tensor/kernels.h"
 #include "tensor/tensor.h"
@@ -113,6 +114,7 @@ inline uint64_t mix64(uint64_t z) {
 // float has) are at least p·2^24. One independent word per element keeps the loop simple enough
 // for the compiler to vectorise.
 Tensor kernels::dropout_mask(const Shape& shape, DType dtype, double p, Generator& gen) {
+  CPPGRAD_PROFILE_SCOPE("dropout_mask");
   CPPGRAD_CHECK(p >= 0.0 && p < 1.0, "dropout_mask: probability must be in [0, 1), got {}", p);
   Tensor mask = empty(shape, dtype);
   const uint64_t key = gen.next_u64();

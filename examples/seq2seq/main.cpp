@@ -28,6 +28,7 @@ struct Options {
   int threads = 0;  // 0: all cores
   std::string save, resume, plot, attention;
   int64_t eval_every = 100, eval_size = 256, show = 5;
+  bool profile = false;
 };
 
 static double held_out_loss(Seq2SeqModel& model, const Batch& data) {
@@ -128,6 +129,7 @@ int main(int argc, char** argv) {
   app.add_option("--eval-every", o.eval_every, "steps between held-out evaluations")->check(CLI::PositiveNumber);
   app.add_option("--plot", o.plot, "write the train and held-out loss curves as SVG");
   app.add_option("--attention", o.attention, "write every head's attention for one example as SVG heat maps");
+  app.add_flag("--profile", o.profile, "print the time per kernel kind of one training step (the 10th of this run)");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -180,7 +182,12 @@ int main(int argc, char** argv) {
     double recent_loss = 0;
     int64_t recent_count = 0;
     model->train();
+    const int64_t profiled_step = step + 10;  // after warm-up: caches and buffers are settled
     while (step < o.steps) {
+      if (o.profile && step + 1 == profiled_step) {
+        profile::set_enabled(true);
+        profile::reset();
+      }
       Batch b = make_batch(task, o.batch, o.seq_len, o.vocab, data_gen);
       Tensor logits = model->forward(b.src, b.tgt_in, b.src_pad, b.tgt_pad);  // (B, T, vocab)
       Tensor loss = F::cross_entropy(logits.reshape({-1, o.vocab}), b.tgt_out.reshape({-1}), {.ignore_index = PAD});
@@ -189,6 +196,11 @@ int main(int argc, char** argv) {
       opt.step();
       schedule.step();
       ++step;
+      if (o.profile && step == profiled_step) {
+        profile::set_enabled(false);
+        progress.finish();
+        fmt::print("\nprofile of step {} (batch {}, {} threads):\n{}\n", step, o.batch, get_num_threads(), profile::report());
+      }
 
       double l = loss.item();
       recent_loss += l;

@@ -1,10 +1,12 @@
 // Copies and conversions: the one place data moves from one layout (or dtype) to another.
+#include "tensor/profile.h"
 #include "tensor/iterate.h"
 #include "tensor/kernels.h"
 
 namespace cppgrad::kernels {
 
 void copy_(const Tensor& dst, const Tensor& src) {
+  CPPGRAD_PROFILE_SCOPE("copy");
   Tensor from = expand(src, dst.shape());  // throws if src does not broadcast to dst
   StridedLoop<2> loop(dst.shape(), {dst.strides(), from.strides()});
   dispatch(dst.dtype(), [&](auto dst_tag) {
@@ -42,6 +44,7 @@ Tensor to(const Tensor& t, DType dtype) {
 }
 
 void fill_(const Tensor& t, double value) {
+  CPPGRAD_PROFILE_SCOPE("fill");
   StridedLoop<1> loop(t.shape(), {t.strides()});
   dispatch(t.dtype(), [&](auto tag) {
     using T = decltype(tag);

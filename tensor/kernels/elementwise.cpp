@@ -2,6 +2,7 @@
 #include <cmath>
 #include <numbers>
 
+#include "tensor/profile.h"
 #include "tensor/iterate.h"
 #include "tensor/kernels.h"
 
@@ -121,6 +122,7 @@ Operands broadcast_operands(const Tensor& a, const Tensor& b, std::string_view o
 }  // namespace
 
 Tensor unary(Unary op, const Tensor& t) {
+  CPPGRAD_PROFILE_SCOPE(unary_name(op));
   if (op == Unary::Neg || op == Unary::Abs || op == Unary::Sign) {
     Tensor out = empty(t.shape(), t.dtype());
     dispatch_numeric(t.dtype(), unary_name(op), [&](auto tag) {
@@ -144,6 +146,7 @@ Tensor unary(Unary op, const Tensor& t) {
 }
 
 Tensor pow(const Tensor& t, double exponent) {
+  CPPGRAD_PROFILE_SCOPE("pow");
   Tensor out = empty(t.shape(), t.dtype());
   dispatch_floating(t.dtype(), "pow", [&](auto tag) {
     using T = decltype(tag);
@@ -176,6 +179,7 @@ void binary_loop(Binary op, const Tensor& out, const Tensor& a, const Tensor& b)
 }  // namespace
 
 Tensor binary(Binary op, const Tensor& a, const Tensor& b) {
+  CPPGRAD_PROFILE_SCOPE(binary_name(op));
   Operands ops = broadcast_operands(a, b, binary_name(op));  // named members: lambdas capture them
   Tensor x = ops.a, y = ops.b;
   DType dtype = ops.dtype;
@@ -190,6 +194,7 @@ Tensor binary(Binary op, const Tensor& a, const Tensor& b) {
 }
 
 void binary_(Binary op, const Tensor& a, const Tensor& b) {
+  CPPGRAD_PROFILE_SCOPE(binary_name(op));
   Shape shape = broadcast_shapes(a.shape(), b.shape(), binary_name(op));
   CPPGRAD_CHECK(shape == a.shape(), "{}_: the result shape {} differs from the in-place target's shape {}", binary_name(op),
         shape_str(shape), shape_str(a.shape()));
@@ -199,6 +204,7 @@ void binary_(Binary op, const Tensor& a, const Tensor& b) {
 }
 
 Tensor relu_backward(const Tensor& grad, const Tensor& output) {
+  CPPGRAD_PROFILE_SCOPE("relu_backward");
   CPPGRAD_CHECK(grad.shape() == output.shape() && grad.dtype() == output.dtype(),
                 "relu_backward: grad {} {} and output {} {} differ", shape_str(grad.shape()), dtype_name(grad.dtype()),
                 shape_str(output.shape()), dtype_name(output.dtype()));
@@ -211,6 +217,7 @@ Tensor relu_backward(const Tensor& grad, const Tensor& output) {
 }
 
 Tensor compare(Compare op, const Tensor& a, const Tensor& b) {
+  CPPGRAD_PROFILE_SCOPE("compare");
   Operands ops = broadcast_operands(a, b, compare_name(op));
   const Tensor &x = ops.a, &y = ops.b;
   const Shape& shape = ops.shape;
@@ -238,6 +245,7 @@ Tensor logical_not(const Tensor& t) {
 }
 
 Tensor where(const Tensor& condition, const Tensor& a, const Tensor& b) {
+  CPPGRAD_PROFILE_SCOPE("where");
   CPPGRAD_CHECK(condition.dtype() == kBool, "where: condition must be bool, got {}", dtype_name(condition.dtype()));
   Shape shape = broadcast_shapes(broadcast_shapes(condition.shape(), a.shape(), "where"), b.shape(), "where");
   DType dtype = promote(a.dtype(), b.dtype());
@@ -259,6 +267,7 @@ Tensor where(const Tensor& condition, const Tensor& a, const Tensor& b) {
 }
 
 void masked_fill_(const Tensor& t, const Tensor& mask, double value) {
+  CPPGRAD_PROFILE_SCOPE("masked_fill");
   CPPGRAD_CHECK(mask.dtype() == kBool, "masked_fill: mask must be bool, got {}", dtype_name(mask.dtype()));
   Shape shape = broadcast_shapes(t.shape(), mask.shape(), "masked_fill");
   CPPGRAD_CHECK(shape == t.shape(), "masked_fill: mask of shape {} does not broadcast to the tensor's shape {}",

@@ -1,6 +1,7 @@
 // Joining and indexing: cat, index_select / index_add, gather / scatter_add, slice_scatter.
 #include <cstring>
 
+#include "tensor/profile.h"
 #include "tensor/iterate.h"
 #include "tensor/kernels.h"
 
@@ -21,6 +22,7 @@ int64_t checked_index(int64_t i, int64_t dim, const Shape& shape, std::string_vi
 }  // namespace
 
 Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
+  CPPGRAD_PROFILE_SCOPE("cat");
   CPPGRAD_CHECK(!tensors.empty(), "cat: expected a non-empty list of tensors");
   const Tensor& first = tensors[0];
   CPPGRAD_CHECK(first.dim() > 0, "cat: 0-d tensors cannot be concatenated");
@@ -49,6 +51,7 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
 }
 
 Tensor index_select(const Tensor& t, int64_t dim, const Tensor& index) {
+  CPPGRAD_PROFILE_SCOPE("index_select");
   check_index_tensor(index, "index_select");
   CPPGRAD_CHECK(index.dim() <= 1, "index_select: index must be 0-d or 1-d, got shape {}", shape_str(index.shape()));
   CPPGRAD_CHECK(t.dim() > 0, "index_select: cannot index a 0-d tensor");
@@ -77,6 +80,7 @@ Tensor index_select(const Tensor& t, int64_t dim, const Tensor& index) {
 }
 
 Tensor index_add(const Tensor& base, int64_t dim, const Tensor& index, const Tensor& src) {
+  CPPGRAD_PROFILE_SCOPE("index_add");
   check_index_tensor(index, "index_add");
   dim = wrap_dim(dim, base.dim(), "index_add");
   Tensor idx = contiguous(index);
@@ -85,6 +89,21 @@ Tensor index_add(const Tensor& base, int64_t dim, const Tensor& index, const Ten
         shape_str(base.shape()), shape_str(index.shape()), shape_str(src.shape()), dim);
   Tensor out = clone(base);
   const int64_t* ip = idx.data<int64_t>();
+  if (dim == 0 && out.is_floating_point() && src.dtype() == out.dtype()) {
+    // Rows of a table (an embedding's gradient): one plain loop per row, no per-row tensors.
+    Tensor rows = contiguous(src);
+    const int64_t width = idx.numel() > 0 ? rows.numel() / idx.numel() : 0;
+    dispatch_floating(out.dtype(), "index_add", [&](auto tag) {
+      using T = decltype(tag);
+      T* o = out.data<T>();
+      const T* r = rows.data<T>();
+      for (int64_t i = 0; i < idx.numel(); ++i) {  // in index order: repeated rows add in a fixed order
+        T* target = o + checked_index(ip[i], dim, base.shape(), "index_add") * width;
+        for (int64_t j = 0; j < width; ++j) target[j] += r[i * width + j];
+      }
+    });
+    return out;
+  }
   // In index order, so repeated indices accumulate in a fixed order.
   for (int64_t i = 0; i < idx.numel(); ++i) {
     Tensor row = select(out, dim, checked_index(ip[i], dim, base.shape(), "index_add"));
@@ -120,6 +139,7 @@ void check_gather_shapes(const Tensor& t, int64_t dim, const Tensor& index, std:
 
 // out[i][j][k] = t[i][index[i][j][k]][k] for dim = 1
 Tensor gather(const Tensor& t, int64_t dim, const Tensor& index) {
+  CPPGRAD_PROFILE_SCOPE("gather");
   check_index_tensor(index, "gather");
   dim = wrap_dim(dim, t.dim(), "gather");
   check_gather_shapes(t, dim, index, "gather");
@@ -139,6 +159,7 @@ Tensor gather(const Tensor& t, int64_t dim, const Tensor& index) {
 
 // out = base; out[i][index[i][j][k]][k] += src[i][j][k] for dim = 1
 Tensor scatter_add(const Tensor& base, int64_t dim, const Tensor& index, const Tensor& src) {
+  CPPGRAD_PROFILE_SCOPE("scatter_add");
   check_index_tensor(index, "scatter_add");
   dim = wrap_dim(dim, base.dim(), "scatter_add");
   check_gather_shapes(base, dim, index, "scatter_add");
@@ -160,6 +181,7 @@ Tensor scatter_add(const Tensor& base, int64_t dim, const Tensor& index, const T
 }
 
 Tensor slice_scatter(const Tensor& src, const Shape& shape, int64_t dim, int64_t start, int64_t step) {
+  CPPGRAD_PROFILE_SCOPE("slice_scatter");
   Tensor out = zeros(shape, src.dtype());
   copy_(slice(out, dim, start, start + src.shape()[dim] * step, step), src);
   return out;

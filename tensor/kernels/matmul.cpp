@@ -9,6 +9,7 @@
 #include <climits>
 #include <optional>
 
+#include "tensor/profile.h"
 #include "tensor/iterate.h"
 #include "tensor/kernels.h"
 
@@ -49,6 +50,7 @@ Tensor broadcast_to(const Tensor& t, const Shape& shape) { return t.shape() == s
 template <class T>
 void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const T* a, int64_t lda, const T* b, int64_t ldb, T* c,
           int64_t ldc, T beta = T(0)) {
+  CPPGRAD_PROFILE_SCOPE("blas gemm");
   const auto trans_a = ta ? CblasTrans : CblasNoTrans;
   const auto trans_b = tb ? CblasTrans : CblasNoTrans;
   if constexpr (std::is_same_v<T, float>)
@@ -124,6 +126,7 @@ Tensor batched_matmul(Tensor a, Tensor b, const Shape& batch) {
 }  // namespace
 
 Tensor matmul(const Tensor& a, const Tensor& b) {
+  CPPGRAD_PROFILE_SCOPE("matmul");
   if (a.dim() < 1 || b.dim() < 1) fail(a, b, "both arguments need at least 1 dim");
   if (a.dtype() != b.dtype())
     fail(a, b, fmt::format("dtypes {} and {} differ", dtype_name(a.dtype()), dtype_name(b.dtype())));
@@ -146,6 +149,7 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
 // y = x·Wᵀ + b as one GEMM: y starts as copies of the bias row and the GEMM adds x·Wᵀ to it
 // (beta = 1), so the bias costs no extra pass over y. x (..., in), W (out, in), b (out).
 Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b) {
+  CPPGRAD_PROFILE_SCOPE("linear");
   CPPGRAD_CHECK(w.dim() == 2, "linear: weight must be 2-D (out, in), got {}", shape_str(w.shape()));
   CPPGRAD_CHECK(x.dim() >= 1 && x.shape().back() == w.shape()[1], "linear: input {} does not end in the weight's {} features ({})",
                 shape_str(x.shape()), w.shape()[1], shape_str(w.shape()));

@@ -11,6 +11,7 @@
 // here each row is read once or twice while it sits in cache.
 #include <cmath>
 
+#include "tensor/profile.h"
 #include "tensor/iterate.h"
 #include "tensor/kernels.h"
 
@@ -50,6 +51,7 @@ double row_sum(int64_t width, F f) {
 
 LayerNormResult layer_norm(const Tensor& input, int64_t normalized_numel, const Tensor& weight, const Tensor& bias,
                            double eps) {
+  CPPGRAD_PROFILE_SCOPE("layer_norm");
   CPPGRAD_CHECK(input.is_floating_point(), "layer_norm: expected a floating dtype, got {}", dtype_name(input.dtype()));
   const Rows r = rows_of(input, normalized_numel, "layer_norm");
   check_affine(weight, input, r.width, "weight");
@@ -84,6 +86,7 @@ LayerNormResult layer_norm(const Tensor& input, int64_t normalized_numel, const 
 
 LayerNormGrads layer_norm_backward(const Tensor& grad, const Tensor& input, const Tensor& mean, const Tensor& rstd,
                                    const Tensor& weight, bool need_input, bool need_weight, bool need_bias) {
+  CPPGRAD_PROFILE_SCOPE("layer_norm_backward");
   const Rows r = rows_of(input, mean.numel() > 0 ? input.numel() / mean.numel() : 1, "layer_norm_backward");
   CPPGRAD_CHECK(grad.shape() == input.shape() && grad.dtype() == input.dtype() && rstd.numel() == r.count,
                 "layer_norm_backward: grad {} does not match input {}", shape_str(grad.shape()), shape_str(input.shape()));

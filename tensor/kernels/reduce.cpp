@@ -6,6 +6,7 @@
 #include <cmath>
 #include <limits>
 
+#include "tensor/profile.h"
 #include "tensor/iterate.h"
 #include "tensor/kernels.h"
 
@@ -90,6 +91,7 @@ bool sum_leading_dims(const Tensor& t, const std::vector<int64_t>& dims, const T
 }  // namespace
 
 Tensor sum(const Tensor& t, const std::vector<int64_t>& dims, bool keepdim) {
+  CPPGRAD_PROFILE_SCOPE("sum");
   ReducePlan p = plan_reduction(t, dims, keepdim, "sum");
   if (!is_floating(t.dtype())) {  // integers and bools sum to int64, as in PyTorch
     Tensor out = empty(p.out_shape, kInt64);
@@ -113,6 +115,7 @@ Tensor sum(const Tensor& t, const std::vector<int64_t>& dims, bool keepdim) {
 }
 
 Tensor mean(const Tensor& t, const std::vector<int64_t>& dims, bool keepdim) {
+  CPPGRAD_PROFILE_SCOPE("mean");
   CPPGRAD_CHECK(t.is_floating_point(), "mean: expected a floating dtype, got {}", dtype_name(t.dtype()));
   ReducePlan p = plan_reduction(t, dims, keepdim, "mean");
   Tensor out = empty(p.out_shape, t.dtype());
@@ -157,6 +160,7 @@ Tensor sum_to(const Tensor& t, const Shape& shape) {
 }
 
 ValuesIndices extremum(Extremum which, const Tensor& t, int64_t dim, bool keepdim) {
+  CPPGRAD_PROFILE_SCOPE("max/min");
   const char* op = which == Extremum::Max ? "max" : "min";
   CPPGRAD_CHECK(t.numel() > 0, "{}: cannot reduce an empty tensor of shape {}", op, shape_str(t.shape()));
   if (t.dim() == 0) return {clone(t), zeros({}, kInt64)};

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <limits>
 
+#include "tensor/profile.h"
 #include "tensor/iterate.h"
 #include "tensor/kernels.h"
 
@@ -47,6 +48,7 @@ void softmax_rows(const T* in, T* out, int64_t rows, int64_t inner, int64_t size
 
 template <bool Log>
 Tensor softmax_impl(const Tensor& t, int64_t dim, const char* op) {
+  CPPGRAD_PROFILE_SCOPE(op);
   Tensor x = contiguous(t);
   Tensor out = empty(x.shape(), x.dtype());
   if (x.numel() == 0) return out;
@@ -76,6 +78,7 @@ Tensor log_softmax(const Tensor& t, int64_t dim) { return softmax_impl<true>(t, 
 // bool (true hides the key: -inf) or floating (added to the score); `causal` also hides key j
 // from query i when j > i, i being the index along x's second-to-last dim.
 Tensor masked_softmax(const Tensor& scores, const Tensor& mask, bool causal, double scale) {
+  CPPGRAD_PROFILE_SCOPE("masked_softmax");
   CPPGRAD_CHECK(scores.is_floating_point() && scores.dim() >= 1, "masked_softmax: expected floating scores, got {} {}",
                 dtype_name(scores.dtype()), shape_str(scores.shape()));
   CPPGRAD_CHECK(!causal || scores.dim() >= 2, "masked_softmax: a causal mask needs (..., T, S) scores, got {}",
@@ -136,6 +139,7 @@ Tensor masked_softmax(const Tensor& scores, const Tensor& mask, bool causal, dou
 
 // The gradient of softmax along `dim` from its output y: y ⊙ (g - Σ_dim g ⊙ y).
 Tensor softmax_backward(const Tensor& output, const Tensor& grad, int64_t dim) {
+  CPPGRAD_PROFILE_SCOPE("softmax_backward");
   CPPGRAD_CHECK(output.shape() == grad.shape() && output.dtype() == grad.dtype() && output.is_floating_point(),
                 "softmax_backward: output {} and grad {} differ", shape_str(output.shape()), shape_str(grad.shape()));
   Tensor y = contiguous(output), g = contiguous(grad);
