@@ -77,7 +77,7 @@ struct StridedLoop {
       }
     };
     int threads = omp_in_parallel() ? 1 : omp_get_max_threads();
-    if (!allow_parallel || threads <= 1 || total < kParallelGrain || runs < 2) {
+    if (!allow_parallel || threads <= 1 || total < parallel_grain() || runs < 2) {
       run_range(0, runs);
       return;
     }
@@ -91,7 +91,7 @@ struct StridedLoop {
 template <class F>
 void parallel_for(int64_t n, int64_t work_per_item, F&& f) {
   int threads = omp_in_parallel() ? 1 : omp_get_max_threads();
-  if (threads <= 1 || n < 2 || n * work_per_item < kParallelGrain) {
+  if (threads <= 1 || n < 2 || n * work_per_item < parallel_grain()) {
     for (int64_t i = 0; i < n; ++i) f(i);
     return;
   }

@@ -36,6 +36,13 @@ inline std::string mismatch_with(const Tensor& t, const Tensor& expected, double
 }
 
 // Whether `a` and `b` are views of one block of memory.
+// Lowers the parallel grain for one test, so small tensors take the threaded code paths.
+struct SmallParallelGrain {
+  int64_t saved = parallel_grain();
+  SmallParallelGrain() { set_parallel_grain(1024); }
+  ~SmallParallelGrain() { set_parallel_grain(saved); }
+};
+
 inline bool shares_storage(const Tensor& a, const Tensor& b) { return a.storage().get() == b.storage().get(); }
 
 // The message of the cppgrad::Error that `f` throws, or "" when it throws none.

@@ -205,7 +205,8 @@ TEST_CASE("binary: in-place arithmetic writes through views") {
 
 TEST_CASE("binary: every pair of operand layouts gives the elementwise result") {
   // Layouts of one logical [R, C] shape: dense, transposed, every other column, a column block,
-  // and two broadcasts. Large enough (36000 elements) that the loop is split across threads.
+  // and two broadcasts, with a grain small enough that the loop is split across threads.
+  SmallParallelGrain threaded;
   const int64_t R = 150, C = 240;
   Generator gen(99);
   std::vector<std::pair<const char*, Tensor>> layouts = {

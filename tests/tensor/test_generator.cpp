@@ -3,6 +3,7 @@
 #include <cstdint>
 
 #include "helpers.h"
+#include "tensor/kernels.h"
 
 using namespace cppgrad;
 using namespace cppgrad::testing;
@@ -89,12 +90,14 @@ TEST_CASE("generator: randn is the same on one thread and on two") {
 }
 
 TEST_CASE("generator: parallel kernels give the same bits on one thread and on two") {
-  // Large enough (60000 elements) that the loops split across threads.
+  // With a grain small enough that the loops split across threads.
   ThreadCountGuard guard;
+  SmallParallelGrain threaded;
   Generator gen(3);
   Tensor x = randn({300, 200}, kFloat32, gen);
   Tensor y = randn({200}, kFloat32, gen);
   Tensor rows = randint(0, 300, {400}, gen);
+  Generator fresh;
   auto compute = [&] {
     return std::vector<Tensor>{(x * y).exp(),
                                x.t().contiguous(),
@@ -113,7 +116,10 @@ TEST_CASE("generator: parallel kernels give the same bits on one thread and on t
                                x.masked_fill(x < y, 0),
                                x.t().gelu(),
                                x.index_select(0, rows),
-                               cat({x, x.t().t()}, 1)};
+                               cat({x, x.t().t()}, 1),
+                               layer_norm(x, 1, y, y, 1e-5),
+                               masked_softmax(x.reshape({2, 150, 200}), x.slice(0, 0, 150).gt(full({}, 1.0)), true, 0.5),
+                               kernels::dropout_mask({300, 200}, kFloat32, 0.25, fresh = Generator(11))};
   };
   set_num_threads(1);
   std::vector<Tensor> serial = compute();

@@ -194,6 +194,7 @@ TEST_CASE("matmul: a batch times one shared matrix") {
 }
 
 TEST_CASE("matmul: a larger batch split across threads") {
+  SmallParallelGrain threaded;
   Generator gen(81);
   Tensor a = randn({8, 32, 24}, kFloat64, gen), b = randn({8, 24, 16}, kFloat64, gen);
   CHECK(mismatch_with(a.matmul(b), naive_bmm(a, b), 1e-12) == "");
