@@ -17,6 +17,9 @@ Tensor layer_norm(const Tensor& x, int64_t normalized_dims, const Tensor& weight
 // A row with every key hidden gives zeros.
 Tensor masked_softmax(const Tensor& scores, const Tensor& mask, bool is_causal, double scale);
 
+// x ⊙ mask / (1 - p) with each mask element 0 with probability p: one pass (training mode only).
+Tensor dropout(const Tensor& x, double p, Generator& gen);
+
 // ---- inverses of views and indexing ----
 // zeros(shape) with `src` written at start, start+step, ... of `dim`: the gradient of slice.
 Tensor slice_scatter(const Tensor& src, const Shape& shape, int64_t dim, int64_t start, int64_t step);

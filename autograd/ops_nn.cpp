@@ -70,4 +70,11 @@ Tensor masked_softmax(const Tensor& scores, const Tensor& mask, bool is_causal, 
                 });
 }
 
+Tensor dropout(const Tensor& x, double p, Generator& gen) {
+  kernels::DropoutResult r = kernels::dropout(x, p, gen);
+  // y = x ⊙ m, m = 0 or 1/(1-p);  dx = dy ⊙ m
+  return record("dropout", r.output, {x}, {r.mask},
+                [](const Tensor& g, const Saved& s) -> Grads { return {g * s[0]}; });
+}
+
 }  // namespace cppgrad

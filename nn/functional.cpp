@@ -42,7 +42,7 @@ Tensor dropout(const Tensor& x, double p, bool training, Generator& gen) {
   CPPGRAD_CHECK(p >= 0.0 && p <= 1.0, "dropout: probability must be in [0, 1], got {}", p);
   if (!training || p == 0.0) return x;
   if (p == 1.0) return x * 0.0;
-  return x * kernels::dropout_mask(x.shape(), x.dtype(), p, gen);  // mask: 0 or 1/(1-p)
+  return cppgrad::dropout(x, p, gen);  // x ⊙ mask, mask 0 or 1/(1-p), in one pass
 }
 
 Tensor relu(const Tensor& x) { return x.relu(); }

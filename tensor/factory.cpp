@@ -133,6 +133,35 @@ Tensor kernels::dropout_mask(const Shape& shape, DType dtype, double p, Generato
   return mask;
 }
 
+// x ⊙ mask with the mask made on the fly: one pass over x instead of two.
+kernels::DropoutResult kernels::dropout(const Tensor& input, double p, Generator& gen) {
+  CPPGRAD_PROFILE_SCOPE("dropout");
+  CPPGRAD_CHECK(p >= 0.0 && p < 1.0, "dropout: probability must be in [0, 1), got {}", p);
+  CPPGRAD_CHECK(input.is_floating_point(), "dropout: expected a floating dtype, got {}", dtype_name(input.dtype()));
+  Tensor x = contiguous(input);
+  DropoutResult out{empty(x.shape(), x.dtype()), empty(x.shape(), x.dtype())};
+  const uint64_t key = gen.next_u64();
+  dispatch_floating(x.dtype(), "dropout", [&](auto tag) {
+    using T = decltype(tag);
+    const T* const in = x.data<T>();
+    T* const y = out.output.data<T>();
+    T* const m = out.mask.data<T>();
+    const T keep = static_cast<T>(1.0 / (1.0 - p));
+    const auto threshold = static_cast<uint64_t>(p * 16777216.0);  // p · 2^24, as dropout_mask
+    const int64_t n = x.numel(), chunk = 16384;
+    parallel_for((n + chunk - 1) / chunk, chunk * 2, [in, y, m, keep, threshold, key, n, chunk](int64_t c) {
+      const int64_t end = std::min(n, (c + 1) * chunk);
+      for (int64_t i = c * chunk; i < end; ++i) {
+        const T factor =
+            (mix64(key + static_cast<uint64_t>(i) * 0x9e3779b97f4a7c15ULL) >> 40) >= threshold ? keep : T(0);
+        m[i] = factor;
+        y[i] = in[i] * factor;
+      }
+    });
+  });
+  return out;
+}
+
 Tensor empty_like(const Tensor& t) { return empty(t.shape(), t.dtype()); }
 Tensor zeros_like(const Tensor& t) { return zeros(t.shape(), t.dtype()); }
 Tensor ones_like(const Tensor& t) { return ones(t.shape(), t.dtype()); }

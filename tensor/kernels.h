@@ -95,6 +95,11 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b);
 // Each element 0 with probability p, else 1/(1-p): dropout's mask, made in one pass. It takes
 // one draw from gen and hashes it with each element's index, so any thread count gives the same mask.
 Tensor dropout_mask(const Shape& shape, DType dtype, double p, Generator& gen);
+// x ⊙ mask and the mask (the same mask dropout_mask would make from the same generator state).
+struct DropoutResult {
+  Tensor output, mask;
+};
+DropoutResult dropout(const Tensor& x, double p, Generator& gen);
 
 // ---- joining and indexing (tensor/kernels/index.cpp) ----------------------------------------
 Tensor cat(const std::vector<Tensor>& tensors, int64_t dim);

@@ -8,6 +8,7 @@
 
 #include "cppgrad.h"
 #include "helpers.h"
+#include "tensor/kernels.h"
 
 using namespace cppgrad;
 using test::leaf;
@@ -95,4 +96,31 @@ TEST_CASE("gradcheck masked_softmax: scores and a float mask, bool and causal ma
 TEST_CASE("gradcheck softmax along an inner dim uses the same backward kernel") {
   CHECK(gradcheck([](const Inputs& in) { return in[0].softmax(1); }, {leaf({2, 3, 4}, 7060)}));
   CHECK(gradcheck([](const Inputs& in) { return in[0].softmax(0); }, {transposed(leaf({3, 4}, 7061))}));
+}
+
+TEST_CASE("dropout: one pass gives x times the mask dropout_mask makes from the same generator state") {
+  const Tensor x = leaf({4, 50}, 7070);
+  Generator a(5), b(5);
+  Tensor y = dropout(x, 0.3, a);
+  Tensor mask = kernels::dropout_mask(x.shape(), x.dtype(), 0.3, b);
+  CHECK(test::allclose(y, x * mask, 0.0, 0.0));
+  int64_t dropped = 0;
+  for (double m : test::values(mask)) {
+    CHECK((m == 0.0 || std::abs(m - 1.0 / 0.7) < 1e-12));
+    dropped += m == 0.0;
+  }
+  CHECK(dropped > 30);  // about 60 of 200
+  CHECK(dropped < 90);
+  CHECK_THROWS_AS(dropout(x, 1.0, a), Error);
+}
+
+TEST_CASE("gradcheck dropout: the gradient is the same mask, and so is its second derivative") {
+  // A fresh generator per call: every evaluation draws the same mask.
+  auto f = [](const Inputs& in) {
+    Generator gen(9);
+    return dropout(in[0], 0.4, gen);
+  };
+  CHECK(gradcheck(f, {leaf({3, 7}, 7080)}));
+  CHECK(gradcheck(f, {transposed(leaf({7, 3}, 7081))}));
+  CHECK(gradgradcheck(f, {leaf({3, 7}, 7082)}));
 }
