@@ -20,7 +20,8 @@ Progress::Progress(int64_t total, int64_t first)
 
 double Progress::elapsed_seconds() const { return std::chrono::duration<double>(Clock::now() - start_).count(); }
 
-void Progress::update(int64_t step, double loss, double lr, int64_t tokens, bool force_line) {
+void Progress::update(int64_t step, double loss, double lr, int64_t tokens, bool force_line,
+                      std::optional<double> held_out_loss) {
   auto now = Clock::now();
   double window = std::chrono::duration<double>(now - last_).count();
   last_ = now;
@@ -30,6 +31,10 @@ void Progress::update(int64_t step, double loss, double lr, int64_t tokens, bool
   std::string line = fmt::format("step {:>5}/{}  loss {:.4f}  lr {:.2e}  {:>7.0f} tok/s  elapsed {}  eta {}", step,
                                  total_, loss, lr, window > 0 ? static_cast<double>(tokens) / window : 0.0,
                                  format_duration(elapsed), format_duration(eta));
+  if (held_out_loss) {
+    line += fmt::format("  held-out {:.4f}", *held_out_loss);
+    force_line = true;
+  }
   if (interactive_ && !force_line) {
     fmt::print("\r{:<100}", line);
     std::fflush(stdout);

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <chrono>
+#include <optional>
 #include <string>
 
 namespace examples {
@@ -9,8 +10,10 @@ namespace examples {
 class Progress {
  public:
   explicit Progress(int64_t total_steps, int64_t first_step = 0);
-  // Shows step/total, loss, lr, tokens/s (over the last report), elapsed and ETA.
-  void update(int64_t step, double loss, double lr, int64_t tokens_since_last, bool force_line = false);
+  // Shows step/total, loss, lr, tokens/s (over the last report), elapsed and ETA; with a
+  // held-out loss, also that, on a line of its own.
+  void update(int64_t step, double loss, double lr, int64_t tokens_since_last, bool force_line = false,
+              std::optional<double> held_out_loss = std::nullopt);
   void finish();  // ends the in-place line
   double elapsed_seconds() const;
 

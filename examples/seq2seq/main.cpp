@@ -207,10 +207,14 @@ int main(int argc, char** argv) {
       ++recent_count;
       train_curve.emplace_back(static_cast<double>(step), l);
       const bool eval_now = step % o.eval_every == 0 || step == o.steps;
-      if (eval_now) eval_curve.emplace_back(static_cast<double>(step), held_out_loss(*model, held_out));
+      std::optional<double> eval_loss;
+      if (eval_now) {
+        eval_loss = held_out_loss(*model, held_out);
+        eval_curve.emplace_back(static_cast<double>(step), *eval_loss);
+      }
       if (eval_now || step % 10 == 0) {
         progress.update(step, recent_loss / static_cast<double>(recent_count), opt.lr(),
-                        recent_count * b.tgt_out.numel(), eval_now);
+                        recent_count * b.tgt_out.numel(), eval_now, eval_loss);
         recent_loss = 0;
         recent_count = 0;
       }
