@@ -1,6 +1,6 @@
 // seq2seq: train an encoder-decoder Transformer to copy, reverse or sort sequences.
 //
-//   seq2seq                          # copy task, default model, about half a minute
+//   seq2seq                          # copy task, default model: 100% in 900 steps, under a minute
 //   seq2seq --task reverse --steps 2000 --plot loss.svg --attention attn.svg
 //   seq2seq --save run.safetensors   # ...later: seq2seq --resume run.safetensors --steps 3000
 #include <CLI/CLI.hpp>
@@ -20,7 +20,7 @@ namespace F = cppgrad::nn::functional;
 
 struct Options {
   std::string task = "copy";
-  int64_t steps = 600, batch = 32, seq_len = 16, vocab = 16;
+  int64_t steps = 900, batch = 32, seq_len = 16, vocab = 16;
   ModelConfig model;
   double lr = 1.0;  // the factor of the paper's schedule
   int64_t warmup = 200;
