@@ -17,7 +17,7 @@ struct AdamConstants {
 
 // One element at a time, the same arithmetic as the formulas above; the branches are hoisted out
 // of the loop and the pointers do not alias, so the compiler vectorises it.
-template <class T, bool Decoupled>
+template <class T, bool Decoupled, bool Amsgrad>
 void adam_range(const AdamConstants<T>& c, int64_t begin, int64_t end, T* __restrict p, const T* __restrict dp,
                 T* __restrict m, T* __restrict v, T* __restrict v_max) {
   for (int64_t i = begin; i < end; ++i) {
@@ -29,7 +29,7 @@ void adam_range(const AdamConstants<T>& c, int64_t begin, int64_t end, T* __rest
     m[i] = c.b1 * m[i] + c.one_minus_b1 * g;
     v[i] = c.b2 * v[i] + c.one_minus_b2 * g * g;
     T second = v[i];
-    if (v_max) second = v_max[i] = std::max(v_max[i], v[i]);
+    if constexpr (Amsgrad) second = v_max[i] = std::max(v_max[i], v[i]);
     T denom = std::sqrt(second) / c.sqrt_bias2 + c.eps;
     p[i] -= c.step_size * m[i] / denom;
   }
@@ -82,9 +82,11 @@ void Adam::update(const Tensor& param, const Tensor& grad, const ParamGroup& gro
     parallel_for(chunks, chunk, [&](int64_t i) {
       const int64_t begin = i * chunk, end = std::min(n, begin + chunk);
       if (decoupled_)
-        adam_range<T, true>(c, begin, end, p, g, m, v, v_max);
+        v_max ? adam_range<T, true, true>(c, begin, end, p, g, m, v, v_max)
+              : adam_range<T, true, false>(c, begin, end, p, g, m, v, v_max);
       else
-        adam_range<T, false>(c, begin, end, p, g, m, v, v_max);
+        v_max ? adam_range<T, false, true>(c, begin, end, p, g, m, v, v_max)
+              : adam_range<T, false, false>(c, begin, end, p, g, m, v, v_max);
     });
   });
 }

@@ -50,7 +50,8 @@ Tensor broadcast_to(const Tensor& t, const Shape& shape) { return t.shape() == s
 template <class T>
 void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const T* a, int64_t lda, const T* b, int64_t ldb, T* c,
           int64_t ldc, T beta = T(0)) {
-  CPPGRAD_PROFILE_SCOPE("blas gemm");
+  // Small products (attention's per-head matrices) are reported apart: call overhead dominates them.
+  CPPGRAD_PROFILE_SCOPE(m * n * k < 65536 ? "blas gemm, small" : "blas gemm");
   const auto trans_a = ta ? CblasTrans : CblasNoTrans;
   const auto trans_b = tb ? CblasTrans : CblasNoTrans;
   if constexpr (std::is_same_v<T, float>)
