@@ -6,8 +6,8 @@
 //
 // Each kernel entry point opens a Scope named after its kind ("blas gemm", "layer_norm",
 // "binary mul", ...). Times are exclusive: a kernel that calls another (linear calls the GEMM)
-// is charged only for its own part. Time outside every scope (the graph, allocation, Python-free
-// but not free bookkeeping) is reported as "outside kernels". Disabled, a Scope costs one
+// is charged only for its own part. Time outside every scope (the graph, allocation and other
+// bookkeeping) is reported as "outside kernels". Disabled, a Scope costs one
 // predictable branch.
 #pragma once
 
