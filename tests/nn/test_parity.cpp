@@ -9,54 +9,13 @@
 #include <string>
 
 #include "cppgrad.h"
-#include "nn_helpers.h"
+#include "parity_helpers.h"
 
 using namespace cppgrad;
 using namespace cppgrad::nn;
-using nntest::max_rel_diff;
+using namespace cppgrad::paritytest;
 
 namespace {
-
-constexpr double kRelTol = 1e-10;
-const std::string kData = CPPGRAD_TEST_DATA;
-
-// The `param.*` entries of a reference file, with the prefix stripped: a state_dict.
-NamedTensors params_of(const SafetensorsContents& file) {
-  const std::string prefix = "param.";
-  NamedTensors state;
-  for (const auto& [name, t] : file.tensors)
-    if (name.rfind(prefix, 0) == 0) state.emplace_back(name.substr(prefix.size()), t);
-  return state;
-}
-
-// A fresh leaf with the stored input's values.
-Tensor input(const SafetensorsContents& file, const std::string& name) {
-  return file.at("in." + name).clone().requires_grad_();
-}
-
-// Compares one tensor with the stored reference; returns the relative error.
-double expect_close(const Tensor& got, const SafetensorsContents& file, const std::string& name) {
-  INFO(name);
-  REQUIRE(got.defined());
-  const Tensor& want = file.at(name);
-  REQUIRE(got.shape() == want.shape());
-  CHECK(got.dtype() == kFloat64);
-  double rel = max_rel_diff(got, want);
-  CHECK(rel < kRelTol);
-  return rel;
-}
-
-// Every `grad.param.<name>` against the gradient of the module's parameter <name>.
-double expect_param_grads(const Module& module, const SafetensorsContents& file) {
-  double worst = 0.0;
-  size_t compared = 0;
-  for (const auto& [name, p] : module.named_parameters()) {
-    worst = std::max(worst, expect_close(p.grad(), file, "grad.param." + name));
-    ++compared;
-  }
-  CHECK(compared == params_of(file).size());
-  return worst;
-}
 
 // Runs a reference MultiheadAttention case: (key_padding_mask, weights) present or not.
 double run_mha_case(const std::string& path, bool with_padding) {
