@@ -105,6 +105,7 @@ class CopyTaskRow {
     last_loss = loss.item();
   }
 
+  int64_t parameter_count() const { return model_->parameter_count(); }
   double last_loss = NAN;
 
  private:
@@ -170,6 +171,7 @@ class LanguageModelRow {
     last_loss = loss.item();
   }
 
+  int64_t parameter_count() const { return model_->parameter_count(); }
   double last_loss = NAN;
 
  private:
@@ -181,6 +183,13 @@ class LanguageModelRow {
 };
 
 // ---- running a row ----------------------------------------------------------------------------
+
+// A comment line under a training row: the same model on both sides has the same parameter
+// count, and the two losses are of the same size.
+void describe_training(const bench::RowSpec& row, int64_t parameters, const bench::Timing& t, double loss) {
+  std::printf("# %s: %lld parameters; loss %.3f after %d steps\n", row.id.c_str(), static_cast<long long>(parameters),
+              loss, t.reps + bench::budget_for(row, {}).warm_up);
+}
 
 bench::Result run_row(const bench::RowSpec& row, int threads, const bench::Options& options) {
   set_num_threads(threads);
@@ -212,12 +221,14 @@ bench::Result run_row(const bench::RowSpec& row, int threads, const bench::Optio
       CopyTaskRow work{bench::CopyTaskConfig{}};
       r.time = bench::measure([&] { work.step(); }, budget);
       loss = work.last_loss;
+      describe_training(row, work.parameter_count(), r.time, loss);
       break;
     }
     case bench::Kind::LanguageModel: {
       LanguageModelRow work{bench::LanguageModelConfig{}};
       r.time = bench::measure([&] { work.step(); }, budget);
       loss = work.last_loss;
+      describe_training(row, work.parameter_count(), r.time, loss);
       break;
     }
   }

@@ -46,6 +46,12 @@ const char* blas_config() {
   return f ? f() : "BLAS: not OpenBLAS";
 }
 
+int64_t count_parameters(const torch::nn::Module& model) {
+  int64_t n = 0;
+  for (const Tensor& p : model.parameters()) n += p.numel();
+  return n;
+}
+
 void set_grads_to_none(const std::vector<Tensor>& tensors) {
   for (const Tensor& t : tensors) t.mutable_grad().reset();
 }
@@ -210,6 +216,7 @@ class CopyTaskRow {
     last_loss = loss.item<double>();
   }
 
+  int64_t parameter_count() const { return count_parameters(*model_); }
   double last_loss = NAN;
 
  private:
@@ -278,6 +285,7 @@ class LanguageModelRow {
     last_loss = loss.item<double>();
   }
 
+  int64_t parameter_count() const { return count_parameters(*model_); }
   double last_loss = NAN;
 
  private:
@@ -290,6 +298,13 @@ class LanguageModelRow {
 };
 
 // ---- running a row -----------------------------------------------------------------------------
+
+// A comment line under a training row: the same model on both sides has the same parameter
+// count, and the two losses are of the same size.
+void describe_training(const bench::RowSpec& row, int64_t parameters, const bench::Timing& t, double loss) {
+  std::printf("# %s: %lld parameters; loss %.3f after %d steps\n", row.id.c_str(), static_cast<long long>(parameters),
+              loss, t.reps + bench::budget_for(row, {}).warm_up);
+}
 
 bench::Result run_row(const bench::RowSpec& row, int threads, const bench::Options& options) {
   set_threads(threads);
@@ -318,12 +333,14 @@ bench::Result run_row(const bench::RowSpec& row, int threads, const bench::Optio
       CopyTaskRow work{bench::CopyTaskConfig{}};
       r.time = bench::measure([&] { work.step(); }, budget);
       loss = work.last_loss;
+      describe_training(row, work.parameter_count(), r.time, loss);
       break;
     }
     case bench::Kind::LanguageModel: {
       LanguageModelRow work{bench::LanguageModelConfig{}};
       r.time = bench::measure([&] { work.step(); }, budget);
       loss = work.last_loss;
+      describe_training(row, work.parameter_count(), r.time, loss);
       break;
     }
   }
