@@ -26,7 +26,7 @@
 namespace cppgrad {
 
 namespace autograd {
-struct AutogradMeta;  // requires_grad, grad, grad_fn, hooks: defined in autograd/meta.h
+struct AutogradMeta;  // requires_grad, grad, grad_fn, hooks: defined in autograd/node.h
 struct Node;
 }  // namespace autograd
 
