@@ -13,7 +13,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <string>
-#include <string_view>
 #include <vector>
 
 #include "harness.h"
@@ -182,40 +181,40 @@ struct Options {
   std::string only;               // run this row id only (empty: every row)
   std::vector<int> threads{1, 2};
   bool quick = false;             // a few repetitions per row, for a smoke test
+  double budget = 1.0;            // multiplies every row's time budget
   bool list = false;              // print the row ids and exit
   bool tsv = false;               // tab-separated output for scripts/bench
   bool profile = false;           // cppgrad only: the per-kernel profile of one copy-task step
 };
 
-// Returns false (after printing why) when the program should exit with `exit_code`.
+// Returns false (after printing why, or the usage) when the program should exit with `exit_code`.
 inline bool parse_options(int argc, char** argv, bool has_profile, Options& o, int& exit_code) {
   auto usage = [&](FILE* out) {
     std::fprintf(out,
-                 "usage: %s [--only ROW] [--threads N] [--quick] [--tsv] [--list]%s\n"
-                 "  runs the benchmark rows (all, or ROW) at 1 and 2 threads (or N); see bench/README.md\n",
+                 "usage: %s [--only ROW] [--threads N] [--quick] [--budget X] [--tsv] [--list]%s\n"
+                 "  runs the benchmark rows (all, or ROW) at 1 and 2 threads (or N), each for about its\n"
+                 "  time budget times X; see bench/README.md\n",
                  argv[0], has_profile ? " [--profile]" : "");
   };
+  auto fail = [&](const std::string& why) {
+    std::fprintf(stderr, "%s\n", why.c_str());
+    usage(stderr);
+    exit_code = 2;
+    return false;
+  };
   for (int i = 1; i < argc; ++i) {
-    std::string_view arg = argv[i];
-    auto value = [&]() -> const char* { return i + 1 < argc ? argv[++i] : nullptr; };
-    if (arg == "--only" || arg == "--threads") {
-      const char* v = value();
-      if (!v) {
-        std::fprintf(stderr, "%s needs a value\n", argv[i]);
-        exit_code = 2;
-        return false;
-      }
-      if (arg == "--only") {
-        o.only = v;
-      } else {
-        const int n = std::atoi(v);
-        if (n < 1) {
-          std::fprintf(stderr, "--threads: expected a positive count, got '%s'\n", v);
-          exit_code = 2;
-          return false;
-        }
-        o.threads = {n};
-      }
+    const std::string arg = argv[i];
+    const bool takes_value = arg == "--only" || arg == "--threads" || arg == "--budget";
+    if (takes_value && i + 1 == argc) return fail(arg + " needs a value");
+    if (arg == "--only") {
+      o.only = argv[++i];
+    } else if (arg == "--threads") {
+      const int n = std::atoi(argv[++i]);
+      if (n < 1) return fail("--threads: expected a positive count");
+      o.threads = {n};
+    } else if (arg == "--budget") {
+      o.budget = std::atof(argv[++i]);
+      if (!(o.budget > 0)) return fail("--budget: expected a positive factor");
     } else if (arg == "--quick") {
       o.quick = true;
     } else if (arg == "--list") {
@@ -224,12 +223,12 @@ inline bool parse_options(int argc, char** argv, bool has_profile, Options& o, i
       o.tsv = true;
     } else if (arg == "--profile" && has_profile) {
       o.profile = true;
-    } else {
-      const bool help = arg == "--help" || arg == "-h";
-      if (!help) std::fprintf(stderr, "unknown option '%s'\n", argv[i]);
-      usage(help ? stdout : stderr);
-      exit_code = help ? 0 : 2;
+    } else if (arg == "--help" || arg == "-h") {
+      usage(stdout);
+      exit_code = 0;
       return false;
+    } else {
+      return fail("unknown option '" + arg + "'");
     }
   }
   return true;
@@ -237,7 +236,7 @@ inline bool parse_options(int argc, char** argv, bool has_profile, Options& o, i
 
 inline Budget budget_for(const RowSpec& row, const Options& o) {
   Budget b;
-  b.budget_s = o.quick ? 0.05 : row.budget_s;
+  b.budget_s = (o.quick ? 0.05 : row.budget_s) * o.budget;
   b.min_reps = o.quick ? 3 : 7;
   b.warm_up = row.kind == Kind::Matmul ? 3 : 5;
   return b;
