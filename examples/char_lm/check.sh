@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# CTest checks of the char_lm example:
+#   check.sh smoke   CHAR_LM DIR   a few steps of a tiny model: the loss falls, a sample is printed,
+#                                  --save and --plot write valid files, the checkpoint resumes and
+#                                  samples on its own, and bad values give exit code 2
+#   check.sh resume  CHAR_LM DIR   20 steps, save, resume to 40 == 40 steps straight, byte for byte
+set -euo pipefail
+mode="$1" char_lm="$2" dir="$3"
+rm -rf "$dir" && mkdir -p "$dir" && cd "$dir"
+# The default text ships with Debian's base-files; elsewhere any text will do.
+data=/usr/share/common-licenses/GPL-3
+[ -r "$data" ] || data="$(dirname "$0")/../../README.md"
+base=(--data "$data" --threads 1 --heads 2 --layers 1 --ff 64 --batch 8 --warmup 10 --seed 7)
+tiny=("${base[@]}" --d-model 32 --seq-len 16)
+
+fail() { echo "FAIL: $*" >&2; exit 1; }
+
+# An SVG a browser opens: it starts as XML or <svg, ends with </svg>, and parses when xmllint exists.
+check_svg() {
+  [ -s "$1" ] || fail "$1 is missing or empty"
+  head -c 200 "$1" | grep -q '<svg\|<?xml' || fail "$1 does not start as an SVG"
+  tail -c 20 "$1" | grep -q '</svg>' || fail "$1 does not end with </svg>"
+  if command -v xmllint > /dev/null; then xmllint --noout "$1" || fail "$1 is not well-formed XML"; fi
+}
+
+# The loss of the first and the last progress line.
+losses() { grep -o 'loss [0-9][0-9.]*' "$1" | awk 'NR == 1 { first = $2 } { last = $2 } END { print first, last }'; }
+
+# Runs char_lm with bad arguments: it must print one line on stderr and exit with 2.
+expect_usage_error() {
+  set +e
+  "$char_lm" "$@" > bad.out 2> bad.err; local code=$?
+  set -e
+  [ "$code" -eq 2 ] || fail "char_lm $* gave exit code $code, not 2"
+  [ "$(grep -c . bad.err)" -eq 1 ] || fail "char_lm $* did not give a one-line error: $(cat bad.err)"
+}
+
+case "$mode" in
+  smoke)
+    "$char_lm" "${tiny[@]}" --steps 200 --eval-every 100 --save run.safetensors --plot loss.svg --sample-len 60 \
+      --prompt "The " > run.log
+    read -r first last < <(losses run.log)
+    echo "loss $first -> $last"
+    awk -v a="$first" -v b="$last" 'BEGIN { exit !(b < 0.8 * a) }' || fail "the loss did not fall: $first -> $last"
+    grep -q '^held-out loss [0-9.]* nats/char' run.log || fail "no held-out loss line"
+    grep -A1 '^sample' run.log | tail -n 1 | grep -q '^The ' || fail "no sample continuing the prompt"
+    [ -s run.safetensors ] || fail "no checkpoint"
+    check_svg loss.svg
+    "$char_lm" "${tiny[@]}" --steps 210 --eval-every 100 --resume run.safetensors > resumed.log
+    grep -q 'resumed from run.safetensors at step 200' resumed.log || fail "the checkpoint did not resume"
+    grep -q 'step *210/210' resumed.log || fail "the resumed run did not train on to step 210"
+    "$char_lm" "${tiny[@]}" --steps 0 --resume run.safetensors --sample-len 30 > sample.log
+    grep -q '^sample' sample.log || fail "--steps 0 --resume did not sample"
+    grep -q '^step' sample.log && fail "--steps 0 --resume trained"
+    expect_usage_error --heads 3 --steps 1                      # does not divide d_model 128
+    expect_usage_error --temperature -1
+    expect_usage_error --data does-not-exist.txt
+    expect_usage_error "${tiny[@]}" --prompt $'\x01'             # not a character of the text
+    expect_usage_error "${base[@]}" --d-model 32 --seq-len 4000  # longer than the held-out part
+    expect_usage_error "${base[@]}" --d-model 64 --seq-len 16 --steps 90 --resume run.safetensors  # other shapes
+    ;;
+  resume)
+    "$char_lm" "${tiny[@]}" --steps 40 --eval-every 10 --sample-len 0 --save straight.safetensors > straight.log
+    "$char_lm" "${tiny[@]}" --steps 20 --eval-every 10 --sample-len 0 --save half.safetensors > half.log
+    "$char_lm" "${tiny[@]}" --steps 40 --eval-every 10 --sample-len 0 --resume half.safetensors \
+      --save resumed.safetensors > resumed.log
+    # the checkpoints hold the weights, the optimizer's moments, the schedule, the RNG states and
+    # every step's training loss: identical files mean the resumed run continued exactly
+    cmp straight.safetensors resumed.safetensors || fail "resumed run differs from the straight one"
+    diff <(grep -o 'step *[0-9]*/40  loss [0-9.]*' straight.log | tail -n 2) \
+         <(grep -o 'step *[0-9]*/40  loss [0-9.]*' resumed.log) || fail "the printed losses differ"
+    ;;
+  *) fail "unknown mode $mode" ;;
+esac
+echo "ok: $mode"
