@@ -32,7 +32,7 @@ expect_usage_error() {
   "$char_lm" "$@" > bad.out 2> bad.err; local code=$?
   set -e
   [ "$code" -eq 2 ] || fail "char_lm $* gave exit code $code, not 2"
-  [ "$(grep -c . bad.err)" -eq 1 ] || fail "char_lm $* did not give a one-line error: $(cat bad.err)"
+  [ "$(wc -l < bad.err)" -eq 1 ] || fail "char_lm $* did not give a one-line error: $(cat bad.err)"
 }
 
 case "$mode" in

@@ -7,6 +7,7 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <array>
+#include <cctype>
 #include <cmath>
 #include <fmt/core.h>
 #include <fstream>
@@ -151,8 +152,8 @@ static int64_t pick(std::vector<double> scores, double temperature, int64_t top_
   return n - 1;  // only when rounding leaves u a hair above zero
 }
 
-// Extends `context` by `length` characters, each conditioned on the last seq_len before it
-// (the longest the model has seen positions for).
+// Extends `context` by --sample-len characters, each drawn given the last --seq-len before it
+// (the longest context the model was trained on).
 static std::string sample(CharLM& model, const Vocab& vocab, std::vector<int64_t> context, const Options& o,
                           Generator& gen) {
   NoGradGuard no_grad;
@@ -231,7 +232,8 @@ int main(int argc, char** argv) {
                   "--seq-len {}", o.data, n, o.seq_len);
     std::vector<int64_t> prompt;
     for (unsigned char c : o.prompt) {
-      CPPGRAD_CHECK(vocab.id[c] >= 0, "--prompt: the character '{}' does not occur in the text", static_cast<char>(c));
+      CPPGRAD_CHECK(vocab.id[c] >= 0, "--prompt: the character {} does not occur in the text",
+                    std::isprint(c) ? fmt::format("'{}'", static_cast<char>(c)) : fmt::format("byte {}", int{c}));
       prompt.push_back(vocab.id[c]);
     }
 
@@ -265,7 +267,7 @@ int main(int argc, char** argv) {
       for (const auto& [name, value] : sizes) {
         auto saved = ckpt.metadata.find(name);
         CPPGRAD_CHECK(saved != ckpt.metadata.end() && saved->second == std::to_string(value),
-                      "--resume: the checkpoint's model has --{} {}, not {}", name == "d_model" ? "d-model" : name,
+                      "--resume: the checkpoint's model has {} {}, not {}", name,
                       saved != ckpt.metadata.end() ? saved->second : "?", value);
       }
       model->load_state_dict(examples::under_prefix("model.", ckpt.tensors));
@@ -375,7 +377,7 @@ int main(int argc, char** argv) {
     }
     return 0;
   } catch (const Error& e) {
-    fmt::print(stderr, "\nchar_lm: {}\n", e.what());
+    fmt::print(stderr, "char_lm: {}\n", e.what());
     return 2;
   }
 }
