@@ -27,7 +27,9 @@ struct Options {
   std::string data = "/usr/share/common-licenses/GPL-3";
   int64_t steps = 500, batch = 16, seq_len = 64;
   int64_t d_model = 128, heads = 4, layers = 2, ff = 512;
-  double dropout = 0.0;  // a one-minute run does not overfit; longer runs gain from 0.1
+  // Without dropout the held-out loss is a little lower at 500 steps (2.01 against 2.05), but past
+  // 750 the model memorises the 31k training characters (2.26 against 1.93 at 1500 steps).
+  double dropout = 0.1;
   double lr = 5e-3, weight_decay = 0.1, clip = 1.0;
   int64_t warmup = 50;
   uint64_t seed = 0;
