@@ -5,6 +5,8 @@
 #include <cstdlib>
 #include <mutex>
 
+#include <omp.h>
+
 #include <fmt/format.h>
 
 namespace cppgrad::profile {
@@ -64,6 +66,10 @@ std::vector<Entry> entries() {
 }
 
 void Scope::open() {
+  // Only the thread running the step is timed (in a parallel region, thread 0 is that thread):
+  // a worker's scope overlaps the caller's time, and counting it too would make the shares
+  // add up to more than the wall time.
+  if (omp_in_parallel() && omp_get_thread_num() != 0) return;
   open_ = true;
   parent_ = t_current;
   t_current = this;

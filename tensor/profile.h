@@ -7,8 +7,8 @@
 // Each kernel entry point opens a Scope named after its kind ("blas gemm", "layer_norm",
 // "binary mul", ...). Times are exclusive: a kernel that calls another (linear calls the GEMM)
 // is charged only for its own part. Time outside every scope (the graph, allocation and other
-// bookkeeping) is reported as "outside kernels". Disabled, a Scope costs one
-// predictable branch.
+// bookkeeping) is reported as "outside kernels". Only the calling thread is timed (OpenMP's
+// worker threads are not), so the times add up to the wall time at any thread count. Disabled, a Scope costs one predictable branch.
 #pragma once
 
 #include <chrono>
