@@ -9,6 +9,7 @@
 #include <cmath>
 #include <limits>
 
+#include "tensor/kernels/exp_rows.h"
 #include "tensor/profile.h"
 #include "tensor/iterate.h"
 #include "tensor/kernels.h"
@@ -31,10 +32,14 @@ void softmax_rows(const T* in, T* out, int64_t rows, int64_t inner, int64_t size
       return;
     }
     double total = 0;
-    for (int64_t j = 0; j < size; ++j) {
-      T e = std::exp(x[j * inner] - m);
-      if (!Log) y[j * inner] = e;
-      total += e;
+    if (inner == 1) {  // a contiguous row: the vectorised exp, into y (log_softmax overwrites it below)
+      total = exp_shifted_row(x, y, size, m);
+    } else {
+      for (int64_t j = 0; j < size; ++j) {
+        T e = std::exp(x[j * inner] - m);
+        if (!Log) y[j * inner] = e;
+        total += e;
+      }
     }
     if (Log) {
       const T log_total = static_cast<T>(std::log(total));
@@ -114,22 +119,27 @@ Tensor masked_softmax(const Tensor& scores, const Tensor& mask, bool causal, dou
       const int64_t mask_step = m.defined() ? m.strides().back() : 0;
       const int64_t visible = causal ? std::min(S, row % T_len + 1) : S;  // keys 0..i when causal
       T top = minus_inf;
-      for (int64_t j = 0; j < S; ++j) {
-        T z = j < visible ? k * xr[j] : minus_inf;
-        if (hidden && hidden[mask_offset + j * mask_step]) z = minus_inf;
-        if (added) z += added[mask_offset + j * mask_step];
-        yr[j] = z;
-        top = std::max(top, z);
+      if (!hidden && !added) {  // no mask tensor: a loop the compiler vectorises
+#pragma omp simd reduction(max : top)
+        for (int64_t j = 0; j < visible; ++j) {
+          yr[j] = k * xr[j];
+          top = std::max(top, yr[j]);
+        }
+        for (int64_t j = visible; j < S; ++j) yr[j] = minus_inf;
+      } else {
+        for (int64_t j = 0; j < S; ++j) {
+          T z = j < visible ? k * xr[j] : minus_inf;
+          if (hidden && hidden[mask_offset + j * mask_step]) z = minus_inf;
+          if (added) z += added[mask_offset + j * mask_step];
+          yr[j] = z;
+          top = std::max(top, z);
+        }
       }
       if (top == minus_inf) {  // every key hidden: zeros, not NaN
         for (int64_t j = 0; j < S; ++j) yr[j] = T(0);
         return;
       }
-      double total = 0;
-      for (int64_t j = 0; j < S; ++j) {
-        yr[j] = std::exp(yr[j] - top);
-        total += yr[j];
-      }
+      const double total = exp_shifted_row(yr, yr, S, top);
       const T inv = static_cast<T>(1.0 / total);
       for (int64_t j = 0; j < S; ++j) yr[j] *= inv;
     });

@@ -3,6 +3,7 @@
 #include <limits>
 
 #include "helpers.h"
+#include "tensor/kernels/exp_rows.h"
 
 using namespace cppgrad;
 using namespace cppgrad::testing;
@@ -111,4 +112,33 @@ TEST_CASE("softmax: rows of a large random input sum to one") {
   CHECK(mismatch_with(y.sum({1}), ones({256}), 1e-5) == "");
   CHECK(mismatch_with(x.log_softmax(1).exp(), y, 1e-4) == "");
   CHECK(mismatch_with(x.t().softmax(0), y.t(), 1e-6) == "");
+}
+
+TEST_CASE("softmax: the vectorised float exp is within 2 ulp of the exact value") {
+  double worst_ulp = 0;
+  for (float x = -87.0f; x < 88.0f; x += 0.0031f) {
+    const double exact = std::exp(static_cast<double>(x));
+    const float rounded = static_cast<float>(exact);
+    const double ulp = std::nextafter(rounded, std::numeric_limits<float>::infinity()) - rounded;
+    worst_ulp = std::max(worst_ulp, std::abs(kernels::exp_float(x) - exact) / ulp);
+  }
+  CHECK(worst_ulp <= 2.0);
+  CHECK(kernels::exp_float(0.0f) == 1.0f);
+  CHECK(kernels::exp_float(-std::numeric_limits<float>::infinity()) == 0.0f);
+  CHECK(kernels::exp_float(-100.0f) == 0.0f);
+  CHECK(std::isinf(kernels::exp_float(100.0f)));
+  CHECK(std::isnan(kernels::exp_float(std::numeric_limits<float>::quiet_NaN())));
+}
+
+TEST_CASE("softmax: float results agree with float64 ones, long rows included") {
+  Generator gen(9);
+  for (int64_t size : {1, 7, 17, 128, 300, 50000}) {
+    CAPTURE(size);
+    Tensor x = randn({3, size}, kFloat64, gen) * 5.0;
+    Tensor reference = x.softmax(1);
+    CHECK(mismatch_with(x.to(kFloat32).softmax(1), reference, 1e-5) == "");
+    CHECK(mismatch_with(x.to(kFloat32).log_softmax(1), x.log_softmax(1), 1e-5) == "");
+    CHECK(mismatch_with(kernels::masked_softmax(x.to(kFloat32), Tensor(), /*causal=*/true, 0.5),
+                        kernels::masked_softmax(x, Tensor(), true, 0.5), 1e-5) == "");
+  }
 }
