@@ -184,7 +184,7 @@ struct Options {
   double budget = 1.0;            // multiplies every row's time budget
   bool list = false;              // print the row ids and exit
   bool tsv = false;               // tab-separated output for scripts/bench
-  bool profile = false;           // cppgrad only: the per-kernel profile of one copy-task step
+  bool profile = false;           // cppgrad only: the per-kernel profile of one run of a row (copy-step by default)
 };
 
 // Returns false (after printing why, or the usage) when the program should exit with `exit_code`.

@@ -5,6 +5,7 @@
 //   suite --only copy-step --threads 2 --tsv    # one row, one thread count (what scripts/bench does)
 //   suite --list               # the row ids
 //   suite --profile            # time per kernel kind of one copy-task step, at 1 and 2 threads
+//   suite --profile --only mha-B-fwdbwd --threads 1   # ... of one run of another row
 //
 // Rows (rows.h has the shapes and the flop formulas):
 //   mm-*          one float32 matrix product, Tensor::matmul, timed interleaved with a direct
@@ -17,6 +18,7 @@
 // Each row: warm-up, then repeated runs; median and min per run. Peak memory is the process's
 // VmHWM, and "row MB" what the row added to the resident size it started from: run each row in
 // its own process (--only) to get a per-row peak.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -238,17 +240,43 @@ bench::Result run_row(const bench::RowSpec& row, int threads, const bench::Optio
   return r;
 }
 
-// The per-kernel profile of one copy-task step, after ten steps of warm-up.
-void profile_copy_step(int threads) {
+// The per-kernel profile of one run of a row (the copy-task step unless --only names another),
+// after ten runs of warm-up.
+void profile_row(const bench::RowSpec& row, int threads) {
   set_num_threads(threads);
   manual_seed(0);
-  CopyTaskRow work{bench::CopyTaskConfig{}};
-  for (int i = 0; i < 10; ++i) work.step();
-  profile::set_enabled(true);
-  profile::reset();
-  work.step();
-  profile::set_enabled(false);
-  fmt::print("profile of one copy-task step ({} thread{}):\n{}\n", threads, threads == 1 ? "" : "s", profile::report());
+  auto profile_one = [&](auto&& step) {
+    for (int i = 0; i < 10; ++i) step();
+    profile::set_enabled(true);
+    profile::reset();
+    step();
+    profile::set_enabled(false);
+    fmt::print("profile of one {} run ({} thread{}):\n{}\n", row.id, threads, threads == 1 ? "" : "s",
+               profile::report());
+  };
+  switch (row.kind) {
+    case bench::Kind::Matmul: {
+      NoGradGuard no_grad;
+      bench::MatmulOperands o = bench::make_operands(row.matmul);
+      profile_one([&] { bench::cppgrad_matmul(o); });
+      break;
+    }
+    case bench::Kind::Attention: {
+      AttentionRow work(row.attention, row.causal, row.backward);
+      profile_one([&] { work.step(); });
+      break;
+    }
+    case bench::Kind::CopyTask: {
+      CopyTaskRow work{bench::CopyTaskConfig{}};
+      profile_one([&] { work.step(); });
+      break;
+    }
+    case bench::Kind::LanguageModel: {
+      LanguageModelRow work{bench::LanguageModelConfig{}};
+      profile_one([&] { work.step(); });
+      break;
+    }
+  }
 }
 
 }  // namespace
@@ -264,7 +292,13 @@ int main(int argc, char** argv) {
   }
   try {
     if (options.profile) {
-      for (int threads : options.threads) profile_copy_step(threads);
+      const std::string id = options.only.empty() ? "copy-step" : options.only;
+      auto row = std::find_if(rows.begin(), rows.end(), [&](const bench::RowSpec& r) { return r.id == id; });
+      if (row == rows.end()) {
+        std::fprintf(stderr, "no row '%s' (suite --list shows them)\n", id.c_str());
+        return 2;
+      }
+      for (int threads : options.threads) profile_row(*row, threads);
       return 0;
     }
     double load = 0;
