@@ -22,7 +22,7 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 200));
   app.add_option("--task", lesson4.task, "lesson 4: copy, reverse or sort")
       ->check(CLI::IsMember({"copy", "reverse", "sort"}));
-  app.add_option("--steps", lesson4.steps, "lesson 4: training steps")->check(CLI::PositiveNumber);
+  app.add_option("--steps", lesson4.steps, "lesson 4: training steps")->check(CLI::Range(1, 1'000'000));
   app.add_option("--seed", lesson4.seed, "lesson 4: random seed (weights and data)");
   app.add_option("--threads", threads, "threads for BLAS and cppgrad's loops")->check(CLI::Range(1, 256));
   CLI11_PARSE(app, argc, argv);

@@ -41,6 +41,13 @@ case "$mode" in
     "$seq2seq" --heads 3 --steps 1 > bad.log 2>&1; code=$?
     set -e
     [ "$code" -eq 2 ] || fail "--heads 3 with d_model 128 gave exit code $code, not 2"
+    [ "$(wc -l < bad.log)" -eq 1 ] && grep -q '^seq2seq: .*128.*3' bad.log \
+      || fail "--heads 3: the error is not one line naming d_model and heads: $(cat bad.log)"
+    set +e
+    "$seq2seq" --steps 0 > bad.log 2>&1; code=$?
+    set -e
+    [ "$code" -eq 2 ] && [ "$(wc -l < bad.log)" -eq 1 ] && grep -q -- '--steps' bad.log \
+      || fail "--steps 0 gave exit code $code and: $(cat bad.log)"
     ;;
   resume)
     "$seq2seq" "${tiny[@]}" --steps 40 --eval-every 10 --save straight.safetensors > straight.log
