@@ -54,7 +54,6 @@ AdamW::AdamW(std::vector<ParamGroup> groups, const AdamOptions& o) : Adam(std::m
 
 void Adam::update(const Tensor& param, const Tensor& grad, const ParamGroup& group,
                   std::map<std::string, Tensor>& state) {
-  CPPGRAD_PROFILE_SCOPE("adam update");
   if (!state.count("step")) {
     state["step"] = zeros({}, kInt64);
     state["exp_avg"] = zeros_like(param);
@@ -76,19 +75,41 @@ void Adam::update(const Tensor& param, const Tensor& grad, const ParamGroup& gro
     T* m = state["exp_avg"].data<T>();
     T* v = state["exp_avg_sq"].data<T>();
     T* v_max = options.amsgrad() ? state["max_exp_avg_sq"].data<T>() : nullptr;
-    // Chunks of the flat tensor in parallel: each element's update is independent of the others,
-    // so the result is the same at any thread count.
-    const int64_t n = param.numel(), chunk = 16384, chunks = (n + chunk - 1) / chunk;
-    parallel_for(chunks, chunk, [&](int64_t i) {
-      const int64_t begin = i * chunk, end = std::min(n, begin + chunk);
-      if (decoupled_)
-        v_max ? adam_range<T, true, true>(c, begin, end, p, g, m, v, v_max)
-              : adam_range<T, true, false>(c, begin, end, p, g, m, v, v_max);
-      else
-        v_max ? adam_range<T, false, true>(c, begin, end, p, g, m, v, v_max)
-              : adam_range<T, false, false>(c, begin, end, p, g, m, v, v_max);
-    });
+    const bool decoupled = decoupled_;
+    pending_.push_back({{param, grad, state["exp_avg"], state["exp_avg_sq"]},
+                        param.numel(),
+                        [=](int64_t begin, int64_t end) {
+                          if (decoupled)
+                            v_max ? adam_range<T, true, true>(c, begin, end, p, g, m, v, v_max)
+                                  : adam_range<T, true, false>(c, begin, end, p, g, m, v, v_max);
+                          else
+                            v_max ? adam_range<T, false, true>(c, begin, end, p, g, m, v, v_max)
+                                  : adam_range<T, false, false>(c, begin, end, p, g, m, v, v_max);
+                        }});
+    if (v_max) pending_.back().tensors.push_back(state["max_exp_avg_sq"]);
   });
+}
+
+// Every queued update, cut into chunks that one parallel loop shares out: a model's parameters
+// are mostly too small to be worth a parallel loop each (seq2seq's largest has 65,536
+// elements), but together they are. Each element's update is independent of the others, so the
+// result is the same at any thread count.
+void Adam::finish_step() {
+  CPPGRAD_PROFILE_SCOPE("adam update");
+  constexpr int64_t chunk = 16384;
+  struct Chunk {
+    size_t update;
+    int64_t begin, end;
+  };
+  std::vector<Chunk> chunks;
+  for (size_t u = 0; u < pending_.size(); ++u)
+    for (int64_t begin = 0; begin < pending_[u].size; begin += chunk)
+      chunks.push_back({u, begin, std::min(pending_[u].size, begin + chunk)});
+  parallel_for(static_cast<int64_t>(chunks.size()), chunk, [&](int64_t i) {
+    const Chunk& c = chunks[static_cast<size_t>(i)];
+    pending_[c.update].run(c.begin, c.end);
+  });
+  pending_.clear();
 }
 
 }  // namespace cppgrad::optim

@@ -1,5 +1,7 @@
 #pragma once
 
+#include <functional>
+
 #include "nn/options.h"
 #include "optim/optimizer.h"
 
@@ -28,11 +30,21 @@ class Adam : public Optimizer {
 
  protected:
   Adam(std::vector<ParamGroup> groups, const AdamOptions& options, bool decoupled_weight_decay);
+  // Queues the parameter's update; finish_step() runs the whole queue in one parallel loop.
   void update(const Tensor& param, const Tensor& grad, const ParamGroup& group,
               std::map<std::string, Tensor>& state) override;
+  void finish_step() override;
 
  private:
   bool decoupled_;
+  // One queued update: the elements [0, size) of one parameter, and the tensors it writes and
+  // reads, kept alive until it has run.
+  struct PendingUpdate {
+    std::vector<Tensor> tensors;
+    int64_t size = 0;
+    std::function<void(int64_t begin, int64_t end)> run;
+  };
+  std::vector<PendingUpdate> pending_;
 };
 
 // Adam with decoupled weight decay (Loshchilov & Hutter); PyTorch's default decay is 0.01.

@@ -29,17 +29,23 @@ Optimizer::Optimizer(std::vector<ParamGroup> groups) {
 void Optimizer::step() {
   NoGradGuard no_grad;
   size_t index = 0;
-  for (const ParamGroup& group : groups_) {
-    for (const Tensor& p : group.params) {
-      auto& state = state_[index++];
-      Tensor g = p.grad();
-      if (!g.defined()) continue;  // not used in this step's loss
-      CPPGRAD_CHECK(p.is_contiguous(), "Optimizer: parameter of shape {} is not contiguous", shape_str(p.shape()));
-      // A gradient may be a broadcast view (the gradient of a sum): give update() plain memory.
-      update(p, kernels::contiguous(kernels::to(g, p.dtype())), group, state);
-      p.bump_version();
+  try {
+    for (const ParamGroup& group : groups_) {
+      for (const Tensor& p : group.params) {
+        auto& state = state_[index++];
+        Tensor g = p.grad();
+        if (!g.defined()) continue;  // not used in this step's loss
+        CPPGRAD_CHECK(p.is_contiguous(), "Optimizer: parameter of shape {} is not contiguous", shape_str(p.shape()));
+        // A gradient may be a broadcast view (the gradient of a sum): give update() plain memory.
+        update(p, kernels::contiguous(kernels::to(g, p.dtype())), group, state);
+        p.bump_version();
+      }
     }
+  } catch (...) {
+    finish_step();  // the parameters before the failing one are updated, as if none were queued
+    throw;
   }
+  finish_step();
 }
 
 void Optimizer::zero_grad(bool set_to_none) {

@@ -48,6 +48,9 @@ class Optimizer {
   // holds this parameter's named buffers, created by the subclass on first use.
   virtual void update(const Tensor& param, const Tensor& grad, const ParamGroup& group,
                       std::map<std::string, Tensor>& state) = 0;
+  // Called once per step() after every update(): a subclass that queued its updates (to run
+  // them all in one parallel loop) runs them here.
+  virtual void finish_step() {}
 
  private:
   std::vector<ParamGroup> groups_;
