@@ -19,3 +19,4 @@
 #include "optim/adam.h"
 #include "optim/schedule.h"
 #include "optim/clip.h"
+#include "optim/average.h"

@@ -22,12 +22,18 @@ struct Options {
   std::string task = "copy";
   int64_t steps = 900, batch = 32, seq_len = 16, vocab = 16;
   ModelConfig model;
-  double lr = 1.0;  // the factor of the paper's schedule
+  // The factor of the paper's schedule. 1.0 peaks at 6.2e-3 and the held-out loss wanders (0.022
+  // after 900 copy steps, 97.3% of sequences right); 0.5 reaches 0.003 and 100%.
+  double lr = 0.5;
   int64_t warmup = 200;
   uint64_t seed = 0;
   int threads = 0;  // 0: all cores
   std::string save, resume, plot, attention;
   int64_t eval_every = 100, eval_size = 256, show = 5;
+  // Decoding uses an exponential moving average of the weights (Polyak averaging, a cousin of
+  // the paper's averaging of its last checkpoints): the last steps' noise moved the copy task's
+  // held-out loss between 0.0014 and 0.0081 from one evaluation to the next.
+  double average = 0.99;
   bool profile = false;
 };
 
@@ -110,25 +116,27 @@ int main(int argc, char** argv) {
   Options o;
   CLI::App app{"Train an encoder-decoder Transformer on a synthetic sequence task (copy, reverse, sort)."};
   app.add_option("--task", o.task, "copy, reverse or sort")->check(CLI::IsMember({"copy", "reverse", "sort"}));
-  app.add_option("--steps", o.steps, "training steps in all (a resumed run continues up to this)")->check(CLI::PositiveNumber);
-  app.add_option("--batch", o.batch, "sequences per step")->check(CLI::PositiveNumber);
+  app.add_option("--steps", o.steps, "training steps in all (a resumed run continues up to this)")->check(CLI::Range(1, 100'000'000));
+  app.add_option("--batch", o.batch, "sequences per step")->check(CLI::Range(1, 65536));
   app.add_option("--seq-len", o.seq_len, "longest source sequence, in symbols")->check(CLI::Range(1, 200));
   app.add_option("--vocab", o.vocab, "vocabulary size, including the 3 special tokens")->check(CLI::Range(4, 100000));
-  app.add_option("--d-model", o.model.d_model, "model width d_model")->check(CLI::PositiveNumber);
-  app.add_option("--heads", o.model.heads, "attention heads (must divide d_model)")->check(CLI::PositiveNumber);
-  app.add_option("--layers", o.model.layers, "encoder layers, and as many decoder layers")->check(CLI::PositiveNumber);
-  app.add_option("--ff", o.model.ff, "feed-forward width")->check(CLI::PositiveNumber);
+  app.add_option("--d-model", o.model.d_model, "model width d_model")->check(CLI::Range(1, 65536));
+  app.add_option("--heads", o.model.heads, "attention heads (must divide d_model)")->check(CLI::Range(1, 1024));
+  app.add_option("--layers", o.model.layers, "encoder layers, and as many decoder layers")->check(CLI::Range(1, 1000));
+  app.add_option("--ff", o.model.ff, "feed-forward width")->check(CLI::Range(1, 1 << 20));
   app.add_option("--dropout", o.model.dropout, "dropout probability")->check(CLI::Range(0.0, 0.99));
   app.add_option("--lr", o.lr, "factor of the paper's schedule: lr = factor · d_model^-0.5 · min(n^-0.5, n · warmup^-1.5)")
-      ->check(CLI::PositiveNumber);
-  app.add_option("--warmup", o.warmup, "warm-up steps of the schedule")->check(CLI::PositiveNumber);
+      ->check(CLI::Range(1e-6, 1e3));
+  app.add_option("--warmup", o.warmup, "warm-up steps of the schedule")->check(CLI::Range(1, 100'000'000));
   app.add_option("--seed", o.seed, "random seed (weights, data, dropout)");
   app.add_option("--threads", o.threads, "threads for BLAS and cppgrad's loops (default: all cores)")->check(CLI::Range(1, 256));
   app.add_option("--save", o.save, "write a checkpoint (model, optimizer, schedule, step, RNG) at the end");
   app.add_option("--resume", o.resume, "continue from a checkpoint written by --save")->check(CLI::ExistingFile);
-  app.add_option("--eval-every", o.eval_every, "steps between held-out evaluations")->check(CLI::PositiveNumber);
+  app.add_option("--eval-every", o.eval_every, "steps between held-out evaluations")->check(CLI::Range(1, 100'000'000));
   app.add_option("--plot", o.plot, "write the train and held-out loss curves as SVG");
   app.add_option("--attention", o.attention, "write every head's attention for one example as SVG heat maps");
+  app.add_option("--average", o.average, "decay of the moving average of the weights used for decoding (0: the last weights)")
+      ->check(CLI::Range(0.0, 0.9999));
   app.add_flag("--profile", o.profile, "print the time per kernel kind of one training step (the 10th of this run)");
   try {
     app.parse(argc, argv);
@@ -148,6 +156,7 @@ int main(int argc, char** argv) {
     auto model = std::make_shared<Seq2SeqModel>(o.model);
     optim::Adam opt(model->parameters(), optim::AdamOptions(1.0).beta1(0.9).beta2(0.98).eps(1e-9));
     optim::NoamLR schedule(opt, o.model.d_model, o.warmup, o.lr);
+    optim::ExponentialMovingAverage average(model->parameters(), o.average);
 
     int64_t step = 0;
     std::vector<std::pair<double, double>> train_curve, eval_curve;
@@ -157,6 +166,7 @@ int main(int argc, char** argv) {
             "--resume: the checkpoint was trained on '{}', not '{}'",
             ckpt.metadata.count("task") ? ckpt.metadata.at("task") : "?", o.task);
       model->load_state_dict(examples::under_prefix("model.", ckpt.tensors));
+      average.load_state_dict(examples::under_prefix("average.", ckpt.tensors));
       opt.load_state_dict(examples::under_prefix("optim.", ckpt.tensors));
       schedule.load_state_dict(examples::under_prefix("sched.", ckpt.tensors));
       examples::set_generator_state(default_generator(), examples::under_prefix("rng.default.", ckpt.tensors));
@@ -194,6 +204,7 @@ int main(int argc, char** argv) {
       opt.zero_grad();
       loss.backward();
       opt.step();
+      average.update();
       schedule.step();
       ++step;
       if (o.profile && step == profiled_step) {
@@ -224,6 +235,7 @@ int main(int argc, char** argv) {
 
     // ---- held-out sequences, decoded greedily --------------------------------------------------
     model->eval();
+    average.swap();  // decode with the averaged weights
     Tensor decoded = model->greedy_decode(held_out.src, held_out.src_pad, o.seq_len + 1);
     int64_t correct = 0;
     for (int64_t b = 0; b < o.eval_size; ++b)
@@ -233,13 +245,16 @@ int main(int argc, char** argv) {
       fmt::print("{:<40} {:<40} {}\n", show_tokens(until_end(held_out.src, b)),
                  show_tokens(until_end(held_out.tgt_out, b)), show_tokens(until_end(decoded, b)));
     const double accuracy = 100.0 * static_cast<double>(correct) / static_cast<double>(o.eval_size);
-    fmt::print("\nsequence accuracy on {} held-out sequences: {:.1f}% ({} steps, {} of training)\n", o.eval_size,
-               accuracy, step, examples::format_duration(train_seconds));
+    fmt::print("\nsequence accuracy on {} held-out sequences: {:.1f}% ({} steps, {} of training{})\n", o.eval_size,
+               accuracy, step, examples::format_duration(train_seconds),
+               o.average > 0 ? fmt::format("; weights averaged, decay {}", o.average) : "");
+    average.swap();  // the trained weights again: what a checkpoint resumes from
 
     if (!o.save.empty()) {
       NamedTensors state = examples::with_prefix("model.", model->state_dict());
       auto add = [&](const NamedTensors& more) { state.insert(state.end(), more.begin(), more.end()); };
       add(examples::with_prefix("optim.", opt.state_dict()));
+      add(examples::with_prefix("average.", average.state_dict()));
       add(examples::with_prefix("sched.", schedule.state_dict()));
       add(examples::with_prefix("rng.default.", examples::generator_state(default_generator())));
       add(examples::with_prefix("rng.data.", examples::generator_state(data_gen)));
@@ -270,7 +285,7 @@ int main(int argc, char** argv) {
     }
     return 0;
   } catch (const Error& e) {
-    fmt::print(stderr, "\nseq2seq: {}\n", e.what());
+    fmt::print(stderr, "seq2seq: {}\n", e.what());
     return 2;
   }
 }

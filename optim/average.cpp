@@ -1,0 +1,57 @@
+#include "optim/average.h"
+
+#include <map>
+#include <string>
+
+#include "autograd/node.h"
+
+namespace cppgrad::optim {
+
+ExponentialMovingAverage::ExponentialMovingAverage(std::vector<Tensor> params, double decay)
+    : params_(std::move(params)), decay_(decay) {
+  CPPGRAD_CHECK(decay >= 0.0 && decay < 1.0, "ExponentialMovingAverage: decay must be in [0, 1), got {}", decay);
+  for (const Tensor& p : params_) {
+    CPPGRAD_CHECK(p.defined() && p.is_floating_point(),
+                  "ExponentialMovingAverage: parameters must be defined floating tensors");
+    averages_.push_back(p.detach().clone());
+  }
+}
+
+void ExponentialMovingAverage::update() {
+  NoGradGuard no_grad;
+  for (size_t i = 0; i < params_.size(); ++i) averages_[i].mul_(decay_).add_(params_[i].detach(), 1.0 - decay_);
+}
+
+void ExponentialMovingAverage::swap() {
+  NoGradGuard no_grad;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    Tensor trained = params_[i].detach().clone();
+    params_[i].copy_(averages_[i]);
+    averages_[i].copy_(trained);
+  }
+}
+
+nn::NamedTensors ExponentialMovingAverage::state_dict() const {
+  nn::NamedTensors out;
+  for (size_t i = 0; i < averages_.size(); ++i) out.emplace_back(std::to_string(i), averages_[i]);
+  return out;
+}
+
+void ExponentialMovingAverage::load_state_dict(const nn::NamedTensors& state) {
+  std::map<std::string, Tensor> by_name(state.begin(), state.end());
+  CPPGRAD_CHECK(by_name.size() == averages_.size(),
+                "ExponentialMovingAverage::load_state_dict: {} tensors for {} parameters", by_name.size(),
+                averages_.size());
+  NoGradGuard no_grad;
+  for (size_t i = 0; i < averages_.size(); ++i) {
+    const std::string name = std::to_string(i);
+    auto it = by_name.find(name);
+    CPPGRAD_CHECK(it != by_name.end(), "ExponentialMovingAverage::load_state_dict: '{}' is missing", name);
+    CPPGRAD_CHECK(it->second.shape() == averages_[i].shape(),
+                  "ExponentialMovingAverage::load_state_dict: '{}' is {}, the parameter {}", name,
+                  shape_str(it->second.shape()), shape_str(averages_[i].shape()));
+    averages_[i].copy_(it->second);
+  }
+}
+
+}  // namespace cppgrad::optim
