@@ -130,7 +130,7 @@ int main(int argc, char** argv) {
   app.add_option("--warmup", o.warmup, "warm-up steps of the schedule")->check(CLI::Range(1, 100'000'000));
   app.add_option("--seed", o.seed, "random seed (weights, data, dropout)");
   app.add_option("--threads", o.threads, "threads for BLAS and cppgrad's loops (default: all cores)")->check(CLI::Range(1, 256));
-  app.add_option("--save", o.save, "write a checkpoint (model, optimizer, schedule, step, RNG) at the end");
+  app.add_option("--save", o.save, "write a checkpoint (model, optimizer, schedule, step, RNG, averaged weights) at the end");
   app.add_option("--resume", o.resume, "continue from a checkpoint written by --save")->check(CLI::ExistingFile);
   app.add_option("--eval-every", o.eval_every, "steps between held-out evaluations")->check(CLI::Range(1, 100'000'000));
   app.add_option("--plot", o.plot, "write the train and held-out loss curves as SVG");
