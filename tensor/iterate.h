@@ -49,41 +49,59 @@ struct StridedLoop {
   int64_t run_count() const { return numel(Shape(shape.begin(), shape.end() - 1)); }
 
   // body(offsets, n, inner_strides): a run of n elements starting at offsets[k] of operand k.
+  // In parallel, the elements (in row-major order) are cut into one equal range per thread, a
+  // range starting or ending inside a run when it must: a contiguous tensor is a single run.
   template <class Body>
   void for_each_run(Body&& body, bool allow_parallel = true) const {
     const int64_t runs = run_count();
     const int64_t total = runs * inner_size();
     if (total == 0) return;
-    std::array<int64_t, N> inner;
-    for (size_t k = 0; k < N; ++k) inner[k] = strides[k].back();
-    auto run_range = [&](int64_t first, int64_t last) {
-      const int64_t outer_dims = static_cast<int64_t>(shape.size()) - 1;
-      Shape index(outer_dims);
-      std::array<int64_t, N> offsets{};
-      int64_t rest = first;  // multi-index of run `first`
-      for (int64_t d = outer_dims - 1; d >= 0; --d) {
-        index[d] = rest % shape[d];
-        rest /= shape[d];
-        for (size_t k = 0; k < N; ++k) offsets[k] += index[d] * strides[k][d];
-      }
-      for (int64_t r = first; r < last; ++r) {
-        body(offsets, inner_size(), inner);
-        for (int64_t d = outer_dims - 1; d >= 0; --d) {  // step the odometer
-          for (size_t k = 0; k < N; ++k) offsets[k] += strides[k][d];
-          if (++index[d] < shape[d]) break;
-          for (size_t k = 0; k < N; ++k) offsets[k] -= shape[d] * strides[k][d];
-          index[d] = 0;
-        }
-      }
-    };
     int threads = omp_in_parallel() ? 1 : omp_get_max_threads();
-    if (!allow_parallel || threads <= 1 || total < parallel_grain() || runs < 2) {
-      run_range(0, runs);
+    if (!allow_parallel || threads <= 1 || total < parallel_grain()) {
+      visit_elements(body, 0, total);
       return;
     }
-    int64_t chunks = std::min<int64_t>(runs, threads);
-#pragma omp parallel for num_threads(threads) schedule(static)
-    for (int64_t c = 0; c < chunks; ++c) run_range(runs * c / chunks, runs * (c + 1) / chunks);
+#pragma omp parallel num_threads(threads)
+    {
+      // A copy per thread, so the compiler keeps the body's captures in registers (see parallel_for).
+      auto local = body;
+      const int64_t parts = omp_get_num_threads(), part = omp_get_thread_num();
+      visit_elements(local, total * part / parts, total * (part + 1) / parts);
+    }
+  }
+
+ private:
+  // Calls body on the runs, or pieces of runs, that cover elements [first, last).
+  template <class Body>
+  void visit_elements(Body& body, int64_t first, int64_t last) const {
+    if (first >= last) return;
+    const int64_t inner_n = inner_size();
+    std::array<int64_t, N> inner;
+    for (size_t k = 0; k < N; ++k) inner[k] = strides[k].back();
+    const int64_t outer_dims = static_cast<int64_t>(shape.size()) - 1;
+    Shape index(outer_dims);
+    std::array<int64_t, N> offsets{};
+    int64_t rest = first / inner_n;  // multi-index of the run holding element `first`
+    for (int64_t d = outer_dims - 1; d >= 0; --d) {
+      index[d] = rest % shape[d];
+      rest /= shape[d];
+      for (size_t k = 0; k < N; ++k) offsets[k] += index[d] * strides[k][d];
+    }
+    int64_t skip = first % inner_n;  // elements of the first run that belong to an earlier range
+    while (first < last) {
+      const int64_t n = std::min(inner_n - skip, last - first);
+      std::array<int64_t, N> start = offsets;
+      for (size_t k = 0; k < N; ++k) start[k] += skip * inner[k];
+      body(start, n, inner);
+      first += n;
+      skip = 0;
+      for (int64_t d = outer_dims - 1; d >= 0; --d) {  // step the odometer to the next run
+        for (size_t k = 0; k < N; ++k) offsets[k] += strides[k][d];
+        if (++index[d] < shape[d]) break;
+        for (size_t k = 0; k < N; ++k) offsets[k] -= shape[d] * strides[k][d];
+        index[d] = 0;
+      }
+    }
   }
 };
 

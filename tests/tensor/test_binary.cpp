@@ -233,3 +233,20 @@ TEST_CASE("binary: every pair of operand layouts gives the elementwise result") 
       CHECK(wrong == 0);
     }
 }
+
+TEST_CASE("binary: a loop split between threads inside a run gives the same result") {
+  // 7 runs of 1001 elements (a column block) and one run of 7007 (dense): two threads cut the
+  // elements at 3503, inside a run; every element must still be visited once.
+  SmallParallelGrain threaded;
+  Generator gen(5);
+  Tensor dense = randn({7, 1001}, kFloat32, gen);
+  Tensor block = randn({7, 1010}, kFloat32, gen).narrow(1, 9, 1001);
+  for (const Tensor& x : {dense, block}) {
+    const std::vector<float> xv = x.to_vector<float>(), dv = dense.to_vector<float>();
+    const std::vector<float> sum = (x + dense).to_vector<float>(), copy = x.contiguous().to_vector<float>();
+    int64_t wrong = 0;
+    for (size_t i = 0; i < xv.size(); ++i)
+      if (sum[i] != xv[i] + dv[i] || copy[i] != xv[i]) ++wrong;
+    CHECK(wrong == 0);
+  }
+}
