@@ -2,7 +2,7 @@
 // for their backward (and that are useful on their own), plus gradcheck's helpers.
 #pragma once
 
-#include "autograd/node.h"
+#include "node.h"
 
 namespace cppgrad {
 

@@ -8,7 +8,7 @@
 #include <functional>
 #include <vector>
 
-#include "autograd/node.h"
+#include "node.h"
 
 namespace cppgrad {
 

@@ -12,7 +12,7 @@
 #include <string_view>
 #include <vector>
 
-#include "tensor/tensor.h"
+#include "../tensor/tensor.h"
 
 namespace cppgrad::autograd {
 

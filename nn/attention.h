@@ -9,8 +9,8 @@
 // head: it is slower, and it is there to be read and compared.
 #pragma once
 
-#include "nn/layers.h"
-#include "nn/options.h"
+#include "layers.h"
+#include "options.h"
 
 namespace cppgrad::nn {
 

@@ -4,7 +4,7 @@
 
 #include <optional>
 
-#include "autograd/node.h"
+#include "../autograd/node.h"
 
 namespace cppgrad::nn::functional {
 

@@ -1,7 +1,7 @@
 // Initialisers: fill a tensor in place (under no-grad) from a Generator, as torch.nn.init.
 #pragma once
 
-#include "tensor/tensor.h"
+#include "../tensor/tensor.h"
 
 namespace cppgrad::nn::init {
 

@@ -4,8 +4,8 @@
 
 #include <optional>
 
-#include "nn/functional.h"
-#include "nn/module.h"
+#include "functional.h"
+#include "module.h"
 
 namespace cppgrad::nn {
 

@@ -14,8 +14,8 @@
 #include <utility>
 #include <vector>
 
-#include "autograd/node.h"
-#include "nn/safetensors.h"
+#include "../autograd/node.h"
+#include "safetensors.h"
 
 namespace cppgrad::nn {
 

@@ -17,7 +17,7 @@
 #include <utility>
 #include <vector>
 
-#include "tensor/tensor.h"
+#include "../tensor/tensor.h"
 
 namespace cppgrad::nn {
 

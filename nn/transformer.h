@@ -8,7 +8,7 @@
 // norm_first moves each Norm inside its residual branch (pre-norm): x = x + Block(Norm(x)).
 #pragma once
 
-#include "nn/attention.h"
+#include "attention.h"
 
 namespace cppgrad::nn {
 

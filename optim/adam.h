@@ -2,8 +2,8 @@
 
 #include <functional>
 
-#include "nn/options.h"
-#include "optim/optimizer.h"
+#include "../nn/options.h"
+#include "optimizer.h"
 
 namespace cppgrad::optim {
 

@@ -14,8 +14,8 @@
 
 #include <vector>
 
-#include "nn/safetensors.h"
-#include "tensor/tensor.h"
+#include "../nn/safetensors.h"
+#include "../tensor/tensor.h"
 
 namespace cppgrad::optim {
 

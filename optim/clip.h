@@ -3,7 +3,7 @@
 
 #include <vector>
 
-#include "tensor/tensor.h"
+#include "../tensor/tensor.h"
 
 namespace cppgrad::optim {
 

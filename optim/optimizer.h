@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "autograd/node.h"
-#include "nn/safetensors.h"
+#include "../autograd/node.h"
+#include "../nn/safetensors.h"
 
 namespace cppgrad::optim {
 

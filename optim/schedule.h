@@ -5,7 +5,7 @@
 
 #include <functional>
 
-#include "optim/optimizer.h"
+#include "optimizer.h"
 
 namespace cppgrad::optim {
 

@@ -1,7 +1,7 @@
 #pragma once
 
-#include "nn/options.h"
-#include "optim/optimizer.h"
+#include "../nn/options.h"
+#include "optimizer.h"
 
 namespace cppgrad::optim {
 

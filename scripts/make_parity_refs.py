@@ -12,7 +12,7 @@ only to add or change a case:
 (/usr/bin/python3, because Debian installs torch for the system Python, not for a pyenv one.)
 scripts/test and CI never run it, and nothing else here needs PyTorch.
 
-Each file follows the conventions of the first three references (shared/refs/README.md):
+Each file follows the conventions of the first three references (tests/data/README.md):
   param.<name>       the module's parameters, under their PyTorch state_dict names
   in.<name>          the inputs and masks, and in.G
   out.output         the module's output; out.weights (attention weights) when asked for;

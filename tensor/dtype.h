@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <string_view>
 
-#include "tensor/error.h"
+#include "error.h"
 
 namespace cppgrad {
 

@@ -13,8 +13,8 @@
 #include <array>
 #include <cstdint>
 
-#include "tensor/parallel.h"
-#include "tensor/shape.h"
+#include "parallel.h"
+#include "shape.h"
 
 namespace cppgrad {
 
@@ -110,7 +110,8 @@ template <class F>
 void parallel_for(int64_t n, int64_t work_per_item, F&& f) {
   int threads = omp_in_parallel() ? 1 : omp_get_max_threads();
   if (threads <= 1 || n < 2 || n * work_per_item < parallel_grain()) {
-    for (int64_t i = 0; i < n; ++i) f(i);
+    auto body = f;  // a local copy, as in the parallel region below
+    for (int64_t i = 0; i < n; ++i) body(i);
     return;
   }
 #pragma omp parallel num_threads(threads)

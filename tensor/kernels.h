@@ -6,7 +6,7 @@
 
 #include <vector>
 
-#include "tensor/tensor.h"
+#include "tensor.h"
 
 namespace cppgrad::kernels {
 

@@ -17,11 +17,11 @@
 #include <string>
 #include <vector>
 
-#include "tensor/dtype.h"
-#include "tensor/error.h"
-#include "tensor/generator.h"
-#include "tensor/shape.h"
-#include "tensor/storage.h"
+#include "dtype.h"
+#include "error.h"
+#include "generator.h"
+#include "shape.h"
+#include "storage.h"
 
 namespace cppgrad {
 

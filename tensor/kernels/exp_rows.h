@@ -44,10 +44,12 @@ inline float exp_float(float x) {
   return x != x ? x : y;  // NaN in, NaN out
 }
 
-// out[j] = exp(in[j] - shift) for j < n; returns the sum of the outputs. in and out may be the
-// same row. The float sum is taken in blocks, each block's float total added in double, so a
-// long row (a vocabulary of 50k) loses no more than a short one.
-inline double exp_shifted_row(const float* in, float* out, int64_t n, float shift) {
+// row[j] = exp(row[j] - shift) for j < n, in place; returns the sum of the results. The float
+// sum is taken in blocks, each block's float total added in double, so a long row (a
+// vocabulary of 50k) loses no more than a short one. In place on purpose: given input and
+// output pointers that may be equal, the compiler guards its vector loop with an overlap check,
+// which equal pointers fail, and runs the scalar loop instead.
+inline double exp_shifted_row(float* row, int64_t n, float shift) {
   constexpr int64_t block = 256;
   double total = 0;
   for (int64_t start = 0; start < n; start += block) {
@@ -55,8 +57,8 @@ inline double exp_shifted_row(const float* in, float* out, int64_t n, float shif
     float block_total = 0;
 #pragma omp simd reduction(+ : block_total)
     for (int64_t j = start; j < end; ++j) {
-      const float e = exp_float(in[j] - shift);
-      out[j] = e;
+      const float e = exp_float(row[j] - shift);
+      row[j] = e;
       block_total += e;
     }
     total += block_total;
@@ -64,11 +66,11 @@ inline double exp_shifted_row(const float* in, float* out, int64_t n, float shif
   return total;
 }
 
-inline double exp_shifted_row(const double* in, double* out, int64_t n, double shift) {
+inline double exp_shifted_row(double* row, int64_t n, double shift) {
   double total = 0;
   for (int64_t j = 0; j < n; ++j) {
-    out[j] = std::exp(in[j] - shift);
-    total += out[j];
+    row[j] = std::exp(row[j] - shift);
+    total += row[j];
   }
   return total;
 }

@@ -6,6 +6,7 @@
 // Subtracting the max keeps exp() in range for inputs like ±1e4. A row whose every entry is
 // -inf (a fully masked attention row) has no finite max: it gives zeros for softmax and -inf for
 // log_softmax instead of NaN.
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -32,8 +33,9 @@ void softmax_rows(const T* in, T* out, int64_t rows, int64_t inner, int64_t size
       return;
     }
     double total = 0;
-    if (inner == 1) {  // a contiguous row: the vectorised exp, into y (log_softmax overwrites it below)
-      total = exp_shifted_row(x, y, size, m);
+    if (inner == 1) {  // a contiguous row: the vectorised exp, in y (log_softmax overwrites it below)
+      std::copy(x, x + size, y);
+      total = exp_shifted_row(y, size, m);
     } else {
       for (int64_t j = 0; j < size; ++j) {
         T e = std::exp(x[j * inner] - m);
@@ -139,7 +141,7 @@ Tensor masked_softmax(const Tensor& scores, const Tensor& mask, bool causal, dou
         for (int64_t j = 0; j < S; ++j) yr[j] = T(0);
         return;
       }
-      const double total = exp_shifted_row(yr, yr, S, top);
+      const double total = exp_shifted_row(yr, S, top);
       const T inv = static_cast<T>(1.0 / total);
       for (int64_t j = 0; j < S; ++j) yr[j] *= inv;
     });

@@ -17,6 +17,10 @@ prefix=$work/prefix
 echo "-- cmake --install $build_dir --prefix $prefix"
 "$cmake" --install "$build_dir" --prefix "$prefix" >"$work/install.log" || { cat "$work/install.log"; exit 1; }
 test -f "$prefix/include/cppgrad/cppgrad.h" || { echo "FAIL: no include/cppgrad/cppgrad.h"; exit 1; }
+# Nothing but cppgrad/ at the top of the installed include directory: a user's include path must
+# not gain generic names such as tensor/ or nn/.
+others=$(find "$prefix/include" -mindepth 1 -maxdepth 1 ! -name cppgrad)
+[ -z "$others" ] || { echo "FAIL: the install puts these at the top of include/: $others"; exit 1; }
 
 echo "-- configure and build the consumer against $prefix"
 "$cmake" -S "$consumer_src" -B "$work/build" -G "$generator" -DCMAKE_CXX_COMPILER="$cxx" \

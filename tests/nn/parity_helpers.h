@@ -1,5 +1,5 @@
 // Helpers for the parity tests: read a PyTorch reference file (tests/data, conventions in
-// /work/shared/refs/README.md and scripts/make_parity_refs.py) and compare cppgrad's results
+// tests/data/README.md and scripts/make_parity_refs.py) and compare cppgrad's results
 // with what it stores. Used by test_parity.cpp and test_parity_masks.cpp.
 #pragma once
 

@@ -1,5 +1,5 @@
 // Parity with PyTorch 1.13: the reference files in tests/data (described in
-// /work/shared/refs/README.md) hold a module's parameters, its inputs, its outputs and every
+// tests/data/README.md) hold a module's parameters, its inputs, its outputs and every
 // gradient of L = sum(output * G). Each file's parameters are loaded by name into the cppgrad
 // module, which is run in float64 on the same inputs; outputs and gradients must agree to
 // 1e-10 relative (the files were made to agree to ~1e-12; summation order moves the last bits).

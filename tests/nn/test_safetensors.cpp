@@ -1,5 +1,5 @@
 // Safetensors: round trips of every dtype, the exact bytes written, one row per malformed file,
-// the atomic save, and the files PyTorch wrote (tests/data, described in /work/shared/refs).
+// the atomic save, and the files PyTorch wrote (tests/data, described in tests/data/README.md).
 #include <doctest/doctest.h>
 #include <fcntl.h>
 #include <sys/stat.h>

@@ -1,6 +1,6 @@
 // Uses the installed cppgrad through its umbrella header: a matmul (BLAS), a backward pass
 // (autograd) and a printed tensor (fmt). Exits 0 when the gradient is right.
-#include <cppgrad.h>
+#include <cppgrad/cppgrad.h>
 
 #include <cmath>
 #include <cstdio>
