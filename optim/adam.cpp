@@ -35,21 +35,21 @@ void adam_range(const AdamConstants<T>& c, int64_t begin, int64_t end, T* __rest
   }
 }
 
+// The options every group starts from (and the only ones an Adam group may set).
+ParamGroup adam_defaults(const AdamOptions& o) {
+  return {.lr = o.lr(), .weight_decay = o.weight_decay(), .beta1 = o.beta1(), .beta2 = o.beta2(), .eps = o.eps(),
+          .amsgrad = o.amsgrad()};
+}
+
 }  // namespace
 
-Adam::Adam(std::vector<Tensor> params, const AdamOptions& o)
-    : Adam(std::vector<ParamGroup>{{std::move(params), o.lr(), o.weight_decay(), ""}}, o, false) {}
+Adam::Adam(std::vector<Tensor> params, const AdamOptions& o) : Adam({ParamGroup{.params = std::move(params)}}, o, false) {}
 Adam::Adam(std::vector<ParamGroup> groups, const AdamOptions& o) : Adam(std::move(groups), o, false) {}
 
 Adam::Adam(std::vector<ParamGroup> groups, const AdamOptions& o, bool decoupled)
-    : Optimizer(std::move(groups)), options(o), decoupled_(decoupled) {
-  CPPGRAD_CHECK(o.beta1() >= 0.0 && o.beta1() < 1.0 && o.beta2() >= 0.0 && o.beta2() < 1.0,
-        "Adam: betas must be in [0, 1), got ({}, {})", o.beta1(), o.beta2());
-  CPPGRAD_CHECK(o.eps() >= 0.0, "Adam: negative eps {}", o.eps());
-}
+    : Optimizer(std::move(groups), adam_defaults(o), decoupled ? "AdamW" : "Adam"), options(o), decoupled_(decoupled) {}
 
-AdamW::AdamW(std::vector<Tensor> params, const AdamOptions& o)
-    : Adam(std::vector<ParamGroup>{{std::move(params), o.lr(), o.weight_decay(), ""}}, o, true) {}
+AdamW::AdamW(std::vector<Tensor> params, const AdamOptions& o) : Adam({ParamGroup{.params = std::move(params)}}, o, true) {}
 AdamW::AdamW(std::vector<ParamGroup> groups, const AdamOptions& o) : Adam(std::move(groups), o, true) {}
 
 void Adam::update(const Tensor& param, const Tensor& grad, const ParamGroup& group,
@@ -58,10 +58,11 @@ void Adam::update(const Tensor& param, const Tensor& grad, const ParamGroup& gro
     state["step"] = zeros({}, kInt64);
     state["exp_avg"] = zeros_like(param);
     state["exp_avg_sq"] = zeros_like(param);
-    if (options.amsgrad()) state["max_exp_avg_sq"] = zeros_like(param);
   }
+  // Also when a group turns AMSGrad on after some steps: max(0, v) = v starts the running maximum.
+  if (*group.amsgrad && !state.count("max_exp_avg_sq")) state["max_exp_avg_sq"] = zeros_like(param);
   const int64_t t = ++state["step"].data<int64_t>()[0];
-  const double b1 = options.beta1(), b2 = options.beta2(), lr = group.lr, wd = group.weight_decay;
+  const double b1 = *group.beta1, b2 = *group.beta2, lr = *group.lr, wd = *group.weight_decay, eps = *group.eps;
   const double bias1 = 1.0 - std::pow(b1, static_cast<double>(t));
   const double sqrt_bias2 = std::sqrt(1.0 - std::pow(b2, static_cast<double>(t)));
   const double step_size = lr / bias1;
@@ -69,12 +70,12 @@ void Adam::update(const Tensor& param, const Tensor& grad, const ParamGroup& gro
     using T = decltype(tag);
     const AdamConstants<T> c{static_cast<T>(b1),          static_cast<T>(1.0 - b1), static_cast<T>(b2),
                              static_cast<T>(1.0 - b2),    static_cast<T>(wd),       static_cast<T>(1.0 - lr * wd),
-                             static_cast<T>(sqrt_bias2),  static_cast<T>(options.eps()), static_cast<T>(step_size)};
+                             static_cast<T>(sqrt_bias2),  static_cast<T>(eps), static_cast<T>(step_size)};
     T* p = param.data<T>();
     const T* g = grad.data<T>();
     T* m = state["exp_avg"].data<T>();
     T* v = state["exp_avg_sq"].data<T>();
-    T* v_max = options.amsgrad() ? state["max_exp_avg_sq"].data<T>() : nullptr;
+    T* v_max = *group.amsgrad ? state["max_exp_avg_sq"].data<T>() : nullptr;
     const bool decoupled = decoupled_;
     pending_.push_back({{param, grad, state["exp_avg"], state["exp_avg_sq"]},
                         param.numel(),

@@ -26,7 +26,7 @@ class Adam : public Optimizer {
  public:
   Adam(std::vector<Tensor> params, const AdamOptions& options = AdamOptions());
   Adam(std::vector<ParamGroup> groups, const AdamOptions& options = AdamOptions());
-  const AdamOptions options;
+  const AdamOptions options;  // the defaults of every group's unset options
 
  protected:
   Adam(std::vector<ParamGroup> groups, const AdamOptions& options, bool decoupled_weight_decay);

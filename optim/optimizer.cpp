@@ -1,29 +1,56 @@
 #include "optim/optimizer.h"
 
+#include <string_view>
+#include <type_traits>
 #include <unordered_set>
 
 #include "tensor/kernels.h"
 
 namespace cppgrad::optim {
 
-Optimizer::Optimizer(std::vector<ParamGroup> groups) {
-  CPPGRAD_CHECK(!groups.empty(), "Optimizer: no parameter groups given");
+Optimizer::Optimizer(std::vector<ParamGroup> groups, const ParamGroup& defaults, std::string optimizer_name)
+    : name_(std::move(optimizer_name)) {
+  CPPGRAD_CHECK(!groups.empty(), "{}: no parameter groups given", name_);
   std::unordered_set<const TensorImpl*> seen;
-  for (auto& group : groups) {
-    CPPGRAD_CHECK(group.lr >= 0.0, "Optimizer: negative learning rate {}", group.lr);
-    CPPGRAD_CHECK(group.weight_decay >= 0.0, "Optimizer: negative weight_decay {}", group.weight_decay);
-    ParamGroup unique{{}, group.lr, group.weight_decay, group.name};
+  for (size_t g = 0; g < groups.size(); ++g) {
+    ParamGroup& group = groups[g];
+    // Each option the group leaves unset comes from the optimizer's options, as in PyTorch; one
+    // it sets must be an option of this optimizer (one `defaults` sets).
+    ParamGroup resolved{.name = group.name};
+    for_each_option(
+        [&](const char* option, auto& out, const auto& own, const auto& fallback) {
+          CPPGRAD_CHECK(!own || fallback, "{}: parameter group {} ('{}') sets {}, which {} does not have", name_, g,
+                        group.name, option, name_);
+          out = own ? own : fallback;
+        },
+        resolved, group, defaults);
+    check_group(resolved, g);
     for (const Tensor& p : group.params) {
-      CPPGRAD_CHECK(p.defined() && p.is_floating_point(), "Optimizer: parameters must be defined floating tensors");
+      CPPGRAD_CHECK(p.defined() && p.is_floating_point(), "{}: parameters must be defined floating tensors", name_);
       if (!p.is_leaf())
-        throw Error(fmt::format("Optimizer: can only optimise leaf tensors; got one with grad_fn {}", p.grad_fn()->name()));
-      if (seen.insert(p.impl()).second) unique.params.push_back(p);
+        throw Error(fmt::format("{}: can only optimise leaf tensors; got one with grad_fn {}", name_, p.grad_fn()->name()));
+      if (seen.insert(p.impl()).second) resolved.params.push_back(p);
     }
-    groups_.push_back(std::move(unique));
+    groups_.push_back(std::move(resolved));
   }
   size_t count = 0;
   for (const auto& g : groups_) count += g.params.size();
   state_.resize(count);
+}
+
+void Optimizer::check_group(const ParamGroup& group, size_t index) const {
+  auto at_least_zero = [&](const std::optional<double>& v, const char* what) {
+    CPPGRAD_CHECK(!v || *v >= 0.0, "{}: parameter group {}: {} {}", name_, index, what, *v);
+  };
+  at_least_zero(group.lr, "negative learning rate");
+  at_least_zero(group.weight_decay, "negative weight_decay");
+  at_least_zero(group.momentum, "negative momentum");
+  at_least_zero(group.eps, "negative eps");
+  for (const auto* beta : {&group.beta1, &group.beta2})
+    CPPGRAD_CHECK(!*beta || (**beta >= 0.0 && **beta < 1.0), "{}: parameter group {}: betas must be in [0, 1), got ({}, {})",
+                  name_, index, group.beta1.value_or(0.0), group.beta2.value_or(0.0));
+  CPPGRAD_CHECK(!group.nesterov.value_or(false) || (group.momentum.value_or(0.0) > 0.0 && group.dampening.value_or(0.0) == 0.0),
+                "{}: parameter group {}: Nesterov momentum needs momentum > 0 and dampening 0", name_, index);
 }
 
 void Optimizer::step() {
@@ -54,16 +81,18 @@ void Optimizer::zero_grad(bool set_to_none) {
 }
 
 void Optimizer::set_lr(double lr) {
-  CPPGRAD_CHECK(lr >= 0.0, "Optimizer::set_lr: negative learning rate {}", lr);
+  CPPGRAD_CHECK(lr >= 0.0, "{}::set_lr: negative learning rate {}", name_, lr);
   for (auto& group : groups_) group.lr = lr;
 }
 
 NamedTensors Optimizer::state_dict() const {
   NamedTensors out;
-  for (size_t g = 0; g < groups_.size(); ++g) {
-    out.emplace_back(fmt::format("param_groups.{}.lr", g), scalar_tensor(groups_[g].lr, kFloat64));
-    out.emplace_back(fmt::format("param_groups.{}.weight_decay", g), scalar_tensor(groups_[g].weight_decay, kFloat64));
-  }
+  for (size_t g = 0; g < groups_.size(); ++g)
+    for_each_option(
+        [&](const char* option, const auto& value) {
+          if (value) out.emplace_back(fmt::format("param_groups.{}.{}", g, option), scalar_tensor(double(*value), kFloat64));
+        },
+        groups_[g]);
   for (size_t i = 0; i < state_.size(); ++i)
     for (const auto& [name, t] : state_[i]) out.emplace_back(fmt::format("state.{}.{}", i, name), kernels::clone(t));
   return out;
@@ -77,13 +106,16 @@ void Optimizer::load_state_dict(const NamedTensors& state) {
     char field[64] = {0};
     if (std::sscanf(key.c_str(), "param_groups.%zu.%63s", &g, field) == 2) {
       CPPGRAD_CHECK(g < groups.size(), "Optimizer::load_state_dict: '{}' names group {} of {}", key, g, groups.size());
-      double v = t.item<double>();
-      if (std::string(field) == "lr")
-        groups[g].lr = v;
-      else if (std::string(field) == "weight_decay")
-        groups[g].weight_decay = v;
-      else
-        throw Error(fmt::format("Optimizer::load_state_dict: unknown key '{}'", key));
+      // Only an option this optimizer has (one its groups have set) can be loaded.
+      bool known = false;
+      for_each_option(
+          [&](const char* option, auto& value) {
+            if (field != std::string_view(option) || !value) return;
+            value = static_cast<typename std::remove_reference_t<decltype(value)>::value_type>(t.item<double>());
+            known = true;
+          },
+          groups[g]);
+      if (!known) throw Error(fmt::format("Optimizer::load_state_dict: unknown key '{}'", key));
     } else if (std::sscanf(key.c_str(), "state.%zu.%63s", &i, field) == 2) {
       CPPGRAD_CHECK(i < loaded.size(), "Optimizer::load_state_dict: '{}' names parameter {}, but there are {}", key, i,
             loaded.size());
@@ -92,6 +124,7 @@ void Optimizer::load_state_dict(const NamedTensors& state) {
       throw Error(fmt::format("Optimizer::load_state_dict: unknown key '{}'", key));
     }
   }
+  for (size_t g = 0; g < groups.size(); ++g) check_group(groups[g], g);
   // Each parameter's buffers must match its shape (a 0-d entry is a counter). Floating buffers
   // take the parameter's dtype, as in PyTorch: a float64 checkpoint resumes a float32 run.
   size_t index = 0;

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -14,18 +15,49 @@ namespace cppgrad::optim {
 
 using nn::NamedTensors;
 
-// Parameters that share a learning rate and weight decay (e.g. "no decay for biases").
-struct ParamGroup {
-  std::vector<Tensor> params;
-  double lr = 1e-3;
-  double weight_decay = 0.0;
-  std::string name;
+// Parameters that share their options (e.g. "no decay for biases"). As in PyTorch, a group
+// inherits every option it leaves unset from the optimizer's options (SGDOptions, AdamOptions):
+//   SGD({ParamGroup{.params = weights, .weight_decay = 5e-4}, ParamGroup{.params = biases}},
+//       SGDOptions(0.1).momentum(0.9));      // both groups train at lr 0.1 with momentum 0.9
+// The optimizer fills the unset options when it is built, so param_groups() shows the values in
+// force. Setting an option the optimizer does not have (beta1 for SGD) is an error.
+struct ParamGroup {  // (every member has an initializer: no warning for one left out)
+  std::vector<Tensor> params{};
+  std::optional<double> lr{};
+  std::optional<double> weight_decay{};
+  std::string name{};
+  // SGD's
+  std::optional<double> momentum{};
+  std::optional<double> dampening{};
+  std::optional<bool> nesterov{};
+  // Adam's and AdamW's
+  std::optional<double> beta1{};
+  std::optional<double> beta2{};
+  std::optional<double> eps{};
+  std::optional<bool> amsgrad{};
 };
+
+// Calls f("lr", g.lr...) for each option, in the order state_dict() saves them, with that
+// option of each group given (one group, or two side by side).
+template <class F, class... Groups>
+void for_each_option(F&& f, Groups&... g) {
+  f("lr", g.lr...);
+  f("weight_decay", g.weight_decay...);
+  f("momentum", g.momentum...);
+  f("dampening", g.dampening...);
+  f("nesterov", g.nesterov...);
+  f("beta1", g.beta1...);
+  f("beta2", g.beta2...);
+  f("eps", g.eps...);
+  f("amsgrad", g.amsgrad...);
+}
 
 class Optimizer {
  public:
-  // A tensor listed twice (tied weights), in one group or two, is updated once, in the first.
-  explicit Optimizer(std::vector<ParamGroup> groups);
+  // `defaults` sets every option this optimizer has (and only those); each group takes from it
+  // what it leaves unset. `optimizer_name` ("SGD") names the optimizer in errors. A tensor
+  // listed twice (tied weights), in one group or two, is updated once, in the first.
+  Optimizer(std::vector<ParamGroup> groups, const ParamGroup& defaults, std::string optimizer_name);
   virtual ~Optimizer() = default;
 
   // One update of every parameter that has a gradient, under no-grad.
@@ -36,15 +68,18 @@ class Optimizer {
   const std::vector<ParamGroup>& param_groups() const { return groups_; }
   // Sets every group's learning rate (what a schedule does).
   void set_lr(double lr);
-  double lr() const { return groups_.at(0).lr; }
+  double lr() const { return groups_.at(0).lr.value(); }
 
   // "state.<i>.<name>" per parameter (i counts parameters across groups in order), and
-  // "param_groups.<g>.lr" / ".weight_decay". Load expects the same parameters in the same order.
+  // "param_groups.<g>.<option>" for each option the optimizer has (lr, weight_decay, ...; a
+  // bool as 0 or 1). Load expects the same parameters in the same order; a checkpoint that
+  // lacks an option leaves it as it is.
   NamedTensors state_dict() const;
   void load_state_dict(const NamedTensors& state);
 
  protected:
-  // Updates one parameter (contiguous) from its gradient (contiguous, same shape); `state`
+  // Updates one parameter (contiguous) from its gradient (contiguous, same shape) with the
+  // options of its group (every option of this optimizer is set there); `state`
   // holds this parameter's named buffers, created by the subclass on first use.
   virtual void update(const Tensor& param, const Tensor& grad, const ParamGroup& group,
                       std::map<std::string, Tensor>& state) = 0;
@@ -53,6 +88,10 @@ class Optimizer {
   virtual void finish_step() {}
 
  private:
+  // Throws if an option of `group` is out of range (negative lr, beta outside [0, 1), ...).
+  void check_group(const ParamGroup& group, size_t index) const;
+
+  std::string name_;
   std::vector<ParamGroup> groups_;
   std::vector<std::map<std::string, Tensor>> state_;  // one per parameter, in group order
 };

@@ -7,7 +7,7 @@
 namespace cppgrad::optim {
 
 LRScheduler::LRScheduler(Optimizer& optimizer) : optimizer_(optimizer) {
-  for (const auto& g : optimizer.param_groups()) base_lrs_.push_back(g.lr);
+  for (const auto& g : optimizer.param_groups()) base_lrs_.push_back(g.lr.value());
 }
 
 void LRScheduler::apply() {

@@ -2,18 +2,25 @@
 
 namespace cppgrad::optim {
 
-SGD::SGD(std::vector<Tensor> params, const SGDOptions& o)
-    : SGD(std::vector<ParamGroup>{{std::move(params), o.lr(), o.weight_decay(), ""}}, o) {}
+namespace {
 
-SGD::SGD(std::vector<ParamGroup> groups, const SGDOptions& o) : Optimizer(std::move(groups)), options(o) {
-  CPPGRAD_CHECK(o.momentum() >= 0.0, "SGD: negative momentum {}", o.momentum());
-  CPPGRAD_CHECK(!o.nesterov() || (o.momentum() > 0.0 && o.dampening() == 0.0),
-        "SGD: Nesterov momentum needs momentum > 0 and dampening 0");
+// The options every group starts from (and the only ones an SGD group may set).
+ParamGroup sgd_defaults(const SGDOptions& o) {
+  return {.lr = o.lr(), .weight_decay = o.weight_decay(), .momentum = o.momentum(), .dampening = o.dampening(),
+          .nesterov = o.nesterov()};
 }
+
+}  // namespace
+
+SGD::SGD(std::vector<Tensor> params, const SGDOptions& o) : SGD({ParamGroup{.params = std::move(params)}}, o) {}
+
+SGD::SGD(std::vector<ParamGroup> groups, const SGDOptions& o)
+    : Optimizer(std::move(groups), sgd_defaults(o), "SGD"), options(o) {}
 
 void SGD::update(const Tensor& param, const Tensor& grad, const ParamGroup& group,
                  std::map<std::string, Tensor>& state) {
-  const double mu = options.momentum(), tau = options.dampening(), wd = group.weight_decay, lr = group.lr;
+  const double mu = *group.momentum, tau = *group.dampening, wd = *group.weight_decay, lr = *group.lr;
+  const bool nesterov = *group.nesterov;
   const bool first = !state.count("momentum_buffer");
   if (mu != 0.0 && first) state["momentum_buffer"] = zeros_like(param);
   dispatch_floating(param.dtype(), "SGD", [&](auto tag) {
@@ -25,7 +32,7 @@ void SGD::update(const Tensor& param, const Tensor& grad, const ParamGroup& grou
       T g = dp[i] + static_cast<T>(wd) * p[i];
       if (b) {
         b[i] = first ? g : static_cast<T>(mu) * b[i] + static_cast<T>(1.0 - tau) * g;
-        g = options.nesterov() ? g + static_cast<T>(mu) * b[i] : b[i];
+        g = nesterov ? g + static_cast<T>(mu) * b[i] : b[i];
       }
       p[i] -= static_cast<T>(lr) * g;
     }

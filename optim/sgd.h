@@ -23,7 +23,7 @@ class SGD : public Optimizer {
  public:
   SGD(std::vector<Tensor> params, const SGDOptions& options);
   SGD(std::vector<ParamGroup> groups, const SGDOptions& options);
-  const SGDOptions options;
+  const SGDOptions options;  // the defaults of every group's unset options
 
  protected:
   void update(const Tensor& param, const Tensor& grad, const ParamGroup& group,

@@ -104,14 +104,18 @@ TEST_CASE("state_dict names every group's settings and every parameter's buffers
   nn::NamedTensors state = opt.state_dict();
   std::vector<std::string> names;
   for (const auto& [name, t] : state) names.push_back(name);
-  CHECK(names == std::vector<std::string>{"param_groups.0.lr", "param_groups.0.weight_decay", "param_groups.1.lr",
-                                          "param_groups.1.weight_decay", "state.0.momentum_buffer",
-                                          "state.1.momentum_buffer"});
-  CHECK(state[2].second.item<double>() == 0.2);
-  optimtest::check_values(state[4].second, {1.0 + 0.01 * 1.0, 1.0 + 0.01 * 2.0}, 0.0);
+  // Every option SGD has, per group (nesterov as 0 or 1), then the buffers.
+  CHECK(names == std::vector<std::string>{"param_groups.0.lr", "param_groups.0.weight_decay", "param_groups.0.momentum",
+                                          "param_groups.0.dampening", "param_groups.0.nesterov", "param_groups.1.lr",
+                                          "param_groups.1.weight_decay", "param_groups.1.momentum",
+                                          "param_groups.1.dampening", "param_groups.1.nesterov",
+                                          "state.0.momentum_buffer", "state.1.momentum_buffer"});
+  CHECK(state[5].second.item<double>() == 0.2);
+  CHECK(state[7].second.item<double>() == 0.9);  // inherited from SGDOptions
+  optimtest::check_values(state[10].second, {1.0 + 0.01 * 1.0, 1.0 + 0.01 * 2.0}, 0.0);
   // The saved buffers are copies: later steps do not change them.
   opt.step();
-  optimtest::check_values(state[4].second, {1.01, 1.02}, 0.0);
+  optimtest::check_values(state[10].second, {1.01, 1.02}, 0.0);
 }
 
 TEST_CASE("load_state_dict restores group settings and buffers") {
