@@ -1,11 +1,16 @@
 // cppgrad: the one header a user includes.
 #pragma once
 
+#include <fmt/ranges.h>  // fmt::print("{}", t.shape()) prints [2, 3]
+
 #include "tensor/tensor.h"
 #include "tensor/parallel.h"
 #include "tensor/profile.h"
 #include "autograd/node.h"
 #include "autograd/functions.h"
+#include "autograd/function.h"
+#include "autograd/dot.h"
+#include "autograd/functional.h"
 #include "autograd/gradcheck.h"
 #include "nn/module.h"
 #include "nn/init.h"

@@ -88,7 +88,7 @@ bool any_requires_grad(const std::vector<Tensor>& tensors) {
   return std::any_of(tensors.begin(), tensors.end(), [](const Tensor& t) { return t.defined() && t.requires_grad(); });
 }
 
-Tensor record(std::string_view op, Tensor out, const std::vector<Tensor>& inputs, const std::vector<Tensor>& to_save,
+Tensor record(std::string op, Tensor out, const std::vector<Tensor>& inputs, const std::vector<Tensor>& to_save,
               BackwardFn backward) {
   if (!GradMode::is_enabled() || !any_requires_grad(inputs)) return out;
   if (!out.is_floating_point()) return out;  // integers and bools have no gradient (x.to(kInt64))
@@ -98,7 +98,9 @@ Tensor record(std::string_view op, Tensor out, const std::vector<Tensor>& inputs
     if (in.defined() && in.is_same(out)) out = kernels::alias(out);
 
   auto node = std::make_shared<Node>();
-  node->op = op;
+  node->op = std::move(op);
+  node->output_shape = out.shape();
+  node->output_dtype = out.dtype();
   for (const Tensor& in : inputs) {
     Edge edge;
     if (in.defined() && in.requires_grad()) {

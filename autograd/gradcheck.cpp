@@ -1,5 +1,6 @@
 #include "autograd/gradcheck.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "tensor/kernels.h"
@@ -50,6 +51,34 @@ Tensor central_difference(const GradcheckFunction& fn, const std::vector<Tensor>
                          full({}, 2 * eps, kFloat64));
 }
 
+// The ops of the graph below `out`, from the output down, each once ("; the graph's ops: TanhBackward,
+// SwishBackward"), so that a failure names the op whose backward may be wrong.
+std::string graph_ops(const Tensor& out) {
+  if (!out.grad_fn()) return "";
+  std::vector<std::string> names;
+  std::vector<const autograd::Node*> stack{out.grad_fn().get()}, seen{out.grad_fn().get()};
+  constexpr size_t kMaxNames = 12;
+  bool more = false;
+  while (!stack.empty()) {
+    const autograd::Node* node = stack.back();
+    stack.pop_back();
+    const std::string name = node->name();
+    if (std::find(names.begin(), names.end(), name) == names.end()) {
+      if (names.size() == kMaxNames) {
+        more = true;
+        break;
+      }
+      names.push_back(name);
+    }
+    for (auto it = node->next.rbegin(); it != node->next.rend(); ++it)
+      if (it->node && std::find(seen.begin(), seen.end(), it->node.get()) == seen.end()) {
+        seen.push_back(it->node.get());
+        stack.push_back(it->node.get());
+      }
+  }
+  return fmt::format("; the graph's ops: {}{}", fmt::join(names, ", "), more ? ", ..." : "");
+}
+
 bool close(double analytic, double numerical, const GradcheckOptions& o) {
   return std::abs(analytic - numerical) <= o.atol + o.rtol * std::abs(numerical);
 }
@@ -96,9 +125,9 @@ bool slow_check(const GradcheckFunction& fn, const std::vector<Tensor>& inputs, 
         double analytic = rows[r][k].data<double>()[j];
         if (!close(analytic, numerical[r], o))
           throw Error(fmt::format("gradcheck: Jacobian mismatch for input {} (shape {}) at input element {} and "
-                                  "output element {}: analytic {:.10g} vs numerical {:.10g}",
+                                  "output element {}: analytic {:.10g} vs numerical {:.10g}{}",
                                   idx[k], shape_str(x.shape()), shape_str(unravel(j, x.shape())), r, analytic,
-                                  numerical[r]));
+                                  numerical[r], graph_ops(out)));
       }
     }
   }
@@ -122,8 +151,8 @@ bool fast_check(const GradcheckFunction& fn, const std::vector<Tensor>& inputs, 
     double numerical = kernels::sum(kernels::binary(kernels::Binary::Mul, ju, v), {}, false).item<double>();
     if (!close(analytic, numerical, o))
       throw Error(fmt::format("gradcheck (fast mode): projection vᵀJu mismatch for input {} (shape {}): analytic "
-                              "{:.10g} vs numerical {:.10g}",
-                              idx[k], shape_str(x.shape()), analytic, numerical));
+                              "{:.10g} vs numerical {:.10g}{}",
+                              idx[k], shape_str(x.shape()), analytic, numerical, graph_ops(out)));
   }
   return true;
 }

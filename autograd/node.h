@@ -9,6 +9,7 @@
 
 #include <functional>
 #include <memory>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -65,7 +66,7 @@ struct Node : std::enable_shared_from_this<Node> {
   Node(const Node&) = delete;
   Node& operator=(const Node&) = delete;
 
-  std::string_view op;              // the forward op, e.g. "matmul"
+  std::string op;                   // the forward op, e.g. "matmul"
   std::vector<Edge> next;           // one per input
   std::vector<Shape> input_shapes;  // a gradient is summed back to its input's shape
   std::vector<DType> input_dtypes;  // and converted to its input's dtype
@@ -74,6 +75,8 @@ struct Node : std::enable_shared_from_this<Node> {
   std::vector<Tensor::Hook> pre_hooks;  // the output tensor's hooks (and retain_grad)
   uint64_t sequence_nr;                 // creation order: later nodes run first
   bool released = false;                // saved tensors freed by a backward without retain_graph
+  Shape output_shape;                   // what the op produced (for to_dot's picture)
+  DType output_dtype = kFloat32;
 
   // "MatmulBackward", as PyTorch names grad_fn.
   std::string name() const;
@@ -135,7 +138,7 @@ class AnomalyModeGuard {
 // some input requires grad and `out` is floating point, makes a Node for `op` with an edge to
 // each input, saves `to_save` (which may include `out` itself), and sets out's grad_fn.
 // Otherwise returns out.
-Tensor record(std::string_view op, Tensor out, const std::vector<Tensor>& inputs, const std::vector<Tensor>& to_save,
+Tensor record(std::string op, Tensor out, const std::vector<Tensor>& inputs, const std::vector<Tensor>& to_save,
               BackwardFn backward);
 
 // The same, for an op with a list of inputs (cat).

@@ -38,6 +38,39 @@ Tensor Tensor::sign() const {
                 [](const Tensor& g, const Saved&) -> Grads { return {zeros_like(g)}; });
 }
 
+Tensor Tensor::sin() const {
+  // dA = dC ⊙ cos(A)
+  return record("sin", kernels::unary(Unary::Sin, *this), {*this}, {*this},
+                [](const Tensor& g, const Saved& s) -> Grads { return {g * s[0].cos()}; });
+}
+
+Tensor Tensor::cos() const {
+  // dA = -dC ⊙ sin(A)
+  return record("cos", kernels::unary(Unary::Cos, *this), {*this}, {*this},
+                [](const Tensor& g, const Saved& s) -> Grads { return {-(g * s[0].sin())}; });
+}
+
+Tensor sin(const Tensor& t) { return t.sin(); }
+Tensor cos(const Tensor& t) { return t.cos(); }
+
+Tensor Tensor::clamp(std::optional<double> min, std::optional<double> max) const {
+  CPPGRAD_CHECK(min || max, "clamp: give at least one of min and max");
+  CPPGRAD_CHECK(!min || !max || *min <= *max, "clamp: min {} is above max {}", *min, *max);
+  CPPGRAD_CHECK(is_floating_point(), "clamp: {} tensor; clamp works on floating tensors", dtype_name(dtype()));
+  Tensor out = *this;
+  if (min) out = kernels::binary(Binary::Maximum, out, full({}, *min, dtype()));
+  if (max) out = kernels::binary(Binary::Minimum, out, full({}, *max, dtype()));
+  // dA = dC where min ≤ A ≤ max, else 0
+  return record("clamp", out, {*this}, {*this}, [min, max](const Tensor& g, const Saved& s) -> Grads {
+    Tensor grad = g;
+    if (min) grad = grad.masked_fill(s[0] < *min, 0.0);
+    if (max) grad = grad.masked_fill(s[0] > *max, 0.0);
+    return {grad};
+  });
+}
+
+Tensor clamp(const Tensor& t, std::optional<double> min, std::optional<double> max) { return t.clamp(min, max); }
+
 Tensor Tensor::exp() const {
   Tensor out = kernels::unary(Unary::Exp, *this);
   // dA = dC ⊙ exp(A) = dC ⊙ C
@@ -203,6 +236,26 @@ Tensor operator<(const Tensor& a, const Tensor& b) { return a.lt(b); }
 Tensor operator<=(const Tensor& a, const Tensor& b) { return a.le(b); }
 Tensor operator>(const Tensor& a, const Tensor& b) { return a.gt(b); }
 Tensor operator>=(const Tensor& a, const Tensor& b) { return a.ge(b); }
+
+// A number compared with a tensor: in the tensor's dtype when that holds it exactly, else in
+// float64 (an integer tensor against 0.5), so `t == 0.5` is false for every integer t.
+static Tensor compare_scalar_for(const Tensor& t, double v) {
+  if (is_floating(t.dtype())) return full({}, v, t.dtype());
+  if (v == std::floor(v) && t.dtype() == kInt64) return full({}, v, kInt64);
+  return full({}, v, kFloat64);
+}
+Tensor operator==(const Tensor& a, double b) { return a.eq(compare_scalar_for(a, b)); }
+Tensor operator!=(const Tensor& a, double b) { return a.ne(compare_scalar_for(a, b)); }
+Tensor operator<(const Tensor& a, double b) { return a.lt(compare_scalar_for(a, b)); }
+Tensor operator<=(const Tensor& a, double b) { return a.le(compare_scalar_for(a, b)); }
+Tensor operator>(const Tensor& a, double b) { return a.gt(compare_scalar_for(a, b)); }
+Tensor operator>=(const Tensor& a, double b) { return a.ge(compare_scalar_for(a, b)); }
+Tensor operator==(double a, const Tensor& b) { return b == a; }
+Tensor operator!=(double a, const Tensor& b) { return b != a; }
+Tensor operator<(double a, const Tensor& b) { return b > a; }
+Tensor operator<=(double a, const Tensor& b) { return b >= a; }
+Tensor operator>(double a, const Tensor& b) { return b < a; }
+Tensor operator>=(double a, const Tensor& b) { return b <= a; }
 
 // ---- selection --------------------------------------------------------------------------------
 

@@ -56,7 +56,7 @@ namespace {
 // For the views that only insert or remove size-1 dims, the gradient is a reshape back.
 Tensor reshape_view(std::string_view op, const Tensor& self, Tensor out) {
   Shape in = self.shape();
-  return record(op, out, {self}, {}, [in](const Tensor& g, const Saved&) -> Grads { return {g.reshape(in)}; });
+  return record(std::string(op), out, {self}, {}, [in](const Tensor& g, const Saved&) -> Grads { return {g.reshape(in)}; });
 }
 }  // namespace
 

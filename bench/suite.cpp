@@ -100,7 +100,7 @@ class CopyTaskRow {
     const seq2seq::Batch& b = batches_[next_++ % batches_.size()];
     Tensor logits = model_->forward(b.src, b.tgt_in, b.src_pad, b.tgt_pad);  // (B, T, vocab)
     Tensor loss = F::cross_entropy(logits.reshape({-1, vocab_}), b.tgt_out.reshape({-1}),
-                                   {.ignore_index = seq2seq::PAD});
+                                   F::CrossEntropyOptions().ignore_index(seq2seq::PAD));
     adam_->zero_grad();
     loss.backward();
     adam_->step();

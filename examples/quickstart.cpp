@@ -11,10 +11,9 @@ int main() {
   Tensor x = rand({256, 1}) * 6.0 - 3.0;     // (256, 1) inputs in [-3, 3)
   Tensor y = x * x / 3.0 + (x * 2.0).tanh();  // (256, 1) targets
 
-  auto model = std::make_shared<nn::Sequential>(std::initializer_list<std::shared_ptr<nn::UnaryModule>>{
-      std::make_shared<nn::Linear>(1, 64), std::make_shared<nn::ReLU>(),
-      std::make_shared<nn::Linear>(64, 64), std::make_shared<nn::ReLU>(),
-      std::make_shared<nn::Linear>(64, 1)});
+  auto model = std::make_shared<nn::Sequential>(std::make_shared<nn::Linear>(1, 64), std::make_shared<nn::ReLU>(),
+                                                std::make_shared<nn::Linear>(64, 64), std::make_shared<nn::ReLU>(),
+                                                std::make_shared<nn::Linear>(64, 1));
   optim::Adam opt(model->parameters(), optim::AdamOptions(1e-2));
 
   for (int step = 1; step <= 500; ++step) {

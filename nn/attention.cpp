@@ -145,7 +145,9 @@ AttentionOutput MultiheadAttention::forward(const Tensor& query, const Tensor& k
                                             const Tensor& key_padding_mask, const Tensor& attn_mask,
                                             bool need_weights, bool average_attn_weights, bool is_causal) {
   const int64_t E = options.embed_dim(), H = options.num_heads();
-  Inputs in = prepare(query, key, value, key_padding_mask, E, options.kdim(), options.vdim());
+  const bool batch_first = options.batch_first();
+  Inputs in = prepare(swap_batch_and_sequence(query, batch_first), swap_batch_and_sequence(key, batch_first),
+                      swap_batch_and_sequence(value, batch_first), key_padding_mask, E, options.kdim(), options.vdim());
   const int64_t B = in.query.size(0), T = in.query.size(1), S = in.key.size(1);
 
   // Q = query · W_Qᵀ + b_Q, and so on: (B, T, E) -> (B, T, E). The W_* are row blocks of the
@@ -173,7 +175,9 @@ AttentionOutput MultiheadAttention::forward(const Tensor& query, const Tensor& k
   if (store_attention) last_attention = heads.weights.detach();
 
   AttentionOutput result{out_proj->forward(merge_heads(heads.output)), heads.weights};  // (B, T, E)
-  return finish(result, need_weights, average_attn_weights, in.unbatched);
+  result = finish(result, need_weights, average_attn_weights, in.unbatched);
+  result.output = swap_batch_and_sequence(result.output, batch_first);  // (T, B, E) when sequence first
+  return result;
 }
 
 // ---- PerHeadAttention -----------------------------------------------------------------------

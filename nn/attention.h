@@ -22,7 +22,15 @@ struct MultiheadAttentionOptions {
   CPPGRAD_ARG(bool, bias, true)
   CPPGRAD_ARG(int64_t, kdim, 0)  // 0: embed_dim
   CPPGRAD_ARG(int64_t, vdim, 0)  // 0: embed_dim
+  // false: inputs and output are sequence first, (T, B, E), PyTorch's default layout. Here the
+  // default is batch first (B, T, E); the weights returned are (B, T, S) either way.
+  CPPGRAD_ARG(bool, batch_first, true)
 };
+
+// (T, B, E) <-> (B, T, E) for a layer that is not batch first; an unbatched (T, E) stays.
+inline Tensor swap_batch_and_sequence(const Tensor& x, bool batch_first) {
+  return !batch_first && x.defined() && x.dim() == 3 ? x.transpose(0, 1) : x;
+}
 
 using AttentionOutput = functional::AttentionOutput;
 
@@ -39,6 +47,7 @@ class MultiheadAttention : public Module {
 
   // query (B, T, E), key (B, S, kdim), value (B, S, vdim) -> output (B, T, E) and, if
   // need_weights, the attention weights: (B, T, S) averaged over heads, or (B, H, T, S).
+  // With batch_first(false): query (T, B, E), key and value (S, B, ·), output (T, B, E).
   // Unbatched (T, E) inputs work too.
   AttentionOutput forward(const Tensor& query, const Tensor& key, const Tensor& value,
                           const Tensor& key_padding_mask = {}, const Tensor& attn_mask = {}, bool need_weights = true,

@@ -47,13 +47,15 @@ Tensor dropout(const Tensor& x, double p, bool training, Generator& gen) {
 
 Tensor relu(const Tensor& x) { return x.relu(); }
 Tensor gelu(const Tensor& x) { return x.gelu(); }
+Tensor tanh(const Tensor& x) { return x.tanh(); }
+Tensor sigmoid(const Tensor& x) { return x.sigmoid(); }
 
 Tensor cross_entropy(const Tensor& logits, const Tensor& target, const CrossEntropyOptions& options) {
   CPPGRAD_CHECK(logits.is_floating_point(), "cross_entropy: logits must be floating, got {}", dtype_name(logits.dtype()));
   CPPGRAD_CHECK(target.dtype() == kInt64, "cross_entropy: target must hold int64 class indices, got {}",
         dtype_name(target.dtype()));
-  CPPGRAD_CHECK(options.label_smoothing >= 0.0 && options.label_smoothing <= 1.0,
-        "cross_entropy: label_smoothing must be in [0, 1], got {}", options.label_smoothing);
+  CPPGRAD_CHECK(options.label_smoothing() >= 0.0 && options.label_smoothing() <= 1.0,
+        "cross_entropy: label_smoothing must be in [0, 1], got {}", options.label_smoothing());
   // Bring the class dim last and flatten: (M, C) logits against (M) targets.
   Tensor flat_logits;
   if (logits.dim() == 1) {
@@ -74,22 +76,22 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, const CrossEntr
   flat_logits = flat_logits.reshape({-1, classes});
   Tensor flat_target = target.reshape({-1});
 
-  Tensor valid = flat_target.ne(scalar_tensor(static_cast<double>(options.ignore_index), kInt64));
+  Tensor valid = flat_target.ne(scalar_tensor(static_cast<double>(options.ignore_index()), kInt64));
   for (int64_t t : flat_target.to_vector<int64_t>())
-    CPPGRAD_CHECK(t == options.ignore_index || (t >= 0 && t < classes), "cross_entropy: target {} is out of range for {} classes",
+    CPPGRAD_CHECK(t == options.ignore_index() || (t >= 0 && t < classes), "cross_entropy: target {} is out of range for {} classes",
           t, classes);
   Tensor safe_target = where(valid, flat_target, zeros({}, kInt64));
 
   Tensor log_probs = flat_logits.log_softmax(1);                                  // (M, C)
   Tensor nll = -log_probs.gather(1, safe_target.unsqueeze(1)).squeeze(1);        // (M)
   Tensor loss = nll;
-  if (options.label_smoothing > 0.0) {
+  if (options.label_smoothing() > 0.0) {
     // The target distribution is (1-ε)·one_hot + ε/C: its cross-entropy adds ε·mean_c(-log p_c).
-    const double eps = options.label_smoothing;
+    const double eps = options.label_smoothing();
     loss = (1.0 - eps) * nll + eps * (-log_probs.mean({1}));
   }
   loss = loss.masked_fill(valid.logical_not(), 0.0);
-  switch (options.reduction) {
+  switch (options.reduction()) {
     case Reduction::None: return loss.reshape(target.shape());
     case Reduction::Sum: return loss.sum();
     case Reduction::Mean: {

@@ -5,6 +5,7 @@
 #include <optional>
 
 #include "../autograd/node.h"
+#include "options.h"
 
 namespace cppgrad::nn::functional {
 
@@ -20,13 +21,16 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
 Tensor dropout(const Tensor& x, double p, bool training, Generator& gen = default_generator());
 Tensor relu(const Tensor& x);
 Tensor gelu(const Tensor& x);
+Tensor tanh(const Tensor& x);
+Tensor sigmoid(const Tensor& x);
 
 enum class Reduction { Mean, Sum, None };
 
+// Chainable, as every options type: CrossEntropyOptions().ignore_index(PAD).label_smoothing(0.1)
 struct CrossEntropyOptions {
-  int64_t ignore_index = -100;
-  double label_smoothing = 0.0;
-  Reduction reduction = Reduction::Mean;
+  CPPGRAD_ARG(int64_t, ignore_index, -100)
+  CPPGRAD_ARG(double, label_smoothing, 0.0)
+  CPPGRAD_ARG(Reduction, reduction, Reduction::Mean)
 };
 // Cross-entropy between logits and class indices, computed from log_softmax (no log(0)).
 // logits (N, C) with target (N), or (N, C, d1, ...) with target (N, d1, ...), or (C) with ().

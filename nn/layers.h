@@ -1,8 +1,9 @@
-// The basic layers: Linear, Embedding, LayerNorm, Dropout, ReLU, GELU, and the containers
+// The basic layers: Linear, Embedding, LayerNorm, Dropout, ReLU, GELU, Tanh, Sigmoid, and the containers
 // Sequential and ModuleList. Each initialises its parameters as PyTorch's does.
 #pragma once
 
 #include <optional>
+#include <type_traits>
 
 #include "functional.h"
 #include "module.h"
@@ -76,11 +77,28 @@ class GELU : public UnaryModule {
   std::string type_name() const override { return "GELU"; }
 };
 
-// Runs its modules in order; children are named "0", "1", ...
+class Tanh : public UnaryModule {
+ public:
+  Tensor forward(const Tensor& x) override { return x.tanh(); }
+  std::string type_name() const override { return "Tanh"; }
+};
+
+class Sigmoid : public UnaryModule {
+ public:
+  Tensor forward(const Tensor& x) override { return x.sigmoid(); }
+  std::string type_name() const override { return "Sigmoid"; }
+};
+
+// Runs its modules in order; children are named "0", "1", ... Either form builds one:
+//   nn::Sequential seq{std::make_shared<nn::Linear>(1, 64), std::make_shared<nn::ReLU>()};
+//   auto seq = std::make_shared<nn::Sequential>(std::make_shared<nn::Linear>(1, 64), std::make_shared<nn::ReLU>());
 class Sequential : public UnaryModule {
  public:
   Sequential() = default;
   Sequential(std::initializer_list<std::shared_ptr<UnaryModule>> modules);
+  template <class... M>
+    requires(sizeof...(M) > 0 && (std::is_convertible_v<M*, UnaryModule*> && ...))
+  explicit Sequential(std::shared_ptr<M>... modules) : Sequential({std::shared_ptr<UnaryModule>(std::move(modules))...}) {}
   void push_back(std::shared_ptr<UnaryModule> module);
   Tensor forward(const Tensor& x) override;
   size_t size() const { return modules_.size(); }

@@ -2,11 +2,15 @@
 
 #include <algorithm>
 #include <set>
+#include <typeinfo>
 #include <unordered_set>
 
+#include "autograd/function.h"
 #include "tensor/kernels.h"
 
 namespace cppgrad::nn {
+
+std::string Module::type_name() const { return autograd::short_type_name(typeid(*this)); }
 
 namespace {
 void check_name(const std::string& name, std::string_view what) {

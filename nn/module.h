@@ -26,8 +26,9 @@ class Module : public std::enable_shared_from_this<Module> {
   Module(const Module&) = delete;
   Module& operator=(const Module&) = delete;
 
-  // The module's type, for printing and error messages ("Linear").
-  virtual std::string type_name() const { return "Module"; }
+  // The module's type, for printing and error messages ("Linear"). By default the C++ class's
+  // own name without its namespaces, so a user's `struct Net : nn::Module` prints as "Net(".
+  virtual std::string type_name() const;
   // What str() prints inside the parentheses: "in_features=4, out_features=2, bias=true".
   virtual std::string extra_repr() const { return ""; }
 

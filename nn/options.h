@@ -1,16 +1,6 @@
-// CPPGRAD_ARG(type, name, default) gives an options struct a chainable setter and a getter,
-// so options read as in libtorch:  MultiheadAttentionOptions(512, 8).dropout(0.1).bias(false)
+// CPPGRAD_ARG(type, name, default): every options struct's chainable setters and getters,
+// MultiheadAttentionOptions(512, 8).dropout(0.1).bias(false), as in libtorch. Defined in
+// tensor/options.h so that the floors below nn use it too.
 #pragma once
 
-#define CPPGRAD_ARG(T, name, init)     \
- public:                               \
-  auto& name(const T& value) {         \
-    name##_ = value;                   \
-    return *this;                      \
-  }                                    \
-  const T& name() const { return name##_; } \
-                                       \
- private:                              \
-  T name##_ = init;                    \
-                                       \
- public:
+#include "../tensor/options.h"

@@ -44,7 +44,8 @@ Tensor TransformerEncoderLayer::feed_forward_block(const Tensor& x) {
 
 Tensor TransformerEncoderLayer::forward(const Tensor& src, const Tensor& src_mask, const Tensor& src_key_padding_mask,
                                         bool is_causal) {
-  Tensor x = src;
+  // The body works batch first; a sequence-first layer swaps the two dims on the way in and out.
+  Tensor x = swap_batch_and_sequence(src, options.batch_first());
   if (options.norm_first()) {
     x = x + self_attention_block(norm1->forward(x), src_mask, src_key_padding_mask, is_causal);
     x = x + feed_forward_block(norm2->forward(x));
@@ -52,7 +53,7 @@ Tensor TransformerEncoderLayer::forward(const Tensor& src, const Tensor& src_mas
     x = norm1->forward(x + self_attention_block(x, src_mask, src_key_padding_mask, is_causal));
     x = norm2->forward(x + feed_forward_block(x));
   }
-  return x;
+  return swap_batch_and_sequence(x, options.batch_first());
 }
 
 // ---- decoder layer ----------------------------------------------------------------------------
@@ -91,17 +92,18 @@ Tensor TransformerDecoderLayer::feed_forward_block(const Tensor& x) {
 Tensor TransformerDecoderLayer::forward(const Tensor& tgt, const Tensor& memory, const Tensor& tgt_mask,
                                         const Tensor& memory_mask, const Tensor& tgt_key_padding_mask,
                                         const Tensor& memory_key_padding_mask, bool tgt_is_causal) {
-  Tensor x = tgt;
+  Tensor x = swap_batch_and_sequence(tgt, options.batch_first());
+  const Tensor memory_bf = swap_batch_and_sequence(memory, options.batch_first());
   if (options.norm_first()) {
     x = x + self_attention_block(norm1->forward(x), tgt_mask, tgt_key_padding_mask, tgt_is_causal);
-    x = x + cross_attention_block(norm2->forward(x), memory, memory_mask, memory_key_padding_mask);
+    x = x + cross_attention_block(norm2->forward(x), memory_bf, memory_mask, memory_key_padding_mask);
     x = x + feed_forward_block(norm3->forward(x));
   } else {
     x = norm1->forward(x + self_attention_block(x, tgt_mask, tgt_key_padding_mask, tgt_is_causal));
-    x = norm2->forward(x + cross_attention_block(x, memory, memory_mask, memory_key_padding_mask));
+    x = norm2->forward(x + cross_attention_block(x, memory_bf, memory_mask, memory_key_padding_mask));
     x = norm3->forward(x + feed_forward_block(x));
   }
-  return x;
+  return swap_batch_and_sequence(x, options.batch_first());
 }
 
 // ---- stacks -----------------------------------------------------------------------------------
@@ -144,7 +146,8 @@ TransformerLayerOptions TransformerOptions::layer_options() const {
       .dropout(dropout())
       .activation(activation())
       .layer_norm_eps(layer_norm_eps())
-      .norm_first(norm_first());
+      .norm_first(norm_first())
+      .batch_first(batch_first());
 }
 
 Transformer::Transformer(const TransformerOptions& o) : options(o) {
@@ -158,13 +161,16 @@ Tensor Transformer::forward(const Tensor& src, const Tensor& tgt, const Tensor& 
                             const Tensor& memory_mask, const Tensor& src_key_padding_mask,
                             const Tensor& tgt_key_padding_mask, const Tensor& memory_key_padding_mask,
                             bool src_is_causal, bool tgt_is_causal) {
-  // Batched (B, S, E) and (B, T, E), or unbatched (S, E) and (T, E): only batched inputs share a dim 0.
+  // Batched (B, S, E) and (B, T, E) (or (S, B, E) and (T, B, E) sequence first), or unbatched
+  // (S, E) and (T, E): only batched inputs share a batch dim.
   const bool same_rank = src.dim() == tgt.dim() && (src.dim() == 2 || src.dim() == 3);
-  CPPGRAD_CHECK(same_rank && (src.dim() == 2 || src.size(0) == tgt.size(0)) && src.size(-1) == options.d_model() &&
-            tgt.size(-1) == options.d_model(),
-        "Transformer: src {} and tgt {} must be (B, S, d_model) and (B, T, d_model), or (S, d_model) and "
-        "(T, d_model), with d_model {}",
-        shape_str(src.shape()), shape_str(tgt.shape()), options.d_model());
+  const int64_t batch_dim = options.batch_first() ? 0 : 1;
+  CPPGRAD_CHECK(same_rank && (src.dim() == 2 || src.size(batch_dim) == tgt.size(batch_dim)) &&
+                    src.size(-1) == options.d_model() && tgt.size(-1) == options.d_model(),
+                "Transformer: src {} and tgt {} must be {}, or (S, d_model) and (T, d_model), with d_model {}",
+                shape_str(src.shape()), shape_str(tgt.shape()),
+                options.batch_first() ? "(B, S, d_model) and (B, T, d_model)" : "(S, B, d_model) and (T, B, d_model)",
+                options.d_model());
   Tensor memory = encoder->forward(src, src_mask, src_key_padding_mask, src_is_causal);
   return decoder->forward(tgt, memory, tgt_mask, memory_mask, tgt_key_padding_mask, memory_key_padding_mask,
                           tgt_is_causal);

@@ -1,5 +1,6 @@
 // The Transformer of "Attention Is All You Need", with torch.nn.Transformer's structure and
-// parameter names, batch first: src (B, S, d_model), tgt (B, T, d_model).
+// parameter names, batch first: src (B, S, d_model), tgt (B, T, d_model); with
+// batch_first(false), sequence first as PyTorch's default: src (S, B, d_model), tgt (T, B, d_model).
 //
 //   encoder layer:  x = Norm(x + Dropout(SelfAttention(x)))
 //                   x = Norm(x + Dropout(FeedForward(x)))      FeedForward = Linear·act·Linear
@@ -23,6 +24,7 @@ struct TransformerLayerOptions {
   CPPGRAD_ARG(Activation, activation, Activation::ReLU)
   CPPGRAD_ARG(double, layer_norm_eps, 1e-5)
   CPPGRAD_ARG(bool, norm_first, false)
+  CPPGRAD_ARG(bool, batch_first, true)  // false: (S, B, d_model), PyTorch's default
 };
 using TransformerEncoderLayerOptions = TransformerLayerOptions;
 using TransformerDecoderLayerOptions = TransformerLayerOptions;
@@ -100,6 +102,7 @@ struct TransformerOptions {
   CPPGRAD_ARG(Activation, activation, Activation::ReLU)
   CPPGRAD_ARG(double, layer_norm_eps, 1e-5)
   CPPGRAD_ARG(bool, norm_first, false)
+  CPPGRAD_ARG(bool, batch_first, true)  // false: (S, B, d_model), PyTorch's default
   TransformerLayerOptions layer_options() const;
 };
 

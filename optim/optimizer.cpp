@@ -75,6 +75,20 @@ void Optimizer::step() {
   finish_step();
 }
 
+size_t Optimizer::index_of(const Tensor& param) const {
+  size_t index = 0;
+  for (const ParamGroup& group : groups_)
+    for (const Tensor& p : group.params) {
+      if (p.is_same(param)) return index;
+      ++index;
+    }
+  throw Error(fmt::format("{}::state: the tensor of shape {} is not one of this optimizer's parameters", name_,
+                          param.defined() ? shape_str(param.shape()) : std::string("(undefined)")));
+}
+
+std::map<std::string, Tensor>& Optimizer::state(const Tensor& param) { return state_[index_of(param)]; }
+const std::map<std::string, Tensor>& Optimizer::state(const Tensor& param) const { return state_[index_of(param)]; }
+
 void Optimizer::zero_grad(bool set_to_none) {
   for (const auto& group : groups_)
     for (const Tensor& p : group.params) p.zero_grad(set_to_none);

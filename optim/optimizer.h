@@ -77,6 +77,13 @@ class Optimizer {
   NamedTensors state_dict() const;
   void load_state_dict(const NamedTensors& state);
 
+  // One parameter's state by name ("exp_avg", "exp_avg_sq", "step"; "momentum_buffer"), as
+  // PyTorch's optimizer.state[p]: empty until the parameter's first update. Writable: a tensor
+  // changed in place, or an entry replaced by one of the parameter's shape, is what the next
+  // step uses. Throws if `param` is not one of this optimizer's parameters.
+  std::map<std::string, Tensor>& state(const Tensor& param);
+  const std::map<std::string, Tensor>& state(const Tensor& param) const;
+
  protected:
   // Updates one parameter (contiguous) from its gradient (contiguous, same shape) with the
   // options of its group (every option of this optimizer is set there); `state`
@@ -88,6 +95,7 @@ class Optimizer {
   virtual void finish_step() {}
 
  private:
+  size_t index_of(const Tensor& param) const;  // across groups, in order
   // Throws if an option of `group` is out of range (negative lr, beta outside [0, 1), ...).
   void check_group(const ParamGroup& group, size_t index) const;
 

@@ -100,6 +100,15 @@ Tensor randint(int64_t low, int64_t high, const Shape& shape, Generator& gen) {
   return t;
 }
 
+Tensor randperm(int64_t n, Generator& gen) {
+  CPPGRAD_CHECK(n >= 0, "randperm: negative n {}", n);
+  Tensor t = arange(static_cast<double>(n));
+  int64_t* p = t.data<int64_t>();
+  // Fisher–Yates: position i takes one of the positions 0..i, each equally likely.
+  for (int64_t i = n - 1; i > 0; --i) std::swap(p[i], p[gen.randint(0, i + 1)]);
+  return t;
+}
+
 namespace {
 // splitmix64's finaliser: a bijection of 64-bit words whose outputs look independent even for
 // consecutive inputs, so word i of a mask is mix(key + i) (a counter-based generator).
@@ -212,7 +221,7 @@ Tensor tensor(std::initializer_list<std::initializer_list<std::initializer_list<
   return finish(out, options);
 }
 
-template <class T>
+template <StoredElement T>
 Tensor tensor(const std::vector<T>& values, const Shape& shape) {
   CPPGRAD_CHECK(numel(shape) == static_cast<int64_t>(values.size()), "tensor: {} values do not fill shape {} ({} elements)",
         values.size(), shape_str(shape), numel(shape));

@@ -36,7 +36,7 @@ Tensor to(const Tensor& t, DType dtype);
 void fill_(const Tensor& t, double value);
 
 // ---- elementwise (tensor/kernels/elementwise.cpp) ------------------------------------------
-enum class Unary { Neg, Abs, Exp, Log, Sqrt, Rsqrt, Tanh, Sigmoid, Relu, Gelu, Erf, Sign };
+enum class Unary { Neg, Abs, Exp, Log, Sqrt, Rsqrt, Tanh, Sigmoid, Relu, Gelu, Erf, Sign, Sin, Cos };
 Tensor unary(Unary op, const Tensor& t);
 Tensor pow(const Tensor& t, double exponent);
 

@@ -4,6 +4,7 @@
 // Large tensors show the first and last three entries of each dim around "...".
 #include <algorithm>
 #include <cmath>
+#include <ostream>
 
 #include "tensor/kernels.h"
 #include "tensor/tensor.h"
@@ -80,6 +81,8 @@ void render(const Tensor& t, bool elide, const NumberStyle& style, size_t indent
 }
 
 }  // namespace
+
+std::ostream& operator<<(std::ostream& os, const Tensor& t) { return os << t.str(); }
 
 std::string Tensor::str() const {
   if (!defined()) return "tensor(undefined)";

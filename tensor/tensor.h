@@ -10,11 +10,15 @@
 // state, the way PyTorch's TensorImpl holds its AutogradMeta: tensor/ knows nothing of graphs.
 #pragma once
 
+#include <concepts>
 #include <cstdint>
 #include <functional>
 #include <initializer_list>
 #include <memory>
+#include <optional>
+#include <iosfwd>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "dtype.h"
@@ -97,7 +101,9 @@ class Tensor {
   template <class T> T& at(const std::vector<int64_t>& index) const;
   // A row-major copy of the elements.
   template <class T> std::vector<T> to_vector() const;
-  std::string str() const;  // as printed by fmt::format("{}", t)
+  std::string str() const;  // as printed by fmt::format("{}", t) and std::cout << t
+  // t[i] is t.select(0, i), as in PyTorch: a view of row i (i < 0 counts from the end).
+  Tensor operator[](int64_t index) const { return select(0, index); }
 
   // ---- autograd state (defined in autograd/) ---------------------------------------------
   bool requires_grad() const;
@@ -152,6 +158,11 @@ class Tensor {
   Tensor gelu() const;
   Tensor erf() const;
   Tensor sign() const;  // no gradient
+  Tensor sin() const;
+  Tensor cos() const;
+  // Each element limited to [min, max] (either bound may be left out); the gradient passes where
+  // min ≤ x ≤ max, as in PyTorch.
+  Tensor clamp(std::optional<double> min, std::optional<double> max = std::nullopt) const;
   Tensor pow(double exponent) const;
   Tensor square() const { return pow(2.0); }
   Tensor matmul(const Tensor& other) const;
@@ -160,8 +171,14 @@ class Tensor {
 
   Tensor sum() const;
   Tensor sum(const std::vector<int64_t>& dims, bool keepdim = false) const;
+  // t.sum(1) as in PyTorch. A template, so that a braced list, t.sum({}) (every dim) or
+  // t.sum({1}), still means the list.
+  template <std::integral I>
+  Tensor sum(I dim, bool keepdim = false) const { return sum(std::vector<int64_t>{static_cast<int64_t>(dim)}, keepdim); }
   Tensor mean() const;
   Tensor mean(const std::vector<int64_t>& dims, bool keepdim = false) const;
+  template <std::integral I>
+  Tensor mean(I dim, bool keepdim = false) const { return mean(std::vector<int64_t>{static_cast<int64_t>(dim)}, keepdim); }
   // Variance with Bessel's correction by default (correction = 1), as torch.var.
   Tensor var(const std::vector<int64_t>& dims = {}, int64_t correction = 1, bool keepdim = false) const;
   Tensor max() const;
@@ -232,6 +249,20 @@ Tensor operator<(const Tensor& a, const Tensor& b);
 Tensor operator<=(const Tensor& a, const Tensor& b);
 Tensor operator>(const Tensor& a, const Tensor& b);
 Tensor operator>=(const Tensor& a, const Tensor& b);
+// Against a number: `t == 0`, `x > 0.0` (bool results). The number is compared exactly: an
+// integer tensor against 0.5 compares in float64.
+Tensor operator==(const Tensor& a, double b);
+Tensor operator!=(const Tensor& a, double b);
+Tensor operator<(const Tensor& a, double b);
+Tensor operator<=(const Tensor& a, double b);
+Tensor operator>(const Tensor& a, double b);
+Tensor operator>=(const Tensor& a, double b);
+Tensor operator==(double a, const Tensor& b);
+Tensor operator!=(double a, const Tensor& b);
+Tensor operator<(double a, const Tensor& b);
+Tensor operator<=(double a, const Tensor& b);
+Tensor operator>(double a, const Tensor& b);
+Tensor operator>=(double a, const Tensor& b);
 
 Tensor add(const Tensor& a, const Tensor& b);
 Tensor sub(const Tensor& a, const Tensor& b);
@@ -241,6 +272,9 @@ Tensor matmul(const Tensor& a, const Tensor& b);
 Tensor maximum(const Tensor& a, const Tensor& b);
 Tensor minimum(const Tensor& a, const Tensor& b);
 Tensor where(const Tensor& condition, const Tensor& a, const Tensor& b);
+Tensor sin(const Tensor& t);
+Tensor cos(const Tensor& t);
+Tensor clamp(const Tensor& t, std::optional<double> min, std::optional<double> max = std::nullopt);
 Tensor cat(const std::vector<Tensor>& tensors, int64_t dim = 0);
 Tensor stack(const std::vector<Tensor>& tensors, int64_t dim = 0);
 Tensor softmax(const Tensor& t, int64_t dim);
@@ -260,6 +294,8 @@ Tensor eye(int64_t n, TensorOptions options = {});
 Tensor rand(const Shape& shape, TensorOptions options = {}, Generator& gen = default_generator());
 Tensor randn(const Shape& shape, TensorOptions options = {}, Generator& gen = default_generator());
 Tensor randint(int64_t low, int64_t high, const Shape& shape, Generator& gen = default_generator());
+// A random permutation of 0, ..., n-1 (int64), as torch.randperm: for shuffling.
+Tensor randperm(int64_t n, Generator& gen = default_generator());
 Tensor empty_like(const Tensor& t);
 Tensor zeros_like(const Tensor& t);
 Tensor ones_like(const Tensor& t);
@@ -273,8 +309,22 @@ Tensor tensor(std::initializer_list<std::initializer_list<double>> values, Tenso
 Tensor tensor(std::initializer_list<std::initializer_list<std::initializer_list<double>>> values,
               TensorOptions options = {});
 // From a flat vector and a shape; the dtype follows T: tensor(std::vector<int64_t>{1, 2}, {2}).
+// float gives float32, double float64, bool bool, and any other integer type int64
+// (tensor(std::vector<int>{1, 2}, {2}) is int64, as torch.tensor of Python ints).
+// Any other element type (long double, a struct) does not compile: no matching tensor().
 template <class T>
+concept StoredElement =
+    std::is_same_v<T, float> || std::is_same_v<T, double> || std::is_same_v<T, int64_t> || std::is_same_v<T, bool>;
+template <StoredElement T>
 Tensor tensor(const std::vector<T>& values, const Shape& shape);
+template <class T>
+  requires(std::is_integral_v<T> && !StoredElement<T>)
+Tensor tensor(const std::vector<T>& values, const Shape& shape) {
+  return tensor(std::vector<int64_t>(values.begin(), values.end()), shape);
+}
+
+// std::cout << t prints what fmt::format("{}", t) gives.
+std::ostream& operator<<(std::ostream& os, const Tensor& t);
 
 }  // namespace cppgrad
 

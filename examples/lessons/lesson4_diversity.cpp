@@ -69,7 +69,8 @@ void train(Seq2SeqModel& model, Task task, const Lesson4Options& o, Generator& d
   for (int64_t step = 0; step < o.steps; ++step) {
     Batch b = make_batch(task, o.batch, o.seq_len, o.vocab, data);
     Tensor logits = model.forward(b.src, b.tgt_in, b.src_pad, b.tgt_pad);  // (B, T, vocab)
-    Tensor loss = F::cross_entropy(logits.reshape({-1, o.vocab}), b.tgt_out.reshape({-1}), {.ignore_index = PAD});
+    Tensor loss = F::cross_entropy(logits.reshape({-1, o.vocab}), b.tgt_out.reshape({-1}),
+                                   F::CrossEntropyOptions().ignore_index(PAD));
     opt.zero_grad();
     loss.backward();
     opt.step();

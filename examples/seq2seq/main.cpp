@@ -42,7 +42,8 @@ static double held_out_loss(Seq2SeqModel& model, const Batch& data) {
   model.eval();
   Tensor logits = model.forward(data.src, data.tgt_in, data.src_pad, data.tgt_pad);
   model.train();
-  return F::cross_entropy(logits.reshape({-1, model.config.vocab}), data.tgt_out.reshape({-1}), {.ignore_index = PAD})
+  return F::cross_entropy(logits.reshape({-1, model.config.vocab}), data.tgt_out.reshape({-1}),
+                          F::CrossEntropyOptions().ignore_index(PAD))
       .item();
 }
 
@@ -200,7 +201,8 @@ int main(int argc, char** argv) {
       }
       Batch b = make_batch(task, o.batch, o.seq_len, o.vocab, data_gen);
       Tensor logits = model->forward(b.src, b.tgt_in, b.src_pad, b.tgt_pad);  // (B, T, vocab)
-      Tensor loss = F::cross_entropy(logits.reshape({-1, o.vocab}), b.tgt_out.reshape({-1}), {.ignore_index = PAD});
+      Tensor loss = F::cross_entropy(logits.reshape({-1, o.vocab}), b.tgt_out.reshape({-1}),
+                                     F::CrossEntropyOptions().ignore_index(PAD));
       opt.zero_grad();
       loss.backward();
       opt.step();

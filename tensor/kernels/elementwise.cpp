@@ -24,6 +24,8 @@ const char* unary_name(Unary op) {
     case Unary::Gelu: return "gelu";
     case Unary::Erf: return "erf";
     case Unary::Sign: return "sign";
+    case Unary::Sin: return "sin";
+    case Unary::Cos: return "cos";
   }
   return "unary";
 }
@@ -103,6 +105,8 @@ T apply_unary(Unary op, T x) {
     case Unary::Gelu: return T(0.5) * x * (T(1) + std::erf(x * T(std::numbers::sqrt2 / 2)));  // x·Φ(x)
     case Unary::Erf: return std::erf(x);
     case Unary::Sign: return static_cast<T>((x > T(0)) - (x < T(0)));
+    case Unary::Sin: return std::sin(x);
+    case Unary::Cos: return std::cos(x);
   }
   return x;
 }

@@ -48,6 +48,12 @@ std::vector<UnaryCase> unary_cases() {
       {"gelu", [](const Tensor& a) { return a.gelu(); }, Domain::Any},
       {"erf", [](const Tensor& a) { return a.erf(); }, Domain::Any},
       {"sign", [](const Tensor& a) { return a.sign(); }, Domain::AwayFromZero},
+      {"sin", [](const Tensor& a) { return a.sin(); }, Domain::Any},
+      {"cos", [](const Tensor& a) { return cppgrad::cos(a); }, Domain::Any},
+      // The seeded draws keep every element farther than ε from the bounds (the kinks).
+      {"clamp", [](const Tensor& a) { return a.clamp(-0.3, 0.4); }, Domain::Any},
+      {"clamp min", [](const Tensor& a) { return clamp(a, 0.1); }, Domain::Any},
+      {"clamp max", [](const Tensor& a) { return a.clamp(std::nullopt, -0.2); }, Domain::Any},
       {"square", [](const Tensor& a) { return a.square(); }, Domain::Any},
       {"pow 0", [](const Tensor& a) { return a.pow(0.0); }, Domain::Any},
       {"pow 1", [](const Tensor& a) { return a.pow(1.0); }, Domain::Any},
@@ -109,6 +115,10 @@ TEST_CASE("unary backward: hand-computed values") {
   CHECK(grad_of([](const Tensor& a) { return a.pow(3.0); }) == V{0.75, 3, 48});
   CHECK(grad_of([](const Tensor& a) { return (a - 1.0).relu(); }) == V{0, 0, 1});  // 0 at the kink
   CHECK(grad_of([](const Tensor& a) { return (a - 1.0).abs(); }) == V{-1, 0, 1});
+  // Inside [min, max] (bounds included, as PyTorch) the gradient passes; outside it is 0.
+  CHECK(grad_of([](const Tensor& a) { return a.clamp(1.0, 3.0); }) == V{0, 1, 0});
+  CHECK(grad_of([](const Tensor& a) { return a.sin(); }) == V{std::cos(0.5), std::cos(1.0), std::cos(4.0)});
+  CHECK(grad_of([](const Tensor& a) { return a.cos(); }) == V{-std::sin(0.5), -std::sin(1.0), -std::sin(4.0)});
   std::vector<double> g = grad_of([](const Tensor& a) { return a.gelu(); });
   // d/dx x Φ(x) = Φ(x) + x φ(x), at x = 1: 0.841344746 + 0.241970725
   CHECK(g[1] == doctest::Approx(0.8413447460685429 + 0.24197072451914337).epsilon(1e-12));

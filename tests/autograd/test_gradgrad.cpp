@@ -49,6 +49,9 @@ TEST_CASE("gradgradcheck: unary ops") {
   CHECK(gradgrad1([](const Tensor& a) { return a.rsqrt(); }, p));
   CHECK(gradgrad1([](const Tensor& a) { return a.gelu(); }, x));
   CHECK(gradgrad1([](const Tensor& a) { return a.erf(); }, x));
+  CHECK(gradgrad1([](const Tensor& a) { return a.sin(); }, x));
+  CHECK(gradgrad1([](const Tensor& a) { return a.cos(); }, x));
+  CHECK(gradgrad1([](const Tensor& a) { return a.clamp(-0.3, 0.4) * a; }, x));
   CHECK(gradgrad1([](const Tensor& a) { return -a.neg(); }, x));
   CHECK(gradgrad1([](const Tensor& a) { return a.abs() * a; }, z));
   CHECK(gradgrad1([](const Tensor& a) { return a.relu() * a; }, z));

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Proves that `cmake --install` gives headers and a package config that find_package(cppgrad)
 # finds: installs the build tree into a fresh temporary prefix, configures and builds
-# tests/install/consumer against that prefix alone, and runs the program.
+# tests/install/consumer against that prefix alone, and runs the program; then builds the same
+# consumer without CMake, from the installed pkg-config file, and runs that too.
 #
 #   run_install_test.sh BUILD_DIR CONSUMER_SOURCE_DIR CMAKE CXX_COMPILER BUILD_TYPE GENERATOR
 #
@@ -22,6 +23,12 @@ test -f "$prefix/include/cppgrad/cppgrad.h" || { echo "FAIL: no include/cppgrad/
 others=$(find "$prefix/include" -mindepth 1 -maxdepth 1 ! -name cppgrad)
 [ -z "$others" ] || { echo "FAIL: the install puts these at the top of include/: $others"; exit 1; }
 
+# The installed CMake files name no library by path (the build's OpenBLAS path would break on a
+# machine that keeps it elsewhere): dependencies are found by name when the package is loaded.
+if grep -nE '/(usr|opt|lib)[^ ]*\.(so|a)\b|openblas-openmp' "$prefix"/lib*/cmake/cppgrad/*.cmake; then
+  echo "FAIL: the installed CMake files above hard-code a library path"; exit 1
+fi
+
 echo "-- configure and build the consumer against $prefix"
 "$cmake" -S "$consumer_src" -B "$work/build" -G "$generator" -DCMAKE_CXX_COMPILER="$cxx" \
   -DCMAKE_BUILD_TYPE="$build_type" -DCMAKE_PREFIX_PATH="$prefix"
@@ -36,3 +43,14 @@ esac
 
 echo "-- run the consumer"
 "$work/build/consumer"
+
+echo "-- build the consumer with pkg-config alone (no CMake)"
+pc_dir=$(dirname "$(find "$prefix" -name cppgrad.pc | head -n 1)")
+[ -f "$pc_dir/cppgrad.pc" ] || { echo "FAIL: no cppgrad.pc installed"; exit 1; }
+flags=$(PKG_CONFIG_PATH="$pc_dir" pkg-config --cflags --libs cppgrad)
+echo "-- pkg-config --cflags --libs cppgrad: $flags"
+# A sanitized library needs the sanitizer runtimes (CMake passes them on; pkg-config cannot know).
+if grep -q '^CPPGRAD_SANITIZE:BOOL=ON' "$build_dir/CMakeCache.txt"; then flags="$flags -fsanitize=address,undefined"; fi
+# shellcheck disable=SC2086  # the flags are words
+"$cxx" -std=c++20 "$consumer_src/main.cpp" -o "$work/consumer_pkgconfig" $flags
+"$work/consumer_pkgconfig"

@@ -166,6 +166,39 @@ TEST_CASE("ReLU and GELU match their formulas") {
   CHECK(gradcheck([&](const std::vector<Tensor>& in) { return gelu.forward(in[0]) + relu.forward(in[0]); }, {a}));
 }
 
+TEST_CASE("Tanh and Sigmoid modules and their functional forms match their formulas and gradcheck") {
+  Tensor x = tensor({-2.0, -0.5, 0.0, 1.0, 3.0}, kFloat64);
+  Tanh tanh_module;
+  Sigmoid sigmoid_module;
+  std::vector<double> tanh_expected, sigmoid_expected;
+  for (double v : values(x)) {
+    tanh_expected.push_back(std::tanh(v));
+    sigmoid_expected.push_back(1.0 / (1.0 + std::exp(-v)));
+  }
+  check_values(tanh_module.forward(x), tanh_expected);
+  check_values(F::tanh(x), tanh_expected);
+  check_values(sigmoid_module.forward(x), sigmoid_expected);
+  check_values(F::sigmoid(x), sigmoid_expected);
+  CHECK(tanh_module.str() == "Tanh()");
+  CHECK(sigmoid_module.str() == "Sigmoid()");
+  Tensor a = tensor({-1.3, 0.4, 2.1}, kFloat64).requires_grad_();
+  auto both = [&](const std::vector<Tensor>& in) { return tanh_module(in[0]) * sigmoid_module(in[0]); };
+  CHECK(gradcheck(both, {a}));
+  CHECK(gradgradcheck(both, {a}));
+  CHECK(gradgradcheck([](const std::vector<Tensor>& in) { return F::tanh(in[0]) + F::sigmoid(in[0]); }, {a}));
+}
+
+TEST_CASE("Sequential built in one expression by make_shared, as the README shows") {
+  auto seq = std::make_shared<Sequential>(std::make_shared<Linear>(1, 4), std::make_shared<Tanh>(),
+                                          std::make_shared<Linear>(4, 1), std::make_shared<Sigmoid>());
+  CHECK(seq->size() == 4);
+  CHECK(seq->parameters().size() == 4);
+  Tensor y = seq->forward(ones({5, 1}));
+  CHECK(y.shape() == Shape{5, 1});
+  CHECK(contains(seq->str(), "(1): Tanh()"));
+  CHECK(contains(seq->str(), "(3): Sigmoid()"));
+}
+
 TEST_CASE("Sequential chains modules and names them by position") {
   auto first = std::make_shared<Linear>(2, 3);
   auto second = std::make_shared<Linear>(3, 1);

@@ -44,11 +44,7 @@ Tensor targets(std::vector<int64_t> t) {
 }
 
 CrossEntropyOptions with(Reduction r, int64_t ignore = -100, double smoothing = 0.0) {
-  CrossEntropyOptions o;
-  o.reduction = r;
-  o.ignore_index = ignore;
-  o.label_smoothing = smoothing;
-  return o;
+  return CrossEntropyOptions().reduction(r).ignore_index(ignore).label_smoothing(smoothing);
 }
 
 }  // namespace

@@ -258,3 +258,22 @@ TEST_CASE("str prints the module tree") {
   CHECK(contains(s, "(cell): Cell()"));
   CHECK(contains(s, "(fc): Linear(in_features=3, out_features=2, bias=true)"));
 }
+
+namespace user_code {
+// A user's modules that do not override type_name(): they print under their own class names.
+struct TwoLayerNet : Module {
+  TwoLayerNet() { fc = register_module("fc", std::make_shared<Linear>(2, 2)); }
+  std::shared_ptr<Linear> fc;
+};
+template <int N>
+struct Block : Module {};
+}  // namespace user_code
+
+TEST_CASE("a module that does not name itself prints its C++ class name, not Module") {
+  user_code::TwoLayerNet net;
+  CHECK(net.type_name() == "TwoLayerNet");
+  CHECK(net.str().starts_with("TwoLayerNet(\n"));
+  CHECK(user_code::Block<3>().type_name() == "Block<3>");
+  Holder holder(zeros({1}));  // in an anonymous namespace
+  CHECK(holder.type_name() == "Holder");
+}

@@ -253,3 +253,32 @@ TEST_CASE("load_state_dict rejects unknown keys and wrong shapes and leaves the 
   // A rejected load changes nothing.
   CHECK(optimtest::identical(opt.state_dict(), before));
 }
+
+TEST_CASE("state(param) reads and writes one parameter's named state, as optimizer.state[p]") {
+  Tensor a = param({1.0, 2.0}), b = param({3.0});
+  Adam opt({a, b}, AdamOptions(0.1));
+  CHECK(opt.state(a).empty());  // before the first step
+  (a.sum() + b.sum()).backward();
+  opt.step();
+  const auto& sa = opt.state(a);
+  CHECK(sa.size() == 3);
+  CHECK(sa.at("step").item<int64_t>() == 1);
+  optimtest::check_values(sa.at("exp_avg"), {0.1, 0.1});  // (1 - β1)·g with g = 1
+  optimtest::check_values(opt.state(b).at("exp_avg_sq"), {0.001});
+
+  // Writing: zero a's moments and step counter, and the next step is a first step again.
+  opt.state(a)["exp_avg"].zero_();
+  opt.state(a)["exp_avg_sq"].zero_();
+  opt.state(a)["step"] = zeros({}, kInt64);
+  std::vector<double> before = values(a);
+  opt.step();  // the same gradient: Adam's first step moves by lr·g/(|g| + ε) ≈ 0.1
+  optimtest::check_values(a, {before[0] - 0.1 / (1.0 + 1e-8), before[1] - 0.1 / (1.0 + 1e-8)});
+  CHECK(opt.state(a).at("step").item<int64_t>() == 1);
+  CHECK(opt.state(b).at("step").item<int64_t>() == 2);
+
+  // The same entries as state_dict's "state.<i>.<name>".
+  for (const auto& [name, t] : opt.state_dict())
+    if (name == "state.1.exp_avg") CHECK(values(t) == values(opt.state(b).at("exp_avg")));
+  Tensor stranger = param({0.0});
+  CHECK(contains(error_message([&] { opt.state(stranger); }), "Adam::state: the tensor of shape [1] is not one of"));
+}
