@@ -31,7 +31,7 @@ class DotWriter {
 
   std::string write(const Tensor& output) {
     out_ += "digraph backward {\n";
-    out_ += "  rankdir=TB;\n  node [fontname=\"Helvetica\", fontsize=10];\n  edge [arrowsize=0.6];\n";
+    out_ += "  rankdir=TB;\n  node [fontname=\"Helvetica\", fontsize=10];\n  edge [arrowsize=0.6, fontname=\"Helvetica\"];\n";
     add_node("output", fmt::format("output\\n{}", escape(describe(output.shape(), output.dtype()))),
              "shape=box, style=\"filled,bold\", fillcolor=\"#f4d58d\"");
     if (const auto& fn = output.grad_fn()) {

@@ -223,3 +223,19 @@ TEST_CASE("custom op: the graph is freed with its outputs (no cycle through the 
   }
   CHECK(autograd::live_node_count() == nodes_before);
 }
+
+TEST_CASE("record keeps its own copy of an op name built at run time") {
+  Tensor x = leaf({2}, 910);
+  Tensor y;
+  {
+    std::string name = std::string("scaled_") + std::to_string(3);  // gone after this block
+    y = autograd::record(name, x.detach() * 3.0, {x}, {}, [](const Tensor& g, const autograd::Saved&) -> autograd::Grads {
+      return {g * 3.0};
+    });
+    name.assign(name.size(), '#');  // overwrite the characters too
+  }
+  CHECK(y.grad_fn()->op == "scaled_3");
+  CHECK(y.grad_fn()->name() == "Scaled3Backward");
+  y.sum().backward();
+  CHECK(test::allclose(x.grad(), full({2}, 3.0, kFloat64)));
+}
