@@ -4,6 +4,7 @@
 #include <fmt/ranges.h>  // fmt::print("{}", t.shape()) prints [2, 3]
 
 #include "tensor/tensor.h"
+#include "tensor/allocator.h"
 #include "tensor/parallel.h"
 #include "tensor/profile.h"
 #include "autograd/node.h"

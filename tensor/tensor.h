@@ -18,6 +18,7 @@
 #include <optional>
 #include <iosfwd>
 #include <string>
+#include <string_view>
 #include <type_traits>
 #include <vector>
 
@@ -155,7 +156,9 @@ class Tensor {
   Tensor tanh() const;
   Tensor sigmoid() const;
   Tensor relu() const;
-  Tensor gelu() const;
+  // GELU(x) = x·Φ(x) with Φ the normal CDF (approximate = "none"), or PyTorch's tanh
+  // approximation 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))) (approximate = "tanh").
+  Tensor gelu(std::string_view approximate = "none") const;
   Tensor erf() const;
   Tensor sign() const;  // no gradient
   Tensor sin() const;
@@ -188,6 +191,10 @@ class Tensor {
   Tensor argmax() const;  // of the flattened tensor; no gradient
   Tensor argmax(int64_t dim, bool keepdim = false) const;
   Tensor argmin(int64_t dim, bool keepdim = false) const;
+  // Along `dim`, computed stably (the row max is subtracted first). A row that is -inf
+  // throughout (a fully masked row) gives zeros from softmax, with zero gradient, and -inf
+  // from log_softmax; PyTorch gives NaN for both. A NaN anywhere in a row makes the whole row
+  // NaN, in the values and in the gradient, as in PyTorch.
   Tensor softmax(int64_t dim) const;
   Tensor log_softmax(int64_t dim) const;
 
@@ -277,8 +284,8 @@ Tensor cos(const Tensor& t);
 Tensor clamp(const Tensor& t, std::optional<double> min, std::optional<double> max = std::nullopt);
 Tensor cat(const std::vector<Tensor>& tensors, int64_t dim = 0);
 Tensor stack(const std::vector<Tensor>& tensors, int64_t dim = 0);
-Tensor softmax(const Tensor& t, int64_t dim);
-Tensor log_softmax(const Tensor& t, int64_t dim);
+Tensor softmax(const Tensor& t, int64_t dim);      // as t.softmax(dim): an all -inf row gives 0
+Tensor log_softmax(const Tensor& t, int64_t dim);  // as t.log_softmax(dim): an all -inf row gives -inf
 // Sums `t` down to `shape` (the inverse of broadcasting `shape` up to t's shape).
 Tensor sum_to(const Tensor& t, const Shape& shape);
 
