@@ -378,8 +378,9 @@ int main(int argc, char** argv) {
       examples::Panel loss;
       loss.title = "cross-entropy loss", loss.y_label = "nats per character";
       loss.right_scale = 1 / std::log(2.0), loss.right_label = "bits per character";
-      loss.curves = {{"train, each step", train_curve, "#1f77b4", examples::CurveStyle::Faint},
-                     {fmt::format("train, mean of {} steps", window), examples::running_mean(train_curve, window),
+      const std::string train_name = o.dropout > 0 ? fmt::format("train, dropout {}", o.dropout) : "train";
+      loss.curves = {{train_name + ", each step", train_curve, "#1f77b4", examples::CurveStyle::Faint},
+                     {fmt::format("{}, mean of {} steps", train_name, window), examples::running_mean(train_curve, window),
                       "#1f77b4", examples::CurveStyle::Line},
                      {fmt::format("held-out ({} windows)", held_out.inputs.size(0)), eval_curve, "#d62728",
                       examples::CurveStyle::Dots}};

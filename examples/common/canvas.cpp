@@ -115,6 +115,12 @@ void Canvas::circle(double x, double y, double radius, const std::string& fill) 
   shapes_.push_back({x - radius, y - radius, x + radius, y + radius, "circle"});
 }
 
+void Canvas::ring(double x, double y, double radius, const std::string& color) {
+  shapes_svg_ += fmt::format("<circle cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"{:.3g}\" fill=\"none\" stroke=\"{}\" stroke-width=\"2\"/>\n",
+                             x, y, radius, color);
+  shapes_.push_back({x - radius - 1, y - radius - 1, x + radius + 1, y + radius + 1, "ring"});
+}
+
 void Canvas::path(const std::string& d, const std::string& fill, const Box& extent) {
   shapes_svg_ += fmt::format("<path fill=\"{}\" d=\"{}\"/>\n", fill, d);
   shapes_.push_back(extent);

@@ -72,6 +72,7 @@ class Canvas {
   void polyline(const std::vector<std::pair<double, double>>& points, const std::string& color, double width = 1.5,
                 double opacity = 1.0);
   void circle(double x, double y, double radius, const std::string& fill);
+  void ring(double x, double y, double radius, const std::string& color);  // a hollow circle, 2 px wide
   // A filled path: `d` is SVG path data ("M0 0h10v10h-10z..."), `extent` the box it stays in.
   void path(const std::string& d, const std::string& fill, const Box& extent);
   // A region no text may cover (a plot area, a heat map, the colour bar). It draws nothing.

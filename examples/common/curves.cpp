@@ -248,6 +248,8 @@ Canvas draw_training_curves(const TrainingCurves& figure) {
         if (std::isfinite(x) && std::isfinite(v) && (!s.log || v > 0)) pixels.emplace_back(px(x), py(v));
       if (c.style == CurveStyle::Faint) {
         canvas.polyline(pixels, c.color, 1.0, 0.35);
+      } else if (c.style == CurveStyle::Ring) {
+        for (auto [x, v] : pixels) canvas.ring(x, v, 6, c.color);
       } else {
         canvas.polyline(pixels, c.color, 2.0);
         if (c.style == CurveStyle::Dots)
@@ -263,6 +265,8 @@ Canvas draw_training_curves(const TrainingCurves& figure) {
       const double ly = top + 6 + kLegendRow * static_cast<double>(i) + 0.5 * kLegendRow;
       if (c.style == CurveStyle::Faint) {
         canvas.line(legend_x, ly, legend_x + kLegendSample, ly, c.color, 1.5);
+      } else if (c.style == CurveStyle::Ring) {
+        canvas.ring(legend_x + kLegendSample / 2, ly, 6, c.color);
       } else {
         canvas.line(legend_x, ly, legend_x + kLegendSample, ly, c.color, 2.5);
         if (c.style == CurveStyle::Dots) canvas.circle(legend_x + kLegendSample / 2, ly, 3.5, c.color);

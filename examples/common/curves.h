@@ -20,6 +20,7 @@ enum class CurveStyle {
   Faint,  // thin and pale: every step's noisy training loss
   Line,   // a solid line
   Dots,   // a line with a dot at each point: evaluations, which are few
+  Ring,   // a hollow ring at each point, no line: a final result, visible over a dot beneath it
 };
 
 struct Curve {

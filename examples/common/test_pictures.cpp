@@ -91,7 +91,7 @@ Canvas curves_figure(int steps, double first, double last, bool accuracy_panel, 
     Panel accuracy;
     accuracy.title = "held-out sequence accuracy", accuracy.y_label = "% of sequences right";
     accuracy.curves = {{"held-out, last weights", {{100, 3}, {steps, 99.6}}, "#d62728", CurveStyle::Dots},
-                       {"averaged weights: 100.0%", {{steps, 100}}, "#2ca02c", CurveStyle::Dots}};
+                       {"averaged weights: 100.0%", {{steps, 100}}, "#2ca02c", CurveStyle::Ring}};
     accuracy.range = std::pair{0.0, 100.0};
     f.panels.push_back(accuracy);
   }

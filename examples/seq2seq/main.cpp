@@ -345,8 +345,10 @@ int main(int argc, char** argv) {
       const int window = examples::smoothing_window(train_curve.size());
       examples::Panel loss;
       loss.title = "cross-entropy loss", loss.y_label = "nats per token";
-      loss.curves = {{"train, each step", train_curve, "#1f77b4", examples::CurveStyle::Faint},
-                     {fmt::format("train, mean of {} steps", window), examples::running_mean(train_curve, window),
+      // The training loss is measured with dropout on, the held-out one without: it can lie lower.
+      const std::string train_name = o.model.dropout > 0 ? fmt::format("train, dropout {}", o.model.dropout) : "train";
+      loss.curves = {{train_name + ", each step", train_curve, "#1f77b4", examples::CurveStyle::Faint},
+                     {fmt::format("{}, mean of {} steps", train_name, window), examples::running_mean(train_curve, window),
                       "#1f77b4", examples::CurveStyle::Line},
                      {fmt::format("held-out ({} sequences)", o.eval_size), eval_curve, "#d62728",
                       examples::CurveStyle::Dots}};
@@ -355,7 +357,7 @@ int main(int argc, char** argv) {
       right.range = std::pair{0.0, 100.0};
       right.curves = {{"held-out, weights of that step", accuracy_curve, "#d62728", examples::CurveStyle::Dots},
                       {fmt::format("at the end, averaged weights: {:.1f}%", accuracy),
-                       {{static_cast<double>(step), accuracy}}, "#2ca02c", examples::CurveStyle::Dots}};
+                       {{static_cast<double>(step), accuracy}}, "#2ca02c", examples::CurveStyle::Ring}};
       figure.panels = {loss, right};
       examples::draw_training_curves(figure).write(o.plot);
       fmt::print("training curves written to {}\n", o.plot);
