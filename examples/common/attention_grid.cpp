@@ -20,7 +20,7 @@ constexpr double kColumnGap = 22, kRowGap = 22, kLabelGap = 4;
 const std::string kMuted = "#555", kFrame = "#999";
 
 // Shades per map: weights are drawn in 64 steps of 1/64, one SVG path per shade, which keeps
-// the file at about 20 bytes a cell; the eye tells no more steps apart.
+// the file at about 18 bytes a cell; the eye tells no more steps apart.
 constexpr int kShades = 64;
 
 // Cells of 280 / positions px, between 10 and 24: a 3-position map is 72 px across, the copy
@@ -49,21 +49,22 @@ void check_row(const AttentionRow& row, int heads) {
                   map.size(), row.queries.size(), row.keys.size());
 }
 
-// One map's cells, one path per shade: "M x y h c v c h -c z" per cell.
+// One map's cells, one path per shade: "M x y h c v c h -c z" per cell, in whole pixels from
+// the map's corner (cell sizes are whole).
 void draw_cells(Canvas& canvas, double x0, double y0, double cell, const AttentionRow& row,
                 const std::vector<double>& weights) {
   std::map<int, std::string> paths;  // shade -> path data
   const size_t n_keys = row.keys.size();
+  const auto c = static_cast<long>(cell);
   for (size_t q = 0; q < row.queries.size(); ++q)
     for (size_t k = 0; k < n_keys; ++k) {
       const double w = std::clamp(weights[q * n_keys + k], 0.0, 1.0);
       const int shade = static_cast<int>(std::lround(w * kShades));
-      paths[shade] += fmt::format("M{:.6g} {:.6g}h{:.6g}v{:.6g}h-{:.6g}z", x0 + cell * static_cast<double>(k),
-                                  y0 + cell * static_cast<double>(q), cell, cell, cell);
+      paths[shade] += fmt::format("M{} {}h{}v{}h-{}z", c * static_cast<long>(k), c * static_cast<long>(q), c, c, c);
     }
   const Box extent{x0, y0, x0 + cell * static_cast<double>(n_keys), y0 + cell * static_cast<double>(row.queries.size()),
                    "cells"};
-  for (const auto& [shade, d] : paths) canvas.path(d, weight_color(shade / double{kShades}), extent);
+  for (const auto& [shade, d] : paths) canvas.path(d, weight_color(shade / double{kShades}), extent, x0, y0);
 }
 
 }  // namespace

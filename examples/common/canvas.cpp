@@ -121,8 +121,9 @@ void Canvas::ring(double x, double y, double radius, const std::string& color) {
   shapes_.push_back({x - radius - 1, y - radius - 1, x + radius + 1, y + radius + 1, "ring"});
 }
 
-void Canvas::path(const std::string& d, const std::string& fill, const Box& extent) {
-  shapes_svg_ += fmt::format("<path fill=\"{}\" d=\"{}\"/>\n", fill, d);
+void Canvas::path(const std::string& d, const std::string& fill, const Box& extent, double dx, double dy) {
+  const std::string move = dx != 0 || dy != 0 ? fmt::format(" transform=\"translate({:.2f} {:.2f})\"", dx, dy) : "";
+  shapes_svg_ += fmt::format("<path fill=\"{}\"{} d=\"{}\"/>\n", fill, move, d);
   shapes_.push_back(extent);
 }
 

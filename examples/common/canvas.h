@@ -73,8 +73,9 @@ class Canvas {
                 double opacity = 1.0);
   void circle(double x, double y, double radius, const std::string& fill);
   void ring(double x, double y, double radius, const std::string& color);  // a hollow circle, 2 px wide
-  // A filled path: `d` is SVG path data ("M0 0h10v10h-10z..."), `extent` the box it stays in.
-  void path(const std::string& d, const std::string& fill, const Box& extent);
+  // A filled path: `d` is SVG path data ("M0 0h10v10h-10z..."), moved by (dx, dy); `extent` is
+  // the box it stays in, on the canvas.
+  void path(const std::string& d, const std::string& fill, const Box& extent, double dx = 0, double dy = 0);
   // A region no text may cover (a plot area, a heat map, the colour bar). It draws nothing.
   void reserve(const Box& area) { areas_.push_back(area); }
 
