@@ -16,7 +16,7 @@
 
 #include "common/checkpoint.h"
 #include "common/progress.h"
-#include "common/svg.h"
+#include "common/curves.h"
 #include "cppgrad.h"
 
 using namespace cppgrad;
@@ -365,9 +365,28 @@ int main(int argc, char** argv) {
       fmt::print("checkpoint written to {}\n", o.save);
     }
     if (!o.plot.empty()) {
-      examples::write_line_plot(o.plot, "character-level language model: cross-entropy (nats/char)", "step", "loss",
-                                {{"train", train_curve, "#1f77b4"}, {"held-out", eval_curve, "#d62728"}});
-      fmt::print("loss curve written to {}\n", o.plot);
+      const std::string name = o.data.substr(o.data.find_last_of('/') + 1);
+      examples::TrainingCurves figure{
+          fmt::format("char_lm on {}: training curves", name),
+          {fmt::format("{} characters, {} distinct, the last tenth held out · d_model {} · {} heads · {} layers · "
+                       "batch {} × {}", n, vocab.size(), o.d_model, o.heads, o.layers, o.batch, o.seq_len),
+           fmt::format("held-out loss after {} steps: {:.3f} nats = {:.3f} bits per character", step, held,
+                       held / std::log(2.0))},
+          "training step",
+          {}};
+      const int window = examples::smoothing_window(train_curve.size());
+      examples::Panel loss;
+      loss.title = "cross-entropy loss", loss.y_label = "nats per character";
+      loss.right_scale = 1 / std::log(2.0), loss.right_label = "bits per character";
+      const std::string train_name = o.dropout > 0 ? fmt::format("train, dropout {}", o.dropout) : "train";
+      loss.curves = {{train_name + ", each step", train_curve, "#1f77b4", examples::CurveStyle::Faint},
+                     {fmt::format("{}, mean of {} steps", train_name, window), examples::running_mean(train_curve, window),
+                      "#1f77b4", examples::CurveStyle::Line},
+                     {fmt::format("held-out ({} windows)", held_out.inputs.size(0)), eval_curve, "#d62728",
+                      examples::CurveStyle::Dots}};
+      figure.panels = {loss};
+      examples::draw_training_curves(figure).write(o.plot);
+      fmt::print("training curves written to {}\n", o.plot);
     }
 
     // Its own generator, so that sampling draws nothing from the streams a checkpoint resumes.

@@ -9,7 +9,8 @@
 
 #include "common/checkpoint.h"
 #include "common/progress.h"
-#include "common/svg.h"
+#include "common/attention_grid.h"
+#include "common/curves.h"
 #include "seq2seq/model.h"
 #include "seq2seq/tasks.h"
 
@@ -29,6 +30,7 @@ struct Options {
   uint64_t seed = 0;
   int threads = 0;  // 0: all cores
   std::string save, resume, plot, attention;
+  int64_t attention_example = -1;  // -1: the longest held-out example
   int64_t eval_every = 100, eval_size = 256, show = 5;
   // Decoding uses an exponential moving average of the weights (Polyak averaging, a cousin of
   // the paper's averaging of its last checkpoints): the last steps' noise moved the copy task's
@@ -37,14 +39,32 @@ struct Options {
   bool profile = false;
 };
 
-static double held_out_loss(Seq2SeqModel& model, const Batch& data) {
+struct HeldOut {
+  double loss;
+  // The percentage of sequences whose every token, <end> included, is the most likely one given
+  // the right tokens before it: exactly those greedy decoding gets right (it starts from the
+  // same prefix and, token by token, extends it the same way).
+  double accuracy;
+};
+
+static HeldOut held_out_eval(Seq2SeqModel& model, const Batch& data) {
   NoGradGuard no_grad;
   model.eval();
   Tensor logits = model.forward(data.src, data.tgt_in, data.src_pad, data.tgt_pad);
   model.train();
-  return F::cross_entropy(logits.reshape({-1, model.config.vocab}), data.tgt_out.reshape({-1}),
-                          F::CrossEntropyOptions().ignore_index(PAD))
-      .item();
+  const double loss =
+      F::cross_entropy(logits.reshape({-1, model.config.vocab}), data.tgt_out.reshape({-1}), F::CrossEntropyOptions().ignore_index(PAD))
+          .item();
+  const auto predicted = logits.argmax(-1).to_vector<int64_t>(), expected = data.tgt_out.to_vector<int64_t>();
+  const int64_t batch = data.tgt_out.size(0), length = data.tgt_out.size(1);
+  int64_t right = 0;
+  for (int64_t b = 0; b < batch; ++b) {
+    bool all = true;
+    for (int64_t t = b * length; t < (b + 1) * length; ++t)
+      all = all && (expected[t] == PAD || predicted[t] == expected[t]);
+    right += all;
+  }
+  return {loss, 100.0 * static_cast<double>(right) / static_cast<double>(batch)};
 }
 
 // The tokens of row `b` up to and including the first <end>.
@@ -76,41 +96,71 @@ static std::vector<std::string> token_labels(const Tensor& tokens, int64_t lengt
   return out;
 }
 
-// Heat maps of every head of every attention layer, for the first held-out example.
-static void write_attention_maps(Seq2SeqModel& model, const Batch& data, const std::string& path) {
-  Batch one{data.src.narrow(0, 0, 1), data.tgt_in.narrow(0, 0, 1), data.tgt_out.narrow(0, 0, 1),
-            data.src_pad.narrow(0, 0, 1), data.tgt_pad.narrow(0, 0, 1)};
+// The held-out example to draw: the one asked for, or the first of the longest.
+static int64_t attention_example(const Batch& data, int64_t asked) {
+  if (asked >= 0) return asked;
+  int64_t longest = 0;
+  size_t longest_length = 0;
+  for (int64_t b = 0; b < data.src.size(0); ++b)
+    if (until_end(data.src, b).size() > longest_length) longest = b, longest_length = until_end(data.src, b).size();
+  return longest;
+}
+
+// Every head of every attention layer on one held-out example, as a grid: a row per layer and
+// kind of attention, a column per head.
+static examples::AttentionGrid attention_grid(Seq2SeqModel& model, const Batch& data, int64_t example,
+                                              const std::string& title, const std::string& how_chosen) {
+  auto one_row = [&](const Tensor& t) { return t.narrow(0, example, 1); };
+  const Batch one{one_row(data.src), one_row(data.tgt_in), one_row(data.tgt_out), one_row(data.src_pad),
+                  one_row(data.tgt_pad)};
   const int64_t src_len = static_cast<int64_t>(until_end(one.src, 0).size());  // symbols and </s>
-  const int64_t tgt_len = src_len;                                               // <s> and the answer
+  const int64_t tgt_len = static_cast<int64_t>(until_end(one.tgt_out, 0).size());  // <s> and the answer
   std::vector<std::pair<std::string, std::shared_ptr<nn::MultiheadAttention>>> layers;
   for (auto& [name, module] : model.named_modules())
     if (auto attention = std::dynamic_pointer_cast<nn::MultiheadAttention>(module)) {
       attention->store_attention = true;
       layers.emplace_back(name, attention);
     }
+  Tensor decoded;
   {
     NoGradGuard no_grad;
     model.eval();
     model.forward(one.src, one.tgt_in, one.src_pad, one.tgt_pad);
+    for (auto& [name, attention] : layers) attention->store_attention = false;
+    decoded = model.greedy_decode(one.src, one.src_pad, model.config.max_len - 1);
   }
-  std::vector<examples::HeatMap> maps;
-  auto src_labels = token_labels(one.src, src_len), tgt_labels = token_labels(one.tgt_in, tgt_len);
+  examples::AttentionGrid grid{
+      title,
+      {fmt::format("held-out example {} ({} symbols, {}): source {} · expected {} · decoded {}", example, src_len - 1,
+                   how_chosen, show_tokens(until_end(one.src, 0)), show_tokens(until_end(one.tgt_out, 0)),
+                   show_tokens(until_end(decoded, 0))),
+       "rows: queries, the positions that look; columns: keys, the positions looked at; each row of a map sums to 1"},
+      static_cast<int>(model.config.heads),
+      {}};
+  const auto src_labels = token_labels(one.src, src_len), tgt_labels = token_labels(one.tgt_in, tgt_len);
   for (auto& [name, attention] : layers) {
-    const bool encoder = name.find("encoder") != std::string::npos;
-    const bool cross = name.find("multihead_attn") != std::string::npos;
-    const auto& rows = encoder ? src_labels : tgt_labels;
-    const auto& cols = encoder || cross ? src_labels : tgt_labels;
+    const std::string where = name.substr(name.find("coder.") - 2);  // "encoder.layers.0.self_attn"
+    const bool encoder = where.starts_with("encoder"), cross = where.find("multihead_attn") != std::string::npos;
+    const size_t at = where.find("layers.") + 7;
+    const std::string layer = where.substr(at, where.find('.', at) - at);  // "0"
+    examples::AttentionRow row{fmt::format("{} · layer {}", encoder ? "encoder" : "decoder", layer),
+                               encoder ? "self-attention" : cross ? "cross-attention" : "self-attention (causal)",
+                               where,
+                               encoder ? src_labels : tgt_labels,
+                               encoder || cross ? src_labels : tgt_labels,
+                               {}};
     Tensor w = attention->last_attention.select(0, 0);  // (H, T, S)
-    for (int64_t h = 0; h < w.size(0); ++h) {
-      std::string where = name.substr(name.find("coder.") - 2);  // "encoder.layers.0.self_attn"
-      maps.push_back({fmt::format("{} · head {}", where, h),
-                      w.select(0, h).narrow(0, 0, (int64_t)rows.size()).narrow(1, 0, (int64_t)cols.size()), rows, cols});
-    }
-    attention->store_attention = false;
+    for (int64_t h = 0; h < w.size(0); ++h)
+      row.heads.push_back(w.select(0, h)
+                              .narrow(0, 0, static_cast<int64_t>(row.queries.size()))
+                              .narrow(1, 0, static_cast<int64_t>(row.keys.size()))
+                              .to(kFloat64)
+                              .contiguous()
+                              .to_vector<double>());
+    grid.rows.push_back(std::move(row));
     attention->last_attention = Tensor();
   }
-  examples::write_heat_maps(path, "attention weights (rows: queries, columns: keys)", maps,
-                            static_cast<int>(model.config.heads));
+  return grid;
 }
 
 int main(int argc, char** argv) {
@@ -135,7 +185,10 @@ int main(int argc, char** argv) {
   app.add_option("--resume", o.resume, "continue from a checkpoint written by --save")->check(CLI::ExistingFile);
   app.add_option("--eval-every", o.eval_every, "steps between held-out evaluations")->check(CLI::Range(1, 100'000'000));
   app.add_option("--plot", o.plot, "write the train and held-out loss curves as SVG");
-  app.add_option("--attention", o.attention, "write every head's attention for one example as SVG heat maps");
+  app.add_option("--attention", o.attention, "write every head's attention for one held-out example as an SVG grid");
+  app.add_option("--attention-example", o.attention_example,
+                 "which held-out example --attention draws (default: the longest)")
+      ->check(CLI::Range(int64_t{0}, o.eval_size - 1));
   app.add_option("--average", o.average, "decay of the moving average of the weights used for decoding (0: the last weights)")
       ->check(CLI::Range(0.0, 0.9999));
   app.add_flag("--profile", o.profile, "print the time per kernel kind of one training step (the 10th of this run)");
@@ -160,7 +213,7 @@ int main(int argc, char** argv) {
     optim::ExponentialMovingAverage average(model->parameters(), o.average);
 
     int64_t step = 0;
-    std::vector<std::pair<double, double>> train_curve, eval_curve;
+    std::vector<std::pair<double, double>> train_curve, eval_curve, accuracy_curve;
     if (!o.resume.empty()) {
       auto ckpt = nn::load_safetensors(o.resume);
       CPPGRAD_CHECK(ckpt.metadata.count("task") && ckpt.metadata.at("task") == o.task,
@@ -180,6 +233,7 @@ int main(int argc, char** argv) {
       };
       curve("train.loss_curve", train_curve);
       curve("train.eval_curve", eval_curve);
+      curve("train.accuracy_curve", accuracy_curve);
       fmt::print("resumed from {} at step {}\n", o.resume, step);
     }
 
@@ -222,8 +276,10 @@ int main(int argc, char** argv) {
       const bool eval_now = step % o.eval_every == 0 || step == o.steps;
       std::optional<double> eval_loss;
       if (eval_now) {
-        eval_loss = held_out_loss(*model, held_out);
-        eval_curve.emplace_back(static_cast<double>(step), *eval_loss);
+        const HeldOut result = held_out_eval(*model, held_out);
+        eval_loss = result.loss;
+        eval_curve.emplace_back(static_cast<double>(step), result.loss);
+        accuracy_curve.emplace_back(static_cast<double>(step), result.accuracy);
       }
       if (eval_now || step % 10 == 0) {
         progress.update(step, recent_loss / static_cast<double>(recent_count), opt.lr(),
@@ -267,7 +323,8 @@ int main(int argc, char** argv) {
       };
       add({{"train.step", scalar_tensor(static_cast<double>(step), kInt64)},
            {"train.loss_curve", flatten(train_curve)},
-           {"train.eval_curve", flatten(eval_curve)}});
+           {"train.eval_curve", flatten(eval_curve)},
+           {"train.accuracy_curve", flatten(accuracy_curve)}});
       nn::save_safetensors(o.save, state,
                            {{"task", o.task},
                             {"d_model", std::to_string(o.model.d_model)},
@@ -276,14 +333,46 @@ int main(int argc, char** argv) {
                             {"accuracy", fmt::format("{:.2f}", accuracy)}});
       fmt::print("checkpoint written to {}\n", o.save);
     }
+    const std::string model_line =
+        fmt::format("d_model {} · {} heads · {}+{} layers · batch {} · length ≤ {} · lr factor {} · seed {}",
+                    o.model.d_model, o.model.heads, o.model.layers, o.model.layers, o.batch, o.seq_len, o.lr, o.seed);
     if (!o.plot.empty()) {
-      examples::write_line_plot(o.plot, fmt::format("{} task: cross-entropy loss", o.task), "step", "loss",
-                                {{"train", train_curve, "#1f77b4"}, {"held-out", eval_curve, "#d62728"}});
-      fmt::print("loss curve written to {}\n", o.plot);
+      examples::TrainingCurves figure{
+          fmt::format("{} task: training curves", o.task),
+          {model_line, fmt::format("after {} steps, {:.1f}% of the {} held-out sequences decoded right", step, accuracy,
+                                   o.eval_size)},
+          "training step",
+          {}};
+      const int window = examples::smoothing_window(train_curve.size());
+      examples::Panel loss;
+      loss.title = "cross-entropy loss", loss.y_label = "nats per token";
+      // The training loss is measured with dropout on, the held-out one without: it can lie lower.
+      const std::string train_name = o.model.dropout > 0 ? fmt::format("train, dropout {}", o.model.dropout) : "train";
+      loss.curves = {{train_name + ", each step", train_curve, "#1f77b4", examples::CurveStyle::Faint},
+                     {fmt::format("{}, mean of {} steps", train_name, window), examples::running_mean(train_curve, window),
+                      "#1f77b4", examples::CurveStyle::Line},
+                     {fmt::format("held-out ({} sequences)", o.eval_size), eval_curve, "#d62728",
+                      examples::CurveStyle::Dots}};
+      examples::Panel right;
+      right.title = "held-out sequence accuracy", right.y_label = "% of sequences right";
+      right.range = std::pair{0.0, 100.0};
+      right.curves = {{"held-out, weights of that step", accuracy_curve, "#d62728", examples::CurveStyle::Dots},
+                      {fmt::format("at the end, averaged weights: {:.1f}%", accuracy),
+                       {{static_cast<double>(step), accuracy}}, "#2ca02c", examples::CurveStyle::Ring}};
+      figure.panels = {loss, right};
+      examples::draw_training_curves(figure).write(o.plot);
+      fmt::print("training curves written to {}\n", o.plot);
     }
     if (!o.attention.empty()) {
-      write_attention_maps(*model, held_out, o.attention);
-      fmt::print("attention maps written to {}\n", o.attention);
+      // The weights that decoded the held-out set: the averaged ones.
+      average.swap();
+      const int64_t example = attention_example(held_out, o.attention_example);
+      const auto grid = attention_grid(*model, held_out, example,
+                                       fmt::format("{} task: attention of every head after {} steps", o.task, step),
+                                       o.attention_example >= 0 ? "chosen" : "the longest held out");
+      average.swap();
+      examples::draw_attention_grid(grid).write(o.attention);
+      fmt::print("attention grid written to {}\n", o.attention);
     }
     return 0;
   } catch (const Error& e) {
