@@ -1,5 +1,9 @@
 #include "optim/optimizer.h"
 
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstdio>
 #include <unordered_set>
 
 #include "tensor/kernels.h"
@@ -70,43 +74,77 @@ NamedTensors Optimizer::state_dict() const {
 }
 
 void Optimizer::load_state_dict(const NamedTensors& state) {
+  constexpr const char* op = "Optimizer::load_state_dict";
   std::vector<std::map<std::string, Tensor>> loaded(state_.size());
   std::vector<ParamGroup> groups = groups_;
+  std::vector<std::array<bool, 2>> group_found(groups.size(), {false, false});  // lr, weight_decay
   for (const auto& [key, t] : state) {
     size_t g = 0, i = 0;
     char field[64] = {0};
     if (std::sscanf(key.c_str(), "param_groups.%zu.%63s", &g, field) == 2) {
-      CPPGRAD_CHECK(g < groups.size(), "Optimizer::load_state_dict: '{}' names group {} of {}", key, g, groups.size());
-      double v = t.item<double>();
-      if (std::string(field) == "lr")
-        groups[g].lr = v;
-      else if (std::string(field) == "weight_decay")
-        groups[g].weight_decay = v;
-      else
-        throw Error(fmt::format("Optimizer::load_state_dict: unknown key '{}'", key));
+      CPPGRAD_CHECK(g < groups.size(), "{}: '{}' names group {} of {}", op, excerpt(key), g, groups.size());
+      const std::string name = field;
+      CPPGRAD_CHECK(name == "lr" || name == "weight_decay", "{}: unknown key '{}'", op, excerpt(key));
+      CPPGRAD_CHECK(t.dim() == 0 && t.is_floating_point(), "{}: '{}' must be a 0-d floating tensor, got {} of shape {}",
+                    op, key, dtype_name(t.dtype()), shape_str(t.shape()));
+      const double v = t.item<double>();
+      CPPGRAD_CHECK(std::isfinite(v) && v >= 0.0, "{}: '{}' is {}, not a finite non-negative number", op, key, v);
+      (name == "lr" ? groups[g].lr : groups[g].weight_decay) = v;
+      group_found[g][name == "lr" ? 0 : 1] = true;
     } else if (std::sscanf(key.c_str(), "state.%zu.%63s", &i, field) == 2) {
-      CPPGRAD_CHECK(i < loaded.size(), "Optimizer::load_state_dict: '{}' names parameter {}, but there are {}", key, i,
-            loaded.size());
+      CPPGRAD_CHECK(i < loaded.size(), "{}: '{}' names parameter {}, but there are {}", op, excerpt(key), i,
+                    loaded.size());
+      CPPGRAD_CHECK(key == fmt::format("state.{}.{}", i, field), "{}: unknown key '{}'", op, excerpt(key));
       loaded[i][field] = kernels::clone(t);
     } else {
-      throw Error(fmt::format("Optimizer::load_state_dict: unknown key '{}'", key));
+      throw Error(fmt::format("{}: unknown key '{}'", op, excerpt(key)));
     }
   }
-  // Each parameter's buffers must match its shape (a 0-d entry is a counter). Floating buffers
-  // take the parameter's dtype, as in PyTorch: a float64 checkpoint resumes a float32 run.
+  for (size_t g = 0; g < groups.size(); ++g)
+    for (int f = 0; f < 2; ++f)
+      CPPGRAD_CHECK(group_found[g][f], "{}: 'param_groups.{}.{}' is missing", op, g, f == 0 ? "lr" : "weight_decay");
+  // Each parameter's buffers are checked by the subclass, which knows what update() keeps.
+  // Floating buffers take the parameter's dtype, as in PyTorch: a float64 checkpoint resumes a
+  // float32 run.
   size_t index = 0;
   for (const auto& group : groups)
     for (const Tensor& p : group.params) {
-      for (auto& [name, t] : loaded[index]) {
-        CPPGRAD_CHECK(t.dim() == 0 || t.shape() == p.shape(),
-              "Optimizer::load_state_dict: state.{}.{} has shape {}, but parameter {} has shape {}", index, name,
-              shape_str(t.shape()), index, shape_str(p.shape()));
+      check_state(fmt::format("state.{}.", index), p, loaded[index]);
+      for (auto& [name, t] : loaded[index])
         if (t.is_floating_point()) t = kernels::to(t, p.dtype());
-      }
       ++index;
     }
   groups_ = std::move(groups);
   state_ = std::move(loaded);
+}
+
+void Optimizer::check_state(const std::string& prefix, const Tensor& param,
+                            const std::map<std::string, Tensor>& state) const {
+  for (const auto& [name, t] : state)
+    CPPGRAD_CHECK(t.dim() == 0 || t.shape() == param.shape(),
+                  "Optimizer::load_state_dict: {}{} has shape {}, but the parameter has shape {}", prefix, name,
+                  shape_str(t.shape()), shape_str(param.shape()));
+}
+
+void Optimizer::check_names(const std::string& prefix, const std::map<std::string, Tensor>& state,
+                            const std::vector<std::string>& names) {
+  for (const std::string& name : names)
+    CPPGRAD_CHECK(state.count(name), "Optimizer::load_state_dict: {}{} is missing", prefix, name);
+  for (const auto& [name, t] : state)
+    CPPGRAD_CHECK(std::find(names.begin(), names.end(), name) != names.end(),
+                  "Optimizer::load_state_dict: unexpected key {}{} (this optimizer keeps {})", prefix, excerpt(name),
+                  fmt::join(names, ", "));
+}
+
+void Optimizer::check_buffer(const std::string& key, const Tensor& buffer, const Tensor& param, bool non_negative) {
+  constexpr const char* op = "Optimizer::load_state_dict";
+  CPPGRAD_CHECK(buffer.is_floating_point(), "{}: {} has dtype {}, not a floating one", op, key,
+                dtype_name(buffer.dtype()));
+  CPPGRAD_CHECK(buffer.shape() == param.shape(), "{}: {} has shape {}, but the parameter has shape {}", op, key,
+                shape_str(buffer.shape()), shape_str(param.shape()));
+  for (double v : buffer.to_vector<double>())
+    CPPGRAD_CHECK(std::isfinite(v) && (!non_negative || v >= 0.0), "{}: {} holds {}, not a finite{} number", op, key,
+                  v, non_negative ? " non-negative" : "");
 }
 
 }  // namespace cppgrad::optim

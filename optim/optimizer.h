@@ -40,6 +40,8 @@ class Optimizer {
 
   // "state.<i>.<name>" per parameter (i counts parameters across groups in order), and
   // "param_groups.<g>.lr" / ".weight_decay". Load expects the same parameters in the same order.
+  // A checkpoint is untrusted: load checks every entry (present, dtype, shape, range; see
+  // check_state) and throws an Error naming the key, leaving the optimizer as it was.
   NamedTensors state_dict() const;
   void load_state_dict(const NamedTensors& state);
 
@@ -51,6 +53,18 @@ class Optimizer {
   // Called once per step() after every update(): a subclass that queued its updates (to run
   // them all in one parallel loop) runs them here.
   virtual void finish_step() {}
+
+  // Checks the state that load_state_dict read for one parameter (keys "<prefix><name>"): the
+  // names update() keeps, each buffer's dtype, shape and values. An empty state (a parameter
+  // not stepped yet) passes. The default accepts buffers of the parameter's shape or 0-d.
+  virtual void check_state(const std::string& prefix, const Tensor& param,
+                           const std::map<std::string, Tensor>& state) const;
+  // For check_state: `state` holds exactly `names` (throws naming the first missing or unexpected
+  // key), and a buffer is floating, of the parameter's shape, finite (and >= 0 when asked).
+  static void check_names(const std::string& prefix, const std::map<std::string, Tensor>& state,
+                          const std::vector<std::string>& names);
+  static void check_buffer(const std::string& key, const Tensor& buffer, const Tensor& param,
+                           bool non_negative = false);
 
  private:
   std::vector<ParamGroup> groups_;
