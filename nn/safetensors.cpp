@@ -16,6 +16,7 @@
 #include "nn/safetensors.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -497,13 +498,42 @@ mode_t new_file_mode() {
   return 0666 & ~mask;
 }
 
+// The temporaries of `destination` are named ".<file name>.tmp-<pid>-XXXXXX": the process that
+// writes one is in its name.
+std::string temp_prefix(const std::filesystem::path& destination) {
+  return fmt::format(".{}.tmp-", destination.filename().string());
+}
+
+// A save killed mid-write (kill -9, a power cut) leaves its temporary behind, since no code of
+// it runs any more. The next save of the same file removes those whose process has gone; a
+// live process may be saving the same file at this moment, so its temporary stays. Best
+// effort: what cannot be removed is left, silently.
+void remove_stale_temporaries(const std::filesystem::path& destination) {
+  namespace fs = std::filesystem;
+  const fs::path dir = destination.has_parent_path() ? destination.parent_path() : ".";
+  const std::string prefix = temp_prefix(destination);
+  std::error_code error;
+  for (fs::directory_iterator it(dir, error), end; !error && it != end; it.increment(error)) {
+    const std::string name = it->path().filename().string();
+    if (name.rfind(prefix, 0) != 0) continue;
+    const std::string_view rest = std::string_view(name).substr(prefix.size());  // "<pid>-XXXXXX"
+    const size_t dash = rest.find('-');
+    if (dash == 0 || dash > 9 || rest.substr(0, dash).find_first_not_of("0123456789") != std::string_view::npos) continue;
+    const auto pid = static_cast<pid_t>(std::stol(std::string(rest.substr(0, dash))));
+    if (pid <= 0 || pid == ::getpid()) continue;
+    if (::kill(pid, 0) == 0 || errno != ESRCH) continue;  // alive (EPERM: alive, someone else's)
+    std::error_code ignored;
+    fs::remove(it->path(), ignored);
+  }
+}
+
 // A temporary file next to the destination that removes itself unless renamed into place, so
 // that every way out of save_safetensors, a throw included, leaves no stray file behind.
 class TempFile {
  public:
   TempFile(const std::filesystem::path& destination, const Faults& faults) : faults_(faults) {
     const std::filesystem::path dir = destination.has_parent_path() ? destination.parent_path() : ".";
-    name_ = (dir / fmt::format(".{}.tmp-XXXXXX", destination.filename().string())).string();
+    name_ = (dir / fmt::format("{}{}-XXXXXX", temp_prefix(destination), ::getpid())).string();
     fd_ = ::mkstemp(name_.data());
     if (fd_ < 0) faults.fail("cannot create a temporary file in {}: {}", dir.string(), system_error_text(errno));
   }
@@ -616,6 +646,7 @@ void save_safetensors(const std::string& path, const NamedTensors& tensors, cons
   struct stat existing {};
   const mode_t mode = ::stat(path.c_str(), &existing) == 0 ? (existing.st_mode & 07777) : new_file_mode();
 
+  remove_stale_temporaries(destination);
   TempFile temp(destination, faults);
   temp.set_mode(mode);
   temp.write_all(bytes);

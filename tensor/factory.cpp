@@ -3,6 +3,8 @@
 #include <cmath>
 #include <new>
 
+#include <unistd.h>
+
 #include "tensor/profile.h"
 #include "tensor/iterate.h"
 #include "tensor/kernels.h"
@@ -27,6 +29,13 @@ Tensor allocate(const Shape& shape, TensorOptions options, Storage::Init init, s
   CPPGRAD_CHECK(!__builtin_mul_overflow(count, static_cast<int64_t>(dtype_size(options.dtype_)), &nbytes),
                 "{}: shape {} of {} needs more bytes than a 64-bit count holds", op, shape_str(shape),
                 dtype_name(options.dtype_));
+  // More than the machine's memory is refused outright: such a request could only fail, or be
+  // granted by overcommit and end the process when the pages are touched.
+  static const double memory_bytes =
+      static_cast<double>(::sysconf(_SC_PHYS_PAGES)) * static_cast<double>(::sysconf(_SC_PAGESIZE));
+  CPPGRAD_CHECK(static_cast<double>(nbytes) <= memory_bytes,
+                "{}: shape {} of {} needs {:.3g} GB, more than this machine's {:.3g} GB of memory", op, shape_str(shape),
+                dtype_name(options.dtype_), static_cast<double>(nbytes) / 1e9, memory_bytes / 1e9);
   std::shared_ptr<Storage> storage;
   try {
     storage = std::make_shared<Storage>(static_cast<size_t>(nbytes), init);
@@ -47,7 +56,7 @@ Tensor empty(const Shape& shape, TensorOptions options) {
 Tensor zeros(const Shape& shape, TensorOptions options) { return allocate(shape, options, Storage::Init::Zeroed, "zeros"); }
 
 Tensor full(const Shape& shape, double value, TensorOptions options) {
-  Tensor t = empty(shape, options.dtype_);
+  Tensor t = allocate(shape, options.dtype_, Storage::Init::Uninitialized, "full");
   kernels::fill_(t, value);
   return finish(t, options);
 }
@@ -85,7 +94,7 @@ Tensor eye(int64_t n, TensorOptions options) {
 // Random draws are made in row-major order on the calling thread: same seed, same tensor.
 template <class Draw>
 static Tensor random_tensor(const Shape& shape, TensorOptions options, std::string_view op, Draw draw) {
-  Tensor t = empty(shape, options.dtype_);
+  Tensor t = allocate(shape, options.dtype_, Storage::Init::Uninitialized, op);
   dispatch_floating(t.dtype(), op, [&](auto tag) {
     using T = decltype(tag);
     T* p = t.data<T>();
