@@ -109,7 +109,7 @@ void Optimizer::load_state_dict(const NamedTensors& state) {
   size_t index = 0;
   for (const auto& group : groups)
     for (const Tensor& p : group.params) {
-      check_state(fmt::format("state.{}.", index), p, loaded[index]);
+      check_state(index, p, loaded[index]);
       for (auto& [name, t] : loaded[index])
         if (t.is_floating_point()) t = kernels::to(t, p.dtype());
       ++index;
@@ -118,30 +118,32 @@ void Optimizer::load_state_dict(const NamedTensors& state) {
   state_ = std::move(loaded);
 }
 
-void Optimizer::check_state(const std::string& prefix, const Tensor& param,
+void Optimizer::check_state(size_t index, const Tensor& param,
                             const std::map<std::string, Tensor>& state) const {
   for (const auto& [name, t] : state)
     CPPGRAD_CHECK(t.dim() == 0 || t.shape() == param.shape(),
-                  "Optimizer::load_state_dict: {}{} has shape {}, but the parameter has shape {}", prefix, name,
-                  shape_str(t.shape()), shape_str(param.shape()));
+                  "Optimizer::load_state_dict: state.{}.{} has shape {}, but parameter {} has shape {}", index, name,
+                  shape_str(t.shape()), index, shape_str(param.shape()));
 }
 
-void Optimizer::check_names(const std::string& prefix, const std::map<std::string, Tensor>& state,
+void Optimizer::check_names(size_t index, const std::map<std::string, Tensor>& state,
                             const std::vector<std::string>& names) {
   for (const std::string& name : names)
-    CPPGRAD_CHECK(state.count(name), "Optimizer::load_state_dict: {}{} is missing", prefix, name);
+    CPPGRAD_CHECK(state.count(name), "Optimizer::load_state_dict: state.{}.{} is missing", index, name);
   for (const auto& [name, t] : state)
     CPPGRAD_CHECK(std::find(names.begin(), names.end(), name) != names.end(),
-                  "Optimizer::load_state_dict: unexpected key {}{} (this optimizer keeps {})", prefix, excerpt(name),
+                  "Optimizer::load_state_dict: unexpected key state.{}.{} (this optimizer keeps {})", index, excerpt(name),
                   fmt::join(names, ", "));
 }
 
-void Optimizer::check_buffer(const std::string& key, const Tensor& buffer, const Tensor& param, bool non_negative) {
+void Optimizer::check_buffer(size_t index, const std::string& name, const Tensor& buffer, const Tensor& param,
+                             bool non_negative) {
+  const std::string key = fmt::format("state.{}.{}", index, name);
   constexpr const char* op = "Optimizer::load_state_dict";
   CPPGRAD_CHECK(buffer.is_floating_point(), "{}: {} has dtype {}, not a floating one", op, key,
                 dtype_name(buffer.dtype()));
-  CPPGRAD_CHECK(buffer.shape() == param.shape(), "{}: {} has shape {}, but the parameter has shape {}", op, key,
-                shape_str(buffer.shape()), shape_str(param.shape()));
+  CPPGRAD_CHECK(buffer.shape() == param.shape(), "{}: {} has shape {}, but parameter {} has shape {}", op, key,
+                shape_str(buffer.shape()), index, shape_str(param.shape()));
   for (double v : buffer.to_vector<double>())
     CPPGRAD_CHECK(std::isfinite(v) && (!non_negative || v >= 0.0), "{}: {} holds {}, not a finite{} number", op, key,
                   v, non_negative ? " non-negative" : "");

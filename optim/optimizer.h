@@ -54,16 +54,16 @@ class Optimizer {
   // them all in one parallel loop) runs them here.
   virtual void finish_step() {}
 
-  // Checks the state that load_state_dict read for one parameter (keys "<prefix><name>"): the
+  // Checks the state that load_state_dict read for parameter `index` (keys "state.<index>.<name>"): the
   // names update() keeps, each buffer's dtype, shape and values. An empty state (a parameter
   // not stepped yet) passes. The default accepts buffers of the parameter's shape or 0-d.
-  virtual void check_state(const std::string& prefix, const Tensor& param,
+  virtual void check_state(size_t index, const Tensor& param,
                            const std::map<std::string, Tensor>& state) const;
   // For check_state: `state` holds exactly `names` (throws naming the first missing or unexpected
   // key), and a buffer is floating, of the parameter's shape, finite (and >= 0 when asked).
-  static void check_names(const std::string& prefix, const std::map<std::string, Tensor>& state,
+  static void check_names(size_t index, const std::map<std::string, Tensor>& state,
                           const std::vector<std::string>& names);
-  static void check_buffer(const std::string& key, const Tensor& buffer, const Tensor& param,
+  static void check_buffer(size_t index, const std::string& name, const Tensor& buffer, const Tensor& param,
                            bool non_negative = false);
 
  private:

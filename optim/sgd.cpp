@@ -11,12 +11,12 @@ SGD::SGD(std::vector<ParamGroup> groups, const SGDOptions& o) : Optimizer(std::m
         "SGD: Nesterov momentum needs momentum > 0 and dampening 0");
 }
 
-void SGD::check_state(const std::string& prefix, const Tensor& param,
+void SGD::check_state(size_t index, const Tensor& param,
                       const std::map<std::string, Tensor>& state) const {
   if (state.empty()) return;  // not stepped yet, or no momentum
-  check_names(prefix, state, options.momentum() != 0.0 ? std::vector<std::string>{"momentum_buffer"}
+  check_names(index, state, options.momentum() != 0.0 ? std::vector<std::string>{"momentum_buffer"}
                                                        : std::vector<std::string>{});
-  check_buffer(prefix + "momentum_buffer", state.at("momentum_buffer"), param);
+  check_buffer(index, "momentum_buffer", state.at("momentum_buffer"), param);
 }
 
 void SGD::update(const Tensor& param, const Tensor& grad, const ParamGroup& group,

@@ -96,7 +96,7 @@ TEST_CASE("hostile safetensors: a header of 50,000 entries parses in one linear 
 
 TEST_CASE("hostile safetensors: huge strings are quoted as a short excerpt") {
   // An unterminated string runs to the end of the header: the JSON parser's report repeats it.
-  const std::string unterminated = "{\"a\":\"" + std::string(5'000'000, 'x');
+  const std::string unterminated = "{\"a\":\"" + std::string(1'000'000, 'x');
   std::string message = parse_error(file_of(unterminated));
   CHECK(message.find("header is not valid JSON") != std::string::npos);
   CHECK(message.size() < 400);
@@ -145,10 +145,10 @@ TEST_CASE("hostile safetensors: a save killed mid-write leaves a temporary the n
   CHECK(temporaries == 1);  // the live one
 }
 
-TEST_CASE("hostile state dicts: a million unexpected keys give a short message, in linear time") {
+TEST_CASE("hostile state dicts: 100,000 unexpected keys give a short message, in linear time") {
   Linear layer(2, 2);
   NamedTensors state = layer.state_dict();
-  for (int i = 0; i < 1'000'000; ++i) state.emplace_back(fmt::format("junk.{}", i), Tensor());
+  for (int i = 0; i < 100'000; ++i) state.emplace_back(fmt::format("junk.{}", i), Tensor());
   std::string message;
   try {
     layer.load_state_dict(state);
@@ -156,7 +156,7 @@ TEST_CASE("hostile state dicts: a million unexpected keys give a short message, 
     message = e.what();
   }
   CHECK(message.find("unexpected keys: junk.") != std::string::npos);
-  CHECK(message.find("and 999992 more") != std::string::npos);
+  CHECK(message.find("and 99992 more") != std::string::npos);
   CHECK(message.size() < 1000);
   // A weight given as integers is refused, not converted silently.
   NamedTensors integers = layer.state_dict();
