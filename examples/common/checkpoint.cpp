@@ -50,7 +50,9 @@ void loading(const std::string& prefix, Load&& load) {
   try {
     load();
   } catch (const Error& e) {
-    throw Error(fmt::format("checkpoint: in the entries under \"{}\": {}", prefix, e.what()));
+    std::string message = e.what();  // on one line: a module lists its missing keys on lines of their own
+    for (size_t at; (at = message.find("\n  ")) != std::string::npos;) message.replace(at, 3, "; ");
+    throw Error(fmt::format("checkpoint: in the entries under \"{}\": {}", prefix, message));
   }
 }
 
