@@ -57,6 +57,22 @@ Tensor merge_heads(const Tensor& x) {
   return x.transpose(1, 2).reshape({x.size(0), x.size(2), x.size(1) * x.size(3)});
 }
 
+// The keys that key_padding_mask (B, S) hides (true, or -inf when additive), as (B, S, 1), or
+// undefined without a mask.
+Tensor hidden_keys(const Tensor& key_padding_mask) {
+  if (!key_padding_mask.defined()) return {};
+  Tensor hidden = key_padding_mask.dtype() == kBool ? key_padding_mask
+                                                    : key_padding_mask.eq(scalar_tensor(kNegInf, key_padding_mask.dtype()));
+  return hidden.unsqueeze(-1);
+}
+
+// Zeroes the rows of keys or values (B, S, ·) at hidden positions. Whatever a padded position
+// holds (NaN or inf from uninitialised padding), it must not reach the visible ones: a key there
+// would score NaN, and NaN + (-inf) is NaN, not -inf; a value there meets weight 0, and 0 · NaN
+// is NaN, which the weighted sum carries into every output. Zeroed, the key scores -inf and the
+// value adds 0, and so do their gradients.
+Tensor zero_hidden(const Tensor& t, const Tensor& hidden) { return hidden.defined() ? t.masked_fill(hidden, 0.0) : t; }
+
 AttentionOutput finish(AttentionOutput result, bool need_weights, bool average, bool unbatched) {
   if (need_weights && average) result.weights = result.weights.mean({1});  // (B, H, T, S) -> (B, T, S)
   if (!need_weights) result.weights = Tensor();
@@ -152,6 +168,8 @@ AttentionOutput MultiheadAttention::forward(const Tensor& query, const Tensor& k
 
   // Q = query · W_Qᵀ + b_Q, and so on: (B, T, E) -> (B, T, E). The W_* are row blocks of the
   // fused matrix (views); self-attention does all three in one GEMM.
+  Tensor mask = merge_attention_masks(in.key_padding_mask, attn_mask, B, H, T, S, in.query.dtype());
+  const Tensor hidden = hidden_keys(in.key_padding_mask);
   auto bias_part = [&](int64_t i) { return in_proj_bias.defined() ? in_proj_bias.narrow(0, i * E, E) : Tensor(); };
   Tensor q, k, v;
   if (fused() && in.query.is_same(in.key) && in.key.is_same(in.value)) {
@@ -162,13 +180,16 @@ AttentionOutput MultiheadAttention::forward(const Tensor& query, const Tensor& k
     Tensor w_k = fused() ? in_proj_weight.narrow(0, E, E) : k_proj_weight;
     Tensor w_v = fused() ? in_proj_weight.narrow(0, 2 * E, E) : v_proj_weight;
     q = F::linear(in.query, w_q, bias_part(0));
-    k = F::linear(in.key, w_k, bias_part(1));
-    v = F::linear(in.value, w_v, bias_part(2));
+    // Hidden rows are zeroed before the projection too, so that the weights' gradients never
+    // meet them (a 0 gradient times a NaN input is NaN).
+    k = F::linear(zero_hidden(in.key, hidden), w_k, bias_part(1));
+    v = F::linear(zero_hidden(in.value, hidden), w_v, bias_part(2));
   }
+  k = zero_hidden(k, hidden);
+  v = zero_hidden(v, hidden);
 
   // The "split into heads" is a reshape of the projections' output, not of the input:
   // (B, T, E) -> (B, H, T, d_k). Every head saw all E input features.
-  Tensor mask = merge_attention_masks(in.key_padding_mask, attn_mask, B, H, T, S, q.dtype());
   AttentionOutput heads = F::scaled_dot_product_attention(
       split_heads(q, H), split_heads(k, H), split_heads(v, H), mask, is_training() ? options.dropout() : 0.0,
       is_causal, std::nullopt, need_weights || store_attention);
@@ -203,12 +224,13 @@ AttentionOutput PerHeadAttention::forward(const Tensor& query, const Tensor& key
   Inputs in = prepare(query, key, value, key_padding_mask, embed_dim, embed_dim, embed_dim);
   const int64_t B = in.query.size(0), T = in.query.size(1), S = in.key.size(1);
   Tensor mask = merge_attention_masks(in.key_padding_mask, attn_mask, B, num_heads, T, S, in.query.dtype());
+  const Tensor hidden = hidden_keys(in.key_padding_mask);  // padded keys and values are zeroed, as in MultiheadAttention
   std::vector<Tensor> outputs, weights;
   for (int64_t h = 0; h < num_heads; ++h) {
     // head_h = Attention(Q W_Q_h, K W_K_h, V W_V_h): each reads the whole (B, T, E) input.
-    Tensor q = (*q_heads)[h]->forward(in.query);  // (B, T, d_k)
-    Tensor k = (*k_heads)[h]->forward(in.key);    // (B, S, d_k)
-    Tensor v = (*v_heads)[h]->forward(in.value);  // (B, S, d_k)
+    Tensor q = (*q_heads)[h]->forward(in.query);                                     // (B, T, d_k)
+    Tensor k = zero_hidden((*k_heads)[h]->forward(zero_hidden(in.key, hidden)), hidden);    // (B, S, d_k)
+    Tensor v = zero_hidden((*v_heads)[h]->forward(zero_hidden(in.value, hidden)), hidden);  // (B, S, d_k)
     Tensor head_mask = mask.defined() ? mask.select(1, mask.size(1) == 1 ? 0 : h) : Tensor();  // (B, T or 1, S)
     AttentionOutput head = F::scaled_dot_product_attention(q, k, v, head_mask, 0.0, is_causal, std::nullopt, true);
     outputs.push_back(head.output);

@@ -104,8 +104,11 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, const CrossEntr
     case Reduction::None: return loss.reshape(target.shape());
     case Reduction::Sum: return loss.sum();
     case Reduction::Mean: {
-      double count = static_cast<double>(kernels::sum(valid, {}, false).item<int64_t>());
-      return loss.sum() / count;
+      // With every target ignored the mean is over no terms: NaN, as in PyTorch (1.13 and later),
+      // but added as a constant, so the gradient is zero rather than 0 · (1/0) = NaN.
+      const auto count = kernels::sum(valid, {}, false).item<int64_t>();
+      if (count == 0) return loss.sum() + std::numeric_limits<double>::quiet_NaN();
+      return loss.sum() / static_cast<double>(count);
     }
   }
   return loss;

@@ -35,7 +35,9 @@ struct CrossEntropyOptions {
 };
 // Cross-entropy between logits and class indices, computed from log_softmax (no log(0)).
 // logits (N, C) with target (N), or (N, C, d1, ...) with target (N, d1, ...), or (C) with ().
-// Targets equal to ignore_index contribute nothing; the mean is over the others.
+// Targets equal to ignore_index contribute nothing; the mean is over the others. When every
+// target is ignored, the mean is NaN (a mean of no terms, as PyTorch gives) and its gradient is
+// zero; sum gives 0.
 Tensor cross_entropy(const Tensor& logits, const Tensor& target, const CrossEntropyOptions& options = {});
 Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction = Reduction::Mean);
 

@@ -1,8 +1,10 @@
 #include "nn/module.h"
 
 #include <algorithm>
+#include <map>
 #include <set>
 #include <typeinfo>
+#include <string_view>
 #include <unordered_set>
 
 #include "autograd/function.h"
@@ -141,32 +143,50 @@ NamedTensors Module::state_dict() const {
   return out;
 }
 
+// A list of names for an error message: the first few, each an excerpt, then how many more
+// (a hostile file may bring a million unexpected keys).
+static std::string name_list(const std::vector<std::string>& names) {
+  constexpr size_t kShown = 8;
+  std::vector<std::string> shown;
+  for (size_t i = 0; i < std::min(names.size(), kShown); ++i) shown.push_back(excerpt(names[i]));
+  std::string out = fmt::format("{}", fmt::join(shown, ", "));
+  if (names.size() > kShown) out += fmt::format(" and {} more", names.size() - kShown);
+  return out;
+}
+
 void Module::load_state_dict(const NamedTensors& state, bool strict) {
   NamedTensors own = state_dict();
-  std::set<std::string> own_names, given_names;
+  std::map<std::string_view, const Tensor*> given;  // a map: the state may be a hostile file's million keys
+  for (const auto& [name, t] : state) given.emplace(name, &t);
+  std::set<std::string_view> own_names;
   for (const auto& [name, t] : own) own_names.insert(name);
-  for (const auto& [name, t] : state) given_names.insert(name);
   std::vector<std::string> missing, unexpected, mismatched;
-  for (const auto& name : own_names)
-    if (!given_names.count(name)) missing.push_back(name);
-  for (const auto& name : given_names)
-    if (!own_names.count(name)) unexpected.push_back(name);
-  for (const auto& [name, target] : own)
-    for (const auto& [given_name, source] : state)
-      if (given_name == name && source.shape() != target.shape())
-        mismatched.push_back(fmt::format("{}: checkpoint {} vs model {}", name, shape_str(source.shape()),
-                                         shape_str(target.shape())));
+  for (const auto& [name, target] : own) {
+    auto found = given.find(name);
+    if (found == given.end()) {
+      missing.push_back(name);
+    } else if (found->second->shape() != target.shape()) {
+      mismatched.push_back(fmt::format("{}: checkpoint {} vs model {}", name, shape_str(found->second->shape()),
+                                       shape_str(target.shape())));
+    } else if (target.is_floating_point() && !found->second->is_floating_point()) {
+      mismatched.push_back(fmt::format("{}: checkpoint dtype {} vs model {}", name,
+                                       dtype_name(found->second->dtype()), dtype_name(target.dtype())));
+    }
+  }
+  for (const auto& [name, t] : given)
+    if (!own_names.count(name)) unexpected.emplace_back(name);
   if (!mismatched.empty() || (strict && (!missing.empty() || !unexpected.empty()))) {
     std::string msg = "load_state_dict: the state does not match the " + type_name();
-    if (!missing.empty()) msg += fmt::format("\n  missing keys: {}", fmt::join(missing, ", "));
-    if (!unexpected.empty() && strict) msg += fmt::format("\n  unexpected keys: {}", fmt::join(unexpected, ", "));
+    if (!missing.empty()) msg += fmt::format("\n  missing keys: {}", name_list(missing));
+    if (!unexpected.empty() && strict) msg += fmt::format("\n  unexpected keys: {}", name_list(unexpected));
     if (!mismatched.empty()) msg += fmt::format("\n  shape mismatches: {}", fmt::join(mismatched, "; "));
     throw Error(msg);
   }
   NoGradGuard no_grad;
-  for (const auto& [name, target] : own)
-    for (const auto& [given_name, source] : state)
-      if (given_name == name) kernels::copy_(target, source);
+  for (const auto& [name, target] : own) {
+    auto found = given.find(name);
+    if (found != given.end()) kernels::copy_(target, *found->second);
+  }
 }
 
 std::string Module::str() const {

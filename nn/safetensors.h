@@ -39,8 +39,10 @@ inline constexpr uint64_t kMaxSafetensorsHeader = 100'000'000;
 std::vector<uint8_t> serialize_safetensors(const NamedTensors& tensors, const Metadata& metadata = {});
 SafetensorsContents parse_safetensors(std::span<const uint8_t> bytes, const std::string& source = "<memory>");
 
-// Writes to a temporary file in the same directory, then renames it into place: a crash never
-// leaves a half-written checkpoint under `path`.
+// Writes to a temporary file in the same directory (".<name>.tmp-<pid>-XXXXXX"), then renames it
+// into place: a crash never leaves a half-written checkpoint under `path`. A temporary left by a
+// save that was killed mid-write is removed by the next save of the same path, once its process
+// has gone.
 void save_safetensors(const std::string& path, const NamedTensors& tensors, const Metadata& metadata = {});
 SafetensorsContents load_safetensors(const std::string& path);
 

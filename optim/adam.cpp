@@ -91,6 +91,25 @@ void Adam::update(const Tensor& param, const Tensor& grad, const ParamGroup& gro
   });
 }
 
+void Adam::check_state(size_t index, const Tensor& param,
+                       const std::map<std::string, Tensor>& state) const {
+  if (state.empty()) return;  // not stepped yet
+  std::vector<std::string> names = {"step", "exp_avg", "exp_avg_sq"};
+  if (options.amsgrad()) names.push_back("max_exp_avg_sq");
+  check_names(index, state, names);
+  const Tensor& step = state.at("step");
+  CPPGRAD_CHECK(step.dim() == 0 && step.dtype() == kInt64, "Optimizer::load_state_dict: state.{}.step must be a 0-d "
+                "int64 tensor, got {} of shape {}", index, dtype_name(step.dtype()), shape_str(step.shape()));
+  // At least 1 (the first update makes it 1); at most 2^53, where it still converts to a double
+  // exactly for the bias corrections.
+  const auto t = step.item<int64_t>();
+  CPPGRAD_CHECK(t >= 1 && t <= (int64_t{1} << 53), "Optimizer::load_state_dict: state.{}.step is {}, not in [1, 2^53]",
+                index, t);
+  check_buffer(index, "exp_avg", state.at("exp_avg"), param);
+  check_buffer(index, "exp_avg_sq", state.at("exp_avg_sq"), param, /*non_negative=*/true);
+  if (options.amsgrad()) check_buffer(index, "max_exp_avg_sq", state.at("max_exp_avg_sq"), param, true);
+}
+
 // Every queued update, cut into chunks that one parallel loop shares out: a model's parameters
 // are mostly too small to be worth a parallel loop each (seq2seq's largest has 65,536
 // elements), but together they are. Each element's update is independent of the others, so the

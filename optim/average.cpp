@@ -1,5 +1,6 @@
 #include "optim/average.h"
 
+#include <cmath>
 #include <map>
 #include <string>
 
@@ -50,7 +51,17 @@ void ExponentialMovingAverage::load_state_dict(const nn::NamedTensors& state) {
     CPPGRAD_CHECK(it->second.shape() == averages_[i].shape(),
                   "ExponentialMovingAverage::load_state_dict: '{}' is {}, the parameter {}", name,
                   shape_str(it->second.shape()), shape_str(averages_[i].shape()));
-    averages_[i].copy_(it->second);
+    CPPGRAD_CHECK(it->second.is_floating_point(), "ExponentialMovingAverage::load_state_dict: '{}' has dtype {}, not a "
+                  "floating one", name, dtype_name(it->second.dtype()));
+  }
+  // Checked in full before any is copied: a rejected state leaves the averages as they were.
+  for (size_t i = 0; i < averages_.size(); ++i) {
+    const Tensor& given = by_name.at(std::to_string(i));
+    for (double v : given.to_vector<double>())
+      CPPGRAD_CHECK(std::isfinite(v), "ExponentialMovingAverage::load_state_dict: '{}' holds {}, not a finite number", i, v);
+  }
+  for (size_t i = 0; i < averages_.size(); ++i) {
+    averages_[i].copy_(by_name.at(std::to_string(i)));
   }
 }
 

@@ -1,5 +1,9 @@
 #include "optim/optimizer.h"
 
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstdio>
 #include <string_view>
 #include <type_traits>
 #include <unordered_set>
@@ -113,47 +117,90 @@ NamedTensors Optimizer::state_dict() const {
 }
 
 void Optimizer::load_state_dict(const NamedTensors& state) {
+  constexpr const char* op = "Optimizer::load_state_dict";
   std::vector<std::map<std::string, Tensor>> loaded(state_.size());
   std::vector<ParamGroup> groups = groups_;
+  std::vector<std::array<bool, 2>> group_found(groups.size(), {false, false});  // lr, weight_decay
   for (const auto& [key, t] : state) {
     size_t g = 0, i = 0;
     char field[64] = {0};
     if (std::sscanf(key.c_str(), "param_groups.%zu.%63s", &g, field) == 2) {
-      CPPGRAD_CHECK(g < groups.size(), "Optimizer::load_state_dict: '{}' names group {} of {}", key, g, groups.size());
-      // Only an option this optimizer has (one its groups have set) can be loaded.
+      CPPGRAD_CHECK(g < groups.size(), "{}: '{}' names group {} of {}", op, excerpt(key), g, groups.size());
+      CPPGRAD_CHECK(t.dim() == 0 && t.is_floating_point(), "{}: '{}' must be a 0-d floating tensor, got {} of shape {}",
+                    op, excerpt(key), dtype_name(t.dtype()), shape_str(t.shape()));
+      const double v = t.item<double>();
+      CPPGRAD_CHECK(std::isfinite(v), "{}: '{}' is {}, not a finite number", op, excerpt(key), v);
+      // Only an option this optimizer has (one its groups have set) can be loaded; its range is
+      // checked with the group's other options below.
       bool known = false;
       for_each_option(
           [&](const char* option, auto& value) {
             if (field != std::string_view(option) || !value) return;
-            value = static_cast<typename std::remove_reference_t<decltype(value)>::value_type>(t.item<double>());
+            value = static_cast<typename std::remove_reference_t<decltype(value)>::value_type>(v);
             known = true;
           },
           groups[g]);
-      if (!known) throw Error(fmt::format("Optimizer::load_state_dict: unknown key '{}'", key));
+      if (!known) throw Error(fmt::format("{}: unknown key '{}'", op, excerpt(key)));
+      const std::string_view name = field;
+      if (name == "lr" || name == "weight_decay") group_found[g][name == "lr" ? 0 : 1] = true;
     } else if (std::sscanf(key.c_str(), "state.%zu.%63s", &i, field) == 2) {
-      CPPGRAD_CHECK(i < loaded.size(), "Optimizer::load_state_dict: '{}' names parameter {}, but there are {}", key, i,
-            loaded.size());
+      CPPGRAD_CHECK(i < loaded.size(), "{}: '{}' names parameter {}, but there are {}", op, excerpt(key), i,
+                    loaded.size());
+      CPPGRAD_CHECK(key == fmt::format("state.{}.{}", i, field), "{}: unknown key '{}'", op, excerpt(key));
       loaded[i][field] = kernels::clone(t);
     } else {
-      throw Error(fmt::format("Optimizer::load_state_dict: unknown key '{}'", key));
+      throw Error(fmt::format("{}: unknown key '{}'", op, excerpt(key)));
     }
   }
-  for (size_t g = 0; g < groups.size(); ++g) check_group(groups[g], g);
-  // Each parameter's buffers must match its shape (a 0-d entry is a counter). Floating buffers
-  // take the parameter's dtype, as in PyTorch: a float64 checkpoint resumes a float32 run.
+  for (size_t g = 0; g < groups.size(); ++g) {
+    for (int f = 0; f < 2; ++f)
+      CPPGRAD_CHECK(group_found[g][f], "{}: 'param_groups.{}.{}' is missing", op, g, f == 0 ? "lr" : "weight_decay");
+    check_group(groups[g], g);
+  }
+  // Each parameter's buffers are checked by the subclass, which knows what update() keeps.
+  // Floating buffers take the parameter's dtype, as in PyTorch: a float64 checkpoint resumes a
+  // float32 run.
   size_t index = 0;
   for (const auto& group : groups)
     for (const Tensor& p : group.params) {
-      for (auto& [name, t] : loaded[index]) {
-        CPPGRAD_CHECK(t.dim() == 0 || t.shape() == p.shape(),
-              "Optimizer::load_state_dict: state.{}.{} has shape {}, but parameter {} has shape {}", index, name,
-              shape_str(t.shape()), index, shape_str(p.shape()));
+      check_state(index, p, loaded[index]);
+      for (auto& [name, t] : loaded[index])
         if (t.is_floating_point()) t = kernels::to(t, p.dtype());
-      }
       ++index;
     }
   groups_ = std::move(groups);
   state_ = std::move(loaded);
+}
+
+void Optimizer::check_state(size_t index, const Tensor& param,
+                            const std::map<std::string, Tensor>& state) const {
+  for (const auto& [name, t] : state)
+    CPPGRAD_CHECK(t.dim() == 0 || t.shape() == param.shape(),
+                  "Optimizer::load_state_dict: state.{}.{} has shape {}, but parameter {} has shape {}", index, name,
+                  shape_str(t.shape()), index, shape_str(param.shape()));
+}
+
+void Optimizer::check_names(size_t index, const std::map<std::string, Tensor>& state,
+                            const std::vector<std::string>& names) {
+  for (const std::string& name : names)
+    CPPGRAD_CHECK(state.count(name), "Optimizer::load_state_dict: state.{}.{} is missing", index, name);
+  for (const auto& [name, t] : state)
+    CPPGRAD_CHECK(std::find(names.begin(), names.end(), name) != names.end(),
+                  "Optimizer::load_state_dict: unexpected key state.{}.{} (this optimizer keeps {})", index, excerpt(name),
+                  fmt::join(names, ", "));
+}
+
+void Optimizer::check_buffer(size_t index, const std::string& name, const Tensor& buffer, const Tensor& param,
+                             bool non_negative) {
+  const std::string key = fmt::format("state.{}.{}", index, name);
+  constexpr const char* op = "Optimizer::load_state_dict";
+  CPPGRAD_CHECK(buffer.is_floating_point(), "{}: {} has dtype {}, not a floating one", op, key,
+                dtype_name(buffer.dtype()));
+  CPPGRAD_CHECK(buffer.shape() == param.shape(), "{}: {} has shape {}, but parameter {} has shape {}", op, key,
+                shape_str(buffer.shape()), index, shape_str(param.shape()));
+  for (double v : buffer.to_vector<double>())
+    CPPGRAD_CHECK(std::isfinite(v) && (!non_negative || v >= 0.0), "{}: {} holds {}, not a finite{} number", op, key,
+                  v, non_negative ? " non-negative" : "");
 }
 
 }  // namespace cppgrad::optim

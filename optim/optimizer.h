@@ -72,8 +72,9 @@ class Optimizer {
 
   // "state.<i>.<name>" per parameter (i counts parameters across groups in order), and
   // "param_groups.<g>.<option>" for each option the optimizer has (lr, weight_decay, ...; a
-  // bool as 0 or 1). Load expects the same parameters in the same order; a checkpoint that
-  // lacks an option leaves it as it is.
+  // bool as 0 or 1). Load expects the same parameters in the same order. A checkpoint is
+  // untrusted: load checks every entry (present, dtype, shape, range; see check_state) and
+  // throws an Error naming the key, leaving the optimizer as it was.
   NamedTensors state_dict() const;
   void load_state_dict(const NamedTensors& state);
 
@@ -93,6 +94,18 @@ class Optimizer {
   // Called once per step() after every update(): a subclass that queued its updates (to run
   // them all in one parallel loop) runs them here.
   virtual void finish_step() {}
+
+  // Checks the state that load_state_dict read for parameter `index` (keys "state.<index>.<name>"): the
+  // names update() keeps, each buffer's dtype, shape and values. An empty state (a parameter
+  // not stepped yet) passes. The default accepts buffers of the parameter's shape or 0-d.
+  virtual void check_state(size_t index, const Tensor& param,
+                           const std::map<std::string, Tensor>& state) const;
+  // For check_state: `state` holds exactly `names` (throws naming the first missing or unexpected
+  // key), and a buffer is floating, of the parameter's shape, finite (and >= 0 when asked).
+  static void check_names(size_t index, const std::map<std::string, Tensor>& state,
+                          const std::vector<std::string>& names);
+  static void check_buffer(size_t index, const std::string& name, const Tensor& buffer, const Tensor& param,
+                           bool non_negative = false);
 
  private:
   size_t index_of(const Tensor& param) const;  // across groups, in order

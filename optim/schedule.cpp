@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <numbers>
 
 namespace cppgrad::optim {
@@ -28,20 +29,36 @@ NamedTensors LRScheduler::state_dict() const {
 }
 
 void LRScheduler::load_state_dict(const NamedTensors& state) {
+  constexpr const char* op = "LRScheduler::load_state_dict";
   // Read into copies first: a rejected state leaves the schedule as it was.
   int64_t last_step = last_step_;
   std::vector<double> base_lrs = base_lrs_;
+  bool found_step = false;
+  std::vector<bool> found_lr(base_lrs.size(), false);
   for (const auto& [key, t] : state) {
     size_t g = 0;
     if (key == "last_step") {
+      CPPGRAD_CHECK(t.dim() == 0 && t.dtype() == kInt64, "{}: 'last_step' must be a 0-d int64 tensor, got {} of shape {}",
+                    op, dtype_name(t.dtype()), shape_str(t.shape()));
       last_step = t.item<int64_t>();
-    } else if (std::sscanf(key.c_str(), "base_lrs.%zu", &g) == 1) {
-      CPPGRAD_CHECK(g < base_lrs.size(), "LRScheduler::load_state_dict: '{}' names group {} of {}", key, g, base_lrs.size());
+      // Non-negative (it counts steps taken), and at most 2^53, where it still converts to a double exactly.
+      CPPGRAD_CHECK(last_step >= 0 && last_step <= (int64_t{1} << 53), "{}: 'last_step' is {}, not in [0, 2^53]", op,
+                    last_step);
+      found_step = true;
+    } else if (std::sscanf(key.c_str(), "base_lrs.%zu", &g) == 1 && key == fmt::format("base_lrs.{}", g)) {
+      CPPGRAD_CHECK(g < base_lrs.size(), "{}: '{}' names group {} of {}", op, key, g, base_lrs.size());
+      CPPGRAD_CHECK(t.dim() == 0 && t.is_floating_point(), "{}: '{}' must be a 0-d floating tensor, got {} of shape {}",
+                    op, key, dtype_name(t.dtype()), shape_str(t.shape()));
       base_lrs[g] = t.item<double>();
+      CPPGRAD_CHECK(std::isfinite(base_lrs[g]) && base_lrs[g] >= 0.0, "{}: '{}' is {}, not a finite non-negative rate",
+                    op, key, base_lrs[g]);
+      found_lr[g] = true;
     } else {
-      throw Error(fmt::format("LRScheduler::load_state_dict: unknown key '{}'", key));
+      throw Error(fmt::format("{}: unknown key '{}'", op, excerpt(key)));
     }
   }
+  CPPGRAD_CHECK(found_step, "{}: 'last_step' is missing", op);
+  for (size_t g = 0; g < found_lr.size(); ++g) CPPGRAD_CHECK(found_lr[g], "{}: 'base_lrs.{}' is missing", op, g);
   last_step_ = last_step;
   base_lrs_ = std::move(base_lrs);
   apply();

@@ -17,6 +17,12 @@ SGD::SGD(std::vector<Tensor> params, const SGDOptions& o) : SGD({ParamGroup{.par
 SGD::SGD(std::vector<ParamGroup> groups, const SGDOptions& o)
     : Optimizer(std::move(groups), sgd_defaults(o), "SGD"), options(o) {}
 
+void SGD::check_state(size_t index, const Tensor& param, const std::map<std::string, Tensor>& state) const {
+  if (state.empty()) return;  // not stepped yet, or no momentum in its group
+  check_names(index, state, {"momentum_buffer"});
+  check_buffer(index, "momentum_buffer", state.at("momentum_buffer"), param);
+}
+
 void SGD::update(const Tensor& param, const Tensor& grad, const ParamGroup& group,
                  std::map<std::string, Tensor>& state) {
   const double mu = *group.momentum, tau = *group.dampening, wd = *group.weight_decay, lr = *group.lr;

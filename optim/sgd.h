@@ -28,6 +28,9 @@ class SGD : public Optimizer {
  protected:
   void update(const Tensor& param, const Tensor& grad, const ParamGroup& group,
               std::map<std::string, Tensor>& state) override;
+  // momentum_buffer, finite, exactly when momentum is on.
+  void check_state(size_t index, const Tensor& param,
+                   const std::map<std::string, Tensor>& state) const override;
 };
 
 }  // namespace cppgrad::optim

@@ -1,9 +1,11 @@
 // cppgrad::Error, the one exception type, and the helpers that build its messages.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <fmt/format.h>
@@ -20,6 +22,28 @@ class Error : public std::runtime_error {
 // "[2,3]" — the compact shape spelling used in every error message.
 inline std::string shape_str(const std::vector<int64_t>& shape) {
   return fmt::format("[{}]", fmt::join(shape, ","));
+}
+
+// Text that came from outside the program (a file's tensor name, a JSON parser's report, an
+// option's value), shown in an error message: at most `max_bytes` of it, cut where no UTF-8
+// character is split and followed by "...(N bytes)", with control characters escaped, so that a
+// hostile 90 MB string still gives one short line. Every error that quotes input goes through it.
+inline std::string excerpt(std::string_view text, size_t max_bytes = 80) {
+  size_t cut = std::min(text.size(), max_bytes);
+  while (cut > 0 && cut < text.size() && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) --cut;
+  std::string out;
+  for (char c : text.substr(0, cut)) {
+    const auto byte = static_cast<unsigned char>(c);
+    if (c == '\n') {
+      out += "\\n";
+    } else if (byte < 0x20 || byte == 0x7F) {
+      out += fmt::format("\\x{:02x}", byte);
+    } else {
+      out += c;
+    }
+  }
+  if (cut < text.size()) out += fmt::format("...({} bytes)", text.size());
+  return out;
 }
 
 // CPPGRAD_CHECK(cond, "op: {} ...", args...) throws Error with the formatted message when cond

@@ -1,6 +1,9 @@
 // Factories: tensors made from sizes, values or random draws.
 #include <algorithm>
 #include <cmath>
+#include <new>
+
+#include <unistd.h>
 
 #include "tensor/profile.h"
 #include "tensor/iterate.h"
@@ -14,15 +17,32 @@ Tensor finish(Tensor t, const TensorOptions& options) {
   if (options.requires_grad_) t.requires_grad_(true);
   return t;
 }
-void check_shape(const Shape& shape, std::string_view op) {
-  for (int64_t s : shape) CPPGRAD_CHECK(s >= 0, "{}: negative size in shape {}", op, shape_str(shape));
-}
 }  // namespace
 
 namespace {
+// Every tensor's memory comes from here (reductions, elementwise ops and copies allocate through
+// empty()), so this is where an impossible or unaffordable size is refused with an Error, never
+// a wrapped count, a crash or a std::bad_alloc.
 Tensor allocate(const Shape& shape, TensorOptions options, Storage::Init init, std::string_view op) {
-  check_shape(shape, op);
-  auto storage = std::make_shared<Storage>(static_cast<size_t>(numel(shape)) * dtype_size(options.dtype_), init);
+  const int64_t count = checked_numel(shape, op);
+  int64_t nbytes = 0;
+  CPPGRAD_CHECK(!__builtin_mul_overflow(count, static_cast<int64_t>(dtype_size(options.dtype_)), &nbytes),
+                "{}: shape {} of {} needs more bytes than a 64-bit count holds", op, shape_str(shape),
+                dtype_name(options.dtype_));
+  // More than the machine's memory is refused outright: such a request could only fail, or be
+  // granted by overcommit and end the process when the pages are touched.
+  static const double memory_bytes =
+      static_cast<double>(::sysconf(_SC_PHYS_PAGES)) * static_cast<double>(::sysconf(_SC_PAGESIZE));
+  CPPGRAD_CHECK(static_cast<double>(nbytes) <= memory_bytes,
+                "{}: shape {} of {} needs {:.3g} GB, more than this machine's {:.3g} GB of memory", op, shape_str(shape),
+                dtype_name(options.dtype_), static_cast<double>(nbytes) / 1e9, memory_bytes / 1e9);
+  std::shared_ptr<Storage> storage;
+  try {
+    storage = std::make_shared<Storage>(static_cast<size_t>(nbytes), init);
+  } catch (const std::bad_alloc&) {
+    throw Error(fmt::format("{}: out of memory: shape {} of {} needs {} bytes", op, shape_str(shape),
+                            dtype_name(options.dtype_), nbytes));
+  }
   auto impl = std::make_shared<TensorImpl>(std::move(storage), shape, contiguous_strides(shape), 0, options.dtype_);
   return finish(Tensor(std::move(impl)), options);
 }
@@ -36,7 +56,7 @@ Tensor empty(const Shape& shape, TensorOptions options) {
 Tensor zeros(const Shape& shape, TensorOptions options) { return allocate(shape, options, Storage::Init::Zeroed, "zeros"); }
 
 Tensor full(const Shape& shape, double value, TensorOptions options) {
-  Tensor t = empty(shape, options.dtype_);
+  Tensor t = allocate(shape, options.dtype_, Storage::Init::Uninitialized, "full");
   kernels::fill_(t, value);
   return finish(t, options);
 }
@@ -49,7 +69,9 @@ Tensor arange(double end, TensorOptions options) { return arange(0, end, 1, opti
 Tensor arange(double start, double end, double step, TensorOptions options) {
   CPPGRAD_CHECK(step != 0, "arange: step must be non-zero");
   CPPGRAD_CHECK((end - start) / step >= 0, "arange: range [{}, {}) is empty going by step {}", start, end, step);
-  auto n = static_cast<int64_t>(std::ceil((end - start) / step));
+  const double count = std::ceil((end - start) / step);
+  CPPGRAD_CHECK(count < 0x1p63, "arange: range [{}, {}) by step {} has too many elements", start, end, step);
+  auto n = static_cast<int64_t>(count);
   Tensor t = empty({n}, options.dtype_);
   dispatch(t.dtype(), [&](auto tag) {
     using T = decltype(tag);
@@ -72,7 +94,7 @@ Tensor eye(int64_t n, TensorOptions options) {
 // Random draws are made in row-major order on the calling thread: same seed, same tensor.
 template <class Draw>
 static Tensor random_tensor(const Shape& shape, TensorOptions options, std::string_view op, Draw draw) {
-  Tensor t = empty(shape, options.dtype_);
+  Tensor t = allocate(shape, options.dtype_, Storage::Init::Uninitialized, op);
   dispatch_floating(t.dtype(), op, [&](auto tag) {
     using T = decltype(tag);
     T* p = t.data<T>();
@@ -223,7 +245,7 @@ Tensor tensor(std::initializer_list<std::initializer_list<std::initializer_list<
 
 template <StoredElement T>
 Tensor tensor(const std::vector<T>& values, const Shape& shape) {
-  CPPGRAD_CHECK(numel(shape) == static_cast<int64_t>(values.size()), "tensor: {} values do not fill shape {} ({} elements)",
+  CPPGRAD_CHECK(checked_numel(shape, "tensor") == static_cast<int64_t>(values.size()), "tensor: {} values do not fill shape {} ({} elements)",
         values.size(), shape_str(shape), numel(shape));
   Tensor t = empty(shape, dtype_of<T>());
   std::copy(values.begin(), values.end(), t.data<T>());

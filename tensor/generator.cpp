@@ -23,7 +23,13 @@ void Generator::manual_seed(uint64_t seed) {
   has_cached_normal_ = false;
 }
 
+// A state that no seeding and no sequence of draws can reach is refused: xoshiro's all-zero
+// state is a fixed point (every draw 0, every normal the same), and a cached normal is finite.
 void Generator::set_state(const State& st) {
+  CPPGRAD_CHECK(st.s[0] != 0 || st.s[1] != 0 || st.s[2] != 0 || st.s[3] != 0,
+                "Generator::set_state: the state words are all zero, which xoshiro256** never leaves");
+  CPPGRAD_CHECK(!st.has_cached_normal || std::isfinite(st.cached_normal),
+                "Generator::set_state: the cached normal draw is {}, not a finite number", st.cached_normal);
   s_ = st.s;
   seed_ = st.seed;
   cached_normal_ = st.cached_normal;

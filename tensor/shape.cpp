@@ -12,6 +12,21 @@ int64_t numel(const Shape& shape) {
   return n;
 }
 
+int64_t checked_numel(const Shape& shape, std::string_view op) {
+  int64_t product = 1;  // of the non-zero sizes
+  bool empty = false;
+  for (int64_t size : shape) {
+    CPPGRAD_CHECK(size >= 0, "{}: negative size in shape {}", op, shape_str(shape));
+    if (size == 0) {
+      empty = true;
+      continue;
+    }
+    CPPGRAD_CHECK(!__builtin_mul_overflow(product, size, &product), "{}: the sizes of shape {} multiply past the int64 range",
+                  op, shape_str(shape));
+  }
+  return empty ? 0 : product;
+}
+
 Strides contiguous_strides(const Shape& shape) {
   Strides strides(shape.size());
   int64_t stride = 1;

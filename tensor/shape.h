@@ -12,6 +12,12 @@ using Strides = std::vector<int64_t>;  // in elements, not bytes
 
 int64_t numel(const Shape& shape);
 
+// The element count of a shape that can exist, checked: every size is non-negative, and the
+// product of the non-zero sizes (the element count, and the largest contiguous stride) fits
+// int64, even when a 0 elsewhere makes the tensor empty. Throws naming `op` otherwise:
+//   "zeros: the sizes of shape [3,4611686018427387904] multiply past the int64 range"
+int64_t checked_numel(const Shape& shape, std::string_view op);
+
 // Strides of a dense row-major tensor: [2,3,4] -> [12,4,1].
 Strides contiguous_strides(const Shape& shape);
 

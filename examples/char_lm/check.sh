@@ -61,6 +61,21 @@ case "$mode" in
     expect_usage_error "${tiny[@]}" --prompt $'\x01'             # not a character of the text
     expect_usage_error "${base[@]}" --d-model 32 --seq-len 4000  # longer than the held-out part
     expect_usage_error "${base[@]}" --d-model 64 --seq-len 16 --steps 90 --resume run.safetensors  # other shapes
+    # hostile values (issue 16): refused before any training
+    expect_usage_error --temperature nan                        # once one repeated character, exit 0
+    expect_usage_error --lr nan
+    expect_usage_error --clip inf
+    expect_usage_error --seed -1                                # once wrapped silently
+    expect_usage_error --data /dev/zero                         # once read without end, then abort
+    expect_usage_error --data .                                 # a directory
+    head -c 2000000 /dev/zero | tr '\0' 'a' > big.txt
+    expect_usage_error --data big.txt --max-data-mb 1           # beyond the limit asked for
+    expect_usage_error "${tiny[@]}" --steps 5 --save /nonexistent-dir/run.safetensors
+    expect_usage_error "${tiny[@]}" --steps 5 --plot /nonexistent-dir/loss.svg
+    expect_usage_error --d-model 65536 --ff 1048576 --heads 1 --layers 100
+    grep -q '^step' bad.out && fail "a refused run trained"
+    head -c 100 run.safetensors > truncated.safetensors
+    expect_usage_error "${tiny[@]}" --steps 210 --resume truncated.safetensors
     ;;
   resume)
     "$char_lm" "${tiny[@]}" --steps 40 --eval-every 10 --sample-len 0 --save straight.safetensors > straight.log

@@ -4,6 +4,10 @@
 //   char_lm --data book.txt --steps 5000 --plot loss.svg --prompt "Chapter 1"
 //   char_lm --save run.safetensors           # ...later: char_lm --resume run.safetensors --steps 2000
 //   char_lm --resume run.safetensors --steps 0 --prompt "You may"   # sample only
+//
+// Exit codes: 0 done; 2 refused options or input (a checkpoint that does not fit, a path that
+// cannot be written, a --data that is not a text file of a sensible size), with one line on
+// stderr; 3 out of memory.
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <array>
@@ -15,6 +19,7 @@
 #include <limits>
 
 #include "common/checkpoint.h"
+#include "common/cli.h"
 #include "common/progress.h"
 #include "common/curves.h"
 #include "cppgrad.h"
@@ -39,6 +44,8 @@ struct Options {
   int64_t sample_len = 400, top_k = 0;
   double temperature = 0.8;
   std::string prompt;
+  // Every character becomes an int64 token id, so a file takes nine times its size in memory.
+  int64_t max_data_mb = 100;
 };
 
 // ---- the vocabulary: the distinct bytes of the text ------------------------------------------
@@ -175,16 +182,12 @@ static std::string sample(CharLM& model, const Vocab& vocab, std::vector<int64_t
   return out;
 }
 
-static std::string read_file(const std::string& path) {
-  std::ifstream file(path, std::ios::binary);
-  CPPGRAD_CHECK(file.good(), "cannot open '{}'", path);
-  return {std::istreambuf_iterator<char>(file), std::istreambuf_iterator<char>()};
-}
-
 int main(int argc, char** argv) {
   Options o;
   CLI::App app{"Train a decoder-only Transformer on a text file, character by character, then sample from it."};
   app.add_option("--data", o.data, "the text to learn (its last 10% is held out)")->check(CLI::ExistingFile);
+  app.add_option("--max-data-mb", o.max_data_mb, "largest --data file read, in MB (each byte takes 9 in memory)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
   app.add_option("--steps", o.steps, "training steps in all (a resumed run continues up to this; 0 with --resume: "
                                      "only sample)")->check(CLI::Range(0, 100'000'000));
   app.add_option("--batch", o.batch, "windows per step")->check(CLI::Range(1, 65536));
@@ -193,15 +196,15 @@ int main(int argc, char** argv) {
   app.add_option("--heads", o.heads, "attention heads (must divide d_model)")->check(CLI::Range(1, 1024));
   app.add_option("--layers", o.layers, "Transformer layers")->check(CLI::Range(1, 1000));
   app.add_option("--ff", o.ff, "feed-forward width")->check(CLI::Range(1, 1 << 20));
-  app.add_option("--dropout", o.dropout, "dropout probability")->check(CLI::Range(0.0, 0.99));
+  app.add_option("--dropout", o.dropout, "dropout probability")->check(examples::number_in(0.0, 0.99));
   app.add_option("--lr", o.lr, "peak learning rate of AdamW, reached after the warm-up, then decaying as 1/√step")
-      ->check(CLI::Range(1e-6, 1.0));
+      ->check(examples::number_in(1e-6, 1.0));
   app.add_option("--warmup", o.warmup, "warm-up steps (the rate rises linearly to --lr)")
       ->check(CLI::Range(1, 100'000'000));
-  app.add_option("--weight-decay", o.weight_decay, "AdamW's decay of the weight matrices")->check(CLI::Range(0.0, 1.0));
+  app.add_option("--weight-decay", o.weight_decay, "AdamW's decay of the weight matrices")->check(examples::number_in(0.0, 1.0));
   app.add_option("--clip", o.clip, "largest gradient norm (larger ones are scaled down to it)")
-      ->check(CLI::Range(1e-6, 1e6));
-  app.add_option("--seed", o.seed, "random seed (weights, windows, dropout, sampling)");
+      ->check(examples::number_in(1e-6, 1e6));
+  app.add_option("--seed", o.seed, "random seed (weights, windows, dropout, sampling)")->check(examples::digits_only());
   app.add_option("--threads", o.threads, "threads for BLAS and cppgrad's loops (default: all cores)")
       ->check(CLI::Range(1, 256));
   app.add_option("--save", o.save, "write a checkpoint (model, optimizer, schedule, step, RNG, vocabulary) at the end");
@@ -212,7 +215,7 @@ int main(int argc, char** argv) {
   app.add_option("--sample-len", o.sample_len, "characters to sample after training")
       ->check(CLI::Range(0, 10'000'000));
   app.add_option("--temperature", o.temperature, "sampling temperature (0: always the most likely character)")
-      ->check(CLI::Range(0.0, 100.0));
+      ->check(examples::number_in(0.0, 100.0));
   app.add_option("--top-k", o.top_k, "sample among the k most likely characters only (0: all)")
       ->check(CLI::Range(0, 256));
   app.add_option("--prompt", o.prompt, "text the sample continues (default: one character of the text, at random)");
@@ -220,13 +223,22 @@ int main(int argc, char** argv) {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() == 0) return app.exit(e);  // --help
-    fmt::print(stderr, "char_lm: {}\n", e.what());
-    return 2;
+    fmt::print(stderr, "char_lm: {}\n", excerpt(e.what(), 400));
+    return examples::kExitRefused;
   }
 
   try {
+    // Everything that can be refused is refused before training starts.
+    if (!o.save.empty()) examples::check_writable("--save", o.save);
+    if (!o.plot.empty()) examples::check_writable("--plot", o.plot);
+    {
+      // Parameters: 4 d² + 2 d·ff per layer and the embedding (at most 256 rows); each float is kept
+      // 4 times (weights, gradient, AdamW's two moments).
+      const double d = static_cast<double>(o.d_model), ff = static_cast<double>(o.ff);
+      examples::check_memory("the model", 4.0 * (256.0 * d + static_cast<double>(o.layers) * (4.0 * d * d + 2.0 * d * ff)));
+    }
     if (o.threads > 0) set_num_threads(o.threads);
-    const std::string text = read_file(o.data);
+    const std::string text = examples::read_data_file("--data", o.data, o.max_data_mb * 1'000'000);
     const Vocab vocab = vocab_of(text);
     std::vector<int64_t> ids;
     for (unsigned char c : text) ids.push_back(vocab.id[c]);
@@ -259,36 +271,32 @@ int main(int argc, char** argv) {
     // The sizes that shape the weights: a checkpoint resumes only into a model of the same ones.
     const std::vector<std::pair<std::string, int64_t>> sizes = {
         {"d_model", o.d_model}, {"heads", o.heads}, {"layers", o.layers}, {"ff", o.ff}};
-    int64_t step = 0;
-    std::vector<std::pair<double, double>> train_curve, eval_curve;
+    examples::Run run{*model, opt, schedule, data_gen};
+    examples::TrainingLog saved;
+    const Tensor vocab_tensor = tensor(std::vector<int64_t>(vocab.chars.begin(), vocab.chars.end()), {vocab.size()});
     if (!o.resume.empty()) {
       auto ckpt = nn::load_safetensors(o.resume);
       // A model only makes sense with the vocabulary it was trained on: token ids are its rows.
-      CPPGRAD_CHECK(ckpt.contains("data.vocab") &&
-                        ckpt.at("data.vocab").to_vector<int64_t>() ==
-                            std::vector<int64_t>(vocab.chars.begin(), vocab.chars.end()),
-                    "--resume: the checkpoint was trained on a text with other characters than '{}'", o.data);
+      CPPGRAD_CHECK(ckpt.contains("data.vocab") && ckpt.at("data.vocab").dtype() == kInt64 &&
+                        ckpt.at("data.vocab").shape() == vocab_tensor.shape() &&
+                        ckpt.at("data.vocab").to_vector<int64_t>() == vocab_tensor.to_vector<int64_t>(),
+                    "--resume: the checkpoint was trained on a text with other characters than '{}'", excerpt(o.data));
       for (const auto& [name, value] : sizes) {
-        auto saved = ckpt.metadata.find(name);
-        CPPGRAD_CHECK(saved != ckpt.metadata.end() && saved->second == std::to_string(value),
+        auto saved_size = ckpt.metadata.find(name);
+        CPPGRAD_CHECK(saved_size != ckpt.metadata.end() && saved_size->second == std::to_string(value),
                       "--resume: the checkpoint's model has {} {}, not {}", name,
-                      saved != ckpt.metadata.end() ? saved->second : "?", value);
+                      saved_size != ckpt.metadata.end() ? excerpt(saved_size->second) : "?", value);
       }
-      model->load_state_dict(examples::under_prefix("model.", ckpt.tensors));
-      opt.load_state_dict(examples::under_prefix("optim.", ckpt.tensors));
-      schedule.load_state_dict(examples::under_prefix("sched.", ckpt.tensors));
-      examples::set_generator_state(default_generator(), examples::under_prefix("rng.default.", ckpt.tensors));
-      examples::set_generator_state(data_gen, examples::under_prefix("rng.data.", ckpt.tensors));
-      step = ckpt.at("train.step").item<int64_t>();
-      auto curve = [&](const std::string& name, auto& out) {
-        if (!ckpt.contains(name)) return;
-        auto v = ckpt.at(name).to_vector<double>();
-        for (size_t i = 0; i + 1 < v.size(); i += 2) out.emplace_back(v[i], v[i + 1]);
-      };
-      curve("train.loss_curve", train_curve);
-      curve("train.eval_curve", eval_curve);
-      fmt::print("resumed from {} at step {}\n", o.resume, step);
+      try {
+        saved = examples::load_run(ckpt.tensors, run, {"data.vocab"});
+      } catch (const Error& e) {
+        throw Error(fmt::format("--resume: {}: {}", excerpt(o.resume), e.what()));
+      }
+      fmt::print("resumed from {} at step {}\n", o.resume, saved.step);
     }
+    int64_t step = saved.step;
+    std::vector<std::pair<double, double>>& train_curve = saved.train_curve;
+    std::vector<std::pair<double, double>>& eval_curve = saved.eval_curve;
 
     // Held out: back-to-back windows over the last 10%, at most 64 of them, spread evenly.
     const int64_t fit = (n - split - 1) / o.seq_len, count = std::min<int64_t>(fit, 64);
@@ -344,21 +352,9 @@ int main(int argc, char** argv) {
                held / std::log(2.0), step, examples::format_duration(train_seconds));
 
     if (!o.save.empty()) {
-      NamedTensors state = examples::with_prefix("model.", model->state_dict());
-      auto add = [&](const NamedTensors& more) { state.insert(state.end(), more.begin(), more.end()); };
-      add(examples::with_prefix("optim.", opt.state_dict()));
-      add(examples::with_prefix("sched.", schedule.state_dict()));
-      add(examples::with_prefix("rng.default.", examples::generator_state(default_generator())));
-      add(examples::with_prefix("rng.data.", examples::generator_state(data_gen)));
-      auto flatten = [](const std::vector<std::pair<double, double>>& curve) {
-        std::vector<double> v;
-        for (auto [x, y] : curve) v.insert(v.end(), {x, y});
-        return tensor(v, {static_cast<int64_t>(v.size())});
-      };
-      add({{"data.vocab", tensor(std::vector<int64_t>(vocab.chars.begin(), vocab.chars.end()), {vocab.size()})},
-           {"train.step", scalar_tensor(static_cast<double>(step), kInt64)},
-           {"train.loss_curve", flatten(train_curve)},
-           {"train.eval_curve", flatten(eval_curve)}});
+      saved.step = step;
+      NamedTensors state = examples::save_run(run, saved);
+      state.emplace_back("data.vocab", vocab_tensor);
       nn::Metadata metadata = {{"data", o.data}, {"held_out_loss", fmt::format("{:.4f}", held)}};
       for (const auto& [name, value] : sizes) metadata[name] = std::to_string(value);
       nn::save_safetensors(o.save, state, metadata);
@@ -401,6 +397,9 @@ int main(int argc, char** argv) {
     return 0;
   } catch (const Error& e) {
     fmt::print(stderr, "char_lm: {}\n", e.what());
-    return 2;
+    return examples::kExitRefused;
+  } catch (const std::bad_alloc&) {
+    fmt::print(stderr, "char_lm: out of memory (try a smaller --batch, --d-model, --ff, --layers or --data)\n");
+    return examples::kExitOutOfMemory;
   }
 }

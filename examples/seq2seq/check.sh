@@ -19,6 +19,19 @@ check_svg() {
   if command -v xmllint > /dev/null; then xmllint --noout "$1" || fail "$1 is not well-formed XML"; fi
 }
 
+# Runs seq2seq with hostile arguments: it must exit with 2 before training, printing one line
+# on stderr that contains the first argument.
+expect_refusal() {
+  local phrase="$1"; shift
+  set +e
+  "$seq2seq" "$@" > bad.out 2> bad.err; local code=$?
+  set -e
+  [ "$code" -eq 2 ] || fail "seq2seq $* gave exit code $code, not 2: $(head -c 300 bad.err)"
+  [ "$(wc -l < bad.err)" -eq 1 ] && grep -q -- "$phrase" bad.err || fail "seq2seq $*: not one line naming $phrase: $(head -c 300 bad.err)"
+  grep -q '^step' bad.out && fail "seq2seq $* trained before refusing"
+  return 0
+}
+
 # The loss of the first and the last progress line (whatever they print: a "nan" must fail the
 # numeric check below, not be skipped).
 losses() { grep -o '^step *[0-9]*/[0-9]*  loss [^ ]*' "$1" | awk 'NR == 1 { first = $NF } { last = $NF } END { print first, last }'; }
@@ -51,6 +64,18 @@ case "$mode" in
     set -e
     [ "$code" -eq 2 ] && [ "$(wc -l < bad.log)" -eq 1 ] && grep -q -- '--steps' bad.log \
       || fail "--steps 0 gave exit code $code and: $(cat bad.log)"
+    # hostile values (issue 16): refused at once with one line and exit code 2, before any training
+    expect_refusal "--lr" --lr nan
+    expect_refusal "--dropout" --dropout nan
+    expect_refusal "--average" --average inf
+    expect_refusal "--seed" --seed -1
+    expect_refusal "--save" "${tiny[@]}" --steps 5 --save /nonexistent-dir/run.safetensors
+    expect_refusal "--plot" "${tiny[@]}" --steps 5 --plot .
+    expect_refusal "--attention" "${tiny[@]}" --steps 5 --attention run.safetensors/attention.svg
+    expect_refusal "GB" --d-model 65536 --ff 1048576 --heads 1   # once std::bad_alloc and abort
+    head -c 100 run.safetensors > truncated.safetensors
+    expect_refusal "truncated.safetensors" "${tiny[@]}" --steps 70 --resume truncated.safetensors
+    [ ! -e /nonexistent-dir ] && [ ! -e '.run.safetensors.tmp-'* ] 2>/dev/null || fail "a refused run left files behind"
     ;;
   resume)
     "$seq2seq" "${tiny[@]}" --steps 40 --eval-every 10 --save straight.safetensors > straight.log

@@ -3,11 +3,15 @@
 //   seq2seq                          # copy task, default model: 100% in 900 steps, under a minute
 //   seq2seq --task reverse --steps 2000 --plot loss.svg --attention attn.svg
 //   seq2seq --save run.safetensors   # ...later: seq2seq --resume run.safetensors --steps 3000
+//
+// Exit codes: 0 done; 2 refused options or input (a checkpoint that does not fit, a path that
+// cannot be written), with one line on stderr; 3 out of memory.
 #include <CLI/CLI.hpp>
 #include <cmath>
 #include <fmt/core.h>
 
 #include "common/checkpoint.h"
+#include "common/cli.h"
 #include "common/progress.h"
 #include "common/attention_grid.h"
 #include "common/curves.h"
@@ -175,11 +179,11 @@ int main(int argc, char** argv) {
   app.add_option("--heads", o.model.heads, "attention heads (must divide d_model)")->check(CLI::Range(1, 1024));
   app.add_option("--layers", o.model.layers, "encoder layers, and as many decoder layers")->check(CLI::Range(1, 1000));
   app.add_option("--ff", o.model.ff, "feed-forward width")->check(CLI::Range(1, 1 << 20));
-  app.add_option("--dropout", o.model.dropout, "dropout probability")->check(CLI::Range(0.0, 0.99));
+  app.add_option("--dropout", o.model.dropout, "dropout probability")->check(examples::number_in(0.0, 0.99));
   app.add_option("--lr", o.lr, "factor of the paper's schedule: lr = factor · d_model^-0.5 · min(n^-0.5, n · warmup^-1.5)")
-      ->check(CLI::Range(1e-6, 1e3));
+      ->check(examples::number_in(1e-6, 1e3));
   app.add_option("--warmup", o.warmup, "warm-up steps of the schedule")->check(CLI::Range(1, 100'000'000));
-  app.add_option("--seed", o.seed, "random seed (weights, data, dropout)");
+  app.add_option("--seed", o.seed, "random seed (weights, data, dropout)")->check(examples::digits_only());
   app.add_option("--threads", o.threads, "threads for BLAS and cppgrad's loops (default: all cores)")->check(CLI::Range(1, 256));
   app.add_option("--save", o.save, "write a checkpoint (model, optimizer, schedule, step, RNG, averaged weights) at the end");
   app.add_option("--resume", o.resume, "continue from a checkpoint written by --save")->check(CLI::ExistingFile);
@@ -190,17 +194,28 @@ int main(int argc, char** argv) {
                  "which held-out example --attention draws (default: the longest)")
       ->check(CLI::Range(int64_t{0}, o.eval_size - 1));
   app.add_option("--average", o.average, "decay of the moving average of the weights used for decoding (0: the last weights)")
-      ->check(CLI::Range(0.0, 0.9999));
+      ->check(examples::number_in(0.0, 0.9999));
   app.add_flag("--profile", o.profile, "print the time per kernel kind of one training step (the 10th of this run)");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() == 0) return app.exit(e);  // --help
-    fmt::print(stderr, "seq2seq: {}\n", e.what());
-    return 2;
+    fmt::print(stderr, "seq2seq: {}\n", excerpt(e.what(), 400));
+    return examples::kExitRefused;
   }
 
   try {
+    // Everything that can be refused is refused before training starts.
+    if (!o.save.empty()) examples::check_writable("--save", o.save);
+    if (!o.plot.empty()) examples::check_writable("--plot", o.plot);
+    if (!o.attention.empty()) examples::check_writable("--attention", o.attention);
+    {
+      // Parameters: embedding and output layer, 4 d² + 2 d·ff per encoder layer and 8 d² + 2 d·ff per
+      // decoder layer; each float is kept 5 times (weights, gradient, Adam's two moments, the average).
+      const double d = static_cast<double>(o.model.d_model), ff = static_cast<double>(o.model.ff);
+      const double layers = static_cast<double>(o.model.layers), vocab = static_cast<double>(o.vocab);
+      examples::check_memory("the model", 5.0 * (2.0 * vocab * d + layers * (12.0 * d * d + 4.0 * d * ff)));
+    }
     if (o.threads > 0) set_num_threads(o.threads);
     o.model.vocab = o.vocab;
     o.model.max_len = o.seq_len + 2;
@@ -212,30 +227,24 @@ int main(int argc, char** argv) {
     optim::NoamLR schedule(opt, o.model.d_model, o.warmup, o.lr);
     optim::ExponentialMovingAverage average(model->parameters(), o.average);
 
-    int64_t step = 0;
-    std::vector<std::pair<double, double>> train_curve, eval_curve, accuracy_curve;
+    examples::Run run{*model, opt, schedule, data_gen, &average};
+    examples::TrainingLog saved;
     if (!o.resume.empty()) {
       auto ckpt = nn::load_safetensors(o.resume);
       CPPGRAD_CHECK(ckpt.metadata.count("task") && ckpt.metadata.at("task") == o.task,
             "--resume: the checkpoint was trained on '{}', not '{}'",
-            ckpt.metadata.count("task") ? ckpt.metadata.at("task") : "?", o.task);
-      model->load_state_dict(examples::under_prefix("model.", ckpt.tensors));
-      average.load_state_dict(examples::under_prefix("average.", ckpt.tensors));
-      opt.load_state_dict(examples::under_prefix("optim.", ckpt.tensors));
-      schedule.load_state_dict(examples::under_prefix("sched.", ckpt.tensors));
-      examples::set_generator_state(default_generator(), examples::under_prefix("rng.default.", ckpt.tensors));
-      examples::set_generator_state(data_gen, examples::under_prefix("rng.data.", ckpt.tensors));
-      step = ckpt.at("train.step").item<int64_t>();
-      auto curve = [&](const std::string& name, auto& out) {
-        if (!ckpt.contains(name)) return;
-        auto v = ckpt.at(name).to_vector<double>();
-        for (size_t i = 0; i + 1 < v.size(); i += 2) out.emplace_back(v[i], v[i + 1]);
-      };
-      curve("train.loss_curve", train_curve);
-      curve("train.eval_curve", eval_curve);
-      curve("train.accuracy_curve", accuracy_curve);
-      fmt::print("resumed from {} at step {}\n", o.resume, step);
+            ckpt.metadata.count("task") ? excerpt(ckpt.metadata.at("task")) : "?", o.task);
+      try {
+        saved = examples::load_run(ckpt.tensors, run);
+      } catch (const Error& e) {
+        throw Error(fmt::format("--resume: {}: {}", excerpt(o.resume), e.what()));
+      }
+      fmt::print("resumed from {} at step {}\n", o.resume, saved.step);
     }
+    int64_t step = saved.step;
+    std::vector<std::pair<double, double>>& train_curve = saved.train_curve;
+    std::vector<std::pair<double, double>>& eval_curve = saved.eval_curve;
+    std::vector<std::pair<double, double>>& accuracy_curve = saved.accuracy_curve;
 
     Generator held_out_gen(o.seed + 1000003);  // never used for training data
     Batch held_out = make_batch(task, o.eval_size, o.seq_len, o.vocab, held_out_gen);
@@ -309,22 +318,8 @@ int main(int argc, char** argv) {
     average.swap();  // the trained weights again: what a checkpoint resumes from
 
     if (!o.save.empty()) {
-      NamedTensors state = examples::with_prefix("model.", model->state_dict());
-      auto add = [&](const NamedTensors& more) { state.insert(state.end(), more.begin(), more.end()); };
-      add(examples::with_prefix("optim.", opt.state_dict()));
-      add(examples::with_prefix("average.", average.state_dict()));
-      add(examples::with_prefix("sched.", schedule.state_dict()));
-      add(examples::with_prefix("rng.default.", examples::generator_state(default_generator())));
-      add(examples::with_prefix("rng.data.", examples::generator_state(data_gen)));
-      auto flatten = [](const std::vector<std::pair<double, double>>& curve) {
-        std::vector<double> v;
-        for (auto [x, y] : curve) v.insert(v.end(), {x, y});
-        return tensor(v, {static_cast<int64_t>(v.size())});
-      };
-      add({{"train.step", scalar_tensor(static_cast<double>(step), kInt64)},
-           {"train.loss_curve", flatten(train_curve)},
-           {"train.eval_curve", flatten(eval_curve)},
-           {"train.accuracy_curve", flatten(accuracy_curve)}});
+      saved.step = step;
+      const NamedTensors state = examples::save_run(run, saved);
       nn::save_safetensors(o.save, state,
                            {{"task", o.task},
                             {"d_model", std::to_string(o.model.d_model)},
@@ -377,6 +372,9 @@ int main(int argc, char** argv) {
     return 0;
   } catch (const Error& e) {
     fmt::print(stderr, "seq2seq: {}\n", e.what());
-    return 2;
+    return examples::kExitRefused;
+  } catch (const std::bad_alloc&) {
+    fmt::print(stderr, "seq2seq: out of memory (try a smaller --batch, --d-model, --ff or --layers)\n");
+    return examples::kExitOutOfMemory;
   }
 }

@@ -42,7 +42,8 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
       CPPGRAD_CHECK(d == dim || t.shape()[d] == first.shape()[d],
             "cat: tensor {} has shape {}, tensor 0 has {}: sizes differ in dim {}", i, shape_str(t.shape()),
             shape_str(first.shape()), d);
-    shape[dim] += t.shape()[dim];
+    CPPGRAD_CHECK(!__builtin_add_overflow(shape[dim], t.shape()[dim], &shape[dim]),
+                  "cat: the sizes along dim {} add up past the int64 range", dim);
     dtype = promote(dtype, t.dtype());
   }
   Tensor out = empty(shape, dtype);

@@ -9,7 +9,11 @@
 //
 // Written out as separate tensor ops this takes some nine passes forward and twenty backward;
 // here each row is read once or twice while it sits in cache.
+#include <algorithm>
 #include <cmath>
+#include <limits>
+#include <tuple>
+#include <utility>
 
 #include "tensor/profile.h"
 #include "tensor/iterate.h"
@@ -47,6 +51,21 @@ double row_sum(int64_t width, F f) {
   return ((part[0] + part[1]) + (part[2] + part[3])) + ((part[4] + part[5]) + (part[6] + part[7]));
 }
 
+// The mean and 1/std of a row of finite float64 values whose squares pass the double range
+// (|x| beyond about 1e154): computed on the row scaled by a power of two, exactly, so that its
+// largest |x| is near 1. At that size eps is far below the variance and drops out. A row with
+// inf or NaN stays NaN, as it would unscaled.
+template <class T>
+std::pair<double, double> scaled_moments(const T* xr, int64_t width) {
+  double peak = 0;
+  for (int64_t j = 0; j < width; ++j) peak = std::max(peak, std::abs(double(xr[j])));
+  if (!std::isfinite(peak)) return {std::numeric_limits<double>::quiet_NaN(), std::numeric_limits<double>::quiet_NaN()};
+  const double scale = std::ldexp(1.0, -std::ilogb(peak)), n = static_cast<double>(width);
+  const double mu = row_sum(width, [&](int64_t j) { return xr[j] * scale; }) / n;
+  const double squares = row_sum(width, [&](int64_t j) { return (xr[j] * scale - mu) * (xr[j] * scale - mu); });
+  return {mu / scale, scale / std::sqrt(squares / n)};
+}
+
 }  // namespace
 
 LayerNormResult layer_norm(const Tensor& input, int64_t normalized_numel, const Tensor& weight, const Tensor& bias,
@@ -67,10 +86,13 @@ LayerNormResult layer_norm(const Tensor& input, int64_t normalized_numel, const 
     parallel_for(r.count, r.width * 4, [&](int64_t row) {
       const T* xr = in + row * r.width;
       T* yr = y + row * r.width;
-      const double mu = row_sum(r.width, [&](int64_t j) { return double(xr[j]); }) / static_cast<double>(r.width);
+      const double n = static_cast<double>(r.width);
+      double mu = row_sum(r.width, [&](int64_t j) { return double(xr[j]); }) / n;
       // two passes: Σ(x - mean)² does not cancel as Σx² - N·mean² can
       const double squares = row_sum(r.width, [&](int64_t j) { return (xr[j] - mu) * (xr[j] - mu); });
-      const T m = static_cast<T>(mu), s = static_cast<T>(1.0 / std::sqrt(squares / static_cast<double>(r.width) + eps));
+      double inv_std = 1.0 / std::sqrt(squares / n + eps);
+      if (!std::isfinite(squares)) std::tie(mu, inv_std) = scaled_moments(xr, r.width);
+      const T m = static_cast<T>(mu), s = static_cast<T>(inv_std);
       mean[row] = m;
       rstd[row] = s;
       for (int64_t j = 0; j < r.width; ++j) {

@@ -38,6 +38,11 @@ ReducePlan plan_reduction(const Tensor& t, const std::vector<int64_t>& dims, boo
       p.out_shape.push_back(t.shape()[d]);
     }
   }
+  // An empty input may keep a huge dim: [2^62, 0] summed over dim 1 would be 2^62 sums.
+  int64_t bytes = 0;
+  CPPGRAD_CHECK(!__builtin_mul_overflow(checked_numel(p.out_shape, op), int64_t{8}, &bytes),
+                "{}: reducing shape {} leaves a result of shape {}, too large to exist", op, shape_str(t.shape()),
+                shape_str(p.out_shape));
   return p;
 }
 

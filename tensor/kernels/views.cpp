@@ -27,7 +27,8 @@ Shape infer_shape(const Shape& requested, int64_t count, std::string_view op) {
       infer_at = static_cast<int64_t>(i);
     } else {
       CPPGRAD_CHECK(shape[i] >= 0, "{}: invalid size {} in shape {}", op, shape[i], shape_str(requested));
-      known *= shape[i];
+      CPPGRAD_CHECK(!__builtin_mul_overflow(known, shape[i], &known), "{}: the sizes of shape {} multiply past the int64 range",
+                    op, shape_str(requested));
     }
   }
   if (infer_at >= 0) {
@@ -35,7 +36,7 @@ Shape infer_shape(const Shape& requested, int64_t count, std::string_view op) {
           shape_str(requested), count);
     shape[infer_at] = count / known;
   }
-  CPPGRAD_CHECK(numel(shape) == count, "{}: shape {} is invalid for input of size {}", op, shape_str(requested), count);
+  CPPGRAD_CHECK(checked_numel(shape, op) == count, "{}: shape {} is invalid for input of size {}", op, shape_str(requested), count);
   return shape;
 }
 
@@ -206,6 +207,7 @@ Tensor expand(const Tensor& t, const Shape& requested) {
     shape[i] = want;
     strides[i] = have == want ? t.strides()[i - lead] : 0;
   }
+  checked_numel(shape, "expand");  // [1] expanded to [2^32, 2^32] would wrap its count to 0
   return as_strided(t, shape, strides, t.offset());
 }
 

@@ -15,6 +15,7 @@
 #include <random>
 #include <vector>
 
+#include "framed_mutator.h"
 #include "nn/safetensors.h"
 
 using cppgrad::nn::SafetensorsContents;
@@ -36,19 +37,7 @@ bool same_contents(const SafetensorsContents& a, const SafetensorsContents& b) {
   return true;
 }
 
-uint64_t read_u64_le(const uint8_t* p) {
-  uint64_t value = 0;
-  for (int i = 7; i >= 0; --i) value = (value << 8) | p[i];
-  return value;
-}
-
-void write_u64_le(uint8_t* p, uint64_t value) {
-  for (int i = 0; i < 8; ++i) p[i] = static_cast<uint8_t>(value >> (8 * i));
-}
-
 }  // namespace
-
-extern "C" size_t LLVMFuzzerMutate(uint8_t* data, size_t size, size_t max_size);
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   SafetensorsContents contents;
@@ -65,30 +54,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   return 0;
 }
 
-// Most byte edits change the header's length, and a header whose length prefix no longer matches
-// stops at the first check. So three times in four this mutator edits the header text or the
-// data block on its own and rewrites the prefix to fit; otherwise it edits the raw bytes, which
-// keeps the prefix checks exercised too.
+// Edits the header or the data block on its own (framed_mutator.h).
 extern "C" size_t LLVMFuzzerCustomMutator(uint8_t* data, size_t size, size_t max_size, unsigned int seed) {
-  std::minstd_rand random(seed);
-  const bool framed = size >= 8 && read_u64_le(data) <= size - 8;
-  if (!framed || random() % 4 == 0) return LLVMFuzzerMutate(data, size, max_size);
-
-  const size_t header_size = static_cast<size_t>(read_u64_le(data));
-  std::vector<uint8_t> header(data + 8, data + 8 + header_size);
-  std::vector<uint8_t> block(data + 8 + header_size, data + size);
-  const bool edit_header = block.empty() || (!header.empty() && random() % 3 != 0);
-  std::vector<uint8_t>& part = edit_header ? header : block;
-  const size_t other_size = edit_header ? block.size() : header.size();
-  if (part.empty() || size >= max_size) return LLVMFuzzerMutate(data, size, max_size);
-
-  const size_t capacity = max_size - 8 - other_size;  // > part.size(), since size < max_size
-  const size_t old_size = part.size();
-  part.resize(capacity);
-  part.resize(LLVMFuzzerMutate(part.data(), old_size, capacity));
-
-  write_u64_le(data, header.size());
-  std::copy(header.begin(), header.end(), data + 8);
-  std::copy(block.begin(), block.end(), data + 8 + header.size());
-  return 8 + header.size() + block.size();
+  return fuzzing::mutate_framed(data, size, max_size, seed);
 }

@@ -1,0 +1,90 @@
+#include "common/cli.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+
+#include "cppgrad.h"
+
+using cppgrad::Error;
+using cppgrad::excerpt;
+
+namespace examples {
+
+CLI::Validator number_in(double min, double max) {
+  return CLI::Validator(
+      [min, max](const std::string& text) -> std::string {
+        double value = 0;
+        if (!CLI::detail::lexical_cast(text, value)) return fmt::format("{} is not a number", excerpt(text));
+        if (!(value >= min && value <= max)) return fmt::format("{} is not in [{}, {}]", excerpt(text), min, max);
+        return {};
+      },
+      fmt::format("NUMBER in [{}, {}]", min, max));
+}
+
+CLI::Validator digits_only() {
+  return CLI::Validator(
+      [](const std::string& text) -> std::string {
+        const bool digits = !text.empty() && text.find_first_not_of("0123456789") == std::string::npos;
+        return digits ? std::string() : fmt::format("{} is not a non-negative whole number", excerpt(text));
+      },
+      "NON-NEGATIVE INTEGER");
+}
+
+void check_writable(const std::string& option, const std::string& path) {
+  namespace fs = std::filesystem;
+  const fs::path p(path);
+  CPPGRAD_CHECK(p.has_filename(), "{}: '{}' names no file", option, excerpt(path));
+  struct stat info {};
+  if (::stat(path.c_str(), &info) == 0) {
+    CPPGRAD_CHECK(S_ISREG(info.st_mode), "{}: '{}' exists and is not a regular file", option, excerpt(path));
+    const int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);  // no O_TRUNC: the file stays as it is
+    CPPGRAD_CHECK(fd >= 0, "{}: cannot write '{}': {}", option, excerpt(path), std::strerror(errno));
+    ::close(fd);
+  }
+  // The file is written next to itself and renamed into place, so the directory must take new names.
+  const fs::path dir = p.has_parent_path() ? p.parent_path() : fs::path(".");
+  CPPGRAD_CHECK(::stat(dir.c_str(), &info) == 0 && S_ISDIR(info.st_mode), "{}: the directory of '{}' does not exist",
+                option, excerpt(path));
+  CPPGRAD_CHECK(::access(dir.c_str(), W_OK | X_OK) == 0, "{}: cannot create files in the directory of '{}': {}", option,
+                excerpt(path), std::strerror(errno));
+}
+
+void check_memory(const std::string& what, double floats) {
+  const double needed = floats * 4.0;
+  const double available = static_cast<double>(::sysconf(_SC_PHYS_PAGES)) * static_cast<double>(::sysconf(_SC_PAGESIZE));
+  CPPGRAD_CHECK(needed <= available, "{} needs about {:.1f} GB for its parameters and their training state, but this "
+                "machine has {:.1f} GB", what, needed / 1e9, available / 1e9);
+}
+
+std::string read_data_file(const std::string& option, const std::string& path, int64_t max_bytes) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  CPPGRAD_CHECK(fd >= 0, "{}: cannot open '{}': {}", option, excerpt(path), std::strerror(errno));
+  struct Closer {
+    int fd;
+    ~Closer() { ::close(fd); }
+  } closer{fd};
+  struct stat info {};
+  CPPGRAD_CHECK(::fstat(fd, &info) == 0 && S_ISREG(info.st_mode), "{}: '{}' is not a regular file", option,
+                excerpt(path));
+  CPPGRAD_CHECK(info.st_size <= max_bytes, "{}: '{}' has {} bytes, more than the limit of {} (see --max-data-mb)",
+                option, excerpt(path), info.st_size, max_bytes);
+  std::string bytes(static_cast<size_t>(info.st_size), '\0');
+  size_t filled = 0;
+  while (filled < bytes.size()) {
+    const ssize_t got = ::read(fd, bytes.data() + filled, bytes.size() - filled);
+    if (got < 0 && errno == EINTR) continue;
+    CPPGRAD_CHECK(got >= 0, "{}: cannot read '{}': {}", option, excerpt(path), std::strerror(errno));
+    if (got == 0) break;  // the file shrank since fstat
+    filled += static_cast<size_t>(got);
+  }
+  bytes.resize(filled);
+  return bytes;
+}
+
+}  // namespace examples

@@ -1,0 +1,148 @@
+// Checkpoints of the examples' training runs are untrusted: examples::load_run refuses every
+// entry a run could not have written, with one line naming the key (the cases of issue 16 that
+// once crashed, hung or trained on: a 0-d exp_avg, a negative step, a missing schedule, an
+// all-zero generator state). Made on a tiny seq2seq run, as `seq2seq --resume` loads it.
+#include <doctest/doctest.h>
+
+#include <bit>
+#include <memory>
+
+#include "common/checkpoint.h"
+#include "seq2seq/model.h"
+#include "seq2seq/tasks.h"
+
+using namespace cppgrad;
+using cppgrad::nn::NamedTensors;
+using doctest::Contains;
+
+namespace {
+
+struct TinyRun {
+  seq2seq::ModelConfig config = [] {
+    seq2seq::ModelConfig c;
+    c.vocab = 6, c.d_model = 4, c.heads = 2, c.layers = 1, c.ff = 8, c.max_len = 5;
+    return c;
+  }();
+  std::shared_ptr<seq2seq::Seq2SeqModel> model;
+  std::unique_ptr<optim::Adam> opt;
+  std::unique_ptr<optim::NoamLR> schedule;
+  std::unique_ptr<optim::ExponentialMovingAverage> average;
+  Generator data_gen{1};
+
+  TinyRun() {
+    manual_seed(0);
+    model = std::make_shared<seq2seq::Seq2SeqModel>(config);
+    opt = std::make_unique<optim::Adam>(model->parameters(), optim::AdamOptions(1.0).beta1(0.9).beta2(0.98).eps(1e-9));
+    schedule = std::make_unique<optim::NoamLR>(*opt, config.d_model, 4, 0.5);
+    average = std::make_unique<optim::ExponentialMovingAverage>(model->parameters(), 0.99);
+  }
+  examples::Run run() { return {*model, *opt, *schedule, data_gen, average.get()}; }
+
+  void train_step() {
+    seq2seq::Batch b = seq2seq::make_batch(seq2seq::Task::Copy, 2, 3, config.vocab, data_gen);
+    Tensor logits = model->forward(b.src, b.tgt_in, b.src_pad, b.tgt_pad);
+    Tensor loss = nn::functional::cross_entropy(logits.reshape({-1, config.vocab}), b.tgt_out.reshape({-1}),
+                                                {.ignore_index = seq2seq::PAD});
+    opt->zero_grad();
+    loss.backward();
+    opt->step();
+    average->update();
+    schedule->step();
+  }
+};
+
+// A checkpoint of a tiny run after two steps, as seq2seq --save writes it.
+NamedTensors good_checkpoint() {
+  TinyRun tiny;
+  examples::TrainingLog log;
+  for (; log.step < 2; ++log.step) {
+    tiny.train_step();
+    log.train_curve.emplace_back(static_cast<double>(log.step + 1), 1.5);
+  }
+  return examples::save_run(tiny.run(), log);
+}
+
+// `state` with entry `key` replaced by `value` (removed when undefined, added when new).
+NamedTensors with_entry(NamedTensors state, const std::string& key, const Tensor& value) {
+  NamedTensors out;
+  bool found = false;
+  for (auto& [name, t] : state) {
+    if (name != key) {
+      out.emplace_back(name, t);
+    } else if ((found = true), value.defined()) {
+      out.emplace_back(name, value);
+    }
+  }
+  if (!found && value.defined()) out.emplace_back(key, value);
+  return out;
+}
+
+// The one-line message load_run gives for `state`, loaded into a fresh run.
+std::string refusal(const NamedTensors& state) {
+  TinyRun tiny;
+  try {
+    examples::load_run(state, tiny.run());
+  } catch (const Error& e) {
+    const std::string message = e.what();
+    CHECK_MESSAGE(message.find('\n') == std::string::npos, message);
+    return message;
+  }
+  return "<accepted>";
+}
+
+}  // namespace
+
+TEST_CASE("checkpoint: a run's own checkpoint resumes it exactly") {
+  const NamedTensors saved = good_checkpoint();
+  TinyRun resumed;
+  const examples::TrainingLog log = examples::load_run(saved, resumed.run());
+  CHECK(log.step == 2);
+  CHECK(log.train_curve.size() == 2);
+  CHECK(resumed.schedule->last_step() == 2);
+  // It trains on, and saves what it loaded.
+  resumed.train_step();
+  CHECK(resumed.schedule->last_step() == 3);
+}
+
+TEST_CASE("checkpoint: every entry a run could not have written is refused, naming its key") {
+  const NamedTensors good = good_checkpoint();
+  const Tensor zero_words = tensor(std::vector<int64_t>{0, 0, 0, 0, 42}, {5});
+  struct Row {
+    std::string key;
+    Tensor value;  // undefined: the entry is removed
+    std::string phrase;
+  };
+  const std::vector<Row> rows = {
+      // once a segfault in Adam::update
+      {"optim.state.0.exp_avg", scalar_tensor(0.0), "state.0.exp_avg has shape [], but parameter 0 has shape"},
+      // once a hang (the loop ran from -2^62), or 1,040 steps and exit 0
+      {"train.step", scalar_tensor(-4611686018427387904.0, kInt64), "train.step is -4611686018427387904"},
+      {"train.step", scalar_tensor(-3, kInt64), "train.step is -3, but sched.last_step is 2"},
+      {"train.step", scalar_tensor(2.0, kFloat64), "train.step must be int64 of shape []"},
+      {"train.step", Tensor(), "train.step is missing"},
+      // once loss inf
+      {"sched.last_step", scalar_tensor(-1, kInt64), "'last_step' is -1"},
+      // once accepted, the schedule silently restarting
+      {"sched.last_step", Tensor(), "'last_step' is missing"},
+      {"sched.base_lrs.0", Tensor(), "'base_lrs.0' is missing"},
+      // once accepted: a generator stuck at zero
+      {"rng.data.words", zero_words, "rng.data.words: Generator::set_state: the state words are all zero"},
+      {"rng.default.words", Tensor(), "rng.default.words is missing"},
+      {"rng.default.words", zeros({4}, kInt64), "rng.default.words must be int64 of shape [5]"},
+      {"rng.data.cached_normal", scalar_tensor(0.5, kFloat32), "rng.data.cached_normal must be float64"},
+      {"rng.data.extra", scalar_tensor(1.0), "unexpected entry rng.data.extra"},
+      {"optim.state.3.step", scalar_tensor(99, kInt64), "optim.state.3.step is 99, more than the 2 steps taken"},
+      {"optim.param_groups.0.lr", scalar_tensor(std::numeric_limits<double>::quiet_NaN(), kFloat64), "lr' is nan"},
+      {"average.0", Tensor(), "36 tensors for 37 parameters"},
+      {"model.generator.weight", Tensor(), "missing keys: generator.weight"},
+      {"train.loss_curve", Tensor(), "train.loss_curve is missing"},
+      {"train.loss_curve", tensor({1.0, 2.0, 3.0}), "float64 vector of (step, loss) pairs"},
+      {"train.eval_curve", tensor(std::vector<double>{7, 0.5}, {2}), "a point at step 7, not in [1, 2]"},
+      {"stray", scalar_tensor(1.0), "unexpected entry stray"},
+  };
+  for (const Row& row : rows) {
+    CAPTURE(row.key);
+    const std::string message = refusal(with_entry(good, row.key, row.value));
+    CHECK_MESSAGE(message.find(row.phrase) != std::string::npos, message);
+  }
+}

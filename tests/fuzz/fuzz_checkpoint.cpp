@@ -1,0 +1,99 @@
+// libFuzzer target for whole training checkpoints: the bytes are parsed as a safetensors file
+// and loaded into a seq2seq run as `seq2seq --resume` builds it (model, Adam, the paper's
+// schedule, the moving average, both generators; examples::load_run), then, when accepted,
+// that run trains one step.
+//
+// Property: a checkpoint is refused with cppgrad::Error, or it trains a step with no Error and no
+// crash, hang, leak or undefined behaviour (ASan + UBSan watch). An entry the loader let through
+// that the update rules cannot take (a 0-d exp_avg once segfaulted in Adam) is a finding.
+//
+// Its seed, a real checkpoint of the tiny model after three steps, is written by the target itself:
+//   CPPGRAD_FUZZ_WRITE_SEED=corpus/seed.safetensors build/fuzz/tests/fuzz/fuzz_checkpoint
+//   build/fuzz/tests/fuzz/fuzz_checkpoint -dict=tests/fuzz/safetensors.dict corpus
+#include <cstdint>
+#include <cstdlib>
+#include <memory>
+
+#include "common/checkpoint.h"
+#include "framed_mutator.h"
+#include "seq2seq/model.h"
+#include "seq2seq/tasks.h"
+
+using namespace cppgrad;
+
+namespace {
+
+constexpr int64_t kBatch = 2, kSeqLen = 3;
+
+// What seq2seq's main builds, at a size that trains a step in a millisecond.
+struct TinyRun {
+  seq2seq::ModelConfig config = [] {
+    seq2seq::ModelConfig c;
+    c.vocab = 6, c.d_model = 4, c.heads = 2, c.layers = 1, c.ff = 8, c.dropout = 0.1, c.max_len = kSeqLen + 2;
+    return c;
+  }();
+  std::shared_ptr<seq2seq::Seq2SeqModel> model;
+  std::unique_ptr<optim::Adam> opt;
+  std::unique_ptr<optim::NoamLR> schedule;
+  std::unique_ptr<optim::ExponentialMovingAverage> average;
+  Generator data_gen{1};
+
+  TinyRun() {
+    manual_seed(0);
+    model = std::make_shared<seq2seq::Seq2SeqModel>(config);
+    opt = std::make_unique<optim::Adam>(model->parameters(), optim::AdamOptions(1.0).beta1(0.9).beta2(0.98).eps(1e-9));
+    schedule = std::make_unique<optim::NoamLR>(*opt, config.d_model, 4, 0.5);
+    average = std::make_unique<optim::ExponentialMovingAverage>(model->parameters(), 0.99);
+  }
+  examples::Run run() { return {*model, *opt, *schedule, data_gen, average.get()}; }
+
+  void train_step() {
+    seq2seq::Batch b = seq2seq::make_batch(seq2seq::Task::Copy, kBatch, kSeqLen, config.vocab, data_gen);
+    Tensor logits = model->forward(b.src, b.tgt_in, b.src_pad, b.tgt_pad);
+    Tensor loss = nn::functional::cross_entropy(logits.reshape({-1, config.vocab}), b.tgt_out.reshape({-1}),
+                                                {.ignore_index = seq2seq::PAD});
+    opt->zero_grad();
+    loss.backward();
+    opt->step();
+    average->update();
+    schedule->step();
+  }
+};
+
+}  // namespace
+
+extern "C" int LLVMFuzzerInitialize(int* /*argc*/, char*** /*argv*/) {
+  if (const char* path = std::getenv("CPPGRAD_FUZZ_WRITE_SEED")) {
+    TinyRun tiny;
+    examples::TrainingLog log;
+    for (; log.step < 3; ++log.step) tiny.train_step();
+    log.train_curve = {{1, 1.9}, {2, 1.8}, {3, 1.7}};
+    log.eval_curve = {{3, 1.75}};
+    nn::save_safetensors(path, examples::save_run(tiny.run(), log), {{"task", "copy"}});
+    std::exit(0);
+  }
+  return 0;
+}
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  nn::SafetensorsContents contents;
+  try {
+    contents = nn::parse_safetensors({data, size}, "<fuzz input>");
+  } catch (const Error&) {
+    return 0;  // a malformed container
+  }
+  TinyRun tiny;
+  try {
+    examples::load_run(contents.tensors, tiny.run());
+  } catch (const Error&) {
+    return 0;  // a clean refusal: what a bad checkpoint must get
+  }
+  // Accepted: the run must train on. No Error is caught from here on.
+  tiny.train_step();
+  return 0;
+}
+
+// Edits the header or the data block on its own (framed_mutator.h).
+extern "C" size_t LLVMFuzzerCustomMutator(uint8_t* data, size_t size, size_t max_size, unsigned int seed) {
+  return fuzzing::mutate_framed(data, size, max_size, seed);
+}
