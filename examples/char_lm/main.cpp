@@ -114,15 +114,27 @@ struct Batch {
   Tensor inputs, targets;  // (B, T) int64 each; targets are the inputs shifted by one
 };
 
-// The windows text[start, start + T] for each start: inputs are the first T, targets the last T.
-static Batch windows(const std::vector<int64_t>& ids, const std::vector<int64_t>& starts, int64_t T) {
-  std::vector<int64_t> x, y;
-  for (int64_t s : starts) {
-    x.insert(x.end(), ids.begin() + s, ids.begin() + s + T);
-    y.insert(y.end(), ids.begin() + s + 1, ids.begin() + s + T + 1);
-  }
-  const int64_t B = static_cast<int64_t>(starts.size());
-  return {tensor(x, {B, T}), tensor(y, {B, T})};
+// Training windows: every start in the first 90% of the text (TextDataset with stride 1), drawn
+// with replacement, gen.randint(0, starts) for each, as a language model's random windows are.
+// An "epoch" is 100 batches: the draws are independent, so it only sets how often the loader
+// draws a new list. The loader's position (generator state, batch) is part of the checkpoint.
+static std::unique_ptr<data::DataLoader> training_loader(const std::vector<int64_t>& ids, int64_t split,
+                                                         const Options& o) {
+  auto windows = std::make_shared<data::TextDataset>(std::vector<int64_t>(ids.begin(), ids.begin() + split),
+                                                     o.seq_len, /*stride=*/1);
+  auto draws = std::make_shared<data::RandomSampler>(windows->size(), /*replacement=*/true, o.batch * 100);
+  return std::make_unique<data::DataLoader>(windows, data::DataLoaderOptions(o.batch).seed(o.seed + 1).prefetch(2),
+                                            data::stack_collate, draws);
+}
+
+// Held out: back-to-back windows over the last 10%, at most 64 of them, spread evenly.
+static Batch held_out_windows(const std::vector<int64_t>& ids, int64_t split, int64_t seq_len) {
+  const data::TextDataset windows(std::vector<int64_t>(ids.begin() + split, ids.end()), seq_len);  // stride seq_len
+  const int64_t count = std::min<int64_t>(windows.size(), 64);
+  std::vector<data::Example> chosen;
+  for (int64_t k = 0; k < count; ++k) chosen.push_back(windows.get(k * windows.size() / count));
+  const data::Batch b = data::stack_collate(chosen);
+  return {b["input"], b["target"]};
 }
 
 static double loss_on(CharLM& model, const Batch& b) {
@@ -242,7 +254,7 @@ int main(int argc, char** argv) {
     }
 
     manual_seed(o.seed);  // weights and dropout
-    Generator data_gen(o.seed + 1);
+    const auto loader = training_loader(ids, split, o);
     auto model = std::make_shared<CharLM>(vocab.size(), o);
     // Weight decay pulls the weight matrices (and the embedding) towards zero; decaying the
     // LayerNorm gains and the biases would only fight the normalisation.
@@ -278,7 +290,7 @@ int main(int argc, char** argv) {
       opt.load_state_dict(examples::under_prefix("optim.", ckpt.tensors));
       schedule.load_state_dict(examples::under_prefix("sched.", ckpt.tensors));
       examples::set_generator_state(default_generator(), examples::under_prefix("rng.default.", ckpt.tensors));
-      examples::set_generator_state(data_gen, examples::under_prefix("rng.data.", ckpt.tensors));
+      loader->load_state_dict(examples::under_prefix("data.loader.", ckpt.tensors));
       step = ckpt.at("train.step").item<int64_t>();
       auto curve = [&](const std::string& name, auto& out) {
         if (!ckpt.contains(name)) return;
@@ -290,11 +302,7 @@ int main(int argc, char** argv) {
       fmt::print("resumed from {} at step {}\n", o.resume, step);
     }
 
-    // Held out: back-to-back windows over the last 10%, at most 64 of them, spread evenly.
-    const int64_t fit = (n - split - 1) / o.seq_len, count = std::min<int64_t>(fit, 64);
-    std::vector<int64_t> held_starts;
-    for (int64_t k = 0; k < count; ++k) held_starts.push_back(split + k * fit / count * o.seq_len);
-    const Batch held_out = windows(ids, held_starts, o.seq_len);
+    const Batch held_out = held_out_windows(ids, split, o.seq_len);
 
     fmt::print("{}: {} characters, vocabulary {} · {} parameters · d_model {} · {} heads · {} layers · "
                "batch {} × {} · {} threads\n",
@@ -308,9 +316,8 @@ int main(int argc, char** argv) {
     const std::vector<Tensor> params = model->parameters();
     model->train();
     while (step < o.steps) {
-      std::vector<int64_t> starts;
-      for (int64_t b = 0; b < o.batch; ++b) starts.push_back(data_gen.randint(0, split - o.seq_len));
-      Batch b = windows(ids, starts, o.seq_len);
+      const data::Batch windows = loader->next();
+      Batch b{windows["input"], windows["target"]};
       Tensor logits = model->forward(b.inputs);  // (B, T, vocab)
       Tensor loss = F::cross_entropy(logits.reshape({-1, vocab.size()}), b.targets.reshape({-1}));
       opt.zero_grad();
@@ -349,7 +356,7 @@ int main(int argc, char** argv) {
       add(examples::with_prefix("optim.", opt.state_dict()));
       add(examples::with_prefix("sched.", schedule.state_dict()));
       add(examples::with_prefix("rng.default.", examples::generator_state(default_generator())));
-      add(examples::with_prefix("rng.data.", examples::generator_state(data_gen)));
+      add(examples::with_prefix("data.loader.", loader->state_dict()));
       auto flatten = [](const std::vector<std::pair<double, double>>& curve) {
         std::vector<double> v;
         for (auto [x, y] : curve) v.insert(v.end(), {x, y});

@@ -152,7 +152,9 @@ int main(int argc, char** argv) {
     o.model.max_len = o.seq_len + 2;
     const Task task = parse_task(o.task);
     manual_seed(o.seed);  // weights and dropout
-    Generator data_gen(o.seed + 1);
+    // Training batches: shuffled examples padded to the longest in each batch, made ahead on a
+    // background thread; the loader's position is part of the checkpoint.
+    auto loader = make_training_loader(task, o.batch, o.seq_len, o.vocab, o.seed + 1);
     auto model = std::make_shared<Seq2SeqModel>(o.model);
     optim::Adam opt(model->parameters(), optim::AdamOptions(1.0).beta1(0.9).beta2(0.98).eps(1e-9));
     optim::NoamLR schedule(opt, o.model.d_model, o.warmup, o.lr);
@@ -170,7 +172,7 @@ int main(int argc, char** argv) {
       opt.load_state_dict(examples::under_prefix("optim.", ckpt.tensors));
       schedule.load_state_dict(examples::under_prefix("sched.", ckpt.tensors));
       examples::set_generator_state(default_generator(), examples::under_prefix("rng.default.", ckpt.tensors));
-      examples::set_generator_state(data_gen, examples::under_prefix("rng.data.", ckpt.tensors));
+      loader->load_state_dict(examples::under_prefix("data.loader.", ckpt.tensors));
       step = ckpt.at("train.step").item<int64_t>();
       auto curve = [&](const std::string& name, auto& out) {
         if (!ckpt.contains(name)) return;
@@ -198,7 +200,7 @@ int main(int argc, char** argv) {
         profile::set_enabled(true);
         profile::reset();
       }
-      Batch b = make_batch(task, o.batch, o.seq_len, o.vocab, data_gen);
+      Batch b = from_padded(loader->next());
       Tensor logits = model->forward(b.src, b.tgt_in, b.src_pad, b.tgt_pad);  // (B, T, vocab)
       Tensor loss = F::cross_entropy(logits.reshape({-1, o.vocab}), b.tgt_out.reshape({-1}), {.ignore_index = PAD});
       opt.zero_grad();
@@ -257,7 +259,7 @@ int main(int argc, char** argv) {
       add(examples::with_prefix("average.", average.state_dict()));
       add(examples::with_prefix("sched.", schedule.state_dict()));
       add(examples::with_prefix("rng.default.", examples::generator_state(default_generator())));
-      add(examples::with_prefix("rng.data.", examples::generator_state(data_gen)));
+      add(examples::with_prefix("data.loader.", loader->state_dict()));
       auto flatten = [](const std::vector<std::pair<double, double>>& curve) {
         std::vector<double> v;
         for (auto [x, y] : curve) v.insert(v.end(), {x, y});

@@ -8,7 +8,9 @@
 // and ignored by the loss (ignore_index = PAD).
 #pragma once
 
+#include <memory>
 #include <string>
+#include <vector>
 
 #include "cppgrad.h"
 
@@ -28,7 +30,37 @@ struct Batch {
   cppgrad::Tensor tgt_pad;  // (B, L+1) bool
 };
 
-// `batch` random examples of up to `seq_len` symbols drawn from gen.
+// One example of 1 to seq_len symbols drawn from gen: its length, then its symbols.
+struct Example {
+  std::vector<int64_t> src, tgt_in, tgt_out;  // (len + 1) tokens each
+};
+Example make_example(Task task, int64_t seq_len, int64_t vocab, cppgrad::Generator& gen);
+
+// `batch` random examples of up to `seq_len` symbols drawn from gen, padded to seq_len + 1.
 Batch make_batch(Task task, int64_t batch, int64_t seq_len, int64_t vocab, cppgrad::Generator& gen);
+
+// ---- the training data, through cppgrad::data ------------------------------------------------
+
+// `size` examples; example i is drawn from a generator seeded from (seed, i) alone, so any
+// example is made again the same, in any order, on any thread.
+class TaskDataset : public cppgrad::data::Dataset {
+ public:
+  TaskDataset(Task task, int64_t size, int64_t seq_len, int64_t vocab, uint64_t seed);
+  int64_t size() const override { return size_; }
+  // "src", "tgt_in", "tgt_out": (len + 1) int64 each
+  cppgrad::data::Example get(int64_t index) const override;
+
+ private:
+  Task task_;
+  int64_t size_, seq_len_, vocab_;
+  uint64_t seed_;
+};
+
+// Shuffled batches of `batch` examples of a TaskDataset, padded with PAD to the longest in the
+// batch, prepared on a background thread; the loader's position goes into checkpoints.
+std::unique_ptr<cppgrad::data::DataLoader> make_training_loader(Task task, int64_t batch, int64_t seq_len,
+                                                                int64_t vocab, uint64_t seed);
+// The model's inputs from a padded batch: the masks are pad_collate's.
+Batch from_padded(const cppgrad::data::Batch& padded);
 
 }  // namespace seq2seq
