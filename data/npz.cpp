@@ -81,6 +81,8 @@ NamedTensors read_arrays(zip_t* archive, uint64_t archive_size, const std::strin
 }  // namespace
 
 NamedTensors parse_npz(std::span<const uint8_t> bytes, const std::string& source) {
+  // libzip takes an empty input for an empty archive (as it would a new one); np.load refuses it.
+  if (bytes.empty()) throw Error(fmt::format("npz: {}: not a readable zip archive: the file is empty", source));
   zip_error_t error;
   zip_error_init(&error);
   zip_source_t* buffer = zip_source_buffer_create(bytes.data(), bytes.size(), 0, &error);
@@ -104,6 +106,7 @@ NamedTensors load_npz(const std::string& path) {
   std::error_code ec;
   const uint64_t size = std::filesystem::file_size(path, ec);
   CPPGRAD_CHECK(!ec, "load_npz: cannot open '{}': {}", path, ec.message());
+  if (size == 0) throw Error(fmt::format("npz: {}: not a readable zip archive: the file is empty", path));
   int code = 0;
   Archive archive(zip_open(path.c_str(), ZIP_RDONLY | ZIP_CHECKCONS, &code));
   if (!archive) {
