@@ -247,9 +247,11 @@ NpyHeader parse_npy_header(std::span<const uint8_t> bytes, const std::string& so
   const std::string_view text(reinterpret_cast<const char*>(bytes.data()) + start, end - start);
   NpyHeader h = HeaderParser(text, source).parse();
   h.data_offset = end;
-  int64_t count = 1;
+  // The product of the non-zero dims too: a zero-sized array's strides are still products of
+  // its other dims, and (0, 2^40, 2^40) would overflow them.
+  int64_t count = 1, spanned = 1;
   for (int64_t d : h.shape)
-    if (__builtin_mul_overflow(count, d, &count))
+    if (__builtin_mul_overflow(count, d, &count) || (d != 0 && __builtin_mul_overflow(spanned, d, &spanned)))
       throw Error(fmt::format("npy: {}: shape {} has more elements than int64 counts", source, shape_str(h.shape)));
   if (__builtin_mul_overflow(static_cast<uint64_t>(count), dtype_size(h.dtype), &h.data_bytes))
     throw Error(fmt::format("npy: {}: shape {} is too large", source, shape_str(h.shape)));
