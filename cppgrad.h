@@ -26,3 +26,4 @@
 #include "optim/schedule.h"
 #include "optim/clip.h"
 #include "optim/average.h"
+#include "data/data.h"

@@ -1,0 +1,15 @@
+// data/: everything between a training loop and its data. Stands on tensor/ alone.
+//   dataset.h  Example, Dataset, TensorDataset, MapDataset (map), Subset
+//   text.h     CharVocabulary, read_char_text, TextDataset (input/target windows)
+//   sampler.h  SequentialSampler, RandomSampler, DistributedSampler
+//   collate.h  stack_collate, pad_collate (padding masks), pad_sequences
+//   loader.h   DataLoader: batches, shuffle, drop_last, prefetch, resumable position
+//   npy.h      NumPy .npy and .npz files
+#pragma once
+
+#include "collate.h"
+#include "dataset.h"
+#include "loader.h"
+#include "npy.h"
+#include "sampler.h"
+#include "text.h"

@@ -1,0 +1,35 @@
+// Train on arrays saved from Python (np.save("x.npy", x); np.save("y.npy", y)): from_numpy [DIR]
+#include <fmt/core.h>
+
+#include "cppgrad.h"
+
+using namespace cppgrad;
+namespace F = cppgrad::nn::functional;
+
+int main(int argc, char** argv) {
+  const std::string dir = argc > 1 ? argv[1] : ".";
+  Tensor x = data::load_npy(dir + "/x.npy");  // (512, 2) float32
+  Tensor y = data::load_npy(dir + "/y.npy");  // (512, 1) float32
+  auto dataset = std::make_shared<data::TensorDataset>(data::NamedTensors{{"x", x}, {"y", y}});
+  data::DataLoader loader(dataset, data::DataLoaderOptions(32).shuffle(true).seed(0));
+
+  manual_seed(0);
+  auto model = std::make_shared<nn::Sequential>(std::initializer_list<std::shared_ptr<nn::UnaryModule>>{
+      std::make_shared<nn::Linear>(x.size(1), 64), std::make_shared<nn::ReLU>(),
+      std::make_shared<nn::Linear>(64, y.size(1))});
+  optim::Adam opt(model->parameters(), optim::AdamOptions(1e-2));
+
+  for (int epoch = 1; epoch <= 40; ++epoch) {
+    double total = 0;
+    for (const data::Batch& batch : loader) {  // one epoch: 16 shuffled batches of 32
+      Tensor loss = F::mse_loss(model->forward(batch["x"]), batch["y"]);
+      opt.zero_grad();
+      loss.backward();
+      opt.step();
+      total += loss.item() * static_cast<double>(batch["x"].size(0));
+    }
+    if (epoch % 10 == 0) fmt::print("epoch {:>2}  loss {:.5f}\n", epoch, total / static_cast<double>(x.size(0)));
+  }
+  nn::save(*model, "from_numpy.safetensors");  // reload with nn::load(*model, path)
+  return 0;
+}
