@@ -11,6 +11,7 @@
 #include <queue>
 #include <unordered_map>
 #include <unordered_set>
+#include <utility>
 
 #include "autograd/node.h"
 #include "tensor/kernels.h"
@@ -169,6 +170,9 @@ struct LaterFirst {
   bool operator()(const Node* a, const Node* b) const { return a->sequence_nr < b->sequence_nr; }
 };
 
+// The callbacks queued by the backward running on this thread (queue_callback).
+thread_local std::vector<std::function<void()>>* t_queued_callbacks = nullptr;
+
 class Engine {
  public:
   // create_graph keeps the graph, as PyTorch's default does: the graph of the gradients runs
@@ -180,6 +184,13 @@ class Engine {
   std::vector<Tensor> run(const std::vector<Tensor>& roots, const std::vector<Tensor>& root_grads,
                           const std::vector<Tensor>* inputs) {
     GradModeGuard mode(create_graph_);
+    std::vector<std::function<void()>> callbacks;
+    auto* outer_callbacks = std::exchange(t_queued_callbacks, &callbacks);
+    struct Restore {
+      std::vector<std::function<void()>>*& slot;
+      std::vector<std::function<void()>>* previous;
+      ~Restore() { slot = previous; }
+    } restore{t_queued_callbacks, outer_callbacks};
     if (inputs) {
       captured_.resize(inputs->size());
       for (size_t i = 0; i < inputs->size(); ++i) {
@@ -213,7 +224,9 @@ class Engine {
         if (--dependencies_[next] == 0) ready.push(next);
       });
     }
-    for (auto& [leaf, g] : leaf_grads_) deliver_to_leaf(*leaf, std::move(g));
+    for (auto& [leaf, g] : leaf_grads_)
+      if (g.defined()) deliver_to_leaf(*leaf, std::move(g));  // (undefined: delivered early)
+    for (size_t i = 0; i < callbacks.size(); ++i) callbacks[i]();  // a callback may queue more
     return std::move(captured_);
   }
 
@@ -231,6 +244,8 @@ class Engine {
         ++dependencies_[e.node.get()];
         if (seen.insert(e.node.get()).second) stack.push_back(e.node.get());
       }
+      for (const Edge& e : n->next)
+        if (e.leaf) ++leaf_edges_left_[e.leaf.get()];
     }
   }
 
@@ -266,6 +281,7 @@ class Engine {
           add_to_leaf(edge.leaf, g);
       }
       if (edge.node) on_done(edge.node.get());
+      if (edge.leaf) leaf_edge_done(edge.leaf.get());
     }
   }
 
@@ -305,6 +321,18 @@ class Engine {
     add_to(leaf_grads_[it->second].second, g);
   }
 
+  // The last edge into a leaf has run: its gradient is final. A leaf with post-accumulate hooks
+  // gets it now, so that the hooks run while backward goes on (data-parallel training sends
+  // the gradient from there); the others get theirs at the end, as before.
+  void leaf_edge_done(AutogradMeta* leaf) {
+    if (--leaf_edges_left_[leaf] != 0 || leaf->post_accumulate_grad_hooks.empty()) return;
+    auto it = leaf_index_.find(leaf);
+    if (it == leaf_index_.end()) return;  // no gradient reached it
+    Tensor& g = leaf_grads_[it->second].second;
+    if (g.defined()) deliver_to_leaf(*leaf, std::move(g));
+    g = Tensor();
+  }
+
   void deliver_to_leaf(AutogradMeta& leaf, Tensor g) {
     g = apply_hooks(leaf.hooks, std::move(g));
     if (capturing_) {
@@ -321,6 +349,7 @@ class Engine {
       leaf.grad = owned ? g : g.clone();
     }
     if (!create_graph_ && leaf.grad.requires_grad()) leaf.grad = leaf.grad.detach();
+    for (const auto& hook : leaf.post_accumulate_grad_hooks) hook();
   }
 
   bool retain_graph_, create_graph_;
@@ -331,6 +360,7 @@ class Engine {
   std::unordered_map<AutogradMeta*, std::vector<size_t>> capture_leaf_;
   std::vector<std::pair<std::shared_ptr<AutogradMeta>, Tensor>> leaf_grads_;  // in order of first arrival
   std::unordered_map<AutogradMeta*, size_t> leaf_index_;
+  std::unordered_map<AutogradMeta*, int64_t> leaf_edges_left_;  // edges into each leaf not yet run
   std::vector<Tensor> captured_;
 };
 
@@ -375,6 +405,21 @@ void backward(const std::vector<Tensor>& outputs, const std::vector<Tensor>& gra
               bool create_graph) {
   std::vector<Tensor> roots = root_gradients(outputs, grad_outputs, "backward");
   Engine(retain_graph, create_graph).run(outputs, roots, nullptr);
+}
+
+void register_post_accumulate_grad_hook(const Tensor& leaf, std::function<void(const Tensor&)> hook) {
+  CPPGRAD_CHECK(leaf.defined() && leaf.requires_grad() && !leaf.grad_fn(),
+                "register_post_accumulate_grad_hook: the tensor must be a leaf that requires grad");
+  // The leaf's meta keeps the hook: a weak handle, or the tensor would keep itself alive.
+  std::weak_ptr<TensorImpl> weak = leaf.impl_ptr();
+  leaf.impl()->autograd->post_accumulate_grad_hooks.push_back([weak, hook = std::move(hook)] {
+    if (auto impl = weak.lock()) hook(Tensor(std::move(impl)));
+  });
+}
+
+void queue_callback(std::function<void()> callback) {
+  CPPGRAD_CHECK(t_queued_callbacks != nullptr, "queue_callback: called outside a backward pass");
+  t_queued_callbacks->push_back(std::move(callback));
 }
 
 }  // namespace cppgrad::autograd
