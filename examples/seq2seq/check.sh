@@ -4,8 +4,12 @@
 #                                  --attention write valid files, and the checkpoint resumes
 #   check.sh resume  SEQ2SEQ DIR   20 steps, save, resume to 40 == 40 steps straight, byte for byte
 #   check.sh learns  SEQ2SEQ DIR   a small copy task reaches >= 99% sequence accuracy in 400 steps
+#   check.sh ranks_learn  SEQ2SEQ DIR   the same on 2 processes (scripts/mpirun 2), 16 sequences each
+#   check.sh ranks_resume SEQ2SEQ DIR   2 processes: save at 20, resume to 40 == 40 straight, byte for
+#                                       byte; a 2-process checkpoint refuses to resume in 1 process
 set -euo pipefail
 mode="$1" seq2seq="$2" dir="$3"
+mpirun_script="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)/scripts/mpirun"
 rm -rf "$dir" && mkdir -p "$dir" && cd "$dir"
 tiny=(--threads 1 --d-model 32 --heads 2 --layers 1 --ff 64 --batch 16 --seq-len 6 --vocab 10 --seed 7)
 
@@ -65,6 +69,32 @@ case "$mode" in
     tail -n 1 run.log
     accuracy=$(grep -o 'sequence accuracy on [0-9]* held-out sequences: [0-9.]*' run.log | awk '{ print $NF }')
     awk -v a="$accuracy" 'BEGIN { exit !(a >= 99.0) }' || fail "copy reached only $accuracy% in 400 steps"
+    ;;
+  ranks_learn)
+    MPIRUN_TIMEOUT=500 "$mpirun_script" 2 "$seq2seq" --threads 1 --task copy --d-model 64 --heads 4 --layers 1 \
+      --ff 128 --batch 32 --seq-len 5 --vocab 8 --dropout 0 --warmup 100 --lr 0.5 --steps 400 --eval-every 100 \
+      --seed 1 --plot loss.svg > run.log
+    tail -n 1 run.log
+    grep -q '1 threads × 2 processes' run.log || fail "the run did not say it ran on 2 processes"
+    [ "$(grep -c 'sequence accuracy' run.log)" -eq 1 ] || fail "not rank 0 alone printed the result"
+    [ -s loss.svg ] || fail "rank 0 wrote no loss curve"
+    accuracy=$(grep -o 'sequence accuracy on [0-9]* held-out sequences: [0-9.]*' run.log | awk '{ print $NF }')
+    awk -v a="$accuracy" 'BEGIN { exit !(a >= 99.0) }' || fail "copy on 2 processes reached only $accuracy% in 400 steps"
+    ;;
+  ranks_resume)
+    # dropout on: each rank's own dropout stream must resume too
+    run2() { MPIRUN_TIMEOUT=200 "$mpirun_script" 2 "$seq2seq" "${tiny[@]}" "$@"; }
+    run2 --steps 40 --eval-every 10 --save straight.safetensors > straight.log
+    run2 --steps 20 --eval-every 10 --save half.safetensors > half.log
+    run2 --steps 40 --eval-every 10 --resume half.safetensors --save resumed.safetensors > resumed.log
+    cmp straight.safetensors resumed.safetensors || fail "the resumed 2-process run differs from the straight one"
+    diff <(grep -o 'step *[0-9]*/40  loss [0-9.]*' straight.log | tail -n 2) \
+         <(grep -o 'step *[0-9]*/40  loss [0-9.]*' resumed.log) || fail "the printed losses differ"
+    set +e
+    "$seq2seq" "${tiny[@]}" --steps 40 --resume half.safetensors > bad.log 2>&1; code=$?
+    set -e
+    [ "$code" -eq 2 ] && grep -q 'written by 2 processes and this run has 1' bad.log \
+      || fail "a 2-process checkpoint resumed in 1 process gave exit code $code and: $(cat bad.log)"
     ;;
   *) fail "unknown mode $mode" ;;
 esac

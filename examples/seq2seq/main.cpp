@@ -3,11 +3,13 @@
 //   seq2seq                          # copy task, default model: 100% in 900 steps, under a minute
 //   seq2seq --task reverse --steps 2000 --plot loss.svg --attention attn.svg
 //   seq2seq --save run.safetensors   # ...later: seq2seq --resume run.safetensors --steps 3000
+//   scripts/mpirun 2 seq2seq --threads 1   # data-parallel: 2 processes, 16 of the 32 sequences each
 #include <CLI/CLI.hpp>
 #include <cmath>
 #include <fmt/core.h>
 
 #include "common/checkpoint.h"
+#include "common/data_parallel.h"
 #include "common/progress.h"
 #include "common/svg.h"
 #include "seq2seq/model.h"
@@ -17,6 +19,7 @@ using namespace cppgrad;
 using namespace seq2seq;
 using cppgrad::nn::NamedTensors;
 namespace F = cppgrad::nn::functional;
+namespace dist = cppgrad::distributed;
 
 struct Options {
   std::string task = "copy";
@@ -36,6 +39,13 @@ struct Options {
   double average = 0.99;
   bool profile = false;
 };
+
+// Target tokens that count in the loss (all but the padding).
+static int64_t non_padding(const Tensor& targets) {
+  int64_t n = 0;
+  for (int64_t t : targets.contiguous().to_vector<int64_t>()) n += t != PAD;
+  return n;
+}
 
 static double held_out_loss(Seq2SeqModel& model, const Batch& data) {
   NoGradGuard no_grad;
@@ -113,6 +123,9 @@ static void write_attention_maps(Seq2SeqModel& model, const Batch& data, const s
 }
 
 int main(int argc, char** argv) {
+  // Under mpirun every process runs all of main; rank 0 alone prints, evaluates and writes files.
+  dist::ProcessGroup world(argc, argv);
+  const bool lead = world.rank() == 0;
   Options o;
   CLI::App app{"Train an encoder-decoder Transformer on a synthetic sequence task (copy, reverse, sort)."};
   app.add_option("--task", o.task, "copy, reverse or sort")->check(CLI::IsMember({"copy", "reverse", "sort"}));
@@ -141,8 +154,8 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    if (e.get_exit_code() == 0) return app.exit(e);  // --help
-    fmt::print(stderr, "seq2seq: {}\n", e.what());
+    if (e.get_exit_code() == 0) return lead ? app.exit(e) : 0;  // --help
+    if (lead) fmt::print(stderr, "seq2seq: {}\n", e.what());
     return 2;
   }
 
@@ -151,9 +164,14 @@ int main(int argc, char** argv) {
     o.model.vocab = o.vocab;
     o.model.max_len = o.seq_len + 2;
     const Task task = parse_task(o.task);
+    CPPGRAD_CHECK(o.batch >= world.world_size(), "--batch {} is smaller than the {} processes", o.batch,
+                  world.world_size());
     manual_seed(o.seed);  // weights and dropout
-    Generator data_gen(o.seed + 1);
+    Generator data_gen(o.seed + 1);  // the same on every rank: each draws the global batch
     auto model = std::make_shared<Seq2SeqModel>(o.model);
+    // Rank 0's weights everywhere; the gradients averaged over the ranks in every backward().
+    dist::DistributedDataParallel ddp(model);
+    if (world.rank() > 0) manual_seed(o.seed + 7919 * world.rank());  // each rank its own dropout
     optim::Adam opt(model->parameters(), optim::AdamOptions(1.0).beta1(0.9).beta2(0.98).eps(1e-9));
     optim::NoamLR schedule(opt, o.model.d_model, o.warmup, o.lr);
     optim::ExponentialMovingAverage average(model->parameters(), o.average);
@@ -165,11 +183,18 @@ int main(int argc, char** argv) {
       CPPGRAD_CHECK(ckpt.metadata.count("task") && ckpt.metadata.at("task") == o.task,
             "--resume: the checkpoint was trained on '{}', not '{}'",
             ckpt.metadata.count("task") ? ckpt.metadata.at("task") : "?", o.task);
+      const std::string saved_world = ckpt.metadata.count("processes") ? ckpt.metadata.at("processes") : "1";
+      CPPGRAD_CHECK(saved_world == std::to_string(world.world_size()),
+                    "--resume: the checkpoint was written by {} processes and this run has {}; resume on as many",
+                    saved_world, world.world_size());
       model->load_state_dict(examples::under_prefix("model.", ckpt.tensors));
       average.load_state_dict(examples::under_prefix("average.", ckpt.tensors));
       opt.load_state_dict(examples::under_prefix("optim.", ckpt.tensors));
       schedule.load_state_dict(examples::under_prefix("sched.", ckpt.tensors));
-      examples::set_generator_state(default_generator(), examples::under_prefix("rng.default.", ckpt.tensors));
+      if (world.world_size() > 1)
+        examples::set_generator_state_of_rank(default_generator(), examples::under_prefix("rng.default.", ckpt.tensors));
+      else
+        examples::set_generator_state(default_generator(), examples::under_prefix("rng.default.", ckpt.tensors));
       examples::set_generator_state(data_gen, examples::under_prefix("rng.data.", ckpt.tensors));
       step = ckpt.at("train.step").item<int64_t>();
       auto curve = [&](const std::string& name, auto& out) {
@@ -179,18 +204,21 @@ int main(int argc, char** argv) {
       };
       curve("train.loss_curve", train_curve);
       curve("train.eval_curve", eval_curve);
-      fmt::print("resumed from {} at step {}\n", o.resume, step);
+      if (lead) fmt::print("resumed from {} at step {}\n", o.resume, step);
     }
 
     Generator held_out_gen(o.seed + 1000003);  // never used for training data
     Batch held_out = make_batch(task, o.eval_size, o.seq_len, o.vocab, held_out_gen);
-    fmt::print("task {} · {} parameters · d_model {} · {} heads · {}+{} layers · batch {} · length ≤ {} · {} threads\n",
-               o.task, model->parameter_count(), o.model.d_model, o.model.heads, o.model.layers, o.model.layers,
-               o.batch, o.seq_len, get_num_threads());
+    if (lead)
+      fmt::print("task {} · {} parameters · d_model {} · {} heads · {}+{} layers · batch {} · length ≤ {} · {} threads{}\n",
+                 o.task, model->parameter_count(), o.model.d_model, o.model.heads, o.model.layers, o.model.layers,
+                 o.batch, o.seq_len, get_num_threads(),
+                 world.world_size() > 1 ? fmt::format(" × {} processes", world.world_size()) : "");
 
     examples::Progress progress(o.steps, step);
-    double recent_loss = 0;
-    int64_t recent_count = 0;
+    // This rank's loss sums (and the global batch's token counts) of the steps not yet reported:
+    // one all-reduce every report gives the global losses of all of them.
+    std::vector<double> recent_sums, recent_tokens;
     model->train();
     const int64_t profiled_step = step + 10;  // after warm-up: caches and buffers are settled
     while (step < o.steps) {
@@ -198,40 +226,59 @@ int main(int argc, char** argv) {
         profile::set_enabled(true);
         profile::reset();
       }
-      Batch b = make_batch(task, o.batch, o.seq_len, o.vocab, data_gen);
-      Tensor logits = model->forward(b.src, b.tgt_in, b.src_pad, b.tgt_pad);  // (B, T, vocab)
-      Tensor loss = F::cross_entropy(logits.reshape({-1, o.vocab}), b.tgt_out.reshape({-1}), {.ignore_index = PAD});
+      const Batch global = make_batch(task, o.batch, o.seq_len, o.vocab, data_gen);
+      const Batch b{examples::my_rows(global.src), examples::my_rows(global.tgt_in), examples::my_rows(global.tgt_out),
+                    examples::my_rows(global.src_pad), examples::my_rows(global.tgt_pad)};
+      Tensor logits = model->forward(b.src, b.tgt_in, b.src_pad, b.tgt_pad);  // (B / ranks, T, vocab)
+      // The loss is the mean over the global batch's tokens: each rank sums its own and divides
+      // by the global count (times the ranks, which the gradients' average divides out again),
+      // so the ranks' padding may differ and the step is still one process's step.
+      const double tokens = static_cast<double>(non_padding(global.tgt_out));
+      Tensor loss_sum = F::cross_entropy(logits.reshape({-1, o.vocab}), b.tgt_out.reshape({-1}),
+                                         {.ignore_index = PAD, .reduction = F::Reduction::Sum});
       opt.zero_grad();
-      loss.backward();
+      (loss_sum * (world.world_size() / tokens)).backward();
       opt.step();
       average.update();
       schedule.step();
       ++step;
       if (o.profile && step == profiled_step) {
         profile::set_enabled(false);
-        progress.finish();
-        fmt::print("\nprofile of step {} (batch {}, {} threads):\n{}\n", step, o.batch, get_num_threads(), profile::report());
+        if (lead) progress.finish();
+        if (lead) fmt::print("\nprofile of step {} (batch {}, {} threads):\n{}\n", step, o.batch, get_num_threads(), profile::report());
       }
 
-      double l = loss.item();
-      recent_loss += l;
-      ++recent_count;
-      train_curve.emplace_back(static_cast<double>(step), l);
+      recent_sums.push_back(loss_sum.item());
+      recent_tokens.push_back(tokens);
       const bool eval_now = step % o.eval_every == 0 || step == o.steps;
+      if (!eval_now && step % 10 != 0) continue;
+      Tensor sums = tensor(recent_sums, {static_cast<int64_t>(recent_sums.size())});
+      dist::all_reduce(sums);
+      double recent_loss = 0;
+      const auto count = static_cast<int64_t>(recent_sums.size());
+      for (int64_t i = 0; i < count; ++i) {
+        const double l = sums.at<double>({i}) / recent_tokens[i];
+        recent_loss += l;
+        train_curve.emplace_back(static_cast<double>(step - count + 1 + i), l);
+      }
+      recent_sums.clear();
+      recent_tokens.clear();
+      if (!lead) continue;
       std::optional<double> eval_loss;
       if (eval_now) {
         eval_loss = held_out_loss(*model, held_out);
         eval_curve.emplace_back(static_cast<double>(step), *eval_loss);
       }
-      if (eval_now || step % 10 == 0) {
-        progress.update(step, recent_loss / static_cast<double>(recent_count), opt.lr(),
-                        recent_count * b.tgt_out.numel(), eval_now, eval_loss);
-        recent_loss = 0;
-        recent_count = 0;
-      }
+      progress.update(step, recent_loss / static_cast<double>(count), opt.lr(), count * global.tgt_out.numel(),
+                      eval_now, eval_loss);
     }
-    progress.finish();
+    if (lead) progress.finish();
     double train_seconds = progress.elapsed_seconds();
+
+    // Each rank's dropout stream, for the checkpoint (a collective: every rank takes part).
+    const NamedTensors dropout_rng = world.world_size() > 1 ? examples::gather_generator_states(default_generator())
+                                                            : examples::generator_state(default_generator());
+    if (!lead) return 0;
 
     // ---- held-out sequences, decoded greedily --------------------------------------------------
     model->eval();
@@ -256,7 +303,7 @@ int main(int argc, char** argv) {
       add(examples::with_prefix("optim.", opt.state_dict()));
       add(examples::with_prefix("average.", average.state_dict()));
       add(examples::with_prefix("sched.", schedule.state_dict()));
-      add(examples::with_prefix("rng.default.", examples::generator_state(default_generator())));
+      add(examples::with_prefix("rng.default.", dropout_rng));
       add(examples::with_prefix("rng.data.", examples::generator_state(data_gen)));
       auto flatten = [](const std::vector<std::pair<double, double>>& curve) {
         std::vector<double> v;
@@ -271,7 +318,8 @@ int main(int argc, char** argv) {
                             {"d_model", std::to_string(o.model.d_model)},
                             {"heads", std::to_string(o.model.heads)},
                             {"layers", std::to_string(o.model.layers)},
-                            {"accuracy", fmt::format("{:.2f}", accuracy)}});
+                            {"accuracy", fmt::format("{:.2f}", accuracy)},
+                            {"processes", std::to_string(world.world_size())}});
       fmt::print("checkpoint written to {}\n", o.save);
     }
     if (!o.plot.empty()) {
@@ -285,6 +333,11 @@ int main(int argc, char** argv) {
     }
     return 0;
   } catch (const Error& e) {
+    if (world.world_size() > 1) {
+      // The other ranks may be waiting for this one in a collective: end them all.
+      fmt::print(stderr, "seq2seq: rank {}: {}\n", world.rank(), e.what());
+      dist::abort(2);
+    }
     fmt::print(stderr, "seq2seq: {}\n", e.what());
     return 2;
   }
