@@ -4,7 +4,10 @@
 
 #include <mpi.h>
 
+#include <algorithm>
+#include <chrono>
 #include <climits>
+#include <thread>
 #include <vector>
 
 #include "../autograd/node.h"
@@ -36,9 +39,32 @@ Work::~Work() {
   if (state_ && !state_->done) wait();
 }
 
+namespace {
+// MPI_Wait polls without ever giving up its core, and on a busy machine (or with more ranks
+// than cores) that steals the time the rank we wait for needs to get here. So: poll briefly,
+// then sleep between polls (MPI progresses in each MPI_Test), backing off to 100 us.
+void wait_for(MPI_Request& request) {
+  int done = 0;
+  for (int polls = 0; polls < 200 && !done; ++polls) MPI_Test(&request, &done, MPI_STATUS_IGNORE);
+  auto pause = std::chrono::microseconds(5);
+  while (!done) {
+    std::this_thread::sleep_for(pause);
+    pause = std::min(pause * 2, std::chrono::microseconds(100));
+    MPI_Test(&request, &done, MPI_STATUS_IGNORE);
+  }
+}
+}  // namespace
+
+void barrier() {
+  if (!is_initialized()) return;
+  MPI_Request request;
+  MPI_Ibarrier(MPI_COMM_WORLD, &request);
+  wait_for(request);
+}
+
 void Work::wait() {
   if (!state_ || state_->done) return;
-  if (state_->request != MPI_REQUEST_NULL) MPI_Wait(&state_->request, MPI_STATUS_IGNORE);
+  if (state_->request != MPI_REQUEST_NULL) wait_for(state_->request);
   state_->done = true;
   if (state_->finish) state_->finish();
   state_->buffers.clear();

@@ -88,9 +88,7 @@ int rank() { return g_rank; }
 int world_size() { return g_world_size; }
 bool is_initialized() { return g_mpi; }
 
-void barrier() {
-  if (g_mpi) MPI_Barrier(MPI_COMM_WORLD);
-}
+// (barrier() is in collectives.cpp, beside the wait that does not spin.)
 
 void abort(int code) {
   std::fflush(stdout);
