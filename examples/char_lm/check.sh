@@ -4,8 +4,10 @@
 #                                  --save and --plot write valid files, the checkpoint resumes and
 #                                  samples on its own, and bad values give exit code 2
 #   check.sh resume  CHAR_LM DIR   20 steps, save, resume to 40 == 40 steps straight, byte for byte
+#   check.sh ranks_resume CHAR_LM DIR   the same on 2 processes (scripts/mpirun 2), 4 windows each
 set -euo pipefail
 mode="$1" char_lm="$2" dir="$3"
+mpirun_script="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)/scripts/mpirun"
 rm -rf "$dir" && mkdir -p "$dir" && cd "$dir"
 # The default text ships with Debian's base-files; elsewhere any text will do.
 data=/usr/share/common-licenses/GPL-3
@@ -67,6 +69,17 @@ case "$mode" in
     # the checkpoints hold the weights, the optimizer's moments, the schedule, the RNG states and
     # every step's training loss: identical files mean the resumed run continued exactly
     cmp straight.safetensors resumed.safetensors || fail "resumed run differs from the straight one"
+    diff <(grep -o 'step *[0-9]*/40  loss [0-9.]*' straight.log | tail -n 2) \
+         <(grep -o 'step *[0-9]*/40  loss [0-9.]*' resumed.log) || fail "the printed losses differ"
+    ;;
+  ranks_resume)
+    run2() { MPIRUN_TIMEOUT=200 "$mpirun_script" 2 "$char_lm" "${tiny[@]}" --sample-len 0 "$@"; }
+    run2 --steps 40 --eval-every 10 --save straight.safetensors > straight.log
+    run2 --steps 20 --eval-every 10 --save half.safetensors > half.log
+    run2 --steps 40 --eval-every 10 --resume half.safetensors --save resumed.safetensors > resumed.log
+    grep -q '1 threads × 2 processes' straight.log || fail "the run did not say it ran on 2 processes"
+    [ "$(grep -c '^held-out loss' straight.log)" -eq 1 ] || fail "not rank 0 alone printed the result"
+    cmp straight.safetensors resumed.safetensors || fail "the resumed 2-process run differs from the straight one"
     diff <(grep -o 'step *[0-9]*/40  loss [0-9.]*' straight.log | tail -n 2) \
          <(grep -o 'step *[0-9]*/40  loss [0-9.]*' resumed.log) || fail "the printed losses differ"
     ;;

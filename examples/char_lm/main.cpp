@@ -4,6 +4,7 @@
 //   char_lm --data book.txt --steps 5000 --plot loss.svg --prompt "Chapter 1"
 //   char_lm --save run.safetensors           # ...later: char_lm --resume run.safetensors --steps 2000
 //   char_lm --resume run.safetensors --steps 0 --prompt "You may"   # sample only
+//   scripts/mpirun 2 char_lm --threads 1       # data-parallel: 2 processes, 8 of the 16 windows each
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <array>
@@ -15,6 +16,7 @@
 #include <limits>
 
 #include "common/checkpoint.h"
+#include "common/data_parallel.h"
 #include "common/progress.h"
 #include "common/svg.h"
 #include "cppgrad.h"
@@ -22,6 +24,7 @@
 using namespace cppgrad;
 using cppgrad::nn::NamedTensors;
 namespace F = cppgrad::nn::functional;
+namespace dist = cppgrad::distributed;
 
 struct Options {
   std::string data = "/usr/share/common-licenses/GPL-3";
@@ -182,6 +185,9 @@ static std::string read_file(const std::string& path) {
 }
 
 int main(int argc, char** argv) {
+  // Under mpirun every process runs all of main; rank 0 alone prints, evaluates and writes files.
+  dist::ProcessGroup world(argc, argv);
+  const bool lead = world.rank() == 0;
   Options o;
   CLI::App app{"Train a decoder-only Transformer on a text file, character by character, then sample from it."};
   app.add_option("--data", o.data, "the text to learn (its last 10% is held out)")->check(CLI::ExistingFile);
@@ -219,8 +225,8 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    if (e.get_exit_code() == 0) return app.exit(e);  // --help
-    fmt::print(stderr, "char_lm: {}\n", e.what());
+    if (e.get_exit_code() == 0) return lead ? app.exit(e) : 0;  // --help
+    if (lead) fmt::print(stderr, "char_lm: {}\n", e.what());
     return 2;
   }
 
@@ -241,9 +247,14 @@ int main(int argc, char** argv) {
       prompt.push_back(vocab.id[c]);
     }
 
+    CPPGRAD_CHECK(o.batch >= world.world_size(), "--batch {} is smaller than the {} processes", o.batch,
+                  world.world_size());
     manual_seed(o.seed);  // weights and dropout
-    Generator data_gen(o.seed + 1);
+    Generator data_gen(o.seed + 1);  // the same on every rank: each draws the global batch
     auto model = std::make_shared<CharLM>(vocab.size(), o);
+    // Rank 0's weights everywhere; the gradients averaged over the ranks in every backward().
+    dist::DistributedDataParallel ddp(model);
+    if (world.rank() > 0) manual_seed(o.seed + 7919 * world.rank());  // each rank its own dropout
     // Weight decay pulls the weight matrices (and the embedding) towards zero; decaying the
     // LayerNorm gains and the biases would only fight the normalisation.
     std::vector<Tensor> matrices, others;
@@ -268,6 +279,10 @@ int main(int argc, char** argv) {
                         ckpt.at("data.vocab").to_vector<int64_t>() ==
                             std::vector<int64_t>(vocab.chars.begin(), vocab.chars.end()),
                     "--resume: the checkpoint was trained on a text with other characters than '{}'", o.data);
+      const std::string saved_world = ckpt.metadata.count("processes") ? ckpt.metadata.at("processes") : "1";
+      CPPGRAD_CHECK(saved_world == std::to_string(world.world_size()),
+                    "--resume: the checkpoint was written by {} processes and this run has {}; resume on as many",
+                    saved_world, world.world_size());
       for (const auto& [name, value] : sizes) {
         auto saved = ckpt.metadata.find(name);
         CPPGRAD_CHECK(saved != ckpt.metadata.end() && saved->second == std::to_string(value),
@@ -277,7 +292,10 @@ int main(int argc, char** argv) {
       model->load_state_dict(examples::under_prefix("model.", ckpt.tensors));
       opt.load_state_dict(examples::under_prefix("optim.", ckpt.tensors));
       schedule.load_state_dict(examples::under_prefix("sched.", ckpt.tensors));
-      examples::set_generator_state(default_generator(), examples::under_prefix("rng.default.", ckpt.tensors));
+      if (world.world_size() > 1)
+        examples::set_generator_state_of_rank(default_generator(), examples::under_prefix("rng.default.", ckpt.tensors));
+      else
+        examples::set_generator_state(default_generator(), examples::under_prefix("rng.default.", ckpt.tensors));
       examples::set_generator_state(data_gen, examples::under_prefix("rng.data.", ckpt.tensors));
       step = ckpt.at("train.step").item<int64_t>();
       auto curve = [&](const std::string& name, auto& out) {
@@ -287,7 +305,7 @@ int main(int argc, char** argv) {
       };
       curve("train.loss_curve", train_curve);
       curve("train.eval_curve", eval_curve);
-      fmt::print("resumed from {} at step {}\n", o.resume, step);
+      if (lead) fmt::print("resumed from {} at step {}\n", o.resume, step);
     }
 
     // Held out: back-to-back windows over the last 10%, at most 64 of them, spread evenly.
@@ -296,47 +314,62 @@ int main(int argc, char** argv) {
     for (int64_t k = 0; k < count; ++k) held_starts.push_back(split + k * fit / count * o.seq_len);
     const Batch held_out = windows(ids, held_starts, o.seq_len);
 
-    fmt::print("{}: {} characters, vocabulary {} · {} parameters · d_model {} · {} heads · {} layers · "
-               "batch {} × {} · {} threads\n",
-               o.data, n, vocab.size(), model->parameter_count(), o.d_model, o.heads, o.layers, o.batch, o.seq_len,
-               get_num_threads());
+    if (lead)
+      fmt::print("{}: {} characters, vocabulary {} · {} parameters · d_model {} · {} heads · {} layers · "
+                 "batch {} × {} · {} threads{}\n",
+                 o.data, n, vocab.size(), model->parameter_count(), o.d_model, o.heads, o.layers, o.batch, o.seq_len,
+                 get_num_threads(), world.world_size() > 1 ? fmt::format(" × {} processes", world.world_size()) : "");
 
     examples::Progress progress(o.steps, step);
-    double recent_loss = 0;
-    int64_t recent_count = 0;
+    // This rank's loss sums of the steps not yet reported: one all-reduce every report gives the
+    // global batch's losses of all of them.
+    std::vector<double> recent_sums;
     std::optional<double> last_eval;
     const std::vector<Tensor> params = model->parameters();
     model->train();
     while (step < o.steps) {
       std::vector<int64_t> starts;
       for (int64_t b = 0; b < o.batch; ++b) starts.push_back(data_gen.randint(0, split - o.seq_len));
-      Batch b = windows(ids, starts, o.seq_len);
-      Tensor logits = model->forward(b.inputs);  // (B, T, vocab)
-      Tensor loss = F::cross_entropy(logits.reshape({-1, vocab.size()}), b.targets.reshape({-1}));
+      const Batch global = windows(ids, starts, o.seq_len);
+      const Batch b{examples::my_rows(global.inputs), examples::my_rows(global.targets)};  // this rank's windows
+      Tensor logits = model->forward(b.inputs);  // (B / ranks, T, vocab)
+      // The mean over the global batch's characters: each rank sums its own and divides by the
+      // global count (times the ranks, which the gradients' average divides out again).
+      const double characters = static_cast<double>(global.targets.numel());
+      Tensor loss_sum = F::cross_entropy(logits.reshape({-1, vocab.size()}), b.targets.reshape({-1}),
+                                         {.reduction = F::Reduction::Sum});
       opt.zero_grad();
-      loss.backward();
+      (loss_sum * (world.world_size() / characters)).backward();  // averaged over the ranks on return
       optim::clip_grad_norm_(params, o.clip);
       opt.step();
       schedule.step();
       ++step;
 
-      double l = loss.item();
-      recent_loss += l;
-      ++recent_count;
-      train_curve.emplace_back(static_cast<double>(step), l);
+      recent_sums.push_back(loss_sum.item() / characters);
       const bool eval_now = step % o.eval_every == 0 || step == o.steps;
+      if (!eval_now && step % 10 != 0) continue;
+      Tensor losses = tensor(recent_sums, {static_cast<int64_t>(recent_sums.size())});
+      dist::all_reduce(losses);
+      double recent_loss = 0;
+      const auto count = static_cast<int64_t>(recent_sums.size());
+      for (int64_t i = 0; i < count; ++i) {
+        recent_loss += losses.at<double>({i});
+        train_curve.emplace_back(static_cast<double>(step - count + 1 + i), losses.at<double>({i}));
+      }
+      recent_sums.clear();
+      if (!lead) continue;
       std::optional<double> eval_loss;
       if (eval_now) {
         last_eval = eval_loss = loss_on(*model, held_out);
         eval_curve.emplace_back(static_cast<double>(step), *eval_loss);
       }
-      if (eval_now || step % 10 == 0) {
-        progress.update(step, recent_loss / static_cast<double>(recent_count), opt.lr(),
-                        recent_count * b.targets.numel(), eval_now, eval_loss);
-        recent_loss = 0;
-        recent_count = 0;
-      }
+      progress.update(step, recent_loss / static_cast<double>(count), opt.lr(), count * global.targets.numel(),
+                      eval_now, eval_loss);
     }
+    // Each rank's dropout stream, for the checkpoint (a collective: every rank takes part).
+    const NamedTensors dropout_rng = world.world_size() > 1 ? examples::gather_generator_states(default_generator())
+                                                            : examples::generator_state(default_generator());
+    if (!lead) return 0;
     progress.finish();
     const double train_seconds = progress.elapsed_seconds();
     const double held = last_eval ? *last_eval : loss_on(*model, held_out);
@@ -348,7 +381,7 @@ int main(int argc, char** argv) {
       auto add = [&](const NamedTensors& more) { state.insert(state.end(), more.begin(), more.end()); };
       add(examples::with_prefix("optim.", opt.state_dict()));
       add(examples::with_prefix("sched.", schedule.state_dict()));
-      add(examples::with_prefix("rng.default.", examples::generator_state(default_generator())));
+      add(examples::with_prefix("rng.default.", dropout_rng));
       add(examples::with_prefix("rng.data.", examples::generator_state(data_gen)));
       auto flatten = [](const std::vector<std::pair<double, double>>& curve) {
         std::vector<double> v;
@@ -359,7 +392,9 @@ int main(int argc, char** argv) {
            {"train.step", scalar_tensor(static_cast<double>(step), kInt64)},
            {"train.loss_curve", flatten(train_curve)},
            {"train.eval_curve", flatten(eval_curve)}});
-      nn::Metadata metadata = {{"data", o.data}, {"held_out_loss", fmt::format("{:.4f}", held)}};
+      nn::Metadata metadata = {{"data", o.data},
+                               {"held_out_loss", fmt::format("{:.4f}", held)},
+                               {"processes", std::to_string(world.world_size())}};
       for (const auto& [name, value] : sizes) metadata[name] = std::to_string(value);
       nn::save_safetensors(o.save, state, metadata);
       fmt::print("checkpoint written to {}\n", o.save);
@@ -381,6 +416,11 @@ int main(int argc, char** argv) {
     }
     return 0;
   } catch (const Error& e) {
+    if (world.world_size() > 1) {
+      // The other ranks may be waiting for this one in a collective: end them all.
+      fmt::print(stderr, "char_lm: rank {}: {}\n", world.rank(), e.what());
+      dist::abort(2);
+    }
     fmt::print(stderr, "char_lm: {}\n", e.what());
     return 2;
   }
