@@ -160,6 +160,9 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::Module> mod
   }
   for (size_t b = 0; b < r.buckets.size(); ++b) r.buckets[b].flat = zeros({sizes[b]}, dtypes[b]);
 
+  // In a world of one the gradients are already the global batch's: no hooks, nothing to copy
+  // (the buckets are still laid out, for bucket_parameter_names()).
+  if (world_size() == 1) return;
   std::weak_ptr<Reducer> weak = reducer_;
   for (int64_t i = 0; i < static_cast<int64_t>(r.params.size()); ++i)
     autograd::register_post_accumulate_grad_hook(r.params[i].tensor, [weak, i](const Tensor&) {

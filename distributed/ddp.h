@@ -27,7 +27,8 @@
 // shared by two modules (tied weights) is one tensor and is reduced once; a parameter that got
 // no gradient on a rank is an error unless find_unused_parameters(true), which counts it as
 // a zero gradient on that rank (and leaves .grad untouched where no rank used it). Each
-// backward must reach at least one parameter on every rank.
+// backward must reach at least one parameter on every rank. In a world of one (no mpirun) the
+// wrapper hooks nothing: backward() is exactly what it is without it.
 #pragma once
 
 #include <memory>
