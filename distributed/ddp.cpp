@@ -31,13 +31,15 @@ struct DistributedDataParallel::Reducer {
   std::vector<Bucket> buckets;
   bool find_unused = false;
   bool sync_enabled = true;  // false inside no_sync()
-  bool in_backward = false;  // a hook has run in this backward; the end callback is queued
+  // Alive while this backward's end callback is queued: the callback owns it. A backward that
+  // throws half-way drops its callbacks, so the next hook sees it expired and starts afresh.
+  std::weak_ptr<int> backward_token;
   int64_t next_bucket = 0;   // buckets start in index order, the same on every rank
   double last_wait_seconds = 0;
 
   void on_gradient(int64_t i) {
     if (!sync_enabled) return;
-    if (!in_backward) begin_backward();
+    if (backward_token.expired()) begin_backward();
     Param& p = params[i];
     if (p.ready) return;  // (one leaf is delivered once per backward)
     {
@@ -51,14 +53,18 @@ struct DistributedDataParallel::Reducer {
   }
 
   void begin_backward() {
-    in_backward = true;
+    // All-reduces still in flight from a backward that threw half-way write into the buckets:
+    // let them land before this backward's gradients go in.
+    for (Bucket& b : buckets) b.work.wait();
     next_bucket = 0;
     for (Param& p : params) p.ready = false;
     for (Bucket& b : buckets) {
       b.pending = static_cast<int64_t>(b.params.size());
       b.started = false;
     }
-    autograd::queue_callback([this] { end_backward(); });
+    auto token = std::make_shared<int>(0);
+    backward_token = token;
+    autograd::queue_callback([this, token] { end_backward(); });
   }
 
   Tensor bucket_slice(const Param& p) {
@@ -75,7 +81,7 @@ struct DistributedDataParallel::Reducer {
 
   // Run by the engine once backward has updated every .grad.
   void end_backward() {
-    in_backward = false;
+    backward_token.reset();
     std::vector<int64_t> unused;
     for (int64_t i = 0; i < static_cast<int64_t>(params.size()); ++i)
       if (!params[i].ready) unused.push_back(i);

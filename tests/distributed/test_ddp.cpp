@@ -213,3 +213,25 @@ TEST_CASE("ddp: find_unused_parameters counts a parameter a rank did not use as 
     }
   }
 }
+
+TEST_CASE("ddp: a backward that throws half-way leaves the next one right") {
+  auto model = make_net(13 + rank(), kFloat64);
+  auto reference = make_net(13, kFloat64);
+  DistributedDataParallel ddp(model, DistributedDataParallelOptions().bucket_cap_mb(0.0001));
+  Data all = make_data(2, kFloat64);
+  Data mine = rows(all, rank() * (kBatch / world_size()), kBatch / world_size());
+  // On every rank: the head's gradients are final (and their buckets started) when a hook
+  // further down throws.
+  Tensor h = model->fc1->forward(mine.x).tanh();
+  h.register_hook([](const Tensor&) -> Tensor { throw Error("a hook failed on purpose"); });
+  Tensor y = model->head->forward(model->fc2->forward(h).tanh());
+  CHECK_THROWS_WITH_AS(nn::functional::mse_loss(y, mine.y).backward(), "a hook failed on purpose", Error);
+  model->zero_grad();
+  nn::functional::mse_loss(model->forward(mine.x), mine.y).backward();
+  nn::functional::mse_loss(reference->forward(all.x), all.y).backward();
+  for (size_t i = 0; i < model->parameters().size(); ++i) {
+    Tensor a = model->parameters()[i].grad(), b = reference->parameters()[i].grad();
+    REQUIRE(a.defined());
+    CHECK((a - b).abs().max().item<double>() < 1e-15);
+  }
+}
