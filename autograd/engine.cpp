@@ -15,6 +15,7 @@
 #include <queue>
 #include <unordered_map>
 #include <unordered_set>
+#include <utility>
 
 #include "autograd/node.h"
 #include "tensor/kernels.h"
@@ -175,6 +176,9 @@ struct LaterFirst {
   bool operator()(const Node* a, const Node* b) const { return a->sequence_nr < b->sequence_nr; }
 };
 
+// The callbacks queued by the backward running on this thread (queue_callback).
+thread_local std::vector<std::function<void()>>* t_queued_callbacks = nullptr;
+
 class Engine {
  public:
   // create_graph keeps the graph, as PyTorch's default does: the graph of the gradients runs
@@ -187,6 +191,13 @@ class Engine {
   std::vector<Tensor> run(const std::vector<Tensor>& roots, const std::vector<Tensor>& root_grads,
                           const std::vector<Tensor>* inputs) {
     GradModeGuard mode(create_graph_);
+    std::vector<std::function<void()>> callbacks;
+    auto* outer_callbacks = std::exchange(t_queued_callbacks, &callbacks);
+    struct Restore {
+      std::vector<std::function<void()>>*& slot;
+      std::vector<std::function<void()>>* previous;
+      ~Restore() { slot = previous; }
+    } restore{t_queued_callbacks, outer_callbacks};
     if (inputs) {
       captured_.resize(inputs->size());
       for (size_t i = 0; i < inputs->size(); ++i) {
@@ -224,7 +235,9 @@ class Engine {
         if (--dependencies_[next] == 0) ready.push(next);
       });
     }
-    for (auto& [leaf, g] : leaf_grads_) deliver_to_leaf(*leaf, std::move(g));
+    for (auto& [leaf, g] : leaf_grads_)
+      if (g.defined()) deliver_to_leaf(*leaf, std::move(g));  // (undefined: delivered early)
+    for (size_t i = 0; i < callbacks.size(); ++i) callbacks[i]();  // a callback may queue more
     return std::move(captured_);
   }
 
@@ -275,6 +288,8 @@ class Engine {
         ++dependencies_[e.node.get()];
         if (seen.insert(e.node.get()).second) stack.push_back(e.node.get());
       }
+      for (const Edge& e : n->next)
+        if (e.leaf) ++leaf_edges_left_[e.leaf.get()];
     }
   }
 
@@ -316,6 +331,7 @@ class Engine {
           add_to_leaf(edge.leaf, g);
       }
       if (edge.node) on_done(edge.node.get());
+      if (edge.leaf) leaf_edge_done(edge.leaf.get());
     }
   }
 
@@ -355,6 +371,18 @@ class Engine {
     add_to(leaf_grads_[it->second].second, g);
   }
 
+  // The last edge into a leaf has run: its gradient is final. A leaf with post-accumulate hooks
+  // gets it now, so that the hooks run while backward goes on (data-parallel training sends
+  // the gradient from there); the others get theirs at the end, as before.
+  void leaf_edge_done(AutogradMeta* leaf) {
+    if (--leaf_edges_left_[leaf] != 0 || leaf->post_accumulate_grad_hooks.empty()) return;
+    auto it = leaf_index_.find(leaf);
+    if (it == leaf_index_.end()) return;  // no gradient reached it
+    Tensor& g = leaf_grads_[it->second].second;
+    if (g.defined()) deliver_to_leaf(*leaf, std::move(g));
+    g = Tensor();
+  }
+
   void deliver_to_leaf(AutogradMeta& leaf, Tensor g) {
     if (capturing_) {  // only an input of grad() is reached (or a root that is a leaf)
       auto it = capture_leaf_.find(&leaf);
@@ -364,6 +392,7 @@ class Engine {
       return;
     }
     accumulate(leaf.grad, apply_hooks(leaf.hooks, std::move(g)));
+    for (const auto& hook : leaf.post_accumulate_grad_hooks) hook();
   }
 
   // A non-leaf's retain_grad(): .grad gets a copy of the gradient (the gradient itself flows on
@@ -402,6 +431,7 @@ class Engine {
   std::unordered_map<AutogradMeta*, std::vector<size_t>> capture_leaf_;
   std::vector<std::pair<std::shared_ptr<AutogradMeta>, Tensor>> leaf_grads_;  // in order of first arrival
   std::unordered_map<AutogradMeta*, size_t> leaf_index_;
+  std::unordered_map<AutogradMeta*, int64_t> leaf_edges_left_;  // edges into each leaf not yet run
   std::vector<Tensor> captured_;
   std::unordered_set<Node*> needed_;  // grad(): the nodes that lead to an input
 };
@@ -447,6 +477,21 @@ void backward(const std::vector<Tensor>& outputs, const std::vector<Tensor>& gra
               bool create_graph) {
   std::vector<Tensor> roots = root_gradients(outputs, grad_outputs, "backward");
   Engine(retain_graph, create_graph).run(outputs, roots, nullptr);
+}
+
+void register_post_accumulate_grad_hook(const Tensor& leaf, std::function<void(const Tensor&)> hook) {
+  CPPGRAD_CHECK(leaf.defined() && leaf.requires_grad() && !leaf.grad_fn(),
+                "register_post_accumulate_grad_hook: the tensor must be a leaf that requires grad");
+  // The leaf's meta keeps the hook: a weak handle, or the tensor would keep itself alive.
+  std::weak_ptr<TensorImpl> weak = leaf.impl_ptr();
+  leaf.impl()->autograd->post_accumulate_grad_hooks.push_back([weak, hook = std::move(hook)] {
+    if (auto impl = weak.lock()) hook(Tensor(std::move(impl)));
+  });
+}
+
+void queue_callback(std::function<void()> callback) {
+  CPPGRAD_CHECK(t_queued_callbacks != nullptr, "queue_callback: called outside a backward pass");
+  t_queued_callbacks->push_back(std::move(callback));
 }
 
 }  // namespace cppgrad::autograd

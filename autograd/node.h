@@ -26,6 +26,9 @@ struct AutogradMeta {
   std::shared_ptr<Node> grad_fn;     // null for a leaf
   bool retains_grad = false;
   std::vector<Tensor::Hook> hooks;   // a leaf's hooks; a non-leaf's live on its grad_fn
+  // Run once the leaf's .grad holds this backward's whole gradient (see
+  // register_post_accumulate_grad_hook below, which wraps the user's hook).
+  std::vector<std::function<void()>> post_accumulate_grad_hooks;
 };
 
 // Where one input's gradient goes: into the node that produced the input, or, for a leaf that
@@ -157,6 +160,17 @@ std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<T
 // Backward from several roots at once, accumulating into the leaves' .grad.
 void backward(const std::vector<Tensor>& outputs, const std::vector<Tensor>& grad_outputs = {},
               bool retain_graph = false, bool create_graph = false);
+
+// ---- hooks for data-parallel training (distributed/ddp.cpp) --------------------------------
+// `hook(leaf)` runs during backward() as soon as every op that sends `leaf` a gradient has run
+// and its .grad has been updated, not at the end of the pass, so the gradient can be sent
+// while backward goes on (PyTorch's register_post_accumulate_grad_hook). It does not run for
+// grad(), which leaves .grad alone, nor when the leaf got no gradient.
+void register_post_accumulate_grad_hook(const Tensor& leaf, std::function<void(const Tensor&)> hook);
+
+// Called from inside a backward (from a hook): `callback` runs once that backward has finished
+// updating every .grad, before backward() returns (PyTorch's engine queue_callback).
+void queue_callback(std::function<void()> callback);
 
 }  // namespace cppgrad::autograd
 

@@ -54,3 +54,13 @@ if grep -q '^CPPGRAD_SANITIZE:BOOL=ON' "$build_dir/CMakeCache.txt"; then flags="
 # shellcheck disable=SC2086  # the flags are words
 "$cxx" -std=c++20 "$consumer_src/main.cpp" -o "$work/consumer_pkgconfig" $flags
 "$work/consumer_pkgconfig"
+
+# The distributed floor, when it was built: a component of the same package.
+if [ -f "$prefix/lib/cmake/cppgrad/cppgradDistributedTargets.cmake" ] || \
+   ls "$prefix"/lib*/cmake/cppgrad/cppgradDistributedTargets.cmake > /dev/null 2>&1; then
+  echo "-- configure, build and run the distributed consumer"
+  "$cmake" -S "$consumer_src/../consumer_distributed" -B "$work/build_distributed" -G "$generator" \
+    -DCMAKE_CXX_COMPILER="$cxx" -DCMAKE_BUILD_TYPE="$build_type" -DCMAKE_PREFIX_PATH="$prefix"
+  "$cmake" --build "$work/build_distributed"
+  "$work/build_distributed/consumer_distributed"
+fi

@@ -1,0 +1,199 @@
+// DistributedDataParallel's reducer: buckets, hooks, and the wait at the end of backward.
+// See ddp.h for what it promises.
+#include "ddp.h"
+
+#include <algorithm>
+#include <chrono>
+#include <vector>
+
+#include "collectives.h"
+#include "process_group.h"
+
+namespace cppgrad::distributed {
+
+struct DistributedDataParallel::Reducer {
+  struct Param {
+    std::string name;
+    Tensor tensor;
+    int64_t bucket = 0;
+    int64_t offset = 0;  // into the bucket's flat buffer
+    bool ready = false;  // its gradient of this backward is in the bucket
+  };
+  struct Bucket {
+    Tensor flat;                  // the gradients of its parameters, back to back
+    std::vector<int64_t> params;  // indices into `params`
+    int64_t pending = 0;          // parameters not ready yet
+    bool started = false;
+    Work work;
+  };
+
+  std::vector<Param> params;
+  std::vector<Bucket> buckets;
+  bool find_unused = false;
+  bool sync_enabled = true;  // false inside no_sync()
+  // Alive while this backward's end callback is queued: the callback owns it. A backward that
+  // throws half-way drops its callbacks, so the next hook sees it expired and starts afresh.
+  std::weak_ptr<int> backward_token;
+  int64_t next_bucket = 0;   // buckets start in index order, the same on every rank
+  double last_wait_seconds = 0;
+
+  void on_gradient(int64_t i) {
+    if (!sync_enabled) return;
+    if (backward_token.expired()) begin_backward();
+    Param& p = params[i];
+    if (p.ready) return;  // (one leaf is delivered once per backward)
+    {
+      NoGradGuard no_grad;
+      bucket_slice(p).copy_(p.tensor.grad());
+    }
+    p.ready = true;
+    --buckets[p.bucket].pending;
+    start_ready_buckets();
+    for (int64_t b = 0; b < next_bucket; ++b) buckets[b].work.is_completed();  // MPI progresses in calls
+  }
+
+  void begin_backward() {
+    // All-reduces still in flight from a backward that threw half-way write into the buckets:
+    // let them land before this backward's gradients go in.
+    for (Bucket& b : buckets) b.work.wait();
+    next_bucket = 0;
+    for (Param& p : params) p.ready = false;
+    for (Bucket& b : buckets) {
+      b.pending = static_cast<int64_t>(b.params.size());
+      b.started = false;
+    }
+    auto token = std::make_shared<int>(0);
+    backward_token = token;
+    autograd::queue_callback([this, token] { end_backward(); });
+  }
+
+  Tensor bucket_slice(const Param& p) {
+    return buckets[p.bucket].flat.narrow(0, p.offset, p.tensor.numel()).view(p.tensor.shape());
+  }
+
+  void start_ready_buckets() {
+    while (next_bucket < static_cast<int64_t>(buckets.size()) && buckets[next_bucket].pending == 0) {
+      Bucket& b = buckets[next_bucket++];
+      b.work = all_reduce_async(b.flat, ReduceOp::Average);
+      b.started = true;
+    }
+  }
+
+  // Run by the engine once backward has updated every .grad.
+  void end_backward() {
+    backward_token.reset();
+    std::vector<int64_t> unused;
+    for (int64_t i = 0; i < static_cast<int64_t>(params.size()); ++i)
+      if (!params[i].ready) unused.push_back(i);
+    if (!unused.empty() && !find_unused) {
+      std::vector<std::string> names;
+      for (int64_t i : unused) names.push_back(params[i].name);
+      throw Error(fmt::format(
+          "DistributedDataParallel: rank {}: {} parameter(s) got no gradient in this backward: {}; every rank must "
+          "reduce every parameter, so construct with DistributedDataParallelOptions().find_unused_parameters(true) "
+          "when some are not used in every step",
+          rank(), names.size(), fmt::join(names, ", ")));
+    }
+    // An unused parameter contributes zeros; whether any rank used it is reduced beside it.
+    Tensor used;
+    Work used_work;
+    if (find_unused) {
+      used = zeros({static_cast<int64_t>(params.size())}, kInt64);
+      for (int64_t i = 0; i < static_cast<int64_t>(params.size()); ++i) used.data<int64_t>()[i] = params[i].ready;
+      for (int64_t i : unused) {
+        NoGradGuard no_grad;
+        bucket_slice(params[i]).zero_();
+        params[i].ready = true;
+        --buckets[params[i].bucket].pending;
+      }
+      start_ready_buckets();
+      used_work = all_reduce_async(used, ReduceOp::Max);
+    }
+    const auto start = std::chrono::steady_clock::now();
+    for (Bucket& b : buckets) b.work.wait();
+    used_work.wait();
+    last_wait_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+
+    NoGradGuard no_grad;
+    for (int64_t i = 0; i < static_cast<int64_t>(params.size()); ++i) {
+      Param& p = params[i];
+      if (used.defined() && used.data<int64_t>()[i] == 0) continue;  // no rank used it: .grad stays
+      Tensor average = bucket_slice(p);
+      if (p.tensor.grad().defined())
+        p.tensor.grad().copy_(average);
+      else
+        p.tensor.set_grad(average.clone());
+    }
+  }
+};
+
+DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::Module> module,
+                                                 DistributedDataParallelOptions options)
+    : module_(std::move(module)), reducer_(std::make_shared<Reducer>()) {
+  CPPGRAD_CHECK(module_ != nullptr, "DistributedDataParallel: the module is null");
+  CPPGRAD_CHECK(options.bucket_cap_mb() > 0, "DistributedDataParallel: bucket_cap_mb must be > 0, got {}",
+                options.bucket_cap_mb());
+  Reducer& r = *reducer_;
+  r.find_unused = options.find_unused_parameters();
+
+  // Everyone starts from rank 0's weights (and buffers), whatever their own seeds gave them.
+  for (const auto& [name, t] : module_->named_parameters()) broadcast(t, 0);
+  for (const auto& [name, t] : module_->named_buffers()) broadcast(t, 0);
+
+  // named_parameters lists a tied tensor once. Buckets take them in reverse order of
+  // registration (the output layer's gradients come first in backward), one dtype per bucket.
+  for (const auto& [name, t] : module_->named_parameters())
+    if (t.requires_grad()) r.params.push_back({name, t});
+  std::reverse(r.params.begin(), r.params.end());
+  const double cap_bytes = options.bucket_cap_mb() * 1024 * 1024;
+  std::vector<int64_t> sizes;  // elements per bucket
+  std::vector<DType> dtypes;
+  double bucket_bytes = 0;
+  for (int64_t i = 0; i < static_cast<int64_t>(r.params.size()); ++i) {
+    Reducer::Param& p = r.params[i];
+    const double bytes = static_cast<double>(p.tensor.numel()) * dtype_size(p.tensor.dtype());
+    if (sizes.empty() || dtypes.back() != p.tensor.dtype() || (bucket_bytes > 0 && bucket_bytes + bytes > cap_bytes)) {
+      sizes.push_back(0);
+      dtypes.push_back(p.tensor.dtype());
+      r.buckets.emplace_back();
+      bucket_bytes = 0;
+    }
+    p.bucket = static_cast<int64_t>(r.buckets.size()) - 1;
+    p.offset = sizes.back();
+    sizes.back() += p.tensor.numel();
+    bucket_bytes += bytes;
+    r.buckets.back().params.push_back(i);
+  }
+  for (size_t b = 0; b < r.buckets.size(); ++b) r.buckets[b].flat = zeros({sizes[b]}, dtypes[b]);
+
+  // In a world of one the gradients are already the global batch's: no hooks, nothing to copy
+  // (the buckets are still laid out, for bucket_parameter_names()).
+  if (world_size() == 1) return;
+  std::weak_ptr<Reducer> weak = reducer_;
+  for (int64_t i = 0; i < static_cast<int64_t>(r.params.size()); ++i)
+    autograd::register_post_accumulate_grad_hook(r.params[i].tensor, [weak, i](const Tensor&) {
+      if (auto reducer = weak.lock()) reducer->on_gradient(i);
+    });
+}
+
+DistributedDataParallel::~DistributedDataParallel() = default;
+
+DistributedDataParallel::NoSync::NoSync(DistributedDataParallel& ddp)
+    : ddp_(ddp), previous_(ddp.reducer_->sync_enabled) {
+  ddp_.reducer_->sync_enabled = false;
+}
+DistributedDataParallel::NoSync::~NoSync() { ddp_.reducer_->sync_enabled = previous_; }
+
+int64_t DistributedDataParallel::bucket_count() const { return static_cast<int64_t>(reducer_->buckets.size()); }
+std::vector<std::vector<std::string>> DistributedDataParallel::bucket_parameter_names() const {
+  std::vector<std::vector<std::string>> names;
+  for (const auto& bucket : reducer_->buckets) {
+    names.emplace_back();
+    for (int64_t i : bucket.params) names.back().push_back(reducer_->params[i].name);
+  }
+  return names;
+}
+
+double DistributedDataParallel::last_wait_seconds() const { return reducer_->last_wait_seconds; }
+
+}  // namespace cppgrad::distributed

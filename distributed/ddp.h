@@ -1,0 +1,90 @@
+// DistributedDataParallel: data-parallel training. Each rank runs the same model on its own
+// share of the batch; the wrapper averages the gradients over the ranks during backward(), so
+// after it every rank holds the gradient of the global batch and the optimizers (one per rank,
+// fed the same gradients from the same weights) keep the ranks' weights identical.
+//
+//   distributed::ProcessGroup world(argc, argv);
+//   auto model = std::make_shared<Net>();
+//   distributed::DistributedDataParallel ddp(model);    // rank 0's weights everywhere
+//   optim::Adam opt(model->parameters(), 1e-3);
+//   for (...) {
+//     loss = loss_fn(model->forward(my_share_of_the_batch));
+//     opt.zero_grad();
+//     loss.backward();                                  // gradients averaged over the ranks
+//     opt.step();
+//   }
+//
+// How: a post-accumulate-grad hook on every parameter copies its gradient into a bucket (a
+// flat buffer of about bucket_cap_mb, parameters in reverse order of registration, roughly the
+// order backward reaches them) the moment it is final; a full bucket starts its non-blocking
+// all-reduce at once, so communication overlaps the rest of backward. Buckets start in the
+// same order on every rank, as MPI requires. When backward has updated every gradient, a
+// callback it runs before returning waits for every bucket and writes the averages into .grad:
+// when backward() returns the gradients are final, so no optimizer, clipping or user code can
+// read a half-reduced gradient, and nothing needs to be called in between.
+//
+// Rules, as PyTorch's DDP: every rank runs the same number of backward passes; a parameter
+// shared by two modules (tied weights) is one tensor and is reduced once; a parameter that got
+// no gradient on a rank is an error unless find_unused_parameters(true), which counts it as
+// a zero gradient on that rank (and leaves .grad untouched where no rank used it). Each
+// backward must reach at least one parameter on every rank. In a world of one (no mpirun) the
+// wrapper hooks nothing: backward() is exactly what it is without it.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "../nn/module.h"
+#include "../nn/options.h"
+
+namespace cppgrad::distributed {
+
+struct DistributedDataParallelOptions {
+  // Bucket size in MiB (PyTorch's default, 25): smaller buckets start sooner and overlap more,
+  // larger ones pay the per-message latency fewer times.
+  CPPGRAD_ARG(double, bucket_cap_mb, 25.0)
+  CPPGRAD_ARG(bool, find_unused_parameters, false)
+};
+
+class DistributedDataParallel {
+ public:
+  // Broadcasts the module's parameters and buffers from rank 0, and hooks its parameters.
+  explicit DistributedDataParallel(std::shared_ptr<nn::Module> module,
+                                   DistributedDataParallelOptions options = {});
+  ~DistributedDataParallel();
+  DistributedDataParallel(const DistributedDataParallel&) = delete;
+  DistributedDataParallel& operator=(const DistributedDataParallel&) = delete;
+
+  nn::Module& module() { return *module_; }
+  const std::shared_ptr<nn::Module>& module_ptr() const { return module_; }
+
+  // Within a NoSync's scope backward() leaves the gradients local and accumulating (micro-
+  // batches); the first backward after it averages the accumulated gradients.
+  class NoSync {
+   public:
+    explicit NoSync(DistributedDataParallel& ddp);
+    ~NoSync();
+    NoSync(const NoSync&) = delete;
+    NoSync& operator=(const NoSync&) = delete;
+
+   private:
+    DistributedDataParallel& ddp_;
+    bool previous_;
+  };
+  NoSync no_sync() { return NoSync(*this); }
+
+  // How the buckets came out, and what the last synchronised backward spent waiting.
+  int64_t bucket_count() const;
+  // The parameters of each bucket by name, in the order their all-reduces start.
+  std::vector<std::vector<std::string>> bucket_parameter_names() const;
+  double last_wait_seconds() const;  // blocked in backward's end, waiting for the all-reduces
+
+  struct Reducer;  // the buckets and the per-backward state (ddp.cpp)
+
+ private:
+  std::shared_ptr<nn::Module> module_;
+  std::shared_ptr<Reducer> reducer_;  // the hooks hold it weakly
+};
+
+}  // namespace cppgrad::distributed
