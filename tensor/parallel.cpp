@@ -90,7 +90,7 @@ bool LoadBackoff::report(int64_t work, int64_t wait, int64_t now) {
   }
   if (wait <= work || wait < kStallFloor) return false;
   const bool try_failed = tried_at_ >= 0 && now - tried_at_ < kProbation;
-  wait_ = try_failed ? std::min(2 * wait_, kLongestWait) : kFirstWait;
+  wait_ = try_failed ? std::min(kGrowth * wait_, kLongestWait) : kFirstWait;
   retry_at_ = now + wait_;
   return true;
 }

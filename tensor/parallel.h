@@ -28,8 +28,9 @@ void set_parallel_grain(int64_t work);  // tests lower it to exercise the thread
 // So cppgrad watches its own regions. When the calling thread, its share done, waits for the
 // others longer than its share took (the region ran slower than it would have on one thread),
 // and at least kStallFloor, the machine is busy: every loop and BLAS runs on one thread. After
-// 0.1 s the full count is tried again; a try that stalls again within a second waits twice as
-// long before the next (up to 1.6 s). On a quiet machine no region stalls and nothing changes.
+// 0.2 s the full count is tried again; a try that stalls again within a second waits 4 times as
+// long before the next (0.8 s, then 3.2 s at most: a try costs a stall, tens of ms on a very
+// busy machine). On a quiet machine no region stalls and nothing changes.
 //
 // The OpenMP runtime reads OMP_WAIT_POLICY and GOMP_SPINCOUNT once, when the program starts and
 // before any library code runs, so a library cannot choose how threads wait. A user who sets
@@ -44,9 +45,10 @@ void set_threads_adapt_to_load(bool on);
 class LoadBackoff {
  public:
   static constexpr int64_t kStallFloor = 500'000;         // 0.5 ms: below, a thread's wake-up
-  static constexpr int64_t kFirstWait = 100'000'000;      // 0.1 s on one thread, then a try
-  static constexpr int64_t kLongestWait = 1'600'000'000;  // 1.6 s
-  static constexpr int64_t kProbation = 1'000'000'000;    // a try stalling within 1 s doubles the wait
+  static constexpr int64_t kFirstWait = 200'000'000;      // 0.2 s on one thread, then a try
+  static constexpr int64_t kGrowth = 4;                   // a try stalling within kProbation: 4x longer
+  static constexpr int64_t kLongestWait = 3'200'000'000;  // 3.2 s
+  static constexpr int64_t kProbation = 1'000'000'000;    // 1 s
 
   // Whether regions starting at `now` should run on one thread.
   bool backed_off(int64_t now);

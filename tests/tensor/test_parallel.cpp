@@ -51,11 +51,11 @@ TEST_CASE("parallel: a stalled region backs off, tries again, and backs off long
   CHECK(b.backed_off(t + LoadBackoff::kFirstWait - 1));
   t += LoadBackoff::kFirstWait;
   CHECK_FALSE(b.backed_off(t));  // the try
-  // Stalls soon after each try: the wait doubles, up to kLongestWait.
+  // Stalls soon after each try: the wait grows kGrowth times, up to kLongestWait.
   int64_t expected = LoadBackoff::kFirstWait;
   for (int i = 0; i < 8; ++i) {
     REQUIRE(b.report(work, stall, t + kMs));
-    expected = std::min(2 * expected, LoadBackoff::kLongestWait);
+    expected = std::min(LoadBackoff::kGrowth * expected, LoadBackoff::kLongestWait);
     CHECK(b.current_wait() == expected);
     CHECK(b.backed_off(t + kMs + expected - 1));
     t += kMs + expected;
