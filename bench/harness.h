@@ -4,6 +4,7 @@
 //   bench::Timing t = bench::measure(step, {.budget_s = 2.0});  // warm-up, then repeated runs
 //   t.median_s, t.min_s                                         // per run of step
 //   bench::memory_mb("VmHWM")                                   // this process's peak RSS so far
+//   bench::BusyLoad load(1);                                    // one busy process until `load` dies
 #pragma once
 
 #include <algorithm>
@@ -16,6 +17,12 @@
 #include <string>
 #include <utility>
 #include <vector>
+
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 namespace bench {
 
@@ -100,6 +107,45 @@ inline double memory_mb(const std::string& field) {
   }
   return NAN;
 }
+
+// ---- a busy machine ---------------------------------------------------------------------------
+
+// N processes that spin on a core each, as another user's job would, from construction until
+// destruction (--load N). Each is bounded three ways: the destructor kills it, the kernel kills
+// it when this process dies however it dies (PR_SET_PDEATHSIG), and an alarm ends it after
+// `limit_s` whatever happens. Start it before any library spins up threads: a child of fork()
+// only runs the loop below.
+class BusyLoad {
+ public:
+  explicit BusyLoad(int processes, unsigned limit_s = 900) {
+    const pid_t parent = getpid();
+    for (int i = 0; i < processes; ++i) {
+      const pid_t pid = fork();
+      if (pid < 0) {
+        std::perror("BusyLoad: fork");
+        break;
+      }
+      if (pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (getppid() != parent) _exit(0);  // the parent died before prctl took effect
+        alarm(limit_s);                     // SIGALRM's default action ends the process
+        volatile unsigned long spin = 0;
+        for (;;) spin = spin + 1;
+      }
+      children_.push_back(pid);
+    }
+  }
+  ~BusyLoad() {
+    for (pid_t pid : children_) kill(pid, SIGKILL);
+    for (pid_t pid : children_) waitpid(pid, nullptr, 0);
+  }
+  BusyLoad(const BusyLoad&) = delete;
+  BusyLoad& operator=(const BusyLoad&) = delete;
+  int processes() const { return static_cast<int>(children_.size()); }
+
+ private:
+  std::vector<pid_t> children_;
+};
 
 // ---- results ---------------------------------------------------------------------------------
 

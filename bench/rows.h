@@ -185,15 +185,16 @@ struct Options {
   bool list = false;              // print the row ids and exit
   bool tsv = false;               // tab-separated output for scripts/bench
   bool profile = false;           // cppgrad only: the per-kernel profile of one run of a row (copy-step by default)
+  int load = 0;                   // busy processes running beside the rows (BusyLoad), for a loaded machine
 };
 
 // Returns false (after printing why, or the usage) when the program should exit with `exit_code`.
 inline bool parse_options(int argc, char** argv, bool has_profile, Options& o, int& exit_code) {
   auto usage = [&](FILE* out) {
     std::fprintf(out,
-                 "usage: %s [--only ROW] [--threads N] [--quick] [--budget X] [--tsv] [--list]%s\n"
+                 "usage: %s [--only ROW] [--threads N] [--quick] [--budget X] [--load N] [--tsv] [--list]%s\n"
                  "  runs the benchmark rows (all, or ROW) at 1 and 2 threads (or N), each for about its\n"
-                 "  time budget times X; see bench/README.md\n",
+                 "  time budget times X, with N busy processes beside them (--load); see bench/README.md\n",
                  argv[0], has_profile ? " [--profile]" : "");
   };
   auto fail = [&](const std::string& why) {
@@ -204,7 +205,7 @@ inline bool parse_options(int argc, char** argv, bool has_profile, Options& o, i
   };
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
-    const bool takes_value = arg == "--only" || arg == "--threads" || arg == "--budget";
+    const bool takes_value = arg == "--only" || arg == "--threads" || arg == "--budget" || arg == "--load";
     if (takes_value && i + 1 == argc) return fail(arg + " needs a value");
     if (arg == "--only") {
       o.only = argv[++i];
@@ -215,6 +216,11 @@ inline bool parse_options(int argc, char** argv, bool has_profile, Options& o, i
     } else if (arg == "--budget") {
       o.budget = std::atof(argv[++i]);
       if (!(o.budget > 0)) return fail("--budget: expected a positive factor");
+    } else if (arg == "--load") {
+      const std::string value = argv[++i];
+      o.load = std::atoi(value.c_str());
+      if (o.load < 0 || o.load > 64 || value.find_first_not_of("0123456789") != std::string::npos)
+        return fail("--load: expected a count of busy processes from 0 to 64, got '" + value + "'");
     } else if (arg == "--quick") {
       o.quick = true;
     } else if (arg == "--list") {

@@ -290,6 +290,7 @@ int main(int argc, char** argv) {
     for (const bench::RowSpec& row : rows) std::printf("%s\n", row.id.c_str());
     return 0;
   }
+  bench::BusyLoad busy(options.load);  // --load N: N busy processes until main returns
   try {
     if (options.profile) {
       const std::string id = options.only.empty() ? "copy-step" : options.only;
@@ -303,7 +304,8 @@ int main(int argc, char** argv) {
     }
     double load = 0;
     getloadavg(&load, 1);
-    std::printf("# cppgrad; %s; load average %.2f at start\n", openblas_get_config(), load);
+    std::printf("# cppgrad; %s; load average %.2f at start; %d busy process(es) beside\n", openblas_get_config(), load,
+                busy.processes());
     options.tsv ? bench::print_tsv_header() : bench::print_header();
     bool found = false;
     for (const bench::RowSpec& row : rows) {

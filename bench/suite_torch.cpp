@@ -361,10 +361,12 @@ int main(int argc, char** argv) {
     for (const bench::RowSpec& row : rows) std::printf("%s\n", row.id.c_str());
     return 0;
   }
+  bench::BusyLoad busy(options.load);  // --load N: N busy processes until main returns
   try {
     double load = 0;
     getloadavg(&load, 1);
-    std::printf("# libtorch %s; %s; load average %.2f at start\n", TORCH_VERSION, blas_config(), load);
+    std::printf("# libtorch %s; %s; load average %.2f at start; %d busy process(es) beside\n", TORCH_VERSION,
+                blas_config(), load, busy.processes());
     options.tsv ? bench::print_tsv_header() : bench::print_header();
     bool found = false;
     for (const bench::RowSpec& row : rows) {

@@ -5,6 +5,7 @@
 
 #include "tensor/profile.h"
 #include "tensor/iterate.h"
+#include "tensor/simd_clones.h"
 
 namespace cppgrad::optim {
 
@@ -16,9 +17,9 @@ struct AdamConstants {
 };
 
 // One element at a time, the same arithmetic as the formulas above; the branches are hoisted out
-// of the loop and the pointers do not alias, so the compiler vectorises it.
+// of the loop and the pointers do not alias, so the compiler vectorises it, once per vector unit.
 template <class T, bool Decoupled, bool Amsgrad>
-void adam_range(const AdamConstants<T>& c, int64_t begin, int64_t end, T* __restrict p, const T* __restrict dp,
+CPPGRAD_SIMD_CLONES void adam_range(const AdamConstants<T>& c, int64_t begin, int64_t end, T* __restrict p, const T* __restrict dp,
                 T* __restrict m, T* __restrict v, T* __restrict v_max) {
   for (int64_t i = begin; i < end; ++i) {
     T g = dp[i];

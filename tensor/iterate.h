@@ -56,18 +56,22 @@ struct StridedLoop {
     const int64_t runs = run_count();
     const int64_t total = runs * inner_size();
     if (total == 0) return;
-    int threads = omp_in_parallel() ? 1 : omp_get_max_threads();
-    if (!allow_parallel || threads <= 1 || total < parallel_grain()) {
+    const int threads = allow_parallel && total >= parallel_grain() ? region_threads() : 1;
+    if (threads <= 1) {
       visit_elements(body, 0, total);
       return;
     }
+    RegionClock clock;  // how long thread 0 works, then waits for the others (see parallel.h)
 #pragma omp parallel num_threads(threads)
     {
       // A copy per thread, so the compiler keeps the body's captures in registers (see parallel_for).
       auto local = body;
       const int64_t parts = omp_get_num_threads(), part = omp_get_thread_num();
+      if (part == 0) clock.caller_begins();
       visit_elements(local, total * part / parts, total * (part + 1) / parts);
+      if (part == 0) clock.caller_ends();
     }
+    clock.report_region();
   }
 
  private:
@@ -108,12 +112,13 @@ struct StridedLoop {
 // Runs f(i) for i in [0, n) on the framework's threads when the work is large enough.
 template <class F>
 void parallel_for(int64_t n, int64_t work_per_item, F&& f) {
-  int threads = omp_in_parallel() ? 1 : omp_get_max_threads();
-  if (threads <= 1 || n < 2 || n * work_per_item < parallel_grain()) {
+  const int threads = n >= 2 && n * work_per_item >= parallel_grain() ? region_threads() : 1;
+  if (threads <= 1) {
     auto body = f;  // a local copy, as in the parallel region below
     for (int64_t i = 0; i < n; ++i) body(i);
     return;
   }
+  RegionClock clock;  // how long thread 0 works, then waits for the others (see parallel.h)
 #pragma omp parallel num_threads(threads)
   {
     // Each thread calls its own copy of f. Called through the shared one, the compiler must
@@ -121,9 +126,12 @@ void parallel_for(int64_t n, int64_t work_per_item, F&& f) {
     // float scale, say), so it reloads them every element and gives up vectorising: dropout's
     // loop ran 4x slower on 2 threads than on 1.
     auto body = f;
-#pragma omp for schedule(static)
-    for (int64_t i = 0; i < n; ++i) body(i);
+    const int64_t parts = omp_get_num_threads(), part = omp_get_thread_num();
+    if (part == 0) clock.caller_begins();
+    for (int64_t i = n * part / parts; i < n * (part + 1) / parts; ++i) body(i);
+    if (part == 0) clock.caller_ends();
   }
+  clock.report_region();
 }
 
 }  // namespace cppgrad

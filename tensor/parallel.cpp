@@ -1,6 +1,8 @@
 #include "tensor/parallel.h"
 
 #include <atomic>
+#include <cstdlib>
+#include <mutex>
 
 #include <cblas.h>
 #include <omp.h>
@@ -9,21 +11,118 @@
 
 namespace cppgrad {
 
-void set_num_threads(int n) {
-  CPPGRAD_CHECK(n >= 1, "set_num_threads: expected a positive thread count, got {}", n);
+namespace {
+
+std::atomic<int> g_threads{0};  // set by set_num_threads; 0: OpenMP's default
+std::atomic<int64_t> g_parallel_grain{262144};
+
+// OpenMP's and OpenBLAS's counts (OpenBLAS's OpenMP build reads omp_get_max_threads too, but
+// once it is at one thread it stops looking).
+void apply_threads(int n) {
   omp_set_num_threads(n);
   openblas_set_num_threads(n);
 }
 
-int get_num_threads() { return omp_get_max_threads(); }
-
-namespace {
-std::atomic<int64_t> g_parallel_grain{262144};
+bool user_chose_waiting() {
+  for (const char* name : {"OMP_WAIT_POLICY", "GOMP_SPINCOUNT", "OMP_DYNAMIC"})
+    if (std::getenv(name) != nullptr) return true;
+  return false;
 }
+
+struct LoadState {
+  std::mutex mutex;
+  LoadBackoff backoff;
+  bool on_one_thread = false;  // applied to OpenMP and OpenBLAS
+};
+LoadState& load_state() {
+  static LoadState state;
+  return state;
+}
+std::atomic<bool> g_adapt{!user_chose_waiting()};
+
+}  // namespace
+
+void set_num_threads(int n) {
+  CPPGRAD_CHECK(n >= 1, "set_num_threads: expected a positive thread count, got {}", n);
+  LoadState& state = load_state();
+  std::lock_guard lock(state.mutex);
+  g_threads.store(n);
+  state.backoff = LoadBackoff();
+  state.on_one_thread = false;
+  apply_threads(n);
+}
+
+int get_num_threads() {
+  const int n = g_threads.load();
+  return n > 0 ? n : omp_get_max_threads();
+}
+
 int64_t parallel_grain() { return g_parallel_grain.load(std::memory_order_relaxed); }
 void set_parallel_grain(int64_t work) {
   CPPGRAD_CHECK(work >= 1, "set_parallel_grain: expected a positive amount of work, got {}", work);
   g_parallel_grain.store(work);
 }
+
+bool threads_adapt_to_load() { return g_adapt.load(); }
+void set_threads_adapt_to_load(bool on) {
+  LoadState& state = load_state();
+  std::lock_guard lock(state.mutex);
+  g_adapt.store(on);
+  if (!on && state.on_one_thread) {
+    state.on_one_thread = false;
+    apply_threads(get_num_threads());
+  }
+  state.backoff = LoadBackoff();
+}
+
+bool LoadBackoff::backed_off(int64_t now) {
+  if (retry_at_ < 0) return false;
+  if (now < retry_at_) return true;
+  retry_at_ = -1;
+  tried_at_ = now;
+  return false;
+}
+
+bool LoadBackoff::report(int64_t work, int64_t wait, int64_t now) {
+  if (!started_) {  // the first region creates the threads: its wait says nothing of the machine
+    started_ = true;
+    return false;
+  }
+  if (wait <= work || wait < kStallFloor) return false;
+  const bool try_failed = tried_at_ >= 0 && now - tried_at_ < kProbation;
+  wait_ = try_failed ? std::min(kGrowth * wait_, kLongestWait) : kFirstWait;
+  retry_at_ = now + wait_;
+  return true;
+}
+
+int region_threads() {
+  if (omp_in_parallel()) return 1;
+  const int wanted = get_num_threads();
+  if (wanted <= 1) return 1;
+  if (!threads_adapt_to_load()) return omp_get_max_threads();
+  LoadState& state = load_state();
+  std::lock_guard lock(state.mutex);
+  const bool one = state.backoff.backed_off(RegionClock::now());
+  if (one != state.on_one_thread) {
+    if (g_threads.load() == 0) g_threads.store(wanted);  // keep the default while OpenMP's says 1
+    apply_threads(one ? 1 : wanted);
+    state.on_one_thread = one;
+  }
+  return one ? 1 : wanted;
+}
+
+void report_parallel_region(int64_t work_ns, int64_t wait_ns) {
+  if (!threads_adapt_to_load()) return;
+  LoadState& state = load_state();
+  std::lock_guard lock(state.mutex);
+  if (state.on_one_thread) return;
+  if (state.backoff.report(work_ns, wait_ns, RegionClock::now())) {
+    if (g_threads.load() == 0) g_threads.store(omp_get_max_threads());  // get_num_threads() stays
+    apply_threads(1);
+    state.on_one_thread = true;
+  }
+}
+
+void RegionClock::report_region() const { report_parallel_region(end_ - begin_, now() - end_); }
 
 }  // namespace cppgrad

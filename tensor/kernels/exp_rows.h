@@ -49,22 +49,8 @@ inline float exp_float(float x) {
 // vocabulary of 50k) loses no more than a short one. In place on purpose: given input and
 // output pointers that may be equal, the compiler guards its vector loop with an overlap check,
 // which equal pointers fail, and runs the scalar loop instead.
-inline double exp_shifted_row(float* row, int64_t n, float shift) {
-  constexpr int64_t block = 256;
-  double total = 0;
-  for (int64_t start = 0; start < n; start += block) {
-    const int64_t end = std::min(n, start + block);
-    float block_total = 0;
-#pragma omp simd reduction(+ : block_total)
-    for (int64_t j = start; j < end; ++j) {
-      const float e = exp_float(row[j] - shift);
-      row[j] = e;
-      block_total += e;
-    }
-    total += block_total;
-  }
-  return total;
-}
+// Compiled for each vector unit (tensor/simd_clones.h), in exp_rows.cpp.
+double exp_shifted_row(float* row, int64_t n, float shift);
 
 inline double exp_shifted_row(double* row, int64_t n, double shift) {
   double total = 0;
