@@ -7,6 +7,7 @@
 #include "autograd/node.h"
 #include "autograd/functions.h"
 #include "autograd/gradcheck.h"
+#include "autograd/checkpoint.h"
 #include "nn/module.h"
 #include "nn/init.h"
 #include "nn/functional.h"

@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "autograd/checkpoint.h"
 #include "nn/init.h"
 
 namespace cppgrad::nn {
@@ -116,7 +117,15 @@ TransformerEncoder::TransformerEncoder(const TransformerLayerOptions& o, int64_t
 Tensor TransformerEncoder::forward(const Tensor& src, const Tensor& mask, const Tensor& src_key_padding_mask,
                                    bool is_causal) {
   Tensor x = src;
-  for (const auto& layer : *layers) x = layer->forward(x, mask, src_key_padding_mask, is_causal);
+  for (const auto& layer : *layers) {
+    if (!checkpoint_layers_) {
+      x = layer->forward(x, mask, src_key_padding_mask, is_causal);
+      continue;
+    }
+    // The layer is captured by value: the backward replays it after this loop has ended.
+    auto replay = [layer, is_causal](const std::vector<Tensor>& in) { return layer->forward(in[0], in[1], in[2], is_causal); };
+    x = autograd::checkpoint(replay, {x, mask, src_key_padding_mask});
+  }
   return norm ? norm->forward(x) : x;
 }
 
@@ -131,8 +140,17 @@ Tensor TransformerDecoder::forward(const Tensor& tgt, const Tensor& memory, cons
                                    const Tensor& memory_mask, const Tensor& tgt_key_padding_mask,
                                    const Tensor& memory_key_padding_mask, bool tgt_is_causal) {
   Tensor x = tgt;
-  for (const auto& layer : *layers)
-    x = layer->forward(x, memory, tgt_mask, memory_mask, tgt_key_padding_mask, memory_key_padding_mask, tgt_is_causal);
+  for (const auto& layer : *layers) {
+    if (!checkpoint_layers_) {
+      x = layer->forward(x, memory, tgt_mask, memory_mask, tgt_key_padding_mask, memory_key_padding_mask,
+                         tgt_is_causal);
+      continue;
+    }
+    auto replay = [layer, tgt_is_causal](const std::vector<Tensor>& in) {
+      return layer->forward(in[0], in[1], in[2], in[3], in[4], in[5], tgt_is_causal);
+    };
+    x = autograd::checkpoint(replay, {x, memory, tgt_mask, memory_mask, tgt_key_padding_mask, memory_key_padding_mask});
+  }
   return norm ? norm->forward(x) : x;
 }
 

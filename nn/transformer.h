@@ -72,9 +72,16 @@ class TransformerEncoder : public Module {
   Tensor forward(const Tensor& src, const Tensor& mask = {}, const Tensor& src_key_padding_mask = {},
                  bool is_causal = false);
   std::string type_name() const override { return "TransformerEncoder"; }
+  // Checkpoint each layer (autograd::checkpoint): its activations are recomputed in backward
+  // instead of kept, so training holds one layer's activations at a time. Off by default.
+  void set_checkpoint_layers(bool enabled) { checkpoint_layers_ = enabled; }
+  bool checkpoint_layers() const { return checkpoint_layers_; }
 
   std::shared_ptr<ModuleList<TransformerEncoderLayer>> layers;
   std::shared_ptr<LayerNorm> norm;  // null without final_norm
+
+ private:
+  bool checkpoint_layers_ = false;
 };
 
 class TransformerDecoder : public Module {
@@ -84,9 +91,14 @@ class TransformerDecoder : public Module {
                  const Tensor& tgt_key_padding_mask = {}, const Tensor& memory_key_padding_mask = {},
                  bool tgt_is_causal = false);
   std::string type_name() const override { return "TransformerDecoder"; }
+  void set_checkpoint_layers(bool enabled) { checkpoint_layers_ = enabled; }  // as TransformerEncoder's
+  bool checkpoint_layers() const { return checkpoint_layers_; }
 
   std::shared_ptr<ModuleList<TransformerDecoderLayer>> layers;
   std::shared_ptr<LayerNorm> norm;
+
+ private:
+  bool checkpoint_layers_ = false;
 };
 
 struct TransformerOptions {
@@ -114,6 +126,11 @@ class Transformer : public Module {
                  const Tensor& tgt_key_padding_mask = {}, const Tensor& memory_key_padding_mask = {},
                  bool src_is_causal = false, bool tgt_is_causal = false);
   std::string type_name() const override { return "Transformer"; }
+  // Checkpoint every encoder and decoder layer (see TransformerEncoder::set_checkpoint_layers).
+  void set_checkpoint_layers(bool enabled) {
+    encoder->set_checkpoint_layers(enabled);
+    decoder->set_checkpoint_layers(enabled);
+  }
 
   const TransformerOptions options;
   std::shared_ptr<TransformerEncoder> encoder;
