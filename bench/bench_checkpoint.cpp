@@ -26,7 +26,7 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--threads")) threads = std::atoi(argv[i + 1]);
   }
   if (threads > 0) set_num_threads(threads);
-  const int64_t B = 8, T = 128, E = 256, H = 4, FF = 1024;
+  const int64_t B = 4, T = 128, E = 128, H = 4, FF = 512;
   fmt::print("Transformer encoder, d_model {}, {} heads, feed-forward {}, batch {} x {} tokens, dropout 0.1, "
              "float32, {} threads\n",
              E, H, FF, B, T, get_num_threads());
@@ -53,6 +53,7 @@ int main(int argc, char** argv) {
                                                      {.budget_s = budget, .warm_up = 1, .min_reps = 3});
     fmt::print("{:>6} {:>14.1f} {:>14.1f} {:>8.1f}x {:>12.1f} {:>12.1f} {:>8.2f}x\n", depth, mem_plain, mem_ckpt,
                mem_plain / mem_ckpt, plain.median_s * 1e3, ckpt.median_s * 1e3, ckpt.median_s / plain.median_s);
+    std::fflush(stdout);
   }
   return 0;
 }
