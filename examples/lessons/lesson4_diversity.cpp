@@ -226,7 +226,7 @@ Lesson4 run_lesson4(const Lesson4Options& options) {
   for (auto& [name, layer] : attention_layers(*twins))
     for (int64_t i = 1; i < layer->options.num_heads(); ++i) {
       const double apart = max_abs_diff(w_q_of_head(*layer, i), w_q_of_head(*layer, 0));
-      r.identical_heads_apart = std::max(r.identical_heads_apart, apart);
+      r.identical_heads_apart = worst_of(r.identical_heads_apart, apart);
     }
 
   // Must d_model split evenly into h heads? Here, yes: the split is a reshape of the fused
