@@ -13,6 +13,7 @@
 #include "autograd/dot.h"
 #include "autograd/functional.h"
 #include "autograd/gradcheck.h"
+#include "autograd/checkpoint.h"
 #include "nn/module.h"
 #include "nn/init.h"
 #include "nn/functional.h"

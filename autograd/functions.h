@@ -18,6 +18,14 @@ Tensor layer_norm(const Tensor& x, int64_t normalized_dims, const Tensor& weight
 // makes its row NaN, as softmax does.
 Tensor masked_softmax(const Tensor& scores, const Tensor& mask, bool is_causal, double scale);
 
+// softmax(scale · q·kᵀ + mask) · v without building the (T, S) weights (FlashAttention's recipe,
+// autograd/ops_attention.cpp): q (..., T, d), k (..., S, d), v (..., S, dv), same leading dims;
+// mask bool (true = hidden) or float (added, no gradient), broadcast to (..., T, S), or
+// undefined. A fully hidden row gives zeros. dropout_p > 0 drops weights as dropout() would
+// with the same generator state.
+Tensor fused_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask, bool is_causal,
+                       double scale, double dropout_p = 0.0, Generator& gen = default_generator());
+
 // x ⊙ mask / (1 - p) with each mask element 0 with probability p: one pass (training mode only).
 Tensor dropout(const Tensor& x, double p, Generator& gen);
 

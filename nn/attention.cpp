@@ -201,6 +201,62 @@ AttentionOutput MultiheadAttention::forward(const Tensor& query, const Tensor& k
   return result;
 }
 
+// ---- incremental decoding -------------------------------------------------------------------
+
+Tensor MultiheadAttention::project(const Tensor& x, int which) const {
+  const int64_t E = options.embed_dim();
+  Tensor bias = in_proj_bias.defined() ? in_proj_bias.narrow(0, which * E, E) : Tensor();
+  if (fused()) return F::linear(x, in_proj_weight.narrow(0, which * E, E), bias);
+  const Tensor& weight = which == 0 ? q_proj_weight : which == 1 ? k_proj_weight : v_proj_weight;
+  return F::linear(x, weight, bias);
+}
+
+Tensor MultiheadAttention::forward_step(const Tensor& x, KVCache& cache) {
+  const int64_t E = options.embed_dim(), H = options.num_heads();
+  CPPGRAD_CHECK(x.dim() == 3 && x.size(2) == E && options.kdim() == E && options.vdim() == E,
+                "MultiheadAttention::forward_step: x {} must be (B, T_new, embed_dim {}) for self-attention",
+                shape_str(x.shape()), E);
+  CPPGRAD_CHECK(cache.length() == 0 || (cache.key.size(0) == x.size(0) && cache.key.dtype() == x.dtype()),
+                "MultiheadAttention::forward_step: x {} does not continue the cached keys {}", shape_str(x.shape()),
+                shape_str(cache.key.shape()));
+  const int64_t T_new = x.size(1), past = cache.length(), L = past + T_new;
+  Tensor k_new = split_heads(project(x, 1), H), v_new = split_heads(project(x, 2), H);  // (B, H, T_new, d_k)
+  cache.key = past == 0 ? k_new.contiguous() : cat({cache.key, k_new}, 2);              // (B, H, L, d_k)
+  cache.value = past == 0 ? v_new.contiguous() : cat({cache.value, v_new}, 2);
+
+  // New position i is position past + i of the sequence: it may see keys 0 .. past + i.
+  Tensor mask;
+  if (T_new > 1) {
+    mask = zeros({T_new, L}, kBool);
+    bool* hidden = mask.data<bool>();
+    for (int64_t i = 0; i < T_new; ++i)
+      for (int64_t j = past + i + 1; j < L; ++j) hidden[i * L + j] = true;
+  }
+  AttentionOutput heads = F::scaled_dot_product_attention(split_heads(project(x, 0), H), cache.key, cache.value, mask,
+                                                          is_training() ? options.dropout() : 0.0);
+  return out_proj->forward(merge_heads(heads.output));  // (B, T_new, E)
+}
+
+Tensor MultiheadAttention::forward_step(const Tensor& query, const Tensor& memory, KVCache& cache,
+                                        const Tensor& key_padding_mask) {
+  const int64_t E = options.embed_dim(), H = options.num_heads();
+  Inputs in = prepare(query, memory, memory, key_padding_mask, E, options.kdim(), options.vdim());
+  CPPGRAD_CHECK(!in.unbatched, "MultiheadAttention::forward_step: query {} must be batched (B, T, E)",
+                shape_str(query.shape()));
+  const int64_t B = in.query.size(0), T = in.query.size(1), S = in.key.size(1);
+  if (cache.length() == 0) {
+    cache.key = split_heads(project(in.key, 1), H).contiguous();  // (B, H, S, d_k), once
+    cache.value = split_heads(project(in.value, 2), H).contiguous();
+  }
+  CPPGRAD_CHECK(cache.key.size(0) == B && cache.key.size(2) == S,
+                "MultiheadAttention::forward_step: memory {} is not the one whose keys are cached {}",
+                shape_str(memory.shape()), shape_str(cache.key.shape()));
+  Tensor mask = merge_attention_masks(in.key_padding_mask, {}, B, H, T, S, in.query.dtype());
+  AttentionOutput heads = F::scaled_dot_product_attention(split_heads(project(in.query, 0), H), cache.key,
+                                                          cache.value, mask, is_training() ? options.dropout() : 0.0);
+  return out_proj->forward(merge_heads(heads.output));
+}
+
 // ---- PerHeadAttention -----------------------------------------------------------------------
 
 PerHeadAttention::PerHeadAttention(int64_t embed_dim_, int64_t num_heads_, bool bias)

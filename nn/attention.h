@@ -40,6 +40,13 @@ using AttentionOutput = functional::AttentionOutput;
 Tensor merge_attention_masks(const Tensor& key_padding_mask, const Tensor& attn_mask, int64_t batch, int64_t heads,
                              int64_t target_len, int64_t source_len, DType dtype);
 
+// The keys and values of the positions attended to so far, per head, for incremental decoding:
+// (B, H, L, d_k) each, undefined before the first step. One per attention layer.
+struct KVCache {
+  Tensor key, value;
+  int64_t length() const { return key.defined() ? key.size(2) : 0; }
+};
+
 class MultiheadAttention : public Module {
  public:
   explicit MultiheadAttention(const MultiheadAttentionOptions& options);
@@ -52,6 +59,16 @@ class MultiheadAttention : public Module {
   AttentionOutput forward(const Tensor& query, const Tensor& key, const Tensor& value,
                           const Tensor& key_padding_mask = {}, const Tensor& attn_mask = {}, bool need_weights = true,
                           bool average_attn_weights = true, bool is_causal = false);
+
+  // Incremental decoding. Causal self-attention one step at a time: x (B, T_new, E) are the
+  // newest positions; their keys and values are appended to `cache`, and each attends to every
+  // cached position before it and to itself. The output equals the last T_new rows of
+  // forward(prefix, prefix, prefix, {}, {}, false, true, /*is_causal=*/true) on the whole
+  // prefix, but a step costs O(L), not O(L²): the past keys and values are not projected again.
+  Tensor forward_step(const Tensor& x, KVCache& cache);
+  // Cross-attention over a fixed memory (B, S, kdim): its keys and values are projected on the
+  // first call and kept in `cache`; later calls reuse them.
+  Tensor forward_step(const Tensor& query, const Tensor& memory, KVCache& cache, const Tensor& key_padding_mask = {});
 
   std::string type_name() const override { return "MultiheadAttention"; }
   std::string extra_repr() const override;
@@ -71,6 +88,8 @@ class MultiheadAttention : public Module {
 
  private:
   bool fused() const { return in_proj_weight.defined(); }
+  // x · W_ᵀ + b_ for which = 0 (Q), 1 (K), 2 (V): a row block of the fused matrix, or its own.
+  Tensor project(const Tensor& x, int which) const;
 };
 
 // The same layer written head by head: h separate Linear(E, d_k) for each of Q, K and V,

@@ -1,5 +1,6 @@
 #include "nn/functional.h"
 
+#include <atomic>
 #include <cmath>
 #include <limits>
 
@@ -127,6 +128,28 @@ Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction) 
   return sq;
 }
 
+namespace {
+std::atomic<AttentionBackend> g_attention_backend{AttentionBackend::Auto};
+// Below this many scores per head the materialising path's few large BLAS calls beat the fused
+// path's many block-sized ones (bench/bench_attention: the crossover is between T = 128 and 256).
+constexpr int64_t kFusedMinSize = 256 * 256;
+
+bool use_fused(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask, bool need_weights) {
+  const AttentionBackend backend = g_attention_backend.load();
+  if (backend == AttentionBackend::Materialize || need_weights) return false;
+  if (mask.defined() && mask.requires_grad()) return false;
+  const Shape lead_q(q.shape().begin(), q.shape().end() - 2), lead_k(k.shape().begin(), k.shape().end() - 2),
+      lead_v(v.shape().begin(), v.shape().end() - 2);
+  if (lead_q != lead_k || lead_k != lead_v || !q.is_floating_point()) return false;
+  if (q.size(-1) == 0 || v.size(-1) == 0 || k.size(-2) == 0 || q.size(-2) == 0) return false;
+  return backend == AttentionBackend::Fused || q.size(-2) * k.size(-2) >= kFusedMinSize;
+}
+}  // namespace
+
+void set_attention_backend(AttentionBackend backend) { g_attention_backend = backend; }
+AttentionBackend attention_backend() { return g_attention_backend.load(); }
+int64_t fused_attention_min_size() { return kFusedMinSize; }
+
 AttentionOutput scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
                                              const Tensor& attn_mask, double dropout_p, bool is_causal,
                                              std::optional<double> scale, bool need_weights, Generator& gen) {
@@ -135,6 +158,18 @@ AttentionOutput scaled_dot_product_attention(const Tensor& q, const Tensor& k, c
         shape_str(q.shape()), shape_str(k.shape()), shape_str(v.shape()));
   const int64_t d_k = q.size(-1);
   const double s = scale.value_or(1.0 / std::sqrt(static_cast<double>(d_k)));
+  CPPGRAD_CHECK(dropout_p >= 0.0 && dropout_p < 1.0, "scaled_dot_product_attention: dropout_p {} must be in [0, 1)",
+                dropout_p);
+  if (use_fused(q, k, v, attn_mask, need_weights)) {
+    if (attn_mask.defined()) {
+      CPPGRAD_CHECK(attn_mask.dim() <= q.dim(), "scaled_dot_product_attention: mask {} has more dims than scores",
+                    shape_str(attn_mask.shape()));
+      Shape scores_shape(q.shape().begin(), q.shape().end() - 1);
+      scores_shape.push_back(k.size(-2));
+      broadcast_shapes(scores_shape, attn_mask.shape(), "scaled_dot_product_attention (mask)");
+    }
+    return {fused_attention(q, k, v, attn_mask, is_causal, s, dropout_p, gen), Tensor()};
+  }
   Tensor scores = q.matmul(k.mT());  // (..., T, d) @ (..., d, S) -> (..., T, S)
   if (attn_mask.defined()) {
     CPPGRAD_CHECK(attn_mask.dim() <= scores.dim(), "scaled_dot_product_attention: mask {} has more dims than scores {}",

@@ -54,6 +54,20 @@ AttentionOutput scaled_dot_product_attention(const Tensor& q, const Tensor& k, c
                                              bool is_causal = false, std::optional<double> scale = std::nullopt,
                                              bool need_weights = false, Generator& gen = default_generator());
 
+// How scaled_dot_product_attention computes when the weights are not asked for:
+// - Materialize: scores (..., T, S), softmax, weights · V, as the formula reads; the weights are
+//   kept for the backward pass: memory grows as T·S per head.
+// - Fused: block by block with a running max and sum (FlashAttention's recipe,
+//   cppgrad::fused_attention), never holding the (T, S) weights; the backward recomputes them.
+// - Auto (the default): Fused when T·S reaches fused_attention_min_size(), where it is faster
+//   as well as smaller (measured by bench/bench_attention), Materialize below.
+// The weights (need_weights), a float mask that requires grad, and leading dims of q and k that
+// only broadcast always take the materialising path. Process-wide, like set_num_threads.
+enum class AttentionBackend { Auto, Fused, Materialize };
+void set_attention_backend(AttentionBackend backend);
+AttentionBackend attention_backend();
+int64_t fused_attention_min_size();  // T·S from which Auto fuses
+
 // A float (size, size) mask with -inf above the diagonal and 0 elsewhere: position i may
 // attend to positions ≤ i only.
 Tensor generate_square_subsequent_mask(int64_t size, DType dtype = kFloat32);

@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "autograd/checkpoint.h"
 #include "nn/init.h"
 
 namespace cppgrad::nn {
@@ -39,8 +40,9 @@ TransformerEncoderLayer::TransformerEncoderLayer(const TransformerLayerOptions& 
 }
 
 Tensor TransformerEncoderLayer::self_attention_block(const Tensor& x, const Tensor& mask, const Tensor& padding,
-                                                     bool is_causal) {
-  Tensor y = self_attn->forward(x, x, x, padding, mask, /*need_weights=*/false, true, is_causal).output;
+                                                     bool is_causal, KVCache* cache) {
+  Tensor y = cache ? self_attn->forward_step(x, *cache)
+                   : self_attn->forward(x, x, x, padding, mask, /*need_weights=*/false, true, is_causal).output;
   return dropout1->forward(y);
 }
 
@@ -51,13 +53,20 @@ Tensor TransformerEncoderLayer::feed_forward_block(const Tensor& x) {
 
 Tensor TransformerEncoderLayer::forward(const Tensor& src, const Tensor& src_mask, const Tensor& src_key_padding_mask,
                                         bool is_causal) {
+  return run(src, src_mask, src_key_padding_mask, is_causal, nullptr);
+}
+
+Tensor TransformerEncoderLayer::forward_step(const Tensor& x, KVCache& cache) { return run(x, {}, {}, true, &cache); }
+
+Tensor TransformerEncoderLayer::run(const Tensor& src, const Tensor& src_mask, const Tensor& src_key_padding_mask,
+                                    bool is_causal, KVCache* cache) {
   // The body works batch first; a sequence-first layer swaps the two dims on the way in and out.
   Tensor x = swap_batch_and_sequence(src, options.batch_first());
   if (options.norm_first()) {
-    x = x + self_attention_block(norm1->forward(x), src_mask, src_key_padding_mask, is_causal);
+    x = x + self_attention_block(norm1->forward(x), src_mask, src_key_padding_mask, is_causal, cache);
     x = x + feed_forward_block(norm2->forward(x));
   } else {
-    x = norm1->forward(x + self_attention_block(x, src_mask, src_key_padding_mask, is_causal));
+    x = norm1->forward(x + self_attention_block(x, src_mask, src_key_padding_mask, is_causal, cache));
     x = norm2->forward(x + feed_forward_block(x));
   }
   return swap_batch_and_sequence(x, options.batch_first());
@@ -82,13 +91,15 @@ TransformerDecoderLayer::TransformerDecoderLayer(const TransformerLayerOptions& 
 }
 
 Tensor TransformerDecoderLayer::self_attention_block(const Tensor& x, const Tensor& mask, const Tensor& padding,
-                                                     bool is_causal) {
+                                                     bool is_causal, KVCache* cache) {
+  if (cache) return dropout1->forward(self_attn->forward_step(x, *cache));
   return dropout1->forward(self_attn->forward(x, x, x, padding, mask, false, true, is_causal).output);
 }
 
 Tensor TransformerDecoderLayer::cross_attention_block(const Tensor& x, const Tensor& memory, const Tensor& mask,
-                                                      const Tensor& padding) {
-  // queries from the decoder, keys and values from the encoder's output
+                                                      const Tensor& padding, KVCache* cache) {
+  // queries from the decoder, keys and values from the encoder's output (projected once when cached)
+  if (cache) return dropout2->forward(multihead_attn->forward_step(x, memory, *cache, padding));
   return dropout2->forward(multihead_attn->forward(x, memory, memory, padding, mask, false).output);
 }
 
@@ -99,15 +110,29 @@ Tensor TransformerDecoderLayer::feed_forward_block(const Tensor& x) {
 Tensor TransformerDecoderLayer::forward(const Tensor& tgt, const Tensor& memory, const Tensor& tgt_mask,
                                         const Tensor& memory_mask, const Tensor& tgt_key_padding_mask,
                                         const Tensor& memory_key_padding_mask, bool tgt_is_causal) {
+  return run(tgt, memory, tgt_mask, memory_mask, tgt_key_padding_mask, memory_key_padding_mask, tgt_is_causal, nullptr);
+}
+
+Tensor TransformerDecoderLayer::forward_step(const Tensor& x, const Tensor& memory, DecoderLayerCache& cache,
+                                             const Tensor& memory_key_padding_mask) {
+  return run(x, memory, {}, {}, {}, memory_key_padding_mask, true, &cache);
+}
+
+Tensor TransformerDecoderLayer::run(const Tensor& tgt, const Tensor& memory, const Tensor& tgt_mask,
+                                    const Tensor& memory_mask, const Tensor& tgt_key_padding_mask,
+                                    const Tensor& memory_key_padding_mask, bool tgt_is_causal,
+                                    DecoderLayerCache* cache) {
+  KVCache* self_cache = cache ? &cache->self_attn : nullptr;
+  KVCache* cross_cache = cache ? &cache->cross_attn : nullptr;
   Tensor x = swap_batch_and_sequence(tgt, options.batch_first());
   const Tensor memory_bf = swap_batch_and_sequence(memory, options.batch_first());
   if (options.norm_first()) {
-    x = x + self_attention_block(norm1->forward(x), tgt_mask, tgt_key_padding_mask, tgt_is_causal);
-    x = x + cross_attention_block(norm2->forward(x), memory_bf, memory_mask, memory_key_padding_mask);
+    x = x + self_attention_block(norm1->forward(x), tgt_mask, tgt_key_padding_mask, tgt_is_causal, self_cache);
+    x = x + cross_attention_block(norm2->forward(x), memory_bf, memory_mask, memory_key_padding_mask, cross_cache);
     x = x + feed_forward_block(norm3->forward(x));
   } else {
-    x = norm1->forward(x + self_attention_block(x, tgt_mask, tgt_key_padding_mask, tgt_is_causal));
-    x = norm2->forward(x + cross_attention_block(x, memory_bf, memory_mask, memory_key_padding_mask));
+    x = norm1->forward(x + self_attention_block(x, tgt_mask, tgt_key_padding_mask, tgt_is_causal, self_cache));
+    x = norm2->forward(x + cross_attention_block(x, memory_bf, memory_mask, memory_key_padding_mask, cross_cache));
     x = norm3->forward(x + feed_forward_block(x));
   }
   return swap_batch_and_sequence(x, options.batch_first());
@@ -125,8 +150,25 @@ TransformerEncoder::TransformerEncoder(const TransformerLayerOptions& o, int64_t
 Tensor TransformerEncoder::forward(const Tensor& src, const Tensor& mask, const Tensor& src_key_padding_mask,
                                    bool is_causal) {
   Tensor x = src;
-  for (const auto& layer : *layers) x = layer->forward(x, mask, src_key_padding_mask, is_causal);
+  for (const auto& layer : *layers) {
+    if (!checkpoint_layers_) {
+      x = layer->forward(x, mask, src_key_padding_mask, is_causal);
+      continue;
+    }
+    // The layer is captured by value: the backward replays it after this loop has ended.
+    auto replay = [layer, is_causal](const std::vector<Tensor>& in) { return layer->forward(in[0], in[1], in[2], is_causal); };
+    x = autograd::checkpoint(replay, {x, mask, src_key_padding_mask});
+  }
   return norm ? norm->forward(x) : x;
+}
+
+Tensor TransformerEncoder::forward_step(const Tensor& x, std::vector<KVCache>& cache) {
+  if (cache.empty()) cache.resize(layers->size());
+  CPPGRAD_CHECK(cache.size() == layers->size(), "TransformerEncoder::forward_step: {} caches for {} layers",
+                cache.size(), layers->size());
+  Tensor h = x;
+  for (size_t i = 0; i < cache.size(); ++i) h = (*layers)[i]->forward_step(h, cache[i]);
+  return norm ? norm->forward(h) : h;
 }
 
 TransformerDecoder::TransformerDecoder(const TransformerLayerOptions& o, int64_t num_layers, bool final_norm) {
@@ -140,9 +182,28 @@ Tensor TransformerDecoder::forward(const Tensor& tgt, const Tensor& memory, cons
                                    const Tensor& memory_mask, const Tensor& tgt_key_padding_mask,
                                    const Tensor& memory_key_padding_mask, bool tgt_is_causal) {
   Tensor x = tgt;
-  for (const auto& layer : *layers)
-    x = layer->forward(x, memory, tgt_mask, memory_mask, tgt_key_padding_mask, memory_key_padding_mask, tgt_is_causal);
+  for (const auto& layer : *layers) {
+    if (!checkpoint_layers_) {
+      x = layer->forward(x, memory, tgt_mask, memory_mask, tgt_key_padding_mask, memory_key_padding_mask,
+                         tgt_is_causal);
+      continue;
+    }
+    auto replay = [layer, tgt_is_causal](const std::vector<Tensor>& in) {
+      return layer->forward(in[0], in[1], in[2], in[3], in[4], in[5], tgt_is_causal);
+    };
+    x = autograd::checkpoint(replay, {x, memory, tgt_mask, memory_mask, tgt_key_padding_mask, memory_key_padding_mask});
+  }
   return norm ? norm->forward(x) : x;
+}
+
+Tensor TransformerDecoder::forward_step(const Tensor& x, const Tensor& memory, std::vector<DecoderLayerCache>& cache,
+                                        const Tensor& memory_key_padding_mask) {
+  if (cache.empty()) cache.resize(layers->size());
+  CPPGRAD_CHECK(cache.size() == layers->size(), "TransformerDecoder::forward_step: {} caches for {} layers",
+                cache.size(), layers->size());
+  Tensor h = x;
+  for (size_t i = 0; i < cache.size(); ++i) h = (*layers)[i]->forward_step(h, memory, cache[i], memory_key_padding_mask);
+  return norm ? norm->forward(h) : h;
 }
 
 // ---- the whole model ------------------------------------------------------------------------

@@ -36,6 +36,9 @@ class TransformerEncoderLayer : public Module {
   explicit TransformerEncoderLayer(const TransformerLayerOptions& options);
   Tensor forward(const Tensor& src, const Tensor& src_mask = {}, const Tensor& src_key_padding_mask = {},
                  bool is_causal = false);
+  // Incremental decoding with causal self-attention (a decoder-only block): x (B, T_new, E) are
+  // the newest positions; equals the last T_new rows of forward(prefix, {}, {}, true).
+  Tensor forward_step(const Tensor& x, KVCache& cache);
   std::string type_name() const override { return "TransformerEncoderLayer"; }
 
   const TransformerLayerOptions options;
@@ -45,8 +48,16 @@ class TransformerEncoderLayer : public Module {
   std::shared_ptr<LayerNorm> norm1, norm2;
 
  private:
-  Tensor self_attention_block(const Tensor& x, const Tensor& mask, const Tensor& padding, bool is_causal);
+  // One body for forward and forward_step: with a cache, the self-attention is incremental.
+  Tensor run(const Tensor& src, const Tensor& mask, const Tensor& padding, bool is_causal, KVCache* cache);
+  Tensor self_attention_block(const Tensor& x, const Tensor& mask, const Tensor& padding, bool is_causal,
+                              KVCache* cache);
   Tensor feed_forward_block(const Tensor& x);
+};
+
+// What incremental decoding keeps for one decoder layer.
+struct DecoderLayerCache {
+  KVCache self_attn, cross_attn;
 };
 
 class TransformerDecoderLayer : public Module {
@@ -55,6 +66,10 @@ class TransformerDecoderLayer : public Module {
   Tensor forward(const Tensor& tgt, const Tensor& memory, const Tensor& tgt_mask = {}, const Tensor& memory_mask = {},
                  const Tensor& tgt_key_padding_mask = {}, const Tensor& memory_key_padding_mask = {},
                  bool tgt_is_causal = false);
+  // Incremental decoding: x (B, T_new, E) are the newest target positions (causal); equals the
+  // last T_new rows of forward(prefix, memory, {}, {}, {}, memory_key_padding_mask, true).
+  Tensor forward_step(const Tensor& x, const Tensor& memory, DecoderLayerCache& cache,
+                      const Tensor& memory_key_padding_mask = {});
   std::string type_name() const override { return "TransformerDecoderLayer"; }
 
   const TransformerLayerOptions options;
@@ -64,8 +79,12 @@ class TransformerDecoderLayer : public Module {
   std::shared_ptr<LayerNorm> norm1, norm2, norm3;
 
  private:
-  Tensor self_attention_block(const Tensor& x, const Tensor& mask, const Tensor& padding, bool is_causal);
-  Tensor cross_attention_block(const Tensor& x, const Tensor& memory, const Tensor& mask, const Tensor& padding);
+  Tensor run(const Tensor& tgt, const Tensor& memory, const Tensor& tgt_mask, const Tensor& memory_mask,
+             const Tensor& tgt_padding, const Tensor& memory_padding, bool tgt_is_causal, DecoderLayerCache* cache);
+  Tensor self_attention_block(const Tensor& x, const Tensor& mask, const Tensor& padding, bool is_causal,
+                              KVCache* cache);
+  Tensor cross_attention_block(const Tensor& x, const Tensor& memory, const Tensor& mask, const Tensor& padding,
+                               KVCache* cache);
   Tensor feed_forward_block(const Tensor& x);
 };
 
@@ -75,10 +94,20 @@ class TransformerEncoder : public Module {
   TransformerEncoder(const TransformerLayerOptions& layer_options, int64_t num_layers, bool final_norm = true);
   Tensor forward(const Tensor& src, const Tensor& mask = {}, const Tensor& src_key_padding_mask = {},
                  bool is_causal = false);
+  // Incremental causal decoding through every layer (then the final norm): `cache` holds one
+  // KVCache per layer, empty at the start.
+  Tensor forward_step(const Tensor& x, std::vector<KVCache>& cache);
   std::string type_name() const override { return "TransformerEncoder"; }
+  // Checkpoint each layer (autograd::checkpoint): its activations are recomputed in backward
+  // instead of kept, so training holds one layer's activations at a time. Off by default.
+  void set_checkpoint_layers(bool enabled) { checkpoint_layers_ = enabled; }
+  bool checkpoint_layers() const { return checkpoint_layers_; }
 
   std::shared_ptr<ModuleList<TransformerEncoderLayer>> layers;
   std::shared_ptr<LayerNorm> norm;  // null without final_norm
+
+ private:
+  bool checkpoint_layers_ = false;
 };
 
 class TransformerDecoder : public Module {
@@ -87,10 +116,18 @@ class TransformerDecoder : public Module {
   Tensor forward(const Tensor& tgt, const Tensor& memory, const Tensor& tgt_mask = {}, const Tensor& memory_mask = {},
                  const Tensor& tgt_key_padding_mask = {}, const Tensor& memory_key_padding_mask = {},
                  bool tgt_is_causal = false);
+  // Incremental decoding through every layer (then the final norm), one cache per layer.
+  Tensor forward_step(const Tensor& x, const Tensor& memory, std::vector<DecoderLayerCache>& cache,
+                      const Tensor& memory_key_padding_mask = {});
   std::string type_name() const override { return "TransformerDecoder"; }
+  void set_checkpoint_layers(bool enabled) { checkpoint_layers_ = enabled; }  // as TransformerEncoder's
+  bool checkpoint_layers() const { return checkpoint_layers_; }
 
   std::shared_ptr<ModuleList<TransformerDecoderLayer>> layers;
   std::shared_ptr<LayerNorm> norm;
+
+ private:
+  bool checkpoint_layers_ = false;
 };
 
 struct TransformerOptions {
@@ -119,6 +156,11 @@ class Transformer : public Module {
                  const Tensor& tgt_key_padding_mask = {}, const Tensor& memory_key_padding_mask = {},
                  bool src_is_causal = false, bool tgt_is_causal = false);
   std::string type_name() const override { return "Transformer"; }
+  // Checkpoint every encoder and decoder layer (see TransformerEncoder::set_checkpoint_layers).
+  void set_checkpoint_layers(bool enabled) {
+    encoder->set_checkpoint_layers(enabled);
+    decoder->set_checkpoint_layers(enabled);
+  }
 
   const TransformerOptions options;
   std::shared_ptr<TransformerEncoder> encoder;

@@ -8,6 +8,7 @@
 #include "tensor/profile.h"
 #include "tensor/iterate.h"
 #include "tensor/kernels.h"
+#include "tensor/kernels/counter_rng.h"
 #include "tensor/tensor.h"
 
 namespace cppgrad {
@@ -131,18 +132,9 @@ Tensor randperm(int64_t n, Generator& gen) {
   return t;
 }
 
-namespace {
-// splitmix64's finaliser: a bijection of 64-bit words whose outputs look independent even for
-// consecutive inputs, so word i of a mask is mix(key + i) (a counter-based generator).
-inline uint64_t mix64(uint64_t z) {
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31);
-}
-}  // namespace
 
-// Element i keeps its value when the top 24 bits of mix(key + i·γ) (as many random bits as a
-// float has) are at least p·2^24. One independent word per element keeps the loop simple enough
+// Element i keeps its value when word i of the counter-based stream `key` says so
+// (kernels/counter_rng.h). One independent word per element keeps the loop simple enough
 // for the compiler to vectorise.
 Tensor kernels::dropout_mask(const Shape& shape, DType dtype, double p, Generator& gen) {
   CPPGRAD_PROFILE_SCOPE("dropout_mask");
@@ -153,12 +145,12 @@ Tensor kernels::dropout_mask(const Shape& shape, DType dtype, double p, Generato
     using T = decltype(tag);
     T* const m = mask.data<T>();
     const T keep = static_cast<T>(1.0 / (1.0 - p));
-    const auto threshold = static_cast<uint64_t>(p * 16777216.0);  // p · 2^24
+    const uint64_t threshold = dropout_threshold(p);
     const int64_t n = mask.numel(), chunk = 16384;
     parallel_for((n + chunk - 1) / chunk, chunk, [m, keep, threshold, key, n, chunk](int64_t c) {
       const int64_t end = std::min(n, (c + 1) * chunk);
       for (int64_t i = c * chunk; i < end; ++i)
-        m[i] = (mix64(key + static_cast<uint64_t>(i) * 0x9e3779b97f4a7c15ULL) >> 40) >= threshold ? keep : T(0);
+        m[i] = dropout_keeps(key, static_cast<uint64_t>(i), threshold) ? keep : T(0);
     });
   });
   return mask;
@@ -178,13 +170,13 @@ kernels::DropoutResult kernels::dropout(const Tensor& input, double p, Generator
     T* const y = out.output.data<T>();
     T* const m = out.mask.data<T>();
     const T keep = static_cast<T>(1.0 / (1.0 - p));
-    const auto threshold = static_cast<uint64_t>(p * 16777216.0);  // p · 2^24, as dropout_mask
+    const uint64_t threshold = dropout_threshold(p);  // as dropout_mask
     const int64_t n = x.numel(), chunk = 16384;
     parallel_for((n + chunk - 1) / chunk, chunk * 2, [in, y, m, keep, threshold, key, n, chunk](int64_t c) {
       const int64_t end = std::min(n, (c + 1) * chunk);
       for (int64_t i = c * chunk; i < end; ++i) {
         const T factor =
-            (mix64(key + static_cast<uint64_t>(i) * 0x9e3779b97f4a7c15ULL) >> 40) >= threshold ? keep : T(0);
+            dropout_keeps(key, static_cast<uint64_t>(i), threshold) ? keep : T(0);
         m[i] = factor;
         y[i] = in[i] * factor;
       }

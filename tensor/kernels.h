@@ -76,6 +76,28 @@ Tensor masked_softmax(const Tensor& scores, const Tensor& mask, bool causal, dou
 // y ⊙ (g - Σ_dim g ⊙ y): softmax's backward from its output y.
 Tensor softmax_backward(const Tensor& output, const Tensor& grad, int64_t dim);
 
+// ---- fused attention (tensor/kernels/attention.cpp): never builds the (T, S) weights ----------
+// Dropout on the attention weights: probability p, and the key of its counter-based stream
+// (the same stream dropout_mask draws, so the weights (..., T, S) get dropout_mask's mask).
+struct FusedDropout {
+  double p = 0.0;
+  uint64_t key = 0;
+};
+struct FusedAttention {
+  Tensor output;  // softmax(scale·q·kᵀ + mask) · v: (..., T, dv)
+  Tensor lse;     // each row's log-sum-exp of the masked scores (..., T); -inf for a fully hidden row
+};
+// q (..., T, d), k (..., S, d), v (..., S, dv) with the same leading dims; mask bool (true =
+// hidden) or float (added), broadcastable to (..., T, S), or undefined; causal hides key j > i.
+FusedAttention fused_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask, bool causal,
+                               double scale, const FusedDropout& dropout = {});
+struct FusedAttentionGrads {
+  Tensor dq, dk, dv;
+};
+FusedAttentionGrads fused_attention_backward(const Tensor& grad, const Tensor& q, const Tensor& k, const Tensor& v,
+                                             const Tensor& mask, const Tensor& output, const Tensor& lse, bool causal,
+                                             double scale, const FusedDropout& dropout = {});
+
 // ---- layer norm (tensor/kernels/norm.cpp): rows of the last N elements ---------------------
 struct LayerNormResult {
   Tensor y, mean, rstd;  // mean and 1/std per row, kept for the backward

@@ -12,6 +12,7 @@
 #include "tensor/profile.h"
 #include "tensor/iterate.h"
 #include "tensor/kernels.h"
+#include "tensor/kernels/gemm.h"
 
 namespace cppgrad::kernels {
 
@@ -46,21 +47,6 @@ BlasLayout blas_ready(Tensor& t) {
 
 // t broadcast to `shape`: itself when it has that shape already, as in a plain 2-D product.
 Tensor broadcast_to(const Tensor& t, const Shape& shape) { return t.shape() == shape ? t : expand(t, shape); }
-
-template <class T>
-void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const T* a, int64_t lda, const T* b, int64_t ldb, T* c,
-          int64_t ldc, T beta = T(0)) {
-  // Small products (attention's per-head matrices) are reported apart: call overhead dominates them.
-  CPPGRAD_PROFILE_SCOPE(m * n * k < 65536 ? "blas gemm, small" : "blas gemm");
-  const auto trans_a = ta ? CblasTrans : CblasNoTrans;
-  const auto trans_b = tb ? CblasTrans : CblasNoTrans;
-  if constexpr (std::is_same_v<T, float>)
-    cblas_sgemm(CblasRowMajor, trans_a, trans_b, (int)m, (int)n, (int)k, 1.0f, a, (int)lda, b, (int)ldb, beta, c,
-                (int)ldc);
-  else
-    cblas_dgemm(CblasRowMajor, trans_a, trans_b, (int)m, (int)n, (int)k, 1.0, a, (int)lda, b, (int)ldb, beta, c,
-                (int)ldc);
-}
 
 // a: [..., M, K] and b: [..., K, N], batch dims already broadcast to `batch`.
 Tensor batched_matmul(Tensor a, Tensor b, const Shape& batch) {

@@ -1,0 +1,257 @@
+// Memory-efficient attention: softmax(scale · Q·Kᵀ + mask) · V computed block by block, the
+// recipe of FlashAttention (Dao et al. 2022), on the CPU with BLAS for the block products.
+//
+// For one query row the output is Σ_j p_j v_j / Σ_j p_j with p_j = exp(s_j − m), m the row's
+// max. Scanning the keys a block at a time, a running max m and sum l are kept; when a new
+// block raises the max to m', what was summed so far is rescaled by exp(m − m'):
+//
+//   l' = l · exp(m − m') + Σ_block exp(s_j − m'),   O' = O · exp(m − m') + Σ_block exp(s_j − m') v_j
+//
+// so the (T × S) matrix of weights never exists: memory is O(T·d) plus one block per thread.
+// The forward keeps each row's log-sum-exp L = m + log l; the backward rebuilds each block's
+// weights from it, p_ij = exp(s_ij − L_i), and with D_i = Σ_c dO_ic·O_ic (= Σ_j p_ij dp_ij):
+//
+//   dV = Pᵀ·dO,   dP = dO·Vᵀ,   dS = P ⊙ (dP − D),   dQ = scale · dS·K,   dK = scale · dSᵀ·Q
+//
+// Dropout on the weights uses the counter-based stream of kernels::dropout_mask with one key,
+// so element (n, i, j) of the weights gets the very mask dropout_mask would give it, and the
+// backward regenerates it instead of storing it.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "tensor/iterate.h"
+#include "tensor/kernels.h"
+#include "tensor/kernels/counter_rng.h"
+#include "tensor/kernels/gemm.h"
+
+namespace cppgrad::kernels {
+
+namespace {
+
+constexpr int64_t kQueryBlock = 64, kKeyBlock = 64;
+
+// Everything a block needs to know about the problem, flattened to N = Π leading dims.
+template <class T>
+struct Problem {
+  int64_t N, Tq, S, d, dv;
+  const T *q, *k, *v;  // (N, Tq, d), (N, S, d), (N, S, dv), contiguous
+  // The mask as an additive float or a bool (true = hidden), read through strides so that a
+  // broadcast (T, S) mask is never expanded in memory. mask_offset[n] is row n's base.
+  Tensor mask;  // holds the (expanded, converted) mask's storage while the pointers below are used
+  const T* add_mask = nullptr;
+  const bool* bool_mask = nullptr;
+  std::vector<int64_t> mask_offset;
+  int64_t mask_stride_t = 0, mask_stride_s = 0;
+  bool causal = false;
+  T scale = 1;
+  // Dropout on the weights: keep with probability 1 − p, scaled by 1/(1 − p).
+  bool dropout = false;
+  uint64_t key = 0, threshold = 0;
+  T keep_scale = 1;
+
+  // The score of query i and key j in slice n, masked: -inf where hidden.
+  T score(int64_t n, int64_t i, int64_t j, T raw) const {
+    if (causal && j > i) return -std::numeric_limits<T>::infinity();
+    T s = raw * scale;
+    if (add_mask) s += add_mask[mask_offset[n] + i * mask_stride_t + j * mask_stride_s];
+    if (bool_mask && bool_mask[mask_offset[n] + i * mask_stride_t + j * mask_stride_s])
+      return -std::numeric_limits<T>::infinity();
+    return s;
+  }
+  // The dropout factor of weight (n, i, j): 0 or 1/(1 − p), as dropout_mask on (N, Tq, S).
+  T dropout_factor(int64_t n, int64_t i, int64_t j) const {
+    if (!dropout) return T(1);
+    const auto index = static_cast<uint64_t>((n * Tq + i) * S + j);
+    return dropout_keeps(key, index, threshold) ? keep_scale : T(0);
+  }
+  // Keys past the last one a query block may see (causal blocks above the diagonal are skipped).
+  int64_t key_end(int64_t query_end) const { return causal ? std::min(S, query_end) : S; }
+};
+
+// NaN-propagating max: a row with a NaN score must come out NaN, not lose the NaN.
+template <class T>
+T max_keep_nan(T a, T b) {
+  return (b > a || b != b) ? b : a;
+}
+
+template <class T>
+void forward_block(const Problem<T>& P, int64_t n, int64_t i0, T* out, T* lse) {
+  const int64_t i1 = std::min(P.Tq, i0 + kQueryBlock), rows = i1 - i0;
+  std::vector<T> s(static_cast<size_t>(rows * kKeyBlock));
+  std::vector<T> m(static_cast<size_t>(rows), -std::numeric_limits<T>::infinity());
+  std::vector<double> l(static_cast<size_t>(rows), 0.0);
+  T* o = out + (n * P.Tq + i0) * P.dv;  // this block's output rows, used as the accumulator
+  std::fill(o, o + rows * P.dv, T(0));
+  const T* q = P.q + (n * P.Tq + i0) * P.d;
+
+  for (int64_t j0 = 0; j0 < P.key_end(i1); j0 += kKeyBlock) {
+    const int64_t j1 = std::min(P.S, j0 + kKeyBlock), cols = j1 - j0;
+    gemm<T>(false, true, rows, cols, P.d, q, P.d, P.k + (n * P.S + j0) * P.d, P.d, s.data(), cols);  // Q_i·K_jᵀ
+    for (int64_t r = 0; r < rows; ++r) {
+      T* row = s.data() + r * cols;
+      T block_max = -std::numeric_limits<T>::infinity();
+      for (int64_t c = 0; c < cols; ++c) {
+        row[c] = P.score(n, i0 + r, j0 + c, row[c]);
+        block_max = max_keep_nan(block_max, row[c]);
+      }
+      const T new_max = max_keep_nan(m[r], block_max);
+      if (new_max == -std::numeric_limits<T>::infinity()) {  // every key so far hidden
+        std::fill(row, row + cols, T(0));
+        continue;
+      }
+      const T rescale = std::exp(m[r] - new_max);  // exp(-inf) = 0 on the first visible block
+      double block_sum = 0;
+      for (int64_t c = 0; c < cols; ++c) {
+        const T p = std::exp(row[c] - new_max);
+        block_sum += p;
+        row[c] = p * P.dropout_factor(n, i0 + r, j0 + c);  // the normaliser counts dropped weights too
+      }
+      l[r] = l[r] * rescale + block_sum;
+      m[r] = new_max;
+      if (rescale != T(1))
+        for (int64_t c = 0; c < P.dv; ++c) o[r * P.dv + c] *= rescale;
+    }
+    gemm<T>(false, false, rows, P.dv, cols, s.data(), cols, P.v + (n * P.S + j0) * P.dv, P.dv, o, P.dv, T(1));
+  }
+  for (int64_t r = 0; r < rows; ++r) {
+    if (l[r] == 0) {  // a fully hidden row: zeros, and a log-sum-exp of -inf that the backward knows
+      std::fill(o + r * P.dv, o + (r + 1) * P.dv, T(0));
+      lse[n * P.Tq + i0 + r] = -std::numeric_limits<T>::infinity();
+      continue;
+    }
+    const T inv = static_cast<T>(1.0 / l[r]);
+    for (int64_t c = 0; c < P.dv; ++c) o[r * P.dv + c] *= inv;
+    lse[n * P.Tq + i0 + r] = static_cast<T>(m[r] + std::log(l[r]));
+  }
+}
+
+// One slice n of the backward: every key block against every query block that sees it.
+template <class T>
+void backward_slice(const Problem<T>& P, int64_t n, const T* out, const T* lse, const T* dout, T* dq, T* dk, T* dv) {
+  std::vector<T> D(static_cast<size_t>(P.Tq));
+  for (int64_t i = 0; i < P.Tq; ++i) {
+    double acc = 0;
+    for (int64_t c = 0; c < P.dv; ++c) acc += double(dout[(n * P.Tq + i) * P.dv + c]) * out[(n * P.Tq + i) * P.dv + c];
+    D[i] = static_cast<T>(acc);
+  }
+  std::vector<T> p(static_cast<size_t>(kQueryBlock * kKeyBlock)), dp(p.size());
+  for (int64_t j0 = 0; j0 < P.S; j0 += kKeyBlock) {
+    const int64_t j1 = std::min(P.S, j0 + kKeyBlock), cols = j1 - j0;
+    const T* k = P.k + (n * P.S + j0) * P.d;
+    const T* v = P.v + (n * P.S + j0) * P.dv;
+    T* dk_j = dk + (n * P.S + j0) * P.d;
+    T* dv_j = dv + (n * P.S + j0) * P.dv;
+    for (int64_t i0 = P.causal ? j0 - j0 % kQueryBlock : 0; i0 < P.Tq; i0 += kQueryBlock) {
+      const int64_t i1 = std::min(P.Tq, i0 + kQueryBlock), rows = i1 - i0;
+      if (P.key_end(i1) <= j0) continue;  // a causal block above the diagonal: no weight there
+      const T* q = P.q + (n * P.Tq + i0) * P.d;
+      const T* g = dout + (n * P.Tq + i0) * P.dv;
+      gemm<T>(false, true, rows, cols, P.d, q, P.d, k, P.d, p.data(), cols);  // S = Q_i·K_jᵀ
+      gemm<T>(false, true, rows, cols, P.dv, g, P.dv, v, P.dv, dp.data(), cols);  // dP' = dO_i·V_jᵀ
+      for (int64_t r = 0; r < rows; ++r) {
+        const T L = lse[n * P.Tq + i0 + r];
+        for (int64_t c = 0; c < cols; ++c) {
+          const int64_t at = r * cols + c;
+          const T s = P.score(n, i0 + r, j0 + c, p[at]);
+          const T weight = L == -std::numeric_limits<T>::infinity() || s == -std::numeric_limits<T>::infinity()
+                               ? T(0)
+                               : std::exp(s - L);
+          const T factor = P.dropout_factor(n, i0 + r, j0 + c);
+          // dP = dP' ⊙ M (dropout's mask), dS = P ⊙ (dP − D), pre-scaled for dQ and dK
+          dp[at] = weight * (dp[at] * factor - D[i0 + r]) * P.scale;
+          p[at] = weight * factor;  // the weights that multiplied V
+        }
+      }
+      gemm<T>(true, false, cols, P.dv, rows, p.data(), cols, g, P.dv, dv_j, P.dv, T(1));  // dV_j += (P⊙M)ᵀ·dO_i
+      gemm<T>(true, false, cols, P.d, rows, dp.data(), cols, q, P.d, dk_j, P.d, T(1));    // dK_j += scale·dSᵀ·Q_i
+      gemm<T>(false, false, rows, P.d, cols, dp.data(), cols, k, P.d, dq + (n * P.Tq + i0) * P.d, P.d,
+              T(1));  // dQ_i += scale·dS·K_j
+    }
+  }
+}
+
+// Flattens q (..., T, d), k (..., S, d), v (..., S, dv) and the mask into a Problem.
+template <class T>
+Problem<T> make_problem(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask, bool causal,
+                        double scale, const FusedDropout& drop) {
+  Problem<T> P;
+  const int64_t nd = q.dim();
+  P.Tq = q.size(-2), P.S = k.size(-2), P.d = q.size(-1), P.dv = v.size(-1);
+  P.N = numel(Shape(q.shape().begin(), q.shape().end() - 2));
+  P.q = q.data<T>(), P.k = k.data<T>(), P.v = v.data<T>();
+  P.causal = causal;
+  P.scale = static_cast<T>(scale);
+  if (drop.p > 0) {
+    P.dropout = true;
+    P.key = drop.key;
+    P.threshold = dropout_threshold(drop.p);
+    P.keep_scale = static_cast<T>(1.0 / (1.0 - drop.p));
+  }
+  if (mask.defined()) {
+    Shape full(q.shape().begin(), q.shape().end() - 1);
+    full.push_back(P.S);  // (..., T, S)
+    P.mask = expand(mask.dtype() == kBool ? mask : mask.to(q.dtype()), full);
+    const Tensor& m = P.mask;
+    if (mask.dtype() == kBool) P.bool_mask = m.data<bool>();
+    else P.add_mask = m.data<T>();
+    P.mask_stride_t = m.strides()[nd - 2], P.mask_stride_s = m.strides()[nd - 1];
+    // The base offset of each leading index, walking the leading dims like an odometer.
+    P.mask_offset.assign(static_cast<size_t>(P.N), m.offset());
+    std::vector<int64_t> index(static_cast<size_t>(nd - 2), 0);
+    for (int64_t n = 0; n < P.N; ++n) {
+      int64_t off = m.offset();
+      for (int64_t a = 0; a < nd - 2; ++a) off += index[a] * m.strides()[a];
+      P.mask_offset[n] = off;
+      for (int64_t a = nd - 3; a >= 0; --a) {
+        if (++index[a] < full[a]) break;
+        index[a] = 0;
+      }
+    }
+  }
+  return P;
+}
+
+}  // namespace
+
+FusedAttention fused_attention(const Tensor& query, const Tensor& key, const Tensor& value, const Tensor& mask,
+                               bool causal, double scale, const FusedDropout& drop) {
+  Tensor q = contiguous(query), k = contiguous(key), v = contiguous(value);
+  Shape out_shape(q.shape().begin(), q.shape().end() - 1);
+  Shape lse_shape = out_shape;
+  out_shape.push_back(v.size(-1));
+  FusedAttention result{empty(out_shape, q.dtype()), empty(lse_shape, q.dtype())};
+  dispatch_floating(q.dtype(), "fused_attention", [&](auto tag) {
+    using T = decltype(tag);
+    const Problem<T> P = make_problem<T>(q, k, v, mask, causal, scale, drop);
+    const int64_t blocks = (P.Tq + kQueryBlock - 1) / kQueryBlock;
+    T* out = result.output.data<T>();
+    T* lse = result.lse.data<T>();
+    parallel_for(P.N * blocks, kQueryBlock * P.S * (P.d + P.dv), [&P, blocks, out, lse](int64_t item) {
+      forward_block(P, item / blocks, (item % blocks) * kQueryBlock, out, lse);
+    });
+  });
+  return result;
+}
+
+FusedAttentionGrads fused_attention_backward(const Tensor& grad, const Tensor& query, const Tensor& key,
+                                             const Tensor& value, const Tensor& mask, const Tensor& output,
+                                             const Tensor& lse, bool causal, double scale, const FusedDropout& drop) {
+  Tensor q = contiguous(query), k = contiguous(key), v = contiguous(value), g = contiguous(grad);
+  Tensor o = contiguous(output), L = contiguous(lse);
+  FusedAttentionGrads grads{zeros(q.shape(), q.dtype()), zeros(k.shape(), k.dtype()), zeros(v.shape(), v.dtype())};
+  dispatch_floating(q.dtype(), "fused_attention_backward", [&](auto tag) {
+    using T = decltype(tag);
+    const Problem<T> P = make_problem<T>(q, k, v, mask, causal, scale, drop);
+    const T *out = o.data<T>(), *lse_p = L.data<T>(), *dout = g.data<T>();
+    T *dq = grads.dq.data<T>(), *dk = grads.dk.data<T>(), *dv = grads.dv.data<T>();
+    // One slice (batch entry and head) per item: each writes only its own dQ, dK and dV.
+    parallel_for(P.N, P.Tq * P.S * (P.d + P.dv) * 2, [&P, out, lse_p, dout, dq, dk, dv](int64_t n) {
+      backward_slice(P, n, out, lse_p, dout, dq, dk, dv);
+    });
+  });
+  return grads;
+}
+
+}  // namespace cppgrad::kernels

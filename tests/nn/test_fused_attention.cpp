@@ -1,0 +1,163 @@
+// The fused (FlashAttention-style) attention against the materialising path: the same outputs
+// and gradients for every mask kind, lengths that are not multiples of the block size (64),
+// causal blocks skipped, fully masked rows, dropout on the weights (the same counter-based
+// mask), float32; gradcheck and gradgradcheck through it. Both paths sum the same products in
+// different groupings, so they agree to rounding: 1e-12 in float64 with values of order 1.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "cppgrad.h"
+
+using namespace cppgrad;
+namespace F = cppgrad::nn::functional;
+
+namespace {
+
+// Sets the attention backend for a scope.
+struct BackendGuard {
+  explicit BackendGuard(F::AttentionBackend b) : previous(F::attention_backend()) { F::set_attention_backend(b); }
+  ~BackendGuard() { F::set_attention_backend(previous); }
+  F::AttentionBackend previous;
+};
+
+double max_diff(const Tensor& a, const Tensor& b) {
+  REQUIRE(a.shape() == b.shape());
+  const std::vector<double> x = a.to(kFloat64).contiguous().to_vector<double>();
+  const std::vector<double> y = b.to(kFloat64).contiguous().to_vector<double>();
+  double worst = 0;
+  for (size_t i = 0; i < x.size(); ++i) {
+    const double d = std::abs(x[i] - y[i]);
+    if (d != d) return d;  // NaN fails every bound
+    worst = std::max(worst, d);
+  }
+  return worst;
+}
+
+struct Result {
+  Tensor out, dq, dk, dv;
+};
+
+// Output and gradients of sum(out ⊙ G) with the given backend, on fresh leaves.
+Result attend(F::AttentionBackend backend, const Tensor& q0, const Tensor& k0, const Tensor& v0, const Tensor& mask,
+              bool causal, double dropout = 0.0, uint64_t seed = 0) {
+  BackendGuard guard(backend);
+  Tensor q = q0.detach().requires_grad_(), k = k0.detach().requires_grad_(), v = v0.detach().requires_grad_();
+  Generator gen(seed);
+  Tensor out = F::scaled_dot_product_attention(q, k, v, mask, dropout, causal, std::nullopt, false, gen).output;
+  Generator g_gen(99);
+  Tensor G = randn(out.shape(), out.dtype(), g_gen);
+  (out * G).sum().backward();
+  return {out.detach(), q.grad(), k.grad(), v.grad()};
+}
+
+void check_same(const Result& a, const Result& b, double tolerance) {
+  CHECK(max_diff(a.out, b.out) < tolerance);
+  CHECK(max_diff(a.dq, b.dq) < tolerance);
+  CHECK(max_diff(a.dk, b.dk) < tolerance);
+  CHECK(max_diff(a.dv, b.dv) < tolerance);
+}
+
+}  // namespace
+
+TEST_CASE("fused attention equals the materialising path for every mask kind, T and S not multiples of 64") {
+  const int64_t B = 2, H = 3, T = 70, S = 90, d = 8;
+  Generator gen(1);
+  Tensor q = randn({B, H, T, d}, kFloat64, gen), k = randn({B, H, S, d}, kFloat64, gen);
+  Tensor v = randn({B, H, S, 5}, kFloat64, gen);
+  Tensor bool_2d = rand({T, S}, kFloat64, gen).lt(full({}, 0.3, kFloat64));
+  Tensor float_2d = randn({T, S}, kFloat64, gen);
+  Tensor bool_4d = rand({B, H, T, S}, kFloat64, gen).lt(full({}, 0.3, kFloat64));
+  Tensor padding = zeros({B, 1, 1, S}, kBool);
+  padding.select(0, 1).narrow(-1, 60, 30).fill_(1.0);  // the second sequence has 60 keys
+  Tensor float_pad = zeros({B, 1, 1, S}, kFloat64).masked_fill(padding, -INFINITY);
+  const std::vector<std::pair<std::string, Tensor>> masks{
+      {"none", Tensor()},         {"bool (T, S)", bool_2d},   {"float (T, S)", float_2d},
+      {"bool (B, H, T, S)", bool_4d}, {"bool key padding (B, 1, 1, S)", padding}, {"float key padding", float_pad}};
+  for (const auto& [name, mask] : masks) {
+    INFO("mask: ", name);
+    check_same(attend(F::AttentionBackend::Fused, q, k, v, mask, false),
+               attend(F::AttentionBackend::Materialize, q, k, v, mask, false), 1e-12);
+  }
+}
+
+TEST_CASE("fused attention: causal (blocks above the diagonal skipped), alone and with padding") {
+  Generator gen(2);
+  for (int64_t T : {1, 63, 64, 65, 130}) {
+    INFO("T = ", T);
+    Tensor q = randn({2, 2, T, 4}, kFloat64, gen), k = randn({2, 2, T, 4}, kFloat64, gen);
+    Tensor v = randn({2, 2, T, 4}, kFloat64, gen);
+    check_same(attend(F::AttentionBackend::Fused, q, k, v, {}, true),
+               attend(F::AttentionBackend::Materialize, q, k, v, {}, true), 1e-12);
+    Tensor padding = zeros({2, 1, 1, T}, kBool);
+    padding.select(0, 0).narrow(-1, 0, 1).fill_(1.0);  // key 0 hidden: query 0 of batch 0 sees nothing
+    const Result fused = attend(F::AttentionBackend::Fused, q, k, v, padding, true);
+    check_same(fused, attend(F::AttentionBackend::Materialize, q, k, v, padding, true), 1e-12);
+    // The fully hidden row: zeros out, finite gradients.
+    CHECK(max_diff(fused.out.select(0, 0).narrow(-2, 0, 1), zeros({2, 1, 4}, kFloat64)) == 0.0);
+    CHECK(max_diff(fused.dq, fused.dq) == 0.0);  // no NaN anywhere
+  }
+}
+
+TEST_CASE("fused attention: dropout draws the materialising path's mask from the same generator state") {
+  Generator gen(3);
+  Tensor q = randn({2, 2, 70, 8}, kFloat64, gen), k = randn({2, 2, 80, 8}, kFloat64, gen);
+  Tensor v = randn({2, 2, 80, 8}, kFloat64, gen);
+  check_same(attend(F::AttentionBackend::Fused, q, k, v, {}, false, 0.3, 5),
+             attend(F::AttentionBackend::Materialize, q, k, v, {}, false, 0.3, 5), 1e-12);
+  check_same(attend(F::AttentionBackend::Fused, q, k, v, {}, false, 0.3, 5),
+             attend(F::AttentionBackend::Fused, q, k, v, {}, false, 0.3, 5), 0.0 + 1e-300);  // reproducible
+}
+
+TEST_CASE("fused attention: float32 agrees with float64 to float32 rounding") {
+  Generator gen(4);
+  Tensor q = randn({1, 2, 100, 16}, kFloat64, gen), k = randn({1, 2, 100, 16}, kFloat64, gen);
+  Tensor v = randn({1, 2, 100, 16}, kFloat64, gen);
+  const Result exact = attend(F::AttentionBackend::Materialize, q, k, v, {}, true);
+  const Result single = attend(F::AttentionBackend::Fused, q.to(kFloat32), k.to(kFloat32), v.to(kFloat32), {}, true);
+  // Sums of ~100 products of order-1 float32 values: a few ulps of 1e-7 each, well under 1e-4.
+  check_same(single, exact, 1e-4);
+}
+
+TEST_CASE("fused attention: a NaN score row stays NaN") {
+  BackendGuard fused(F::AttentionBackend::Fused);
+  Tensor q = ones({1, 3, 2}, kFloat64), k = ones({1, 4, 2}, kFloat64), v = ones({1, 4, 2}, kFloat64);
+  q.select(1, 1).fill_(NAN);
+  Tensor out = F::scaled_dot_product_attention(q, k, v).output;
+  const std::vector<double> got = out.contiguous().to_vector<double>();
+  CHECK(got[0] == 1.0);
+  CHECK(std::isnan(got[2]));
+  CHECK(got[4] == 1.0);
+}
+
+TEST_CASE("fused attention: gradcheck and gradgradcheck (the second derivative through differentiable ops)") {
+  BackendGuard fused(F::AttentionBackend::Fused);
+  Generator gen(5);
+  Tensor q = randn({2, 5, 3}, kFloat64, gen).requires_grad_(), k = randn({2, 7, 3}, kFloat64, gen).requires_grad_();
+  Tensor v = randn({2, 7, 4}, kFloat64, gen).requires_grad_();
+  Tensor mask = rand({5, 7}, kFloat64, gen).lt(full({}, 0.2, kFloat64));
+  auto fn = [&](const std::vector<Tensor>& in) {
+    return F::scaled_dot_product_attention(in[0], in[1], in[2], mask).output;
+  };
+  auto causal = [&](const std::vector<Tensor>& in) {
+    return F::scaled_dot_product_attention(in[0], in[1], in[2], {}, 0.0, true).output;
+  };
+  CHECK(fn({q, k, v}).grad_fn()->name() == "FusedAttentionBackward");
+  CHECK(gradcheck(fn, {q, k, v}));
+  CHECK(gradgradcheck(fn, {q, k, v}));
+  CHECK(gradcheck(causal, {q, k, v}));
+  CHECK(gradgradcheck(causal, {q, k, v}));
+}
+
+TEST_CASE("fused attention: Auto fuses long sequences only, and the weights always materialise") {
+  BackendGuard automatic(F::AttentionBackend::Auto);
+  Tensor small = randn({1, 8, 4}).requires_grad_();
+  CHECK(F::scaled_dot_product_attention(small, small, small).output.grad_fn()->name() != "FusedAttentionBackward");
+  Tensor large = randn({1, 300, 4}).requires_grad_();
+  CHECK(F::scaled_dot_product_attention(large, large, large).output.grad_fn()->name() == "FusedAttentionBackward");
+  BackendGuard fused(F::AttentionBackend::Fused);
+  auto with_weights = F::scaled_dot_product_attention(small, small, small, {}, 0.0, false, std::nullopt, true);
+  CHECK(with_weights.weights.defined());
+}
