@@ -68,10 +68,12 @@ struct Lesson4Options {
   std::string checkpoint;
 };
 // How alike the heads of each attention layer are, as the mean pairwise cosine similarity
-// (1 = copies, 0 = unrelated), averaged over the model's attention layers.
+// (1 = copies, 0 = unrelated, -1 = opposite), averaged over the model's attention layers.
 struct Diversity {
-  double w_q = 0.0;        // of the heads' query matrices W_Q_i
-  double attention = 0.0;  // of the heads' attention maps on held-out inputs
+  double w_q = 0.0;           // of the raw query blocks W_Q_i (misleading: see the lesson)
+  double query_key = 0.0;     // of the query-key products W_Q_iᵀ·W_K_i (d_model, d_model)
+  double output_value = 0.0;  // of the output-value products W_O_i·W_V_i (d_model, d_model)
+  double attention = 0.0;     // of the heads' attention maps on held-out inputs
   double largest_weight = 0.0;  // how sharp the maps are: mean over rows of the largest weight
   double even_weight = 0.0;     // ... and what it would be if every row spread its weight evenly
   double accuracy = 0.0;   // held-out sequences answered exactly, in %
@@ -80,17 +82,32 @@ struct Diversity {
   std::vector<double> copied_symbol_weight;
   struct Layer {
     std::string name;  // "transformer.encoder.layers.0.self_attn", ...
-    double w_q = 0.0, attention = 0.0;
+    double w_q = 0.0, query_key = 0.0, output_value = 0.0, attention = 0.0;
   };
-  std::vector<Layer> layers;  // the two cosines, layer by layer
+  std::vector<Layer> layers;  // the cosines, layer by layer
 };
 struct Lesson4 {
   Lesson4Options options;
   std::string trained_on;  // "copy task, 200 steps here" or the checkpoint's path
+  std::string blas_kernel;  // OpenBLAS's core, e.g. "Haswell": the trained figures depend on it
+  int threads = 1;          // ... and on the thread count
   Diversity at_init, trained, identical_start;
-  double projections_moved = -1.0;     // |ΔW| / |W| of W_Q, W_K, W_V over training; -1 with a checkpoint
-  double identical_heads_apart = 0.0;  // identical start, after training: max |W_Q_i - W_Q_0|
-  std::string indivisible_error;       // what MultiheadAttention(30, 4) says
+  double projections_moved = -1.0;  // |ΔW| / |W| of W_Q, W_K, W_V over training; -1 with a checkpoint
+  // Head 0 of a float64 layer, its W_Q and W_K (and their biases) negated:
+  double negated_w_q_cosine = 0.0;        // cosine(W_Q_0, -W_Q_0): -1
+  double negated_query_key_cosine = 0.0;  // cosine of the query-key products before and after: 1
+  double negated_weights_diff = 0.0;      // max |attention weights before - after|
+  double negated_output_diff = 0.0;       // max |output before - after|
+  // Identical start, measured at training steps 0 (the copy itself), 1, 3, 10, 30, ... and
+  // the last: the largest difference between any head's parameters and head 0's.
+  struct Apart {
+    int64_t step = 0;
+    double weights = 0.0;   // W_Q, W_K, W_V rows, the query and value biases, W_O's columns
+    double key_bias = 0.0;  // the key bias: no effect on any score, so its exact gradient is 0
+  };
+  std::vector<Apart> identical_heads_apart;
+  double identical_heads_weight_size = 0.0;  // the largest |weight| of in_proj_weight, for scale
+  std::string indivisible_error;             // what MultiheadAttention(30, 4) says
 };
 Lesson4 run_lesson4(const Lesson4Options& options = {});
 void print(const Lesson4& r);

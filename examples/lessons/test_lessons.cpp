@@ -52,19 +52,32 @@ TEST_CASE("lesson 3: head count keeps the parameters but changes the outputs") {
   CHECK(r.ones_small_input_diff > 1e-2 * r.ones_small_input_size);  // unsaturated: the scale √d_k shows
 }
 
-TEST_CASE("lesson 4: random initialisation makes heads differ and identical heads stay identical") {
+// Lesson 4 trains in float32, and the trained figures move with the BLAS kernel and thread
+// count (measured on the copy task: 99.2% / 92.2% accuracy at 1 thread, 100.0% / 96.1% at 2,
+// under OpenBLAS's Haswell kernel; 93.0% / 89.8% under its AVX-512 one). The bounds below are
+// the lesson's conclusions, with margins that hold on all of them.
+TEST_CASE("lesson 4: random initialisation makes heads differ and identical heads stay identical up to rounding") {
   const Lesson4 r = run_lesson4();
   REQUIRE(r.at_init.layers.size() == 3);  // encoder self, decoder self, cross-attention
-  // Independent random W_Q_i are nearly orthogonal, and training, which moves the projections
-  // a lot, does not make them alike.
+  CHECK(!r.blas_kernel.empty());
+  // Negating a head's W_Q and W_K: W_Q's cosine -1, the same query-key product and scores.
+  // Negation is exact in floating point, and both runs take the same BLAS path.
+  CHECK(r.negated_w_q_cosine == doctest::Approx(-1.0).epsilon(1e-12));
+  CHECK(r.negated_query_key_cosine == doctest::Approx(1.0).epsilon(1e-12));
+  CHECK(r.negated_weights_diff < 1e-12);
+  CHECK(r.negated_output_diff < 1e-12);
+  // Independent random heads are nearly unrelated by every measure.
   CHECK(std::abs(r.at_init.w_q) < 0.1);
+  CHECK(std::abs(r.at_init.query_key) < 0.1);
+  CHECK(std::abs(r.at_init.output_value) < 0.1);
   CHECK(r.projections_moved > 0.3);
-  CHECK(std::abs(r.trained.w_q) < 0.1);
   // The model learns the copy task...
   CHECK(r.at_init.accuracy < 5.0);
   CHECK(r.trained.accuracy > 80.0);
-  // ...its maps sharpen from nearly even, and every cross-attention head learns to look at
-  // the symbol being copied, which makes the heads' maps more alike, not less.
+  // ...its maps sharpen from nearly even, every cross-attention head learns to look at the
+  // symbol being copied, and the cross-attention heads converge: their query-key products
+  // (measured 0.42 to 0.48) and their maps become more alike. Their raw W_Q_i cosine does not
+  // show it (measured -0.02 to -0.03).
   CHECK(r.at_init.largest_weight < r.at_init.even_weight + 0.15);
   CHECK(r.trained.largest_weight > r.at_init.largest_weight + 0.1);
   REQUIRE(r.trained.copied_symbol_weight.size() == 4);
@@ -72,11 +85,28 @@ TEST_CASE("lesson 4: random initialisation makes heads differ and identical head
     CHECK(r.at_init.copied_symbol_weight[i] < 0.3);
     CHECK(r.trained.copied_symbol_weight[i] > 0.6);
   }
+  const auto& cross_init = r.at_init.layers[2];
+  const auto& cross = r.trained.layers[2];
+  REQUIRE(cross.name.find("multihead_attn") != std::string::npos);
+  CHECK(cross.query_key > cross_init.query_key + 0.25);
+  CHECK(cross.attention > cross_init.attention);
+  CHECK(std::abs(cross.w_q) < 0.1);
   CHECK(r.trained.attention > r.at_init.attention);
-  // Identical heads get identical gradients: still copies, to the last bit.
-  CHECK(r.identical_heads_apart == 0.0);
-  CHECK(r.identical_start.w_q == doctest::Approx(1.0).epsilon(1e-12));
-  CHECK(r.identical_start.attention == doctest::Approx(1.0).epsilon(1e-12));
+  // Identical heads: copies at step 0; after training apart by float32 rounding only. Measured
+  // at step 200: 1.7e-6 (Haswell kernel), 0 (AVX-512); a real asymmetry would be ~1e-2. The
+  // key bias, whose exact gradient is 0, may wander far (0.22 measured), changing nothing.
+  REQUIRE(r.identical_heads_apart.size() >= 2);
+  CHECK(r.identical_heads_apart.front().step == 0);
+  CHECK(r.identical_heads_apart.front().weights == 0.0);  // a copy, no arithmetic
+  CHECK(r.identical_heads_apart.front().key_bias == 0.0);
+  CHECK(r.identical_heads_apart.back().step == r.options.steps);
+  for (const auto& a : r.identical_heads_apart) {
+    INFO("step " << a.step);
+    CHECK(a.weights < 2e-5);
+  }
+  CHECK(r.identical_start.query_key == doctest::Approx(1.0).epsilon(1e-9));
+  CHECK(r.identical_start.output_value == doctest::Approx(1.0).epsilon(1e-9));
+  CHECK(r.identical_start.attention == doctest::Approx(1.0).epsilon(1e-9));
   // d_model must split evenly into the heads.
   CHECK(r.indivisible_error.find("not divisible") != std::string::npos);
 }
