@@ -151,4 +151,29 @@ struct Lesson6 {
 Lesson6 run_lesson6();
 void print(const Lesson6& r);
 
+// ---- 7. The backward pass written out by hand (lesson7_backward.cpp) --------------------------
+struct Lesson7 {
+  int64_t batch = 2, tokens = 4, d_model = 8, heads = 2, ff = 16;
+  double forward_diff = 0.0;  // max |hand forward - nn::TransformerEncoderLayer's|
+  struct Gradient {
+    std::string name;
+    double diff = 0.0;  // max |hand (or wrong) gradient - autograd's|
+    double size = 0.0;  // max |autograd's gradient|, for scale
+  };
+  std::vector<Gradient> gradients;  // "x" and every parameter (W_Q, W_K, W_V split)
+  struct Mistake {
+    std::string what;
+    std::vector<Gradient> errors;  // in the order of `gradients`
+  };
+  std::vector<Mistake> mistakes;  // 1 softmax Jacobian, 2 the 1/√d_k, 3 LayerNorm's means
+  // The tiny MultiheadAttention (T 3, E 4, h 2), traced: (what, value) in the order computed.
+  std::vector<std::pair<std::string, cppgrad::Tensor>> trace;
+  std::vector<cppgrad::Tensor> trace_hand;  // dx, dW_in, dW_O by hand
+  double trace_vs_autograd = 0.0;           // max |hand - autograd| over those three
+  bool trace_gradcheck = false;
+  std::string trace_gradcheck_error;
+};
+Lesson7 run_lesson7();
+void print(const Lesson7& r);
+
 }  // namespace lessons

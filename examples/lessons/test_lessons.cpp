@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "lessons/lessons.h"
+#include "lessons/measure.h"
 
 using namespace lessons;
 
@@ -159,4 +160,56 @@ TEST_CASE("lesson 6: a tied weight gets the sum of the gradients of both uses an
   CHECK(r.adam_largest_move <= 0.1 + 1e-12);
   CHECK(r.adam_largest_move > 0.09);
   CHECK(r.copies_apart_after_one_step > 1e-3);
+}
+
+TEST_CASE("lesson 7: the encoder layer's backward by hand equals autograd's, and each classic mistake shows") {
+  const Lesson7 r = run_lesson7();
+  // float64 throughout, the same formulas summed in different orders: ~1e-15.
+  CHECK(r.forward_diff < 1e-12);
+  REQUIRE(r.gradients.size() == 17);  // x and 16 parameter blocks
+  for (const auto& g : r.gradients) {
+    INFO(g.name);
+    CHECK(g.diff < 1e-12);
+  }
+  // Indices into r.gradients.
+  enum { X, WQ, WK, WV, BQ, BK, BV, WO, BO, G1, B1, W1, BB1, W2, BB2, G2, B2 };
+  CHECK(r.gradients[BK].size < 1e-12);  // a key bias cannot change a softmax: its gradient is 0
+  REQUIRE(r.mistakes.size() == 3);
+  auto spoiled = [&](size_t m, std::initializer_list<int> which) {
+    for (int i : which) {
+      INFO("mistake " << m + 1 << ", " << r.gradients[i].name);
+      CHECK(r.mistakes[m].errors[i].diff > 1e-2);
+    }
+  };
+  auto untouched = [&](size_t m, std::initializer_list<int> which) {
+    for (int i : which) {
+      INFO("mistake " << m + 1 << ", " << r.gradients[i].name);
+      CHECK(r.mistakes[m].errors[i].diff < 1e-12);
+    }
+  };
+  // 1. No -p·(Σ dp·p): everything below the softmax is wrong, b_K gets a gradient.
+  spoiled(0, {X, WQ, WK, BQ, BK});
+  untouched(0, {WV, BV, WO, BO, G1, B1, W1, BB1, W2, BB2, G2, B2});
+  // 2. No 1/√d_k in the backward: dq, dk are √d_k times too large, so the error on W_Q is
+  // (√d_k - 1) times its gradient.
+  spoiled(1, {X, WQ, WK, BQ});
+  untouched(1, {BK, WV, BV, WO, BO, G1, B1, W1, BB1, W2, BB2, G2, B2});
+  const double sqrt_d_k = std::sqrt(static_cast<double>(r.d_model / r.heads));
+  CHECK(r.mistakes[1].errors[WQ].diff == doctest::Approx((sqrt_d_k - 1.0) * r.gradients[WQ].size).epsilon(1e-9));
+  // 3. LayerNorm's mean terms dropped: all but LayerNorm 2's own γ and β.
+  spoiled(2, {X, WQ, WK, WV, BQ, BV, WO, BO, G1, B1, W1, BB1, W2, BB2});
+  untouched(2, {G2, B2});
+  // The tiny traced attention: hand = autograd, and gradcheck passes.
+  CHECK(r.trace.size() > 20);
+  CHECK(r.trace_vs_autograd < 1e-12);
+  CHECK(r.trace_gradcheck);
+  CHECK(r.trace_gradcheck_error.empty());
+  // Every softmax row of the trace sums to 1, and every ds row to 0.
+  for (const auto& [what, t] : r.trace) {
+    INFO(what);
+    if (what.find("p = softmax") != std::string::npos)
+      for (double s : values(t.sum({-1}))) CHECK(s == doctest::Approx(1.0).epsilon(1e-12));
+    if (what.find(": ds = ") != std::string::npos)
+      for (double s : values(t.sum({-1}))) CHECK(std::abs(s) < 1e-12);
+  }
 }
