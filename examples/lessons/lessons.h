@@ -127,9 +127,22 @@ struct Lesson5 {
   // The 1/√d_k scale.
   int64_t d_k = 64;
   struct Softmax {
-    double score_std = 0.0, top_weight = 0.0, gradient_norm = 0.0;
+    double score_std = 0.0, top_weight = 0.0;
+    double gradient_norm = 0.0;    // mean per-row |∂L/∂scores|
+    double q_gradient_norm = 0.0;  // mean per-row |∂L/∂q|
+    double k_gradient_norm = 0.0;  // mean per-row |∂L/∂k|
   };
   Softmax unscaled, scaled;
+  // A mask written for PyTorch 2.x's scaled_dot_product_attention (true = takes part), passed
+  // to cppgrad's (true = masked out) as it is. Two sequences of 4 keys; sequence 1's last key
+  // is padding, sequence 0 has none.
+  int64_t inverted_outputs = 0;               // output elements
+  int64_t inverted_textbook_nonfinite = 0;    // NaN from the textbook softmax
+  int64_t inverted_cppgrad_nonfinite = 0;     // ... from cppgrad's
+  int64_t inverted_zero_rows = 0, inverted_rows = 0;  // cppgrad: query rows whose output is all zero
+  double inverted_padding_weight = 0.0;       // cppgrad, sequence 1: the weight each query puts on the padding key
+  double inverted_vs_correct = 0.0;           // max |output with the mask as is - with it inverted|
+  double inverted_fixed_vs_padding_mask = 0.0;  // logical_not() of it against the intended mask: 0
 };
 Lesson5 run_lesson5();
 void print(const Lesson5& r);

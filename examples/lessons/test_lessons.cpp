@@ -144,7 +144,24 @@ TEST_CASE("lesson 5: large scores overflow without max subtraction and the scale
   CHECK(r.scaled.score_std == doctest::Approx(1.0).epsilon(0.15));
   CHECK(r.unscaled.top_weight > 0.7);
   CHECK(r.scaled.top_weight < 0.4);
-  CHECK(r.scaled.gradient_norm > 1.5 * r.unscaled.gradient_norm);
+  CHECK(r.scaled.gradient_norm > 1.5 * r.unscaled.gradient_norm);  // measured 1.9x
+  // ...but q and k get more gradient unscaled, not less (measured 4.1x and 6.3x): the scale
+  // multiplies the way back too. Nothing vanishes.
+  CHECK(r.unscaled.q_gradient_norm > 3.0 * r.scaled.q_gradient_norm);
+  CHECK(r.unscaled.k_gradient_norm > 3.0 * r.scaled.k_gradient_norm);
+}
+
+TEST_CASE("lesson 5: a mask with PyTorch 2.x's convention hides every real key") {
+  const Lesson5 r = run_lesson5();
+  // Sequence 0 has no padding, so all its rows are fully masked: 4 rows of 8 outputs.
+  CHECK(r.inverted_outputs == 64);
+  CHECK(r.inverted_textbook_nonfinite == 32);
+  CHECK(r.inverted_cppgrad_nonfinite == 0);
+  CHECK(r.inverted_rows == 8);
+  CHECK(r.inverted_zero_rows == 4);
+  CHECK(r.inverted_padding_weight == doctest::Approx(1.0).epsilon(1e-12));  // only the padding is seen
+  CHECK(r.inverted_vs_correct > 0.1);
+  CHECK(r.inverted_fixed_vs_padding_mask == 0.0);  // the same mask, the same path: exactly equal
 }
 
 TEST_CASE("lesson 6: a tied weight gets the sum of the gradients of both uses and is stepped once") {
