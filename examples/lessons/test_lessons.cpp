@@ -30,6 +30,13 @@ TEST_CASE("lesson 2: fused and per-head attention agree in outputs and every gra
   CHECK(r.fused_parameters == 4 * r.d_model * r.d_model + 4 * r.d_model);
   CHECK(r.fused_weight_matrices == 2);
   CHECK(r.per_head_weight_matrices == 3 * r.heads + 1);
+  CHECK(r.three_linear_identity < 1e-13);
+  CHECK(r.fused_projection_macs == r.per_head_projection_macs);  // the same work
+  CHECK(r.fused_projection_macs == 2 * 6 * 3 * r.d_model * r.d_model);
+  // Fewer BLAS calls: the forward's projections alone are 1 against 3·h. (The times are printed,
+  // never tested: speed is measured, not asserted.)
+  CHECK(r.per_head_gemm_calls - r.fused_gemm_calls >= 3 * r.timed_heads - 1);
+  CHECK(r.fused_ms > 0.0);
   REQUIRE(r.differences.size() == 7);
   for (const auto& [what, diff] : r.differences) {
     INFO(what);
@@ -50,6 +57,19 @@ TEST_CASE("lesson 3: head count keeps the parameters but changes the outputs") {
   CHECK(r.one_hot_rows_h1 == r.rows_h1);
   CHECK(r.one_hot_rows_h8 == r.rows_h8);
   CHECK(r.largest_score_h8 > 100.0);
+  CHECK(r.ones_median_top_gap > 100.0);  // "hundreds apart within a row"
+  CHECK(r.ones_smallest_top_gap > 20.0);  // even the closest row: exp(-20) = 2e-9, one-hot in float64 terms
+  // One head's score is (1/√h)·Σ of the h heads' scores: float64 rounding only.
+  CHECK(r.score_identity < 1e-12 * std::max(1.0, r.score_identity_size));
+  // PyTorch's shapes, and they add up.
+  REQUIRE(r.parameter_shapes.size() == 4);
+  CHECK(r.parameter_shapes[0] == std::pair<std::string, cppgrad::Shape>{"in_proj_weight", {1536, 512}});
+  CHECK(r.parameter_shapes[1] == std::pair<std::string, cppgrad::Shape>{"in_proj_bias", {1536}});
+  CHECK(r.parameter_shapes[2] == std::pair<std::string, cppgrad::Shape>{"out_proj.weight", {512, 512}});
+  CHECK(r.parameter_shapes[3] == std::pair<std::string, cppgrad::Shape>{"out_proj.bias", {512}});
+  int64_t total = 0;
+  for (int64_t n : r.parameter_counts) total += n;
+  CHECK(total == 1050624);
   CHECK(r.ones_small_input_diff > 1e-2 * r.ones_small_input_size);  // unsaturated: the scale √d_k shows
 }
 
