@@ -190,8 +190,10 @@ void print(const Lesson2& r) {
   fmt::print("  times are this machine's at this moment (other programs share its 2 cores).\n");
   fmt::print("\nAnswer: both are right. Differences at the 1e-15 level are float64 rounding (the two do\n");
   fmt::print("their sums in different orders). The fused layer is the same maths, with the same number of\n");
-  fmt::print("multiply-adds, in fewer and larger matrix products; here that made it {:.1f}x faster. Gradients\n",
-             r.per_head_ms / r.fused_ms);
+  fmt::print("multiply-adds, in fewer and larger matrix products; {}. Gradients\n",
+             r.per_head_ms > r.fused_ms
+                 ? fmt::format("here that made it {:.1f}x faster", r.per_head_ms / r.fused_ms)
+                 : std::string("this time that was no faster (a busy machine: run it again)"));
   fmt::print("flow exactly as they do through 3·h separate layers.\n");
 }
 

@@ -1,4 +1,4 @@
-// The lessons of issue #7: six questions learners ask about multi-head attention, each
+// The lessons of issue #7: seven questions learners ask about multi-head attention, each
 // answered by a computation whose numbers prove the answer.
 //
 // Each lesson is a pair: run_lessonN() computes and returns its numbers (the tests in

@@ -2,6 +2,7 @@
 //
 //   lesson 1                 # is the embedding split between the heads, or copied?
 //   lesson 4 --checkpoint run.safetensors   # lesson 4 on a model trained by seq2seq --save
+//   lesson 7                 # the backward pass of an encoder layer, by hand
 //   lesson all
 #include <CLI/CLI.hpp>
 #include <chrono>
