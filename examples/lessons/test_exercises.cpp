@@ -115,3 +115,142 @@ TEST_CASE("exercise 4.3: the query-key cosine survives negating W_Q and W_K") {
   CHECK(cosine(qk(0), qk(1)) == doctest::Approx(before).epsilon(1e-12));
   CHECK(cosine(w_q0, block(0, 0)) == doctest::Approx(-1.0).epsilon(1e-12));
 }
+
+// ---- page 1: tensors and strides --------------------------------------------------------------
+
+TEST_CASE("exercise 1.1: shape, strides and offset of a transpose") {
+  Tensor a = arange(24).reshape({2, 3, 4});
+  Tensor t = a.transpose(0, 2);
+  CHECK(t.shape() == Shape{4, 3, 2});
+  CHECK(t.strides() == Strides{1, 4, 12});
+  CHECK(1 * t.strides()[0] + 2 * t.strides()[1] + 0 * t.strides()[2] == 9);
+  CHECK(t.at<int64_t>({1, 2, 0}) == 9);  // arange gives int64
+}
+
+TEST_CASE("exercise 1.2: view refuses the transpose, reshape copies it") {
+  Tensor a = arange(24).reshape({2, 3, 4});
+  CHECK_THROWS_AS(a.transpose(0, 2).view({24}), Error);
+  Tensor r = a.transpose(0, 2).reshape({24});
+  CHECK(r.data<int64_t>() != a.data<int64_t>());
+  CHECK(r.is_contiguous());
+}
+
+TEST_CASE("exercise 1.3: a 0-d float64 operand promotes an int64 tensor, not a float32 one") {
+  CHECK((tensor({1.5, 2}) + full({}, 0.25, kFloat64)).dtype() == kFloat32);
+  CHECK((tensor(std::vector<int64_t>{2, 3}, {2}) + full({}, 0.25, kFloat64)).dtype() == kFloat64);
+}
+
+// ---- page 2: the autograd engine -----------------------------------------------------------------
+
+TEST_CASE("page 2 on-ramp: y = a·b + a by the engine") {
+  Tensor a = tensor({2.0}, TensorOptions(kFloat64).requires_grad());
+  Tensor b = tensor({3.0}, TensorOptions(kFloat64).requires_grad());
+  Tensor y = a * b + a;
+  y.sum().backward();
+  CHECK(y.item() == 8.0);
+  CHECK(a.grad().item() == 4.0);
+  CHECK(b.grad().item() == 2.0);
+}
+
+TEST_CASE("exercise 2.1: y = a·b + a·a") {
+  Tensor a = tensor({2.0}, TensorOptions(kFloat64).requires_grad());
+  Tensor b = tensor({3.0}, TensorOptions(kFloat64).requires_grad());
+  (a * b + a * a).sum().backward();
+  CHECK(a.grad().item() == 7.0);
+  CHECK(b.grad().item() == 2.0);
+}
+
+TEST_CASE("exercise 2.2: the graph of b = a + a, c = b + b") {
+  Tensor a = tensor({1.0, 2.0}, TensorOptions(kFloat64).requires_grad());
+  Tensor b = a + a;
+  Tensor c = b + b;
+  Tensor s = c.sum();
+  // 3 nodes: sum -> add (c) -> add (b); c's add has two edges, both into b's node.
+  auto sum_node = s.grad_fn();
+  REQUIRE(sum_node != nullptr);
+  REQUIRE(sum_node->next.size() == 1);
+  auto c_node = sum_node->next[0].node;
+  REQUIRE(c_node == c.grad_fn());
+  REQUIRE(c_node->next.size() == 2);
+  CHECK(c_node->next[0].node == b.grad_fn());
+  CHECK(c_node->next[1].node == b.grad_fn());
+  for (const auto& e : b.grad_fn()->next) CHECK(e.node == nullptr);  // into a, a leaf
+  s.backward();
+  CHECK(values(a.grad()) == std::vector<double>{4.0, 4.0});
+}
+
+TEST_CASE("exercise 2.3: a second backward through a freed graph throws") {
+  Tensor a = tensor({1.0, 2.0}, TensorOptions(kFloat64).requires_grad());
+  Tensor loss = (a * a).sum();
+  loss.backward();
+  CHECK_THROWS_AS(loss.backward(), Error);
+}
+
+// ---- page 3: adding an op --------------------------------------------------------------------------
+
+namespace {
+// silu(x) = x·sigmoid(x), outside the library, by page 3's recipe. `right` = false drops a term.
+Tensor silu(const Tensor& x, bool right = true) {
+  Tensor out;
+  {
+    NoGradGuard no_grad;
+    out = x * x.sigmoid();
+  }
+  // dA = dC ⊙ (s + x·s·(1 - s)),  s = sigmoid(A)
+  return autograd::record("silu", out, {x}, {x},
+                          [right](const Tensor& g, const autograd::Saved& s) -> autograd::Grads {
+                            Tensor sig = s[0].sigmoid();
+                            return {right ? g * (sig + s[0] * sig * (1.0 - sig)) : g * sig};
+                          });
+}
+}  // namespace
+
+TEST_CASE("exercise 3.1: silu by the recipe passes gradcheck and gradgradcheck") {
+  Generator gen(31);
+  Tensor w = randn({3, 4}, kFloat64, gen).requires_grad_();
+  auto f = [](const std::vector<Tensor>& in) { return silu(in[0]); };
+  CHECK(gradcheck(f, {w}));
+  CHECK(gradgradcheck(f, {w}));
+  CHECK(silu(tensor({1.0}, kFloat64)).item() == doctest::Approx(0.7311).epsilon(1e-4));
+}
+
+TEST_CASE("exercise 3.2: a wrong backward is caught by gradcheck") {
+  Generator gen(32);
+  Tensor w = randn({3, 4}, kFloat64, gen).requires_grad_();
+  CHECK_THROWS_AS(gradcheck([](const std::vector<Tensor>& in) { return silu(in[0], false); }, {w}), Error);
+}
+
+// ---- page 5: the Transformer layers ------------------------------------------------------------
+
+TEST_CASE("exercise 5.1: the parameters of a small encoder layer") {
+  nn::TransformerEncoderLayer layer(nn::TransformerEncoderLayerOptions(8, 2).dim_feedforward(16));
+  CHECK(layer.self_attn->parameter_count() == 288);
+  CHECK(layer.linear1->parameter_count() + layer.linear2->parameter_count() == 280);
+  CHECK(layer.parameter_count() == 600);
+}
+
+TEST_CASE("exercise 5.2: a pre-norm layer with zero blocks is the identity") {
+  nn::TransformerEncoderLayer layer(
+      nn::TransformerEncoderLayerOptions(8, 2).dim_feedforward(16).dropout(0.0).norm_first(true));
+  layer.to(kFloat64);
+  {
+    NoGradGuard no_grad;
+    for (auto& [name, p] : layer.named_parameters())
+      if (name.rfind("norm", 0) != 0) p.zero_();
+  }
+  Generator gen(52);
+  Tensor x = randn({2, 5, 8}, kFloat64, gen);
+  CHECK(max_abs_diff(layer.forward(x), x) == 0.0);
+}
+
+// ---- page 6: training -------------------------------------------------------------------------------
+
+TEST_CASE("exercise 6.1 and 6.2: the paper's schedule's peak and decay") {
+  Tensor p = zeros({1}).requires_grad_();
+  optim::Adam opt({p}, optim::AdamOptions(1.0));
+  optim::NoamLR seq2seq_schedule(opt, 128, 200, 0.5);  // lr_at counts steps from 0
+  CHECK(seq2seq_schedule.lr_at(199, 1.0) == doctest::Approx(3.125e-3).epsilon(1e-12));
+  CHECK(seq2seq_schedule.lr_at(799, 1.0) == doctest::Approx(1.5625e-3).epsilon(1e-12));
+  optim::NoamLR lesson4_schedule(opt, 32, 100, 1.0);
+  CHECK(lesson4_schedule.lr_at(99, 1.0) == doctest::Approx(0.0177).epsilon(1e-3));
+}
