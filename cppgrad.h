@@ -2,6 +2,7 @@
 #pragma once
 
 #include "tensor/tensor.h"
+#include "tensor/allocator.h"
 #include "tensor/parallel.h"
 #include "tensor/profile.h"
 #include "autograd/node.h"

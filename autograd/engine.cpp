@@ -4,6 +4,10 @@
 // into it; then runs nodes in an order where each runs only after every node that feeds it a
 // gradient has run (a topological order, kept with a work list, not recursion, so a graph
 // 100,000 ops deep is fine). Gradients arriving at the same node are summed first.
+//
+// grad(outputs, inputs) runs only the nodes on a path from the outputs to the inputs (as
+// torch.autograd.grad does): the rest of the graph is neither run nor freed, its hooks do
+// not fire, and no .grad is written, retain_grad's included.
 #include <algorithm>
 #include <atomic>
 #include <cctype>
@@ -176,7 +180,8 @@ class Engine {
   Engine(bool retain_graph, bool create_graph)
       : retain_graph_(retain_graph || create_graph), create_graph_(create_graph) {}
 
-  // With `inputs`, gradients reaching them are captured and returned, and no .grad changes.
+  // With `inputs`, gradients reaching them are captured and returned, only the nodes that lead
+  // to them run, and no .grad changes.
   std::vector<Tensor> run(const std::vector<Tensor>& roots, const std::vector<Tensor>& root_grads,
                           const std::vector<Tensor>* inputs) {
     GradModeGuard mode(create_graph_);
@@ -201,6 +206,10 @@ class Engine {
         add_to_leaf(meta_of(roots[i]), root_grads[i]);
       }
     }
+    if (capturing_) {
+      mark_needed(starts);
+      std::erase_if(starts, [&](Node* n) { return !needed_.count(n); });
+    }
     count_dependencies(starts);
     std::priority_queue<Node*, std::vector<Node*>, LaterFirst> ready;
     std::unordered_set<Node*> queued;
@@ -220,6 +229,39 @@ class Engine {
  private:
   void add_to(Tensor& slot, const Tensor& g) { slot = slot.defined() ? slot + g : g; }
 
+  // Whether the engine follows this edge: always for backward; for grad, only towards an input.
+  bool follows(const Edge& e) const {
+    if (!capturing_) return e.valid();
+    if (e.node) return needed_.count(e.node.get()) > 0;
+    return e.leaf && capture_leaf_.count(e.leaf.get()) > 0;
+  }
+
+  // needed_ = the nodes below `starts` from which an input of grad() can be reached: an input's
+  // own grad_fn, a node with an edge to an input leaf, or a node with an edge to a needed node.
+  // Depth-first without recursion: a node is decided once all its children are.
+  void mark_needed(const std::vector<Node*>& starts) {
+    std::unordered_set<Node*> visited;
+    std::vector<std::pair<Node*, bool>> stack;  // (node, its children already pushed)
+    for (Node* s : starts) stack.emplace_back(s, false);
+    while (!stack.empty()) {
+      auto [n, expanded] = stack.back();
+      if (!expanded) {
+        if (!visited.insert(n).second) {
+          stack.pop_back();
+          continue;
+        }
+        stack.back().second = true;
+        for (const Edge& e : n->next)
+          if (e.node && !visited.count(e.node.get())) stack.emplace_back(e.node.get(), false);
+        continue;
+      }
+      stack.pop_back();
+      bool needed = capture_node_.count(n) > 0;
+      for (const Edge& e : n->next) needed = needed || follows(e);
+      if (needed) needed_.insert(n);
+    }
+  }
+
   void count_dependencies(const std::vector<Node*>& starts) {
     std::vector<Node*> stack(starts.begin(), starts.end());
     std::unordered_set<Node*> seen(starts.begin(), starts.end());
@@ -227,7 +269,7 @@ class Engine {
       Node* n = stack.back();
       stack.pop_back();
       for (const Edge& e : n->next) {
-        if (!e.node) continue;
+        if (!e.node || !follows(e)) continue;
         ++dependencies_[e.node.get()];
         if (seen.insert(e.node.get()).second) stack.push_back(e.node.get());
       }
@@ -242,21 +284,27 @@ class Engine {
       pending_.erase(it);
     }
     Grads input_grads(node.next.size());
+    const bool goes_on = std::any_of(node.next.begin(), node.next.end(), [&](const Edge& e) { return follows(e); });
     if (grad.defined()) {
       grad = apply_hooks(node.pre_hooks, grad);
       if (auto it = capture_node_.find(&node); it != capture_node_.end())
         for (size_t i : it->second) captured_[i] = grad;
-      if (node.released)
-        throw Error(fmt::format(
-            "backward: trying to backward through the graph a second time ('{}' already freed its saved tensors); "
-            "pass retain_graph=true to the first backward if you need to run backward twice",
-            node.op));
-      input_grads = call_backward(node, grad);
+      if (!capturing_) retain(node, grad);
+      // (An input of grad() with nothing else to reach below it stops here: its graph is kept.)
+      if (goes_on) {
+        if (node.released)
+          throw Error(fmt::format(
+              "backward: trying to backward through the graph a second time ('{}' already freed its saved "
+              "tensors); pass retain_graph=true to the first backward if you need to run backward twice",
+              node.op));
+        input_grads = call_backward(node, grad);
+      }
     }
     for (size_t i = 0; i < node.next.size(); ++i) {
       const Edge& edge = node.next[i];
+      if (!follows(edge)) continue;
       Tensor g = i < input_grads.size() ? input_grads[i] : Tensor();
-      if (g.defined() && edge.valid()) {
+      if (g.defined()) {
         // Broadcasting and dtype promotion in the forward are undone here, once for every op.
         if (g.shape() != node.input_shapes[i]) g = sum_to(g, node.input_shapes[i]);
         if (g.dtype() != node.input_dtypes[i]) g = g.to(node.input_dtypes[i]);
@@ -273,7 +321,7 @@ class Engine {
     std::vector<Tensor> saved;
     for (size_t i = 0; i < node.saved.size(); ++i) saved.push_back(unpack(node, i));
     std::vector<bool> needs;
-    for (const Edge& e : node.next) needs.push_back(e.valid());
+    for (const Edge& e : node.next) needs.push_back(follows(e));
     Grads grads = node.backward(grad, Saved(std::move(saved), std::move(needs)));
     CPPGRAD_CHECK(grads.size() == node.next.size(), "backward: '{}' returned {} gradients for {} inputs", node.op,
           grads.size(), node.next.size());
@@ -306,21 +354,42 @@ class Engine {
   }
 
   void deliver_to_leaf(AutogradMeta& leaf, Tensor g) {
-    g = apply_hooks(leaf.hooks, std::move(g));
-    if (capturing_) {
-      if (auto it = capture_leaf_.find(&leaf); it != capture_leaf_.end())
-        for (size_t i : it->second) captured_[i] = g;
+    if (capturing_) {  // only an input of grad() is reached (or a root that is a leaf)
+      auto it = capture_leaf_.find(&leaf);
+      if (it == capture_leaf_.end()) return;
+      g = apply_hooks(leaf.hooks, std::move(g));
+      for (size_t i : it->second) captured_[i] = g;
       return;
     }
-    if (leaf.grad.defined()) {
-      leaf.grad = leaf.grad + g;
-    } else {
-      // .grad must own its memory: one gradient tensor (or a broadcast view of one) may reach
-      // several leaves, and .grad is changed in place (zero_grad, optimizers).
+    accumulate(leaf.grad, apply_hooks(leaf.hooks, std::move(g)));
+  }
+
+  // A non-leaf's retain_grad(): .grad gets a copy of the gradient (the gradient itself flows on
+  // to other nodes), later ones added out of place, as PyTorch's retains_grad hook does.
+  void retain(const Node& node, const Tensor& grad) {
+    auto meta = node.retained.lock();
+    if (!meta) return;
+    NoGradGuard no_grad;  // .grad is data, not part of a graph
+    meta->grad = meta->grad.defined() ? meta->grad + grad : grad.clone();
+  }
+
+  // PyTorch's rule for a leaf's .grad (AccumulateGrad):
+  //  - the first gradient is taken as it is when nothing else holds it, else copied: one
+  //    gradient tensor (or a broadcast view of one) may reach several leaves, and .grad is
+  //    changed in place (zero_grad, optimizers, the accumulation below);
+  //  - later ones are added in place, so a handle on .grad the user kept sees the sum and
+  //    micro-batches allocate no new .grad; except with create_graph, where .grad is part of
+  //    a graph and the sum is a new tensor recorded on it.
+  void accumulate(Tensor& slot, const Tensor& g) {
+    if (!slot.defined()) {
       const bool owned = g.impl_ptr().use_count() == 1 && g.storage().use_count() == 1 && g.is_contiguous();
-      leaf.grad = owned ? g : g.clone();
+      slot = owned ? g : g.clone();
+    } else if (!create_graph_ && !slot.requires_grad() && slot.dtype() == g.dtype() && slot.is_contiguous()) {
+      kernels::binary_(kernels::Binary::Add, slot, g);
+    } else {
+      slot = slot + g;
     }
-    if (!create_graph_ && leaf.grad.requires_grad()) leaf.grad = leaf.grad.detach();
+    if (!create_graph_ && slot.requires_grad()) slot = slot.detach();
   }
 
   bool retain_graph_, create_graph_;
@@ -332,6 +401,7 @@ class Engine {
   std::vector<std::pair<std::shared_ptr<AutogradMeta>, Tensor>> leaf_grads_;  // in order of first arrival
   std::unordered_map<AutogradMeta*, size_t> leaf_index_;
   std::vector<Tensor> captured_;
+  std::unordered_set<Node*> needed_;  // grad(): the nodes that lead to an input
 };
 
 std::vector<Tensor> root_gradients(const std::vector<Tensor>& outputs, const std::vector<Tensor>& grad_outputs,

@@ -14,7 +14,8 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = {});
 Tensor layer_norm(const Tensor& x, int64_t normalized_dims, const Tensor& weight, const Tensor& bias, double eps);
 // softmax(scale · scores + mask) over the last dim: mask bool (true = hidden) or float (added,
 // may require grad), broadcast to scores; is_causal hides key j from query i when j > i.
-// A row with every key hidden gives zeros.
+// A row with every key hidden (every z = -inf) gives zeros and a zero gradient; a NaN score
+// makes its row NaN, as softmax does.
 Tensor masked_softmax(const Tensor& scores, const Tensor& mask, bool is_causal, double scale);
 
 // x ⊙ mask / (1 - p) with each mask element 0 with probability p: one pass (training mode only).

@@ -71,7 +71,9 @@ struct Node : std::enable_shared_from_this<Node> {
   std::vector<DType> input_dtypes;  // and converted to its input's dtype
   std::vector<SavedTensor> saved;
   BackwardFn backward;
-  std::vector<Tensor::Hook> pre_hooks;  // the output tensor's hooks (and retain_grad)
+  std::vector<Tensor::Hook> pre_hooks;  // the output tensor's hooks
+  // The output whose .grad retain_grad() fills (backward only: autograd::grad writes no .grad).
+  std::weak_ptr<AutogradMeta> retained;
   uint64_t sequence_nr;                 // creation order: later nodes run first
   bool released = false;                // saved tensors freed by a backward without retain_graph
 

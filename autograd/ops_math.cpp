@@ -87,7 +87,22 @@ Tensor Tensor::relu() const {
   });
 }
 
-Tensor Tensor::gelu() const {
+Tensor Tensor::gelu(std::string_view approximate) const {
+  CPPGRAD_CHECK(approximate == "none" || approximate == "tanh",
+                "gelu: approximate must be \"none\" or \"tanh\", got \"{}\"", approximate);
+  if (approximate == "tanh") {
+    // GELU(x) ≈ ½x(1 + tanh u),  u = k(x + c x³),  k = √(2/π),  c = 0.044715;
+    // dA = dC ⊙ (½(1 + tanh u) + ½A (1 - tanh² u) k (1 + 3c A²))
+    return record("gelu_tanh", kernels::unary(Unary::GeluTanh, *this), {*this}, {*this},
+                  [](const Tensor& g, const Saved& s) -> Grads {
+                    constexpr double k = std::numbers::sqrt2 * std::numbers::inv_sqrtpi, c = 0.044715;
+                    const Tensor& x = s[0];
+                    Tensor x2 = x * x;
+                    Tensor t = (k * (x + c * x2 * x)).tanh();
+                    Tensor du_dx = k * (1.0 + 3.0 * c * x2);
+                    return {g * (0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * du_dx)};
+                  });
+  }
   // GELU(x) = x Φ(x);  dA = dC ⊙ (Φ(A) + A φ(A)),  φ(x) = exp(-x²/2) / √(2π)
   return record("gelu", kernels::unary(Unary::Gelu, *this), {*this}, {*this},
                 [](const Tensor& g, const Saved& s) -> Grads {

@@ -68,12 +68,9 @@ void Tensor::retain_grad() const {
   auto& meta = ensure_meta(*this);
   if (meta.retains_grad) return;
   meta.retains_grad = true;
-  // The hook holds the tensor's state weakly: the tensor owns its grad_fn, not the reverse.
-  std::weak_ptr<AutogradMeta> weak = impl()->autograd;
-  grad_fn()->pre_hooks.push_back([weak](const Tensor& g) {
-    if (auto m = weak.lock()) m->grad = m->grad.defined() ? m->grad + g : g.detach();
-    return Tensor();
-  });
+  // The node holds the tensor's state weakly: the tensor owns its grad_fn, not the reverse. The
+  // engine fills .grad there (autograd/engine.cpp); an in-place op moves this to its new node.
+  grad_fn()->retained = impl()->autograd;
 }
 
 bool Tensor::retains_grad() const {

@@ -72,7 +72,11 @@ inline bool same_result(const MatmulCase& c, MatmulOperands& o) {
   std::vector<float> mine = o.a.matmul(o.b).to_vector<float>();
   raw_sgemm(c, o);
   double worst = 0;
-  for (size_t i = 0; i < mine.size(); ++i) worst = std::max(worst, std::abs(double(mine[i]) - double(o.c_raw[i])));
+  for (size_t i = 0; i < mine.size(); ++i) {
+    const double d = std::abs(double(mine[i]) - double(o.c_raw[i]));
+    if (std::isnan(d)) return false;  // std::max would drop it
+    worst = std::max(worst, d);
+  }
   return mine.size() == o.c_raw.size() && worst <= 1e-3 * std::sqrt(double(c.k));
 }
 

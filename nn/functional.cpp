@@ -20,9 +20,18 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
 Tensor embedding(const Tensor& indices, const Tensor& weight, std::optional<int64_t> padding_idx) {
   CPPGRAD_CHECK(indices.dtype() == kInt64, "embedding: indices must be int64, got {}", dtype_name(indices.dtype()));
   CPPGRAD_CHECK(weight.dim() == 2, "embedding: weight must be 2-D (num_embeddings, dim), got {}", shape_str(weight.shape()));
+  // Every index names a row: a negative one (a padding id of -1 or -100) is refused, not
+  // counted from the end, as torch.nn.functional.embedding does.
+  Tensor flat = indices.reshape({-1}).contiguous();
+  const int64_t rows_in_table = weight.size(0);
+  const int64_t* ids = flat.data<int64_t>();
+  for (int64_t i = 0; i < flat.numel(); ++i)
+    CPPGRAD_CHECK(ids[i] >= 0 && ids[i] < rows_in_table,
+                  "embedding: index {} out of range for a table of {} rows (weight {}){}", ids[i], rows_in_table,
+                  shape_str(weight.shape()), ids[i] < 0 ? "; negative indices are not wrapped" : "");
   Shape shape = indices.shape();
   shape.push_back(weight.size(1));
-  Tensor rows = weight.index_select(0, indices.reshape({-1})).reshape(shape);  // (..., dim)
+  Tensor rows = weight.index_select(0, flat).reshape(shape);  // (..., dim)
   if (!padding_idx) return rows;
   // Same values; but the padding row's gradient is cut.
   Tensor is_pad = indices.eq(scalar_tensor(static_cast<double>(*padding_idx), kInt64)).unsqueeze(-1);
@@ -46,7 +55,7 @@ Tensor dropout(const Tensor& x, double p, bool training, Generator& gen) {
 }
 
 Tensor relu(const Tensor& x) { return x.relu(); }
-Tensor gelu(const Tensor& x) { return x.gelu(); }
+Tensor gelu(const Tensor& x, std::string_view approximate) { return x.gelu(approximate); }
 
 Tensor cross_entropy(const Tensor& logits, const Tensor& target, const CrossEntropyOptions& options) {
   CPPGRAD_CHECK(logits.is_floating_point(), "cross_entropy: logits must be floating, got {}", dtype_name(logits.dtype()));

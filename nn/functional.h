@@ -19,7 +19,8 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
 // Zeroes each element with probability p and scales the rest by 1/(1-p); identity when not training.
 Tensor dropout(const Tensor& x, double p, bool training, Generator& gen = default_generator());
 Tensor relu(const Tensor& x);
-Tensor gelu(const Tensor& x);
+// approximate: "none" (x·Φ(x)) or "tanh" (PyTorch's tanh approximation), as F.gelu.
+Tensor gelu(const Tensor& x, std::string_view approximate = "none");
 
 enum class Reduction { Mean, Sum, None };
 

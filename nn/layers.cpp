@@ -50,6 +50,13 @@ std::string Embedding::extra_repr() const {
                      : fmt::format("{}, {}", num_embeddings, embedding_dim);
 }
 
+GELU::GELU(std::string approximate_) : approximate(std::move(approximate_)) {
+  CPPGRAD_CHECK(approximate == "none" || approximate == "tanh",
+                "GELU: approximate must be \"none\" or \"tanh\", got \"{}\"", approximate);
+}
+
+std::string GELU::extra_repr() const { return fmt::format("approximate='{}'", approximate); }
+
 LayerNorm::LayerNorm(Shape shape, double eps_, bool elementwise_affine)
     : normalized_shape(std::move(shape)), eps(eps_) {
   if (elementwise_affine) {

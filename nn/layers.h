@@ -70,10 +70,16 @@ class ReLU : public UnaryModule {
   std::string type_name() const override { return "ReLU"; }
 };
 
+// GELU(x) = x·Φ(x), or with approximate = "tanh" PyTorch's tanh approximation
+// 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))), as torch.nn.GELU(approximate=...).
 class GELU : public UnaryModule {
  public:
-  Tensor forward(const Tensor& x) override { return x.gelu(); }
+  explicit GELU(std::string approximate = "none");
+  Tensor forward(const Tensor& x) override { return x.gelu(approximate); }
   std::string type_name() const override { return "GELU"; }
+  std::string extra_repr() const override;
+
+  std::string approximate;
 };
 
 // Runs its modules in order; children are named "0", "1", ...

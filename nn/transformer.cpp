@@ -7,7 +7,14 @@
 namespace cppgrad::nn {
 
 namespace {
-Tensor activate(Activation a, const Tensor& x) { return a == Activation::ReLU ? x.relu() : x.gelu(); }
+Tensor activate(Activation a, const Tensor& x) {
+  switch (a) {
+    case Activation::ReLU: return x.relu();
+    case Activation::GELU: return x.gelu();
+    case Activation::GELUTanh: return x.gelu("tanh");
+  }
+  throw Error("TransformerLayer: unknown activation");
+}
 
 void check_layer_options(const TransformerLayerOptions& o, std::string_view who) {
   CPPGRAD_CHECK(o.d_model() > 0 && o.nhead() > 0 && o.dim_feedforward() > 0,

@@ -12,7 +12,9 @@
 
 namespace cppgrad::nn {
 
-enum class Activation { ReLU, GELU };
+// The feed-forward block's activation: ReLU, GELU (x·Φ(x)), or GELU's tanh approximation
+// (what PyTorch gives with activation=lambda x: F.gelu(x, approximate="tanh")).
+enum class Activation { ReLU, GELU, GELUTanh };
 
 struct TransformerLayerOptions {
   TransformerLayerOptions(int64_t d_model, int64_t nhead) : d_model_(d_model), nhead_(nhead) {}

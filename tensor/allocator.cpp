@@ -12,7 +12,13 @@ namespace cppgrad {
 namespace {
 
 constexpr size_t kAlign = 64;
-constexpr size_t kMaxCached = size_t{4} << 30;  // beyond this, freed blocks go back to the system
+
+// Why 1 GiB by default: the cache pays off by serving the next step the same temporaries, so it
+// needs to hold about one step's working set. The runs here stay far below it (every row of
+// the benchmark suite, the training steps included, peaks under 60 MB per process; see
+// bench/README.md), so their blocks are all reused; and a process never keeps more than 1 GiB
+// idle, where the earlier limit of 4 GiB let a run of changing shapes fill a small machine with
+// blocks of sizes it no longer asks for. set_cache_limit() changes it (0 turns caching off).
 
 // Sizes are rounded so that nearly equal requests share a free list: to 64 bytes while small,
 // to 4 KiB (a page) above that.
@@ -21,10 +27,34 @@ size_t bucket_size(size_t nbytes) {
   return std::max(kAlign, (nbytes + step - 1) / step * step);
 }
 
+// The cached blocks of one rounded size, and when a block of that size was last freed.
+struct FreeList {
+  std::vector<void*> blocks;
+  uint64_t last_freed = 0;
+};
+
 struct Cache {
   std::mutex mutex;
-  std::unordered_map<size_t, std::vector<void*>> free_blocks;
+  std::unordered_map<size_t, FreeList> free_blocks;
   AllocatorStats stats;
+  size_t limit = kDefaultCacheLimit;
+  uint64_t frees = 0;  // a clock: counts deallocations
+
+  // Gives back whole free lists, those freed longest ago first, until at most `target` bytes
+  // stay cached. Called with the mutex held. Each call scans the lists once per list it
+  // empties; trimming below the limit (to 7/8 of it) leaves room for many frees before the next.
+  void trim_to(size_t target) {
+    while (stats.cached_bytes > static_cast<int64_t>(target)) {
+      auto oldest = free_blocks.end();
+      for (auto it = free_blocks.begin(); it != free_blocks.end(); ++it)
+        if (!it->second.blocks.empty() && (oldest == free_blocks.end() || it->second.last_freed < oldest->second.last_freed))
+          oldest = it;
+      if (oldest == free_blocks.end()) return;
+      for (void* p : oldest->second.blocks) std::free(p);
+      stats.cached_bytes -= static_cast<int64_t>(oldest->first * oldest->second.blocks.size());
+      free_blocks.erase(oldest);
+    }
+  }
 };
 
 // Never destroyed: storages freed during static destruction still find it.
@@ -41,9 +71,9 @@ void* allocate_bytes(size_t nbytes) {
   {
     std::lock_guard<std::mutex> lock(c.mutex);
     auto it = c.free_blocks.find(size);
-    if (it != c.free_blocks.end() && !it->second.empty()) {
-      void* p = it->second.back();
-      it->second.pop_back();
+    if (it != c.free_blocks.end() && !it->second.blocks.empty()) {
+      void* p = it->second.blocks.back();
+      it->second.blocks.pop_back();
       c.stats.cached_bytes -= static_cast<int64_t>(size);
       c.stats.in_use_bytes += static_cast<int64_t>(size);
       c.stats.peak_bytes = std::max(c.stats.peak_bytes, c.stats.in_use_bytes);
@@ -68,12 +98,27 @@ void deallocate_bytes(void* data, size_t nbytes) {
   Cache& c = cache();
   std::lock_guard<std::mutex> lock(c.mutex);
   c.stats.in_use_bytes -= static_cast<int64_t>(size);
-  if (c.stats.cached_bytes + static_cast<int64_t>(size) > static_cast<int64_t>(kMaxCached)) {
+  if (size > c.limit) {  // could never be kept (and 0 means no caching)
     std::free(data);
     return;
   }
-  c.free_blocks[size].push_back(data);
+  FreeList& list = c.free_blocks[size];
+  list.blocks.push_back(data);
+  list.last_freed = ++c.frees;
   c.stats.cached_bytes += static_cast<int64_t>(size);
+  if (c.stats.cached_bytes > static_cast<int64_t>(c.limit)) c.trim_to(c.limit - c.limit / 8);
+}
+
+void set_cache_limit(size_t bytes) {
+  Cache& c = cache();
+  std::lock_guard<std::mutex> lock(c.mutex);
+  c.limit = bytes;
+  c.trim_to(bytes);
+}
+
+size_t cache_limit() {
+  std::lock_guard<std::mutex> lock(cache().mutex);
+  return cache().limit;
 }
 
 AllocatorStats allocator_stats() {
@@ -89,8 +134,8 @@ void reset_peak_allocated() {
 void empty_cache() {
   Cache& c = cache();
   std::lock_guard<std::mutex> lock(c.mutex);
-  for (auto& [size, blocks] : c.free_blocks)
-    for (void* p : blocks) std::free(p);
+  for (auto& [size, list] : c.free_blocks)
+    for (void* p : list.blocks) std::free(p);
   c.free_blocks.clear();
   c.stats.cached_bytes = 0;
 }

@@ -3,8 +3,12 @@
 // A training step allocates the same buffers every step: activations, gradients, temporaries.
 // Going back to the system for each (and, for large blocks, getting fresh pages from the
 // kernel, each faulted in on first touch) costs as much as the arithmetic at these sizes. So
-// freed blocks are kept in per-size free lists and handed out again; memory is returned to the
-// system only by empty_cache() or at exit.
+// freed blocks are kept in per-size free lists and handed out again.
+//
+// The cache is capped (cache_limit(), 1 GiB unless set_cache_limit() says otherwise): when a
+// freed block would take it past the cap, the sizes freed longest ago are given back to the
+// system first, so a run whose shapes keep changing (a new batch length every step) keeps
+// the sizes it still uses and never holds more than the cap idle.
 #pragma once
 
 #include <cstddef>
@@ -24,5 +28,12 @@ AllocatorStats allocator_stats();
 void reset_peak_allocated();
 // Returns every cached block to the system.
 void empty_cache();
+
+// The most bytes the cache keeps for reuse. 0 turns caching off (every block goes back to the
+// system at once); lowering the limit trims the cache to it at once.
+void set_cache_limit(size_t bytes);
+size_t cache_limit();
+// The default: 1 GiB (see tensor/allocator.cpp for why).
+inline constexpr size_t kDefaultCacheLimit = size_t{1} << 30;
 
 }  // namespace cppgrad

@@ -36,7 +36,7 @@ Tensor to(const Tensor& t, DType dtype);
 void fill_(const Tensor& t, double value);
 
 // ---- elementwise (tensor/kernels/elementwise.cpp) ------------------------------------------
-enum class Unary { Neg, Abs, Exp, Log, Sqrt, Rsqrt, Tanh, Sigmoid, Relu, Gelu, Erf, Sign };
+enum class Unary { Neg, Abs, Exp, Log, Sqrt, Rsqrt, Tanh, Sigmoid, Relu, Gelu, GeluTanh, Erf, Sign };
 Tensor unary(Unary op, const Tensor& t);
 Tensor pow(const Tensor& t, double exponent);
 
@@ -65,7 +65,9 @@ enum class Extremum { Max, Min };
 ValuesIndices extremum(Extremum which, const Tensor& t, int64_t dim, bool keepdim);
 ValuesIndices extremum_all(Extremum which, const Tensor& t);  // over the flattened tensor
 
-// ---- softmax (tensor/kernels/softmax.cpp): max-subtracted, all -inf rows give 0 -------------
+// ---- softmax (tensor/kernels/softmax.cpp): max-subtracted ----------------------------------
+// A row that is -inf throughout gives zeros (softmax) or -inf (log_softmax); a NaN anywhere in
+// a row makes the whole row NaN.
 Tensor softmax(const Tensor& t, int64_t dim);
 Tensor log_softmax(const Tensor& t, int64_t dim);
 // softmax(scale·scores + mask) over the last dim; mask bool (true = hidden) or float (added),

@@ -15,6 +15,7 @@
 #include <initializer_list>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "dtype.h"
@@ -149,7 +150,9 @@ class Tensor {
   Tensor tanh() const;
   Tensor sigmoid() const;
   Tensor relu() const;
-  Tensor gelu() const;
+  // GELU(x) = x·Φ(x) with Φ the normal CDF (approximate = "none"), or PyTorch's tanh
+  // approximation 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))) (approximate = "tanh").
+  Tensor gelu(std::string_view approximate = "none") const;
   Tensor erf() const;
   Tensor sign() const;  // no gradient
   Tensor pow(double exponent) const;
@@ -171,6 +174,10 @@ class Tensor {
   Tensor argmax() const;  // of the flattened tensor; no gradient
   Tensor argmax(int64_t dim, bool keepdim = false) const;
   Tensor argmin(int64_t dim, bool keepdim = false) const;
+  // Along `dim`, computed stably (the row max is subtracted first). A row that is -inf
+  // throughout (a fully masked row) gives zeros from softmax, with zero gradient, and -inf
+  // from log_softmax; PyTorch gives NaN for both. A NaN anywhere in a row makes the whole row
+  // NaN, in the values and in the gradient, as in PyTorch.
   Tensor softmax(int64_t dim) const;
   Tensor log_softmax(int64_t dim) const;
 
@@ -243,8 +250,8 @@ Tensor minimum(const Tensor& a, const Tensor& b);
 Tensor where(const Tensor& condition, const Tensor& a, const Tensor& b);
 Tensor cat(const std::vector<Tensor>& tensors, int64_t dim = 0);
 Tensor stack(const std::vector<Tensor>& tensors, int64_t dim = 0);
-Tensor softmax(const Tensor& t, int64_t dim);
-Tensor log_softmax(const Tensor& t, int64_t dim);
+Tensor softmax(const Tensor& t, int64_t dim);      // as t.softmax(dim): an all -inf row gives 0
+Tensor log_softmax(const Tensor& t, int64_t dim);  // as t.log_softmax(dim): an all -inf row gives -inf
 // Sums `t` down to `shape` (the inverse of broadcasting `shape` up to t's shape).
 Tensor sum_to(const Tensor& t, const Shape& shape);
 

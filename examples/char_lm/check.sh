@@ -23,8 +23,9 @@ check_svg() {
   if command -v xmllint > /dev/null; then xmllint --noout "$1" || fail "$1 is not well-formed XML"; fi
 }
 
-# The loss of the first and the last progress line.
-losses() { grep -o 'loss [0-9][0-9.]*' "$1" | awk 'NR == 1 { first = $2 } { last = $2 } END { print first, last }'; }
+# The loss of the first and the last progress line (whatever they print: a "nan" must fail the
+# numeric check below, not be skipped).
+losses() { grep -o '^step *[0-9]*/[0-9]*  loss [^ ]*' "$1" | awk 'NR == 1 { first = $NF } { last = $NF } END { print first, last }'; }
 
 # Runs char_lm with bad arguments: it must print one line on stderr and exit with 2.
 expect_usage_error() {
@@ -40,6 +41,8 @@ case "$mode" in
     "$char_lm" "${tiny[@]}" --steps 200 --eval-every 100 --save run.safetensors --plot loss.svg --sample-len 60 \
       --prompt "The " > run.log
     read -r first last < <(losses run.log)
+    # (a process substitution's failure is not seen by set -e: an empty result must fail here)
+    [[ "$first" =~ ^[0-9.]+$ && "$last" =~ ^[0-9.]+$ ]] || fail "no loss in the progress lines of run.log"
     echo "loss $first -> $last"
     awk -v a="$first" -v b="$last" 'BEGIN { exit !(b < 0.8 * a) }' || fail "the loss did not fall: $first -> $last"
     grep -q '^held-out loss [0-9.]* nats/char' run.log || fail "no held-out loss line"
@@ -67,6 +70,7 @@ case "$mode" in
     # the checkpoints hold the weights, the optimizer's moments, the schedule, the RNG states and
     # every step's training loss: identical files mean the resumed run continued exactly
     cmp straight.safetensors resumed.safetensors || fail "resumed run differs from the straight one"
+    grep -q 'step *40/40  loss [0-9.]*' resumed.log || fail "the resumed run printed no step 40"
     diff <(grep -o 'step *[0-9]*/40  loss [0-9.]*' straight.log | tail -n 2) \
          <(grep -o 'step *[0-9]*/40  loss [0-9.]*' resumed.log) || fail "the printed losses differ"
     ;;

@@ -56,7 +56,7 @@ Lesson1 run_lesson1() {
     Tensor W_Q_i = W_Q.narrow(0, i * d_k, d_k);        // (d_k, d_model) = W_Q_iᵀ
     Tensor Q_i = F::linear(x, W_Q_i, b_Q.narrow(0, i * d_k, d_k));  // (1, T, d_k)
     Tensor fused_i = Q_heads.select(2, i);             // (1, T, d_k)
-    r.fused_vs_per_head = std::max(r.fused_vs_per_head, max_abs_diff(fused_i, Q_i));
+    r.fused_vs_per_head = worst_of(r.fused_vs_per_head, max_abs_diff(fused_i, Q_i));
     if (i == 0) r.w_q_head_shape = W_Q_i.t().shape();  // the paper's orientation
 
     Tensor g = gradient_by_feature(fused_i, x);

@@ -101,7 +101,7 @@ Lesson3 run_lesson3() {
   r.one_hot_rows_h1 = one_hot_rows(w1);
   r.one_hot_rows_h8 = one_hot_rows(w8);
   for (int64_t i = 1; i < 8; ++i)  // head i against head 0: copies?
-    r.heads_differ_by = std::max(r.heads_differ_by, max_abs_diff(w8.select(1, i), w8.select(1, 0)));
+    r.heads_differ_by = worst_of(r.heads_differ_by, max_abs_diff(w8.select(1, i), w8.select(1, 0)));
   // The scores themselves: a_t = Σ x_t + 1 for each token, score(t, s) = √d_k · a_t · a_s.
   std::vector<double> a = values(x.sum({2}).squeeze(0) + 1.0);
   const double sqrt_d_k = std::sqrt(static_cast<double>(E / 8));

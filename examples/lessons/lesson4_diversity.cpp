@@ -78,8 +78,9 @@ std::pair<double, double> head_apart(const nn::MultiheadAttention& layer, int64_
   const int64_t E = layer.options.embed_dim(), d_k = layer.head_dim;
   auto bias = [&](int64_t part, int64_t head) { return layer.in_proj_bias.narrow(0, part * E + head * d_k, d_k); };
   double weights = max_abs_diff(layer.out_proj->weight.narrow(1, i * d_k, d_k), layer.out_proj->weight.narrow(1, 0, d_k));
-  for (int64_t part = 0; part < 3; ++part) weights = std::max(weights, max_abs_diff(head_block(layer, part, i), head_block(layer, part, 0)));
-  for (int64_t part : {0, 2}) weights = std::max(weights, max_abs_diff(bias(part, i), bias(part, 0)));
+  for (int64_t part = 0; part < 3; ++part)
+    weights = worst_of(weights, max_abs_diff(head_block(layer, part, i), head_block(layer, part, 0)));
+  for (int64_t part : {0, 2}) weights = worst_of(weights, max_abs_diff(bias(part, i), bias(part, 0)));
   return {weights, max_abs_diff(bias(1, i), bias(1, 0))};
 }
 
@@ -275,8 +276,8 @@ Lesson4 run_lesson4(const Lesson4Options& options) {
     for (auto& [name, layer] : attention_layers(*twins)) {
       for (int64_t i = 1; i < layer->options.num_heads(); ++i) {
         auto [weights, key_bias] = head_apart(*layer, i);
-        apart.weights = std::max(apart.weights, weights);
-        apart.key_bias = std::max(apart.key_bias, key_bias);
+        apart.weights = worst_of(apart.weights, weights);
+        apart.key_bias = worst_of(apart.key_bias, key_bias);
       }
       r.identical_heads_weight_size =
           std::max(r.identical_heads_weight_size, layer->in_proj_weight.abs().max().item());

@@ -290,9 +290,9 @@ void trace_tiny_attention(Lesson7& r) {
   // weights in place and compares every entry of the Jacobian).
   Tensor out = mha.forward(x, x, x).output;
   (out * G).sum().backward();
-  r.trace_vs_autograd = std::max({max_abs_diff(r.trace_hand[0], x.grad().squeeze(0)),
-                                  max_abs_diff(r.trace_hand[1], mha.in_proj_weight.grad()),
-                                  max_abs_diff(r.trace_hand[2], mha.out_proj->weight.grad())});
+  r.trace_vs_autograd = worst_of(worst_of(max_abs_diff(r.trace_hand[0], x.grad().squeeze(0)),
+                                          max_abs_diff(r.trace_hand[1], mha.in_proj_weight.grad())),
+                                 max_abs_diff(r.trace_hand[2], mha.out_proj->weight.grad()));
   try {
     r.trace_gradcheck = gradcheck(
         [&](const std::vector<Tensor>& in) { return mha.forward(in[0], in[0], in[0]).output; },

@@ -19,14 +19,17 @@ check_svg() {
   if command -v xmllint > /dev/null; then xmllint --noout "$1" || fail "$1 is not well-formed XML"; fi
 }
 
-# The loss of the first and the last progress line.
-losses() { grep -o 'loss [0-9][0-9.]*' "$1" | awk 'NR == 1 { first = $2 } { last = $2 } END { print first, last }'; }
+# The loss of the first and the last progress line (whatever they print: a "nan" must fail the
+# numeric check below, not be skipped).
+losses() { grep -o '^step *[0-9]*/[0-9]*  loss [^ ]*' "$1" | awk 'NR == 1 { first = $NF } { last = $NF } END { print first, last }'; }
 
 case "$mode" in
   smoke)
     "$seq2seq" "${tiny[@]}" --steps 60 --eval-every 30 --save run.safetensors --plot loss.svg \
       --attention attention.svg > run.log
     read -r first last < <(losses run.log)
+    # (a process substitution's failure is not seen by set -e: an empty result must fail here)
+    [[ "$first" =~ ^[0-9.]+$ && "$last" =~ ^[0-9.]+$ ]] || fail "no loss in the progress lines of run.log"
     echo "loss $first -> $last"
     awk -v a="$first" -v b="$last" 'BEGIN { exit !(b < 0.8 * a) }' || fail "the loss did not fall: $first -> $last"
     grep -q 'sequence accuracy' run.log || fail "no accuracy line"
@@ -56,6 +59,7 @@ case "$mode" in
     # the checkpoints hold the weights, the optimizer's moments, the schedule, the RNG states and
     # every step's training loss: identical files mean the resumed run continued exactly
     cmp straight.safetensors resumed.safetensors || fail "resumed run differs from the straight one"
+    grep -q 'step *40/40  loss [0-9.]*' resumed.log || fail "the resumed run printed no step 40"
     diff <(grep -o 'step *[0-9]*/40  loss [0-9.]*' straight.log | tail -n 2) \
          <(grep -o 'step *[0-9]*/40  loss [0-9.]*' resumed.log) || fail "the printed losses differ"
     ;;

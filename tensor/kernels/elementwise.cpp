@@ -22,6 +22,7 @@ const char* unary_name(Unary op) {
     case Unary::Sigmoid: return "sigmoid";
     case Unary::Relu: return "relu";
     case Unary::Gelu: return "gelu";
+    case Unary::GeluTanh: return "gelu_tanh";
     case Unary::Erf: return "erf";
     case Unary::Sign: return "sign";
   }
@@ -101,6 +102,10 @@ T apply_unary(Unary op, T x) {
     case Unary::Sigmoid: return T(1) / (T(1) + std::exp(-x));
     case Unary::Relu: return x > T(0) ? x : T(0);
     case Unary::Gelu: return T(0.5) * x * (T(1) + std::erf(x * T(std::numbers::sqrt2 / 2)));  // x·Φ(x)
+    case Unary::GeluTanh: {  // 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³)))
+      const T u = T(std::numbers::sqrt2 * std::numbers::inv_sqrtpi) * (x + T(0.044715) * x * x * x);
+      return T(0.5) * x * (T(1) + std::tanh(u));
+    }
     case Unary::Erf: return std::erf(x);
     case Unary::Sign: return static_cast<T>((x > T(0)) - (x < T(0)));
   }

@@ -1,4 +1,5 @@
 // Joining and indexing: cat, index_select / index_add, gather / scatter_add, slice_scatter.
+// Indices must lie in [0, size): a negative one throws (it is not counted from the end).
 #include <cstring>
 
 #include "tensor/profile.h"
@@ -11,13 +12,16 @@ namespace {
 void check_index_tensor(const Tensor& index, std::string_view op) {
   CPPGRAD_CHECK(index.dtype() == kInt64, "{}: index must be int64, got {}", op, dtype_name(index.dtype()));
 }
-// Wraps a negative index into [0, size); names the op, the dim and the shape when out of range.
+// The index itself when it lies in [0, size); otherwise throws naming the op, the index, the dim
+// and its size. A negative index is refused, not wrapped, as PyTorch's gather, scatter and
+// index_select do: a padding id of -1 or -100 must not read a real row.
+std::string index_error(std::string_view op, int64_t i, int64_t dim, const Shape& shape) {
+  return fmt::format("{}: index {} out of range for dim {} of size {} (shape {}){}", op, i, dim, shape[dim],
+                     shape_str(shape), i < 0 ? "; negative indices are not wrapped" : "");
+}
 int64_t checked_index(int64_t i, int64_t dim, const Shape& shape, std::string_view op) {
-  const int64_t size = shape[dim];
-  if (i < -size || i >= size)  // runs once per element: format the message only on failure
-    throw Error(fmt::format("{}: index {} out of range for dim {} of size {} (shape {})", op, i, dim, size,
-                            shape_str(shape)));
-  return i < 0 ? i + size : i;
+  if (i < 0 || i >= shape[dim]) throw Error(index_error(op, i, dim, shape));  // format only on failure
+  return i;
 }
 }  // namespace
 
@@ -59,9 +63,7 @@ Tensor index_select(const Tensor& t, int64_t dim, const Tensor& index) {
   Tensor idx = contiguous(index);
   const int64_t n = idx.numel(), size = t.shape()[dim];
   const int64_t* ip = idx.data<int64_t>();
-  for (int64_t i = 0; i < n; ++i)
-    CPPGRAD_CHECK(ip[i] >= -size && ip[i] < size, "index_select: index {} out of range for dim {} of size {} (shape {})",
-          ip[i], dim, size, shape_str(t.shape()));
+  for (int64_t i = 0; i < n; ++i) checked_index(ip[i], dim, t.shape(), "index_select");
   Shape shape = t.shape();
   shape[dim] = n;
   Tensor out = empty(shape, t.dtype());
@@ -71,7 +73,7 @@ Tensor index_select(const Tensor& t, int64_t dim, const Tensor& index) {
     const char* src = static_cast<const char*>(t.raw_data());
     char* dst = static_cast<char*>(out.raw_data());
     parallel_for(n, static_cast<int64_t>(row_bytes), [&](int64_t i) {
-      std::memcpy(dst + i * row_bytes, src + (ip[i] < 0 ? ip[i] + size : ip[i]) * row_bytes, row_bytes);
+      std::memcpy(dst + i * row_bytes, src + ip[i] * row_bytes, row_bytes);
     });
     return out;
   }

@@ -5,7 +5,9 @@
 //
 // Subtracting the max keeps exp() in range for inputs like ±1e4. A row whose every entry is
 // -inf (a fully masked attention row) has no finite max: it gives zeros for softmax and -inf for
-// log_softmax instead of NaN.
+// log_softmax instead of NaN (PyTorch gives NaN there). A NaN anywhere in a row makes the whole
+// row NaN, as in PyTorch: std::max skips a NaN, so a row whose max came out -inf is searched for
+// one before it is taken for a masked row (a diverging model must not go silent).
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -19,6 +21,15 @@ namespace cppgrad::kernels {
 
 namespace {
 
+// The value of every entry of a row whose max is -inf: NaN when the row holds a NaN (std::max
+// skipped it), otherwise the row is masked throughout and gives `masked`.
+template <class T>
+T value_of_row_without_max(const T* row, int64_t size, int64_t step, T masked) {
+  for (int64_t j = 0; j < size; ++j)
+    if (std::isnan(row[j * step])) return std::numeric_limits<T>::quiet_NaN();
+  return masked;
+}
+
 template <class T, bool Log>
 void softmax_rows(const T* in, T* out, int64_t rows, int64_t inner, int64_t size) {
   // Row r (outer index o, inner index i) starts at o*size*inner + i and steps by `inner`.
@@ -28,8 +39,9 @@ void softmax_rows(const T* in, T* out, int64_t rows, int64_t inner, int64_t size
     T* y = out + o * size * inner + i;
     T m = -std::numeric_limits<T>::infinity();
     for (int64_t j = 0; j < size; ++j) m = std::max(m, x[j * inner]);
-    if (m == -std::numeric_limits<T>::infinity()) {  // every entry masked
-      for (int64_t j = 0; j < size; ++j) y[j * inner] = Log ? -std::numeric_limits<T>::infinity() : T(0);
+    if (m == -std::numeric_limits<T>::infinity()) {  // every entry masked, or NaN
+      const T v = value_of_row_without_max(x, size, inner, Log ? -std::numeric_limits<T>::infinity() : T(0));
+      for (int64_t j = 0; j < size; ++j) y[j * inner] = v;
       return;
     }
     double total = 0;
@@ -137,8 +149,9 @@ Tensor masked_softmax(const Tensor& scores, const Tensor& mask, bool causal, dou
           top = std::max(top, z);
         }
       }
-      if (top == minus_inf) {  // every key hidden: zeros, not NaN
-        for (int64_t j = 0; j < S; ++j) yr[j] = T(0);
+      if (top == minus_inf) {  // every key hidden: zeros, not NaN (but a NaN score stays NaN)
+        const T v = value_of_row_without_max(yr, S, 1, T(0));
+        for (int64_t j = 0; j < S; ++j) yr[j] = v;
         return;
       }
       const double total = exp_shifted_row(yr, S, top);

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "cppgrad.h"
+#include "../common/check.h"
 
 namespace cppgrad::test {
 
@@ -82,31 +83,11 @@ bool gradgrad2(F f, const Tensor& a, const Tensor& b, GradcheckOptions options =
   return gradgradcheck([&](const std::vector<Tensor>& in) { return f(in[0], in[1]); }, {a, b}, options);
 }
 
-// The values of a tensor, row-major, as doubles.
-inline std::vector<double> values(const Tensor& t) { return t.to(kFloat64).contiguous().to_vector<double>(); }
-
-// Element-wise closeness of two float tensors of the same shape.
-inline bool allclose(const Tensor& a, const Tensor& b, double atol = 1e-10, double rtol = 1e-8) {
-  if (a.shape() != b.shape()) return false;
-  std::vector<double> x = values(a), y = values(b);
-  for (size_t i = 0; i < x.size(); ++i)
-    if (!(std::abs(x[i] - y[i]) <= atol + rtol * std::abs(y[i]))) return false;
-  return true;
-}
-
-// Runs `f` and returns the message of the cppgrad::Error it throws ("" if it does not throw).
-template <class F>
-std::string error_message(F f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
-
-inline bool contains(const std::string& haystack, const std::string& needle) {
-  return haystack.find(needle) != std::string::npos;
-}
+// NaN-safe comparisons and error messages, shared by every floor.
+using check::allclose;
+using check::contains;
+using check::error_message;
+using check::max_abs_diff;
+using check::values;
 
 }  // namespace cppgrad::test

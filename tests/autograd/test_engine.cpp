@@ -209,6 +209,112 @@ TEST_CASE("engine: detach shares storage and stops gradients") {
   CHECK(values(x.grad()) == V{10, 2, 3});
 }
 
+// torch.autograd.grad runs only the nodes between the outputs and the inputs: the rest of the
+// graph keeps its saved tensors, its hooks stay silent, and no .grad is written, retain_grad's
+// included.
+TEST_CASE("engine: autograd::grad runs only what reaches its inputs") {
+  Tensor a = f64({1, 2});
+  Tensor b = f64({3, 4});
+  Tensor h = a.exp();   // on the way to a
+  Tensor u = b.tanh();  // reaches only b
+  h.retain_grad();
+  u.retain_grad();
+  int h_hooks = 0, u_hooks = 0, b_hooks = 0;
+  h.register_hook([&](const Tensor&) { ++h_hooks; return Tensor(); });
+  u.register_hook([&](const Tensor&) { ++u_hooks; return Tensor(); });
+  b.register_hook([&](const Tensor&) { ++b_hooks; return Tensor(); });
+  Tensor loss = (h * 2.0).sum() + (u * 3.0).sum();
+  std::vector<Tensor> g = autograd::grad({loss}, {a});
+  CHECK(test::max_abs_diff(values(g[0]), V{2 * std::exp(1.0), 2 * std::exp(2.0)}) < 1e-15);
+  CHECK(h_hooks == 1);  // on the path: fires, as in PyTorch
+  CHECK(u_hooks == 0);  // off the path: not run
+  CHECK(b_hooks == 0);
+  for (const Tensor& t : {a, b, h, u}) CHECK_FALSE(t.grad().defined());  // retain_grad writes nothing
+  // u's part of the graph was neither run nor freed: a backward through it still works.
+  (u * 1.0).sum().backward();
+  CHECK(u_hooks == 1);
+  CHECK(values(u.grad()) == V{1, 1});
+  CHECK(test::max_abs_diff(values(b.grad()), V{1 - std::pow(std::tanh(3.0), 2), 1 - std::pow(std::tanh(4.0), 2)}) <
+        1e-15);
+  // The nodes grad did run were freed (no retain_graph): a second pass through them refuses.
+  CHECK(contains(error_message([&] { autograd::grad({loss}, {a}); }), "second time"));
+
+  // With a non-leaf input the graph below it is not run either: exp's node keeps its tensors.
+  Tensor x = f64({0.5});
+  Tensor e = x.exp();
+  int x_hooks = 0;
+  x.register_hook([&](const Tensor&) { ++x_hooks; return Tensor(); });
+  Tensor y = (e * e).sum();
+  CHECK(values(autograd::grad({y}, {e})[0]) == values(e * 2.0));
+  CHECK(x_hooks == 0);
+  e.sum().backward();  // exp's saved output is still there
+  CHECK(values(x.grad()) == values(e));
+}
+
+// PyTorch's AccumulateGrad: later gradients are added into .grad in place (without
+// create_graph), so a handle on it stays current and a loop of micro-batches reuses one buffer.
+TEST_CASE("engine: .grad accumulates in place; a kept handle stays valid") {
+  Tensor w = f64({1, 2, 3});
+  (w * 2.0).sum().backward();
+  Tensor kept = w.grad();
+  const void* buffer = kept.raw_data();
+  for (int micro_batch = 0; micro_batch < 3; ++micro_batch) (w * 3.0).sum().backward();
+  CHECK(values(kept) == V{11, 11, 11});  // 2 + 3·3, seen through the old handle
+  CHECK(w.grad().raw_data() == buffer);  // no new .grad was made
+  CHECK(w.grad().is_same(kept));
+  w.zero_grad(/*set_to_none=*/false);
+  (w * w).sum().backward();
+  CHECK(values(kept) == V{2, 4, 6});
+  CHECK(w.grad().raw_data() == buffer);
+
+  // A gradient handed to two leaves (add's backward) is copied for the second, so in-place
+  // accumulation into one never reaches the other.
+  Tensor a = f64({1, 2}), b = f64({3, 4});
+  (a + b).sum().backward();
+  (a + b * 2.0).sum().backward();
+  CHECK(values(a.grad()) == V{2, 2});
+  CHECK(values(b.grad()) == V{3, 3});
+
+  // A .grad the user set is accumulated into as well (torch: p.grad = t; backward adds to t).
+  Tensor c = f64({1});
+  Tensor mine = tensor({10.0}, kFloat64);
+  c.set_grad(mine);
+  (c * 5.0).sum().backward();
+  CHECK(values(mine) == V{15});
+
+  // With create_graph the sum is a new tensor recorded on the graph; the old handle keeps its values.
+  Tensor z = f64({2});
+  (z * z).sum().backward();
+  Tensor before = z.grad();
+  (z * z).sum().backward({}, false, /*create_graph=*/true);
+  CHECK(values(before) == V{4});
+  CHECK(values(z.grad()) == V{8});
+  CHECK(z.grad().requires_grad());
+}
+
+TEST_CASE("engine: retain_grad follows a tensor through an in-place op") {
+  Tensor x = f64({1, 2});
+  Tensor y = x * 2.0;
+  y.retain_grad();
+  y.mul_(3.0);  // y is now x·6, and y.grad is the gradient of this new value
+  CHECK(y.retains_grad());
+  Tensor c = tensor({5.0, 7.0}, kFloat64);
+  (y * c).sum().backward({}, /*retain_graph=*/true);
+  CHECK(values(y.grad()) == V{5, 7});
+  CHECK(values(x.grad()) == V{30, 42});
+  (y * c).sum().backward();
+  CHECK(values(y.grad()) == V{10, 14});  // accumulates like a leaf's
+  CHECK_FALSE(y.grad().requires_grad());
+  // Retained, then changed in place twice, then used: still the latest value's gradient.
+  Tensor p = f64({1});
+  Tensor q = p * 1.0;
+  q.retain_grad();
+  q.add_(1.0);
+  q.mul_(4.0);
+  (q * q).sum().backward();  // q = 8, d(q²)/dq = 16
+  CHECK(values(q.grad()) == V{16});
+}
+
 TEST_CASE("engine: retain_grad keeps the gradient of a non-leaf") {
   Tensor x = f64({1, 2});
   Tensor h = x * 3.0;

@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <functional>
 #include <limits>
 
 #include "cppgrad.h"
@@ -81,6 +82,43 @@ TEST_CASE("masked_softmax: a row with every key hidden is zeros with finite grad
   (p * leaf({2, 3}, 7041).detach()).sum().backward();
   for (double g : test::values(scores.grad())) CHECK(std::isfinite(g));
   CHECK(test::values(scores.grad().select(0, 0)) == std::vector<double>{0, 0, 0});
+}
+
+// NaN must reach the gradient (where anomaly mode can see it); only a fully masked row has a
+// zero gradient.
+TEST_CASE("softmax, log_softmax and masked_softmax: a NaN row has a NaN gradient, a masked row a zero one") {
+  const double nan = std::numeric_limits<double>::quiet_NaN(), inf = std::numeric_limits<double>::infinity();
+  auto run = [&](const std::function<Tensor(const Tensor&)>& f) {
+    Tensor x = tensor({{nan, nan}, {-inf, -inf}, {0.5, 1.5}}, kFloat64).requires_grad_();
+    (f(x) * tensor({{1.0, 2.0}, {3.0, 4.0}, {5.0, 6.0}}, kFloat64)).sum().backward();
+    return std::make_pair(test::values(f(x.detach())), test::values(x.grad()));
+  };
+  for (const char* name : {"softmax", "masked_softmax", "log_softmax"}) {
+    CAPTURE(name);
+    const std::string op = name;
+    auto [y, g] = run([&](const Tensor& x) {
+      if (op == "softmax") return x.softmax(-1);
+      if (op == "log_softmax") return x.log_softmax(-1);
+      return masked_softmax(x, Tensor(), false, 1.0);
+    });
+    CHECK((std::isnan(y[0]) && std::isnan(y[1])));  // NaN row: NaN values
+    CHECK((std::isnan(g[0]) && std::isnan(g[1])));  // and NaN gradients
+    if (op != "log_softmax") {
+      CHECK(y[2] == 0.0);  // fully masked row: zeros
+      CHECK(y[3] == 0.0);
+      CHECK(g[2] == 0.0);  // with a zero gradient
+      CHECK(g[3] == 0.0);
+    } else {
+      CHECK(y[2] == -inf);  // log_softmax of an all -inf row is -inf
+      CHECK(y[3] == -inf);
+    }
+    CHECK((std::isfinite(g[4]) && std::isfinite(g[5])));  // the ordinary row is untouched
+  }
+  // Anomaly mode now sees the NaN row and names the op.
+  AnomalyModeGuard anomaly;
+  Tensor x = tensor({{nan, nan}, {0.5, 1.5}}, kFloat64).requires_grad_();
+  std::string e = test::error_message([&] { (x.softmax(-1) * 2.0).sum().backward(); });
+  CHECK(test::contains(e, "anomaly"));
 }
 
 TEST_CASE("gradcheck masked_softmax: scores and a float mask, bool and causal masks, and the second derivative") {

@@ -46,6 +46,7 @@ std::vector<UnaryCase> unary_cases() {
       {"sigmoid", [](const Tensor& a) { return a.sigmoid(); }, Domain::Any},
       {"relu", [](const Tensor& a) { return a.relu(); }, Domain::AwayFromZero},
       {"gelu", [](const Tensor& a) { return a.gelu(); }, Domain::Any},
+      {"gelu tanh", [](const Tensor& a) { return a.gelu("tanh"); }, Domain::Any},
       {"erf", [](const Tensor& a) { return a.erf(); }, Domain::Any},
       {"sign", [](const Tensor& a) { return a.sign(); }, Domain::AwayFromZero},
       {"square", [](const Tensor& a) { return a.square(); }, Domain::Any},
@@ -112,4 +113,26 @@ TEST_CASE("unary backward: hand-computed values") {
   std::vector<double> g = grad_of([](const Tensor& a) { return a.gelu(); });
   // d/dx x Φ(x) = Φ(x) + x φ(x), at x = 1: 0.841344746 + 0.241970725
   CHECK(g[1] == doctest::Approx(0.8413447460685429 + 0.24197072451914337).epsilon(1e-12));
+}
+
+// PyTorch's tanh approximation (torch.nn.functional.gelu(x, approximate="tanh")):
+//   y  = ½x(1 + tanh u),  u = √(2/π)(x + 0.044715x³)
+//   y' = ½(1 + tanh u) + ½x(1 − tanh² u)·√(2/π)(1 + 3·0.044715x²)
+// The references are these formulas evaluated in float64 (Python's math module), not cppgrad.
+TEST_CASE("gelu tanh approximation: values and gradients of PyTorch's formula") {
+  const V xs{-3.0, -1.0, -0.5, 0.0, 0.5, 1.0, 2.0, 3.5};
+  const V y_ref{-0.0036373920817729943, -0.15880800939172324, -0.15428599017485606, 0.0,
+                0.34571400982514394,    0.8411919906082768,   1.954597694087775,    3.499383802344626};
+  const V dy_ref{-0.011584166630969516, -0.08296408384578255, 0.13263009646535764, 0.5,
+                 0.8673699035346424,    1.0829640838457826,   1.0860992566236183,  1.002422643760117};
+  Tensor x = tensor(xs, {8}).requires_grad_();
+  Tensor y = x.gelu("tanh");
+  Tensor dy = autograd::grad({y.sum()}, {x})[0];
+  CHECK(test::max_abs_diff(test::values(y), y_ref) < 1e-15);  // tanh and exp round differently by a few ulp
+  CHECK(test::max_abs_diff(test::values(dy), dy_ref) < 1e-15);
+  // Float32 runs the same formula: within float32 rounding of the float64 values.
+  CHECK(test::max_abs_diff(test::values(x.detach().to(kFloat32).gelu("tanh")), y_ref) < 1e-6);
+  // It is not the exact GELU: at x = 1 the two differ by 1.5e-4.
+  CHECK(std::abs(test::values(x.detach().gelu())[5] - y_ref[5]) > 1e-4);
+  CHECK(test::contains(test::error_message([&] { x.gelu("erf"); }), "gelu: approximate must be \"none\" or \"tanh\""));
 }

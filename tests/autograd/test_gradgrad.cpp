@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <cstring>
 
 #include "cppgrad.h"
 #include "helpers.h"
@@ -48,6 +49,7 @@ TEST_CASE("gradgradcheck: unary ops") {
   CHECK(gradgrad1([](const Tensor& a) { return a.sqrt(); }, p));
   CHECK(gradgrad1([](const Tensor& a) { return a.rsqrt(); }, p));
   CHECK(gradgrad1([](const Tensor& a) { return a.gelu(); }, x));
+  CHECK(gradgrad1([](const Tensor& a) { return a.gelu("tanh"); }, x));
   CHECK(gradgrad1([](const Tensor& a) { return a.erf(); }, x));
   CHECK(gradgrad1([](const Tensor& a) { return -a.neg(); }, x));
   CHECK(gradgrad1([](const Tensor& a) { return a.abs() * a; }, z));
@@ -218,4 +220,38 @@ TEST_CASE("gradcheck rejects inputs it cannot check") {
   Tensor c = tensor({1.0, 2.0}, kFloat64);  // requires no grad
   msg = error_message([&] { test::check1([](const Tensor& a) { return a * 2.0; }, c); });
   CHECK(contains(msg, "nothing to check"));
+}
+
+// gradcheck moves each input by ±ε and must put it back exactly: x + ε − 2ε + ε is not x in
+// floating point (for 1/3, 2.7, -1e-3 and 0.7 below it is not), so it writes the saved bits back;
+// and it writes element by element, so no version counter moves (a graph that saved an input
+// stays usable after the check).
+TEST_CASE("gradcheck and gradgradcheck leave their inputs bit-identical with unchanged versions") {
+  auto bits = [](const Tensor& t) {
+    std::vector<double> v = test::values(t);
+    std::vector<uint64_t> b(v.size());
+    std::memcpy(b.data(), v.data(), v.size() * sizeof(double));
+    return b;
+  };
+  auto f = [](const std::vector<Tensor>& in) { return (in[0] * in[1]).tanh() + in[0].square(); };
+  for (bool fast : {false, true}) {
+    CAPTURE(fast);
+    GradcheckOptions options;
+    options.fast_mode = fast;
+    Tensor x = tensor({{1.0 / 3.0, 2.7, -1e-3}, {0.7, 3.3, 0.1}}, TensorOptions(kFloat64).requires_grad());
+    Tensor y = test::transposed(tensor({{0.25, -1.5}, {2.0 / 3.0, 0.3}, {5.1, -0.9}}, kFloat64));  // strided
+    REQUIRE_FALSE(y.is_contiguous());
+    Tensor saved = x.exp();  // a graph that saved x: it must still run after the checks
+    const auto x_bits = bits(x), y_bits = bits(y);
+    const uint64_t x_version = x.version(), y_version = y.version();
+    CHECK(gradcheck(f, {x, y}, options));
+    CHECK(gradgradcheck(f, {x, y}, options));
+    CHECK(bits(x) == x_bits);
+    CHECK(bits(y) == y_bits);
+    CHECK(x.version() == x_version);
+    CHECK(y.version() == y_version);
+    CHECK_FALSE(x.grad().defined());  // nor do they write .grad
+    saved.sum().backward();
+    CHECK(test::values(x.grad()) == test::values(saved));
+  }
 }

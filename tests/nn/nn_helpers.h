@@ -4,12 +4,12 @@
 
 #include <doctest/doctest.h>
 
-#include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
 
 #include "cppgrad.h"
+#include "../common/check.h"
 
 namespace cppgrad::nntest {
 
@@ -21,25 +21,14 @@ inline Tensor randn64(const Shape& shape, uint64_t seed, bool requires_grad = fa
   return t;
 }
 
-// The elements of a tensor, row-major, as doubles (any floating dtype, any layout).
-inline std::vector<double> values(const Tensor& t) { return t.detach().to(kFloat64).contiguous().to_vector<double>(); }
-
-// Largest |a - b| over the elements; shapes must agree.
-inline double max_abs_diff(const Tensor& a, const Tensor& b) {
-  REQUIRE(a.shape() == b.shape());
-  std::vector<double> x = values(a), y = values(b);
-  double worst = 0.0;
-  for (size_t i = 0; i < x.size(); ++i) worst = std::max(worst, std::abs(x[i] - y[i]));
-  return worst;
-}
-
-// Largest |a - b| relative to the largest |b|: a scale-aware error for a whole tensor.
-inline double max_rel_diff(const Tensor& a, const Tensor& b) {
-  std::vector<double> y = values(b);
-  double scale = 0.0;
-  for (double v : y) scale = std::max(scale, std::abs(v));
-  return max_abs_diff(a, b) / std::max(scale, 1e-300);
-}
+// NaN-safe comparisons and error messages, shared by every floor: a NaN or a stray infinity
+// makes max_abs_diff and max_rel_diff +inf.
+using check::all_finite;
+using check::contains;
+using check::error_message;
+using check::max_abs_diff;
+using check::max_rel_diff;
+using check::values;
 
 // Checks that `t` holds `expected` (row-major) to within `tol`.
 inline void check_values(const Tensor& t, const std::vector<double>& expected, double tol = 1e-12) {
@@ -49,27 +38,6 @@ inline void check_values(const Tensor& t, const std::vector<double>& expected, d
     INFO("element " << i);
     CHECK(got[i] == doctest::Approx(expected[i]).epsilon(tol).scale(1.0));
   }
-}
-
-inline bool all_finite(const Tensor& t) {
-  for (double v : values(t))
-    if (!std::isfinite(v)) return false;
-  return true;
-}
-
-// Runs `f` and returns the message of the cppgrad::Error it throws ("" if it does not throw).
-template <class F>
-std::string error_message(F f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
-
-inline bool contains(const std::string& haystack, const std::string& needle) {
-  return haystack.find(needle) != std::string::npos;
 }
 
 // A bool tensor from 0/1 values.

@@ -73,6 +73,23 @@ TEST_CASE("Embedding picks rows and its padding row is zero and gets no gradient
   check_values(F::embedding(idx, emb.weight), {3, 4, 0, 0, 5, 6, 3, 4});
 }
 
+// A padding id of -1 or -100 (cross-entropy's ignore_index) must not read the table's last rows:
+// PyTorch raises, and so does cppgrad, naming the op, the index and the table's size.
+TEST_CASE("Embedding refuses a negative or too-large index") {
+  Embedding emb(4, 2);
+  for (int64_t bad : {-1, -100}) {
+    std::string e = error_message([&] { emb.forward(tensor(std::vector<int64_t>{1, bad, 2}, {3})); });
+    CHECK(contains(e, fmt::format("embedding: index {} out of range for a table of 4 rows", bad)));
+    CHECK(contains(e, "negative indices are not wrapped"));
+  }
+  CHECK(contains(error_message([&] { emb.forward(tensor(std::vector<int64_t>{0, 4}, {1, 2})); }),
+                 "embedding: index 4 out of range for a table of 4 rows (weight [4,2])"));
+  // The padding row is still given by a non-negative index; padding_idx itself may count from the end.
+  Embedding padded(4, 2, -1);
+  CHECK(values(padded.forward(tensor(std::vector<int64_t>{3}, {1}))) == std::vector<double>{0.0, 0.0});
+  CHECK(contains(error_message([&] { padded.forward(tensor(std::vector<int64_t>{-1}, {1})); }), "index -1"));
+}
+
 TEST_CASE("gradcheck Embedding with respect to its weight") {
   manual_seed(13);
   Embedding emb(5, 3);
@@ -164,6 +181,24 @@ TEST_CASE("ReLU and GELU match their formulas") {
   check_values(F::gelu(x), expected);
   Tensor a = tensor({-1.3, 0.4, 2.1}, kFloat64).requires_grad_();
   CHECK(gradcheck([&](const std::vector<Tensor>& in) { return gelu.forward(in[0]) + relu.forward(in[0]); }, {a}));
+}
+
+// torch.nn.GELU(approximate="tanh"): ½x(1 + tanh(√(2/π)(x + 0.044715x³))). The references are
+// that formula evaluated in float64 by Python's math module.
+TEST_CASE("GELU(\"tanh\") is PyTorch's tanh approximation, and gradchecks") {
+  GELU tanh_gelu("tanh");
+  CHECK(tanh_gelu.approximate == "tanh");
+  CHECK(GELU().approximate == "none");
+  CHECK(contains(tanh_gelu.str(), "GELU(approximate='tanh')"));
+  Tensor x = tensor({-3.0, -0.5, 1.0, 3.5}, kFloat64);
+  const std::vector<double> reference{-0.0036373920817729943, -0.15428599017485606, 0.8411919906082768,
+                                      3.499383802344626};
+  check_values(tanh_gelu.forward(x), reference, 1e-15);
+  check_values(F::gelu(x, "tanh"), reference, 1e-15);
+  CHECK(contains(error_message([] { GELU bad("fast"); }), "GELU: approximate must be \"none\" or \"tanh\", got \"fast\""));
+  Tensor a = tensor({-1.3, 0.4, 2.1}, kFloat64).requires_grad_();
+  CHECK(gradcheck([&](const std::vector<Tensor>& in) { return tanh_gelu.forward(in[0]); }, {a}));
+  CHECK(gradgradcheck([&](const std::vector<Tensor>& in) { return tanh_gelu.forward(in[0]); }, {a}));
 }
 
 TEST_CASE("Sequential chains modules and names them by position") {

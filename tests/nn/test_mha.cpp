@@ -150,6 +150,23 @@ TEST_CASE("MultiheadAttention float mask is added to the scores by hand") {
   check_values(both.output, join(project(0, 1), project(0, 1)));
 }
 
+// What the README promises: a query that may see no key gets zero attention weights and a zero
+// pre-projection output, so the layer returns out_proj.bias there (PyTorch returns NaN).
+TEST_CASE("MultiheadAttention: a fully masked query gives zero weights and outputs out_proj.bias") {
+  auto mha = hand_mha();
+  Tensor x = hand_x();
+  Tensor attn_mask = nntest::bool_mask({{1, 1}, {0, 0}});  // query 0 may see no key
+  auto out = mha->forward(x, x, x, {}, attn_mask);
+  check_values(out.weights.select(1, 0), {0, 0});
+  check_values(out.output.select(1, 0), {0.5, -1});  // out_proj.bias
+  auto unmasked = mha->forward(x, x, x);
+  CHECK(max_abs_diff(out.output.select(1, 1), unmasked.output.select(1, 1)) == 0.0);  // query 1 is untouched
+  // The same through key_padding_mask: every key of the batch padded.
+  auto padded = mha->forward(x, x, x, nntest::bool_mask({{1, 1}}));
+  check_values(padded.output, {0.5, -1, 0.5, -1});
+  check_values(padded.weights, {0, 0, 0, 0});
+}
+
 TEST_CASE("MultiheadAttention checks its options and inputs") {
   std::string msg = error_message([] { MultiheadAttention bad(10, 3); });
   CHECK(contains(msg, "MultiheadAttention"));

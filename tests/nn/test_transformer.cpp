@@ -90,7 +90,10 @@ TEST_CASE("Transformer initialises matrices with xavier and keeps biases as PyTo
   for (double w : values(layer.self_attn->in_proj_weight)) CHECK(std::abs(w) <= in_proj_bound);
   const double linear1_bound = std::sqrt(6.0 / (16 + 32));  // xavier, not Linear's 1/√16
   double largest = 0.0;
-  for (double w : values(layer.linear1->weight)) largest = std::max(largest, std::abs(w));
+  for (double w : values(layer.linear1->weight)) {
+    REQUIRE(std::isfinite(w));  // std::max would drop a NaN
+    largest = std::max(largest, std::abs(w));
+  }
   CHECK(largest <= linear1_bound);
   CHECK(largest > 0.25);  // beyond Linear's own bound of 0.25: xavier was applied
   CHECK(values(layer.self_attn->in_proj_bias) == std::vector<double>(48, 0.0));
@@ -149,6 +152,16 @@ TEST_CASE("TransformerEncoderLayer is post-norm or pre-norm as asked") {
   Tensor g = x + self_attend(*pre->self_attn, n1);
   Tensor expected_pre = g + pre->linear2->forward(pre->linear1->forward(pre->norm2->forward(g)).gelu());
   CHECK(max_abs_diff(pre->forward(x), expected_pre) < 1e-14);
+
+  // Activation::GELUTanh: the feed-forward block runs GELU's tanh approximation.
+  auto tanh_layer = float64(std::make_shared<TransformerEncoderLayer>(small_layer(Activation::GELUTanh, false)));
+  Tensor t1 = tanh_layer->norm1->forward(x + self_attend(*tanh_layer->self_attn, x));
+  Tensor expected_tanh =
+      tanh_layer->norm2->forward(t1 + tanh_layer->linear2->forward(tanh_layer->linear1->forward(t1).gelu("tanh")));
+  CHECK(max_abs_diff(tanh_layer->forward(x), expected_tanh) < 1e-14);
+  Tensor expected_exact =
+      tanh_layer->norm2->forward(t1 + tanh_layer->linear2->forward(tanh_layer->linear1->forward(t1).gelu()));
+  CHECK(max_abs_diff(tanh_layer->forward(x), expected_exact) > 1e-8);  // not the exact GELU
 }
 
 TEST_CASE("TransformerDecoderLayer is post-norm or pre-norm as asked") {
@@ -216,11 +229,11 @@ TEST_CASE("Transformer accepts unbatched inputs of different lengths") {
   CHECK(max_abs_diff(unbatched, batched.squeeze(0)) < 1e-14);
 }
 
-TEST_CASE("gradcheck TransformerEncoderLayer post-norm and norm_first with relu and gelu") {
+TEST_CASE("gradcheck TransformerEncoderLayer post-norm and norm_first with relu, gelu and gelu tanh") {
   Tensor x = randn64({2, 3, 4}, 100, true);
   Tensor padding = nntest::bool_mask({{0, 0, 1}, {0, 0, 0}});
   for (bool norm_first : {false, true}) {
-    for (Activation act : {Activation::ReLU, Activation::GELU}) {
+    for (Activation act : {Activation::ReLU, Activation::GELU, Activation::GELUTanh}) {
       manual_seed(101);
       auto layer = float64(std::make_shared<TransformerEncoderLayer>(small_layer(act, norm_first)));
       CAPTURE(norm_first);
@@ -231,12 +244,12 @@ TEST_CASE("gradcheck TransformerEncoderLayer post-norm and norm_first with relu 
   }
 }
 
-TEST_CASE("gradcheck TransformerDecoderLayer post-norm and norm_first with relu and gelu") {
+TEST_CASE("gradcheck TransformerDecoderLayer post-norm and norm_first with relu, gelu and gelu tanh") {
   Tensor x = randn64({2, 3, 4}, 102, true), memory = randn64({2, 2, 4}, 103, true);
   Tensor memory_padding = nntest::bool_mask({{0, 1}, {0, 0}});
   Tensor tgt_mask = generate_square_subsequent_mask(3, kFloat64);
   for (bool norm_first : {false, true}) {
-    for (Activation act : {Activation::ReLU, Activation::GELU}) {
+    for (Activation act : {Activation::ReLU, Activation::GELU, Activation::GELUTanh}) {
       manual_seed(104);
       auto layer = float64(std::make_shared<TransformerDecoderLayer>(small_layer(act, norm_first)));
       CAPTURE(norm_first);

@@ -10,11 +10,15 @@
 #include <vector>
 
 #include "cppgrad.h"
+#include "../common/check.h"
 
 namespace cppgrad::optimtest {
 
-// The elements of a tensor, row-major, as doubles.
-inline std::vector<double> values(const Tensor& t) { return t.detach().to(kFloat64).contiguous().to_vector<double>(); }
+// NaN-safe comparisons and error messages, shared by every floor.
+using check::contains;
+using check::error_message;
+using check::max_abs_diff;
+using check::values;
 
 // Checks that `t` holds `expected` (row-major), each element to within `rel` relative error;
 // rel = 0 asks for exact equality.
@@ -78,21 +82,6 @@ struct Quadratic {
 inline void check_quadratic(const Quadratic& q, const std::vector<double>& expected, double rel = 1e-12) {
   check_values(q.x, {expected[0], expected[1]}, rel);
   check_values(q.y, {expected[2], expected[3], expected[4]}, rel);
-}
-
-// Runs `f` and returns the message of the cppgrad::Error it throws ("" if it does not throw).
-template <class F>
-std::string error_message(F f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
-
-inline bool contains(const std::string& haystack, const std::string& needle) {
-  return haystack.find(needle) != std::string::npos;
 }
 
 // Checkpoint helpers: several state dicts in one file, told apart by a prefix.

@@ -27,9 +27,11 @@ void run_and_compare(Optimizer& opt, const Quadratic& q, const Trajectory& expec
   }
 }
 
+// How far two finite trajectories lie apart: a NaN or an infinity (which would make any
+// "they differ" check pass) fails the test instead.
 double max_difference(const std::vector<double>& a, const std::vector<double>& b) {
-  double worst = 0.0;
-  for (size_t i = 0; i < a.size(); ++i) worst = std::max(worst, std::abs(a[i] - b[i]));
+  const double worst = check::max_abs_diff(a, b);
+  REQUIRE(std::isfinite(worst));
   return worst;
 }
 

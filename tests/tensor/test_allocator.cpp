@@ -109,3 +109,68 @@ TEST_CASE("allocator: every kernel writes all of its output") {
     CHECK(mismatch(c.op(), c.shape, c.expected) == "");
   }
 }
+
+// Sets the cache limit for one test and puts the old one back.
+struct CacheLimit {
+  size_t saved = cache_limit();
+  explicit CacheLimit(size_t bytes) { set_cache_limit(bytes); }
+  ~CacheLimit() { set_cache_limit(saved); }
+};
+
+TEST_CASE("allocator: the cache is capped by default and the cap is settable") {
+  CHECK(kDefaultCacheLimit == size_t{1} << 30);
+  CHECK(cache_limit() == kDefaultCacheLimit);
+  {
+    CacheLimit limit(0);  // no caching: a freed block goes straight back
+    empty_cache();
+    { Tensor t = empty({1000}, kFloat64); }
+    CHECK(allocator_stats().cached_bytes == 0);
+  }
+  CHECK(cache_limit() == kDefaultCacheLimit);
+  // Lowering the limit trims what is cached at once.
+  empty_cache();
+  {
+    std::vector<Tensor> blocks;
+    for (int i = 0; i < 8; ++i) blocks.push_back(empty({1024 * (i + 1)}));  // 4 KiB .. 32 KiB
+  }
+  CHECK(allocator_stats().cached_bytes == 4096 * 36);
+  {
+    CacheLimit limit(40000);
+    CHECK(allocator_stats().cached_bytes <= 40000);
+  }
+  empty_cache();
+}
+
+// A run whose batch shape changes every step (sequence lengths drawn at random, as a training
+// loop over unpadded batches does) asks for ever new sizes; the cache must stay under its limit
+// and keep serving the sizes in use, not fill up with old ones.
+TEST_CASE("allocator: a run with varying batch shapes does not grow the cache without bound") {
+  constexpr size_t kLimit = size_t{4} << 20;  // 4 MiB, so that the test is quick
+  CacheLimit limit(kLimit);
+  empty_cache();
+  Generator gen(21);
+  int64_t most_cached = 0;
+  int64_t distinct_bytes_asked = 0;  // what a cache without a limit would end up holding
+  std::vector<bool> seen(257, false);
+  for (int step = 0; step < 300; ++step) {
+    const int64_t batch = 1 + randint(0, 256, {1}, gen).item<int64_t>();
+    if (!seen[batch]) {
+      seen[batch] = true;
+      distinct_bytes_asked += 3 * ((batch * 64 * 4 + 4095) / 4096 * 4096);
+    }
+    // One "step": activations and gradients of a [batch, 64] layer, freed at the end.
+    Tensor x = randn({batch, 64}, kFloat32, gen);
+    Tensor h = (x * 2.0).tanh();
+    Tensor g = h * x;
+    CHECK(g.shape() == Shape{batch, 64});
+    most_cached = std::max(most_cached, allocator_stats().cached_bytes);
+  }
+  most_cached = std::max(most_cached, allocator_stats().cached_bytes);
+  CHECK(most_cached <= static_cast<int64_t>(kLimit));
+  CHECK(distinct_bytes_asked > static_cast<int64_t>(2 * kLimit));  // the unbounded cache would be far larger
+  // The sizes in use are still served from the cache: a block freed now comes back next time.
+  void* block = nullptr;
+  { block = empty({100, 64}).raw_data(); }
+  CHECK(empty({100, 64}).raw_data() == block);
+  empty_cache();
+}

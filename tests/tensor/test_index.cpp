@@ -93,11 +93,11 @@ TEST_CASE("chunk: as torch.chunk sizes its pieces") {
   CHECK(shares_storage(parts[1], m));
 }
 
-TEST_CASE("index_select: rows and columns with repeats and negative indices") {
+TEST_CASE("index_select: rows and columns with repeats and a negative dim") {
   Tensor t = tensor({{1, 2}, {3, 4}, {5, 6}});
   CHECK(mismatch(t.index_select(0, indices({2, 0, 2})), {3, 2}, {5, 6, 1, 2, 5, 6}) == "");
   CHECK(mismatch(t.index_select(1, indices({1, 0})), {3, 2}, {2, 1, 4, 3, 6, 5}) == "");
-  CHECK(mismatch(t.index_select(-2, indices({-1})), {1, 2}, {5, 6}) == "");
+  CHECK(mismatch(t.index_select(-2, indices({2})), {1, 2}, {5, 6}) == "");
   CHECK(mismatch(t.index_select(0, tensor(std::vector<int64_t>{1}, {})), {1, 2}, {3, 4}) == "");  // 0-d index
   CHECK(t.index_select(0, indices({})).shape() == Shape{0, 2});
   // int64 tables too.
@@ -138,7 +138,7 @@ TEST_CASE("gather: along dim 1 and dim 0") {
   CHECK(mismatch(t.gather(1, indices({0, 0, 1, 0}, {2, 2})), {2, 2}, {1, 1, 4, 3}) == "");
   // out[i][j] = t[index[i][j]][j]
   CHECK(mismatch(t.gather(0, indices({0, 1, 1, 0}, {2, 2})), {2, 2}, {1, 4, 3, 2}) == "");
-  CHECK(mismatch(t.gather(-1, indices({-1, 0}, {2, 1})), {2, 1}, {2, 3}) == "");
+  CHECK(mismatch(t.gather(-1, indices({1, 0}, {2, 1})), {2, 1}, {2, 3}) == "");
   // The index may be smaller than the tensor in the other dims.
   Tensor big = arange(9).to(kFloat64).reshape({3, 3});
   CHECK(mismatch(big.gather(1, indices({2, 0}, {2, 1})), {2, 1}, {2, 3}) == "");
@@ -192,7 +192,31 @@ TEST_CASE("index_add: adds whole slices at the indexed positions") {
   // A transposed source: rows [1, 3, 5] and [2, 4, 6].
   Tensor t = index_add(zeros({2, 3}), 0, indices({1, 1}), src.t());
   CHECK(mismatch(t, {2, 3}, {0, 0, 0, 3, 7, 11}) == "");
-  CHECK(mismatch(kernels::index_add(zeros({2}), 0, indices({-1}), tensor({5})), {2}, {0, 5}) == "");
+  CHECK(mismatch(kernels::index_add(zeros({2}), 0, indices({1}), tensor({5})), {2}, {0, 5}) == "");
+}
+
+// PyTorch refuses a negative index in these ops (only dims count from the end): a padding id of
+// -1 or -100 that wrapped would silently read or write a real row.
+TEST_CASE("indexing ops refuse negative and too-large indices, naming the op, the index and the size") {
+  Tensor t = tensor({{1, 2}, {3, 4}, {5, 6}});  // [3, 2]
+  std::string e = error_message([&] { t.index_select(0, indices({0, -1})); });
+  CHECK(contains(e, "index_select: index -1 out of range for dim 0 of size 3"));
+  CHECK(contains(e, "negative indices are not wrapped"));
+  CHECK(contains(error_message([&] { t.index_select(1, indices({-100})); }), "index_select: index -100"));
+  CHECK(contains(error_message([&] { t.index_select(0, indices({3})); }), "index_select: index 3 out of range for dim 0 of size 3"));
+  // The strided path (dim 1 of a non-contiguous table) checks too.
+  CHECK(contains(error_message([&] { t.t().index_select(1, indices({-1})); }), "index_select: index -1"));
+  e = error_message([&] { t.gather(1, indices({0, -1, 1, 0, 0, 0}, {3, 2})); });
+  CHECK(contains(e, "gather: index -1 out of range for dim 1 of size 2"));
+  CHECK(contains(error_message([&] { t.gather(0, indices({3, 0}, {1, 2})); }), "gather: index 3 out of range for dim 0 of size 3"));
+  e = error_message([&] { scatter_add(zeros({3, 2}), 0, indices({-1, 0}, {1, 2}), ones({1, 2})); });
+  CHECK(contains(e, "scatter_add: index -1 out of range for dim 0 of size 3"));
+  e = error_message([&] { index_add(zeros({3, 2}), 0, indices({-2}), ones({1, 2})); });
+  CHECK(contains(e, "index_add: index -2 out of range for dim 0 of size 3"));
+  e = error_message([&] { index_add(zeros({2, 3}), 1, indices({-1}), ones({2, 1})); });  // the strided path
+  CHECK(contains(e, "index_add: index -1 out of range for dim 1 of size 3"));
+  // Nothing was written on the way: the inputs are unchanged.
+  CHECK(mismatch(t, {3, 2}, {1, 2, 3, 4, 5, 6}) == "");
 }
 
 TEST_CASE("slice_scatter: writes a slice into zeros") {

@@ -99,6 +99,38 @@ TEST_CASE("softmax: a row of all -inf gives zeros and not NaN") {
   CHECK(mismatch(tensor({-kInf, -kInf}, kFloat64).softmax(0), {2}, {0, 0}) == "");
 }
 
+// A diverging model must not go silent: std::max skips a NaN, so a row that is NaN throughout
+// used to look fully masked and came out as zeros. Only a row that is -inf throughout gives zeros.
+TEST_CASE("softmax: NaN anywhere in a row makes the row NaN; only all -inf rows give zeros") {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  for (DType dtype : {kFloat32, kFloat64}) {
+    CAPTURE(dtype_name(dtype));
+    // Rows: NaN throughout; NaN with -inf; NaN among finite values; -inf throughout.
+    Tensor x = tensor({{nan, nan, nan}, {nan, -kInf, -kInf}, {1, nan, 2}, {-kInf, -kInf, -kInf}}, dtype);
+    const std::vector<double> nan_row{nan, nan, nan};
+    std::vector<double> soft, log_soft;
+    for (int r = 0; r < 3; ++r) {
+      soft.insert(soft.end(), nan_row.begin(), nan_row.end());
+      log_soft.insert(log_soft.end(), nan_row.begin(), nan_row.end());
+    }
+    soft.insert(soft.end(), {0, 0, 0});
+    log_soft.insert(log_soft.end(), {-kInf, -kInf, -kInf});
+    CHECK(mismatch(x.softmax(1), {4, 3}, soft) == "");          // contiguous rows: the vectorised path
+    CHECK(mismatch(x.log_softmax(1), {4, 3}, log_soft) == "");
+    CHECK(mismatch(x.t().softmax(0).t(), {4, 3}, soft) == "");  // strided rows (inner > 1)
+    CHECK(mismatch(x.t().log_softmax(0).t(), {4, 3}, log_soft) == "");
+    // The fused masked softmax, without a mask tensor and with one that hides nothing.
+    CHECK(mismatch(kernels::masked_softmax(x, Tensor(), false, 1.0), {4, 3}, soft) == "");
+    CHECK(mismatch(kernels::masked_softmax(x, zeros({3}, kBool), false, 1.0), {4, 3}, soft) == "");
+    // A bool mask hiding every finite key of row 2 leaves its NaN: the row stays NaN; row 3 of
+    // zeros with every key hidden gives zeros.
+    Tensor finite = tensor({{0, 0, 0}, {0, 0, 0}, {1, nan, 2}, {0, 0, 0}}, dtype);
+    Tensor hide = tensor({{0, 0, 0}, {0, 0, 0}, {1, 0, 1}, {1, 1, 1}}, kBool);
+    CHECK(mismatch(kernels::masked_softmax(finite, hide, false, 1.0).narrow(0, 2, 2), {2, 3},
+                   {nan, nan, nan, 0, 0, 0}) == "");
+  }
+}
+
 TEST_CASE("softmax: 0-d and empty inputs") {
   CHECK(mismatch(scalar_tensor(7).softmax(0), {}, {1}) == "");
   CHECK(mismatch(scalar_tensor(7).log_softmax(-1), {}, {0}) == "");
@@ -120,7 +152,9 @@ TEST_CASE("softmax: the vectorised float exp is within 2 ulp of the exact value"
     const double exact = std::exp(static_cast<double>(x));
     const float rounded = static_cast<float>(exact);
     const double ulp = std::nextafter(rounded, std::numeric_limits<float>::infinity()) - rounded;
-    worst_ulp = std::max(worst_ulp, std::abs(kernels::exp_float(x) - exact) / ulp);
+    const double error_ulp = std::abs(kernels::exp_float(x) - exact) / ulp;
+    REQUIRE(std::isfinite(error_ulp));  // std::max would drop a NaN
+    worst_ulp = std::max(worst_ulp, error_ulp);
   }
   CHECK(worst_ulp <= 2.0);
   CHECK(kernels::exp_float(0.0f) == 1.0f);
