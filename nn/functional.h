@@ -49,6 +49,11 @@ struct AttentionOutput {
 // q (..., T, d_k), k (..., S, d_k), v (..., S, d_v); attn_mask broadcasts to (..., T, S):
 // a bool mask's true means masked out, a float mask is added to the scores. is_causal masks
 // key j > query i. A query whose every key is masked gets zero output and finite gradients.
+//
+// MIND THE BOOL MASK: here `true` = MASKED OUT, as in nn.MultiheadAttention's masks, which is
+// the OPPOSITE of PyTorch 2.x's torch.nn.functional.scaled_dot_product_attention, where `true`
+// = takes part. A mask written for PyTorch's function must be inverted (mask.logical_not());
+// passed as it is, it hides every real key (lesson 5 shows what comes out).
 AttentionOutput scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
                                              const Tensor& attn_mask = {}, double dropout_p = 0.0,
                                              bool is_causal = false, std::optional<double> scale = std::nullopt,

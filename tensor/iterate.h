@@ -3,7 +3,8 @@
 //
 // Dims that are laid out back to back in every operand are merged first, so a contiguous
 // tensor becomes a single run the compiler vectorises. Large loops are split across OpenMP
-// threads by runs of the innermost dim; each element is written by exactly one thread, so the
+// threads into one range of elements per thread, cut inside a run when needed (so a single
+// contiguous run goes parallel too); each element is written by exactly one thread, so the
 // result does not depend on the thread count.
 #pragma once
 

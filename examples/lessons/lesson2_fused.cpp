@@ -5,10 +5,18 @@
 //
 //   x · [W_0  W_1 ... W_{h-1}] = [x·W_0  x·W_1 ... x·W_{h-1}]
 //
+// The same identity makes three Linear(d_model, d_model) for Q, K, V one Linear(d_model,
+// 3·d_model), which is what nn::MultiheadAttention stores (in_proj_weight).
+//
 // So nn::MultiheadAttention (one fused projection) and nn::PerHeadAttention (3·h small Linear
 // layers, the paper's drawing) given the same weights compute the same outputs and the same
-// gradients. The fused form only does it in fewer, larger matrix products.
+// gradients, with the same number of multiply-adds. The fused form does them in fewer, larger
+// matrix products: fewer BLAS calls, each with more work to amortise its overhead. The lesson
+// counts the calls and times both (the time is printed, not tested: speed is measured).
 #include <fmt/core.h>
+
+#include <algorithm>
+#include <chrono>
 
 #include "lessons/lessons.h"
 #include "lessons/measure.h"
@@ -18,6 +26,40 @@ using namespace cppgrad;
 namespace lessons {
 
 namespace {
+
+// BLAS calls ("blas gemm" and "blas gemm, small" in the profile) made by `run`.
+template <class Run>
+int64_t gemm_calls(Run run) {
+  profile::reset();
+  profile::set_enabled(true);
+  run();
+  profile::set_enabled(false);
+  int64_t calls = 0;
+  for (const auto& e : profile::entries())
+    if (e.name.rfind("blas gemm", 0) == 0) calls += e.calls;
+  return calls;
+}
+
+// The median of `reps` timings of `run`, in ms, alternating with `other` so both see the same
+// machine (other helpers' load varies from one second to the next).
+template <class Run, class Other>
+std::pair<double, double> median_ms_side_by_side(Run run, Other other, int reps) {
+  std::vector<double> a, b;
+  auto time = [](auto f) {
+    auto start = std::chrono::steady_clock::now();
+    f();
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  };
+  run(), other();  // warm-up: the allocator's cache, BLAS's buffers
+  for (int i = 0; i < reps; ++i) {
+    a.push_back(time(run));
+    b.push_back(time(other));
+  }
+  std::sort(a.begin(), a.end());
+  std::sort(b.begin(), b.end());
+  return {a[a.size() / 2], b[b.size() / 2]};
+}
+
 // Weight matrices (2-d parameters) of a module; the biases are the 1-d ones.
 int64_t weight_matrices(const nn::Module& m) {
   int64_t n = 0;
@@ -69,6 +111,19 @@ Lesson2 run_lesson2() {
   (out_fused.output * G).sum().backward();
   (out_heads.output * G).sum().backward();
 
+  // ---- three Linear(E, E) for Q, K, V are one Linear(E, 3E) ------------------------------------
+  {
+    Tensor w_q = randn({E, E}, kFloat64, gen), w_k = randn({E, E}, kFloat64, gen), w_v = randn({E, E}, kFloat64, gen);
+    Tensor fused_qkv = x.matmul(cat({w_q, w_k, w_v}, 1));  // (T, 3E)
+    r.three_linear_identity = max_abs_diff(fused_qkv, cat({x.matmul(w_q), x.matmul(w_k), x.matmul(w_v)}, 1));
+  }
+  // Multiply-adds of the projections, from the weights' shapes: each (out, in) weight applied to
+  // B·T tokens costs B·T·out·in.
+  for (const auto& [name, p] : fused.named_parameters())
+    if (name == "in_proj_weight") r.fused_projection_macs += B * T * p.size(0) * p.size(1);
+  for (const auto& [name, p] : per_head.named_parameters())
+    if (p.dim() == 2 && name.rfind("out_proj", 0) != 0) r.per_head_projection_macs += B * T * p.size(0) * p.size(1);
+
   r.differences = {
       {"output", max_abs_diff(out_fused.output, out_heads.output)},
       {"attention weights (every head)", max_abs_diff(out_fused.weights, out_heads.weights)},
@@ -80,6 +135,28 @@ Lesson2 run_lesson2() {
       {"gradient of W_O", max_abs_diff(fused.out_proj->weight.grad(), per_head.out_proj->weight.grad())},
       {"gradient of W_O's bias", max_abs_diff(fused.out_proj->bias.grad(), per_head.out_proj->bias.grad())},
   };
+
+  // ---- the cost: BLAS calls and time, float32, a larger layer ----------------------------------
+  {
+    const int64_t E2 = r.timed_d_model, H2 = r.timed_heads;
+    manual_seed(2);
+    nn::MultiheadAttention big_fused(E2, H2);
+    nn::PerHeadAttention big_per_head(E2, H2);
+    big_per_head.load_from(big_fused);
+    Tensor xb = randn({8, 32, E2}, kFloat32, gen).requires_grad_();
+    auto step = [&](auto& layer) {
+      return [&] {
+        layer.zero_grad();
+        xb.zero_grad();
+        layer.forward(xb, xb, xb, {}, {}, /*need_weights=*/false).output.sum().backward();
+      };
+    };
+    auto run_fused = step(big_fused);
+    auto run_per_head = step(big_per_head);
+    r.fused_gemm_calls = gemm_calls(run_fused);
+    r.per_head_gemm_calls = gemm_calls(run_per_head);
+    std::tie(r.fused_ms, r.per_head_ms) = median_ms_side_by_side(run_fused, run_per_head, 15);
+  }
   return r;
 }
 
@@ -97,9 +174,27 @@ void print(const Lesson2& r) {
              r.per_head_weight_matrices, r.per_head_parameters);
   fmt::print("Largest difference between the two, after one forward and backward:\n");
   for (const auto& [what, diff] : r.differences) fmt::print("  {:<38} {:.1e}\n", what, diff);
+  fmt::print("\nThe same identity, one level up: three Linear(d_model, d_model) for Q, K and V are one\n");
+  fmt::print("Linear(d_model, 3·d_model): max |x·[W_Q W_K W_V] - [x·W_Q x·W_K x·W_V]| = {:.1e}.\n",
+             r.three_linear_identity);
+  fmt::print("Multiply-adds of the Q, K, V projections (batch 2 of 6 tokens): fused {}, per head {}: the same.\n\n",
+             r.fused_projection_macs, r.per_head_projection_macs);
+  fmt::print("The cost, float32, d_model {}, {} heads, batch 8 of 32 tokens, one forward and backward:\n",
+             r.timed_d_model, r.timed_heads);
+  fmt::print("  MultiheadAttention: {:>3} BLAS calls, {:>6.2f} ms (median of 15)\n", r.fused_gemm_calls, r.fused_ms);
+  fmt::print("  PerHeadAttention:   {:>3} BLAS calls, {:>6.2f} ms (median of 15, timed alternately)\n",
+             r.per_head_gemm_calls, r.per_head_ms);
+  fmt::print("  In the forward, the Q, K, V projections are 1 BLAS call against 3·h = {}; most of the other\n",
+             3 * r.timed_heads);
+  fmt::print("  calls, in both layers, are attention's own products, one per (sequence, head) pair. The\n");
+  fmt::print("  times are this machine's at this moment (other programs share its 2 cores).\n");
   fmt::print("\nAnswer: both are right. Differences at the 1e-15 level are float64 rounding (the two do\n");
-  fmt::print("their sums in different orders). The fused layer is the same maths in fewer, larger matrix\n");
-  fmt::print("products, which is faster; gradients flow exactly as they do through 3·h separate layers.\n");
+  fmt::print("their sums in different orders). The fused layer is the same maths, with the same number of\n");
+  fmt::print("multiply-adds, in fewer and larger matrix products; {}. Gradients\n",
+             r.per_head_ms > r.fused_ms
+                 ? fmt::format("here that made it {:.1f}x faster", r.per_head_ms / r.fused_ms)
+                 : std::string("this time that was no faster (a busy machine: run it again)"));
+  fmt::print("flow exactly as they do through 3·h separate layers.\n");
 }
 
 }  // namespace lessons

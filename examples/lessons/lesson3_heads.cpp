@@ -10,17 +10,19 @@
 // so the h heads are h copies of one head; (2) every query, key and value is a constant vector
 // (each feature = the token's feature sum + 1), so concatenating copies of a head's output
 // gives the same vector for any h; (3) the only thing h still changes is the scale of the
-// scores, √d_k·a_t·a_s with a_t = Σ x_t + 1, and at d_model = 512 those scores are hundreds
-// apart, so softmax puts all its weight on the same key for any h. Shrink the input and the
+// scores, √d_k·a_t·a_s with a_t = Σ x_t + 1, and at d_model = 512 the scores within a row are
+// hundreds apart, so softmax puts all its weight on the same key for any h. Shrink the input and the
 // scores come close enough for the scale to matter: then h changes the output again.
 #include <fmt/core.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "lessons/lessons.h"
 #include "lessons/measure.h"
 
 using namespace cppgrad;
+namespace F = cppgrad::nn::functional;
 
 namespace lessons {
 
@@ -58,6 +60,12 @@ Lesson3 run_lesson3() {
     r.per_head_parameters.push_back(nn::PerHeadAttention(E, h).parameter_count());
   }
 
+  // PyTorch's names and shapes, to map the count onto a torch.nn.MultiheadAttention(512, h).
+  for (const auto& [name, p] : nn::MultiheadAttention(E, 8).named_parameters()) {
+    r.parameter_shapes.emplace_back(name, p.shape());
+    r.parameter_counts.push_back(p.numel());
+  }
+
   // ---- h = 1 against h = 8 with the same weights -----------------------------------------------
   manual_seed(3);
   nn::MultiheadAttention one(E, 1), eight(E, 8);
@@ -66,6 +74,22 @@ Lesson3 run_lesson3() {
   eight.load_state_dict(one.state_dict());  // the very same numbers in both
   Tensor x = randn({1, T, E}, kFloat64);    // one sequence of 12 tokens, as in the question
   r.random_weights_diff = max_abs_diff(attend(one, x), attend(eight, x));
+
+  // The identity linking the two: with the same W_Q, W_K, the h = 1 score q·k/√d_model is a sum
+  // over the heads' slices, q·k = Σ_i q_i·k_i, and head i's score is q_i·k_i/√(d_model/h), so
+  // S(h=1) = (1/√h)·Σ_i S_i. The head count decides how the sum is split into softmaxes.
+  {
+    NoGradGuard no_grad;
+    auto qkv = F::linear(x, one.in_proj_weight, one.in_proj_bias).chunk(3, -1);  // (1, T, E) each
+    Tensor s1 = qkv[0].matmul(qkv[1].mT()) / std::sqrt(static_cast<double>(E));  // (1, T, T)
+    const int64_t d_k = E / 8;
+    Tensor heads_sum = zeros({1, T, T}, kFloat64);
+    for (int64_t i = 0; i < 8; ++i)
+      heads_sum = heads_sum + qkv[0].narrow(-1, i * d_k, d_k).matmul(qkv[1].narrow(-1, i * d_k, d_k).mT()) /
+                                  std::sqrt(static_cast<double>(d_k));
+    r.score_identity = max_abs_diff(s1, heads_sum / std::sqrt(8.0));
+    r.score_identity_size = s1.abs().max().item();
+  }
 
   // ---- every weight and bias set to one --------------------------------------------------------
   set_all_parameters(one, 1.0);
@@ -81,8 +105,19 @@ Lesson3 run_lesson3() {
   // The scores themselves: a_t = Σ x_t + 1 for each token, score(t, s) = √d_k · a_t · a_s.
   std::vector<double> a = values(x.sum({2}).squeeze(0) + 1.0);
   const double sqrt_d_k = std::sqrt(static_cast<double>(E / 8));
-  for (int64_t t = 0; t < T; ++t)
-    for (int64_t s = 0; s < T; ++s) r.largest_score_h8 = std::max(r.largest_score_h8, std::abs(sqrt_d_k * a[t] * a[s]));
+  std::vector<double> gaps;
+  for (int64_t t = 0; t < T; ++t) {
+    std::vector<double> row;
+    for (int64_t s = 0; s < T; ++s) {
+      row.push_back(sqrt_d_k * a[t] * a[s]);
+      r.largest_score_h8 = std::max(r.largest_score_h8, std::abs(row.back()));
+    }
+    std::sort(row.begin(), row.end());
+    gaps.push_back(row[T - 1] - row[T - 2]);  // how far the top score stands above the next
+  }
+  std::sort(gaps.begin(), gaps.end());
+  r.ones_smallest_top_gap = gaps.front();
+  r.ones_median_top_gap = gaps[gaps.size() / 2];
 
   // Small inputs: the same constant weights, but the scores are now a few units apart.
   Tensor small = x / 100.0;
@@ -100,7 +135,13 @@ void print(const Lesson3& r) {
     fmt::print("  {:>2}   {:>18}   {:>16}\n", r.head_counts[i], r.fused_parameters[i], r.per_head_parameters[i]);
   fmt::print("  The same for every h: 4·d_model² + 4·d_model = {}. The heads share out the columns of\n",
              4 * r.d_model * r.d_model + 4 * r.d_model);
-  fmt::print("  the same matrices; more heads make each head narrower, not the layer bigger.\n\n");
+  fmt::print("  the same matrices; more heads make each head narrower, not the layer bigger. In PyTorch's\n");
+  fmt::print("  names and shapes (torch.nn.MultiheadAttention(512, h) has exactly these, for any h):\n");
+  for (size_t i = 0; i < r.parameter_shapes.size(); ++i)
+    fmt::print("    {:<16} {:<12} {:>9}\n", r.parameter_shapes[i].first, cppgrad::shape_str(r.parameter_shapes[i].second),
+               r.parameter_counts[i]);
+  fmt::print("  in_proj_weight stacks W_Q, W_K, W_V (each 512 × 512); head i owns rows [64i, 64i + 64) of each\n");
+  fmt::print("  at h = 8, rows [128i, 128i + 128) at h = 4.\n\n");
 
   fmt::print("Outputs for h = 1 and h = 8, the same weights, one sequence of 12 tokens:\n");
   fmt::print("  random weights:          max |out(h=1) - out(h=8)| = {:.3g}   (different functions)\n",
@@ -114,15 +155,25 @@ void print(const Lesson3& r) {
   fmt::print("  2. every query, key and value is a constant vector (each feature = the token's feature sum + 1),\n");
   fmt::print("     so a head's output is a constant vector, and copies of it concatenated are the same for any h;\n");
   fmt::print("  3. h still sets the scale of the scores, √d_k·a_t·a_s, but with unit-size inputs over 512\n");
-  fmt::print("     features those scores are huge (up to {:.0f} at h = 8), so softmax puts all its weight on the\n",
-             r.largest_score_h8);
-  fmt::print("     same key whatever the scale. Rows with one weight of exactly 1.0: {} of {} at h = 1,\n",
-             r.one_hot_rows_h1, r.rows_h1);
-  fmt::print("     {} of {} at h = 8.\n", r.one_hot_rows_h8, r.rows_h8);
+  fmt::print("     features the scores within a row are hundreds apart (at h = 8 the top score stands {:.0f}\n",
+             r.ones_median_top_gap);
+  fmt::print("     above the next in the median row, at least {:.0f}; scores reach {:.0f}), so softmax puts all\n",
+             r.ones_smallest_top_gap, r.largest_score_h8);
+  fmt::print("     its weight on the same key whatever the scale. Rows with one weight of exactly 1.0:\n");
+  fmt::print("     {} of {} at h = 1, {} of {} at h = 8.\n", r.one_hot_rows_h1, r.rows_h1, r.one_hot_rows_h8, r.rows_h8);
   fmt::print("  With the inputs divided by 100 the scores come close together, the scale matters, and\n");
   fmt::print("  the same constant weights give max |out(h=1) - out(h=8)| = {:.3g} (on outputs up to {:.0f}).\n\n",
              r.ones_small_input_diff, r.ones_small_input_size);
 
+  fmt::print("The identity behind it, with any weights: one head's score is (1/√h)·Σ of the h heads' scores\n");
+  fmt::print("(a dot product over 512 features is the sum of the 8 dot products over 64, and the scales differ by\n");
+  fmt::print("√8). Checked on the random weights: max |S(h=1) - Σ_i S_i(h=8) / √8| = {:.1e} (scores up to {:.1f}).\n",
+             r.score_identity, r.score_identity_size);
+  fmt::print("So h = 1 takes one softmax of the sum, h = 8 eight softmaxes of its parts: a different function,\n");
+  fmt::print("unless every part is the same (all ones) and the softmax is saturated anyway.\n\n");
+  fmt::print("Is multi-head just faster? No: the same parameters and the same multiply-adds for any h\n");
+  fmt::print("(h heads of d_k columns do the work of one of d_model), but a different function. (Fused\n");
+  fmt::print("against per-head, the same function, is what lesson 2 times.)\n\n");
   fmt::print("Answer: the head count does not change the number of parameters, but it does change what the\n");
   fmt::print("layer computes. The all-ones experiment sees no difference because it makes every head the\n");
   fmt::print("same and saturates the softmax, not because the heads do nothing.\n");

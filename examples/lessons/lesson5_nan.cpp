@@ -1,14 +1,21 @@
 // Lesson 5: why does attention give NaN?
 //
-// Three ways the softmax inside attention goes wrong, each measured here:
+// Four ways the softmax inside attention goes wrong, each measured here:
 //   1. A query whose every key is masked has a row of scores that are all -inf. The textbook
 //      stable softmax subtracts the row's maximum, -inf, and -inf - (-inf) is NaN; without the
 //      subtraction, Σ exp(-inf) = 0 and 0/0 is NaN. One such row makes the whole gradient of the
 //      values NaN, since every value vector receives gradient from every query's row.
 //   2. Large scores (1e4) overflow exp: exp(1e4) = inf, inf/inf = NaN. Subtracting the row's
 //      maximum first keeps every exponent ≤ 0 and the result exact.
-//   3. Not NaN, but its cousin: without the 1/√d_k scale, q·k has standard deviation √d_k, the
-//      softmax saturates (nearly one-hot), and the gradient through it nearly vanishes.
+//   3. Not NaN, but the reason for 1/√d_k: q·k of entries with mean 0 and variance 1 has
+//      variance d_k, so unscaled the softmax saturates (nearly one-hot). It passes less
+//      gradient to its scores, yet q and k get more, not less (the scale multiplies the way back
+//      too): the scale is there to make the softmax's temperature independent of d_k and to
+//      keep attention from starting near-hard.
+//   4. A bool mask with the other convention: cppgrad's true = masked out (as
+//      nn.MultiheadAttention), PyTorch 2.x's F.scaled_dot_product_attention true = takes part.
+//      Passed as is, such a mask hides every real key: fully masked rows (NaN by the textbook,
+//      zeros in cppgrad) and queries that see only padding.
 // cppgrad's softmax subtracts the maximum and treats an all -inf row as all zeros, so
 // scaled_dot_product_attention returns zeros and finite gradients for a fully masked query.
 #include <fmt/core.h>
@@ -53,6 +60,14 @@ RowStats row_stats(const Tensor& gradient, const Tensor& weights) {
     s.top_weight += top[i] / static_cast<double>(rows);
   }
   return s;
+}
+
+// The mean over rows of each row's Euclidean norm.
+double mean_row_norm(const Tensor& t) {
+  std::vector<double> n = values(t.square().sum({-1}).sqrt());
+  double total = 0.0;
+  for (double v : n) total += v;
+  return total / static_cast<double>(n.size());
 }
 
 // NaN and infinities spelled the same on every platform ("-nan" is printf's whim).
@@ -114,18 +129,50 @@ Lesson5 run_lesson5() {
 
   // ---- 3. the 1/√d_k scale ----------------------------------------------------------------------
   // 512 queries against 16 keys, entries N(0, 1) as after a well-initialised projection: each
-  // q·k is a sum of d_k products, so its standard deviation is √d_k = 8.
+  // q·k is a sum of d_k products of mean 0 and variance 1, so its standard deviation is √d_k = 8.
   const int64_t queries = 512, keys = 16, d_k = r.d_k;
-  Tensor q = randn({queries, d_k}, kFloat64, gen), k = randn({keys, d_k}, kFloat64, gen);
+  Tensor q_values = randn({queries, d_k}, kFloat64, gen), k_values = randn({keys, d_k}, kFloat64, gen);
   Tensor upstream = randn({queries, keys}, kFloat64, gen);  // some gradient arriving from above
   for (bool scaled : {false, true}) {
+    Tensor q = q_values.clone().requires_grad_(), k = k_values.clone().requires_grad_();
     Tensor dots = q.matmul(k.t());  // (queries, keys)
-    Tensor scores = (scaled ? dots / std::sqrt(static_cast<double>(d_k)) : dots).detach().requires_grad_();
+    Tensor scores = scaled ? dots / std::sqrt(static_cast<double>(d_k)) : dots;
+    scores.retain_grad();
     Tensor weights = scores.softmax(-1);
-    Tensor g = autograd::grad({(weights * upstream).sum()}, {scores})[0];  // through softmax only
-    RowStats s = row_stats(g, weights);
-    double score_std = std::sqrt(scores.detach().var().item());
-    (scaled ? r.scaled : r.unscaled) = {score_std, s.top_weight, s.gradient_norm};
+    (weights * upstream).sum().backward();
+    RowStats s = row_stats(scores.grad(), weights);
+    Lesson5::Softmax& out = scaled ? r.scaled : r.unscaled;
+    out = {std::sqrt(scores.detach().var().item()), s.top_weight, s.gradient_norm};
+    out.q_gradient_norm = mean_row_norm(q.grad());
+    out.k_gradient_norm = mean_row_norm(k.grad());
+  }
+
+  // ---- 4. a mask with the other convention ------------------------------------------------------
+  // PyTorch 2.x's F.scaled_dot_product_attention reads a bool mask as "true = takes part".
+  // Written that way and handed to cppgrad's function, which reads "true = masked out", it
+  // hides every real key and shows only the padding.
+  {
+    const int64_t B = 2, L = 4, d = 8;
+    Tensor q = randn({B, L, d}, kFloat64, gen), k = randn({B, L, d}, kFloat64, gen), v = randn({B, L, d}, kFloat64, gen);
+    Tensor padding = tensor({{0, 0, 0, 0}, {0, 0, 0, 1}}).to(kBool);  // (B, S): true at padding
+    Tensor takes_part = padding.logical_not().unsqueeze(1);             // (B, 1, S): PyTorch 2.x's meaning
+    Tensor masked_out = padding.unsqueeze(1);                           // (B, 1, S): cppgrad's meaning
+    // The textbook softmax with the mask as is.
+    Tensor scores = q.matmul(k.mT()) / std::sqrt(static_cast<double>(d));
+    Tensor textbook = softmax_shifted(scores.masked_fill(takes_part, -kInf)).matmul(v);
+    r.inverted_textbook_nonfinite = count_nonfinite(textbook);
+    r.inverted_outputs = textbook.numel();
+    // cppgrad's, with the mask as is, and with it inverted.
+    auto wrong = F::scaled_dot_product_attention(q, k, v, takes_part, 0.0, false, std::nullopt, true);
+    auto right = F::scaled_dot_product_attention(q, k, v, takes_part.logical_not(), 0.0, false, std::nullopt, true);
+    auto intended = F::scaled_dot_product_attention(q, k, v, masked_out, 0.0, false, std::nullopt, true);
+    r.inverted_cppgrad_nonfinite = count_nonfinite(wrong.output);
+    std::vector<double> row_size = values(wrong.output.abs().max(-1).values);  // (B, L)
+    r.inverted_rows = static_cast<int64_t>(row_size.size());
+    for (double m : row_size) r.inverted_zero_rows += m == 0.0;
+    r.inverted_padding_weight = values(wrong.weights.select(0, 1).select(-1, L - 1).min())[0];
+    r.inverted_vs_correct = max_abs_diff(wrong.output, right.output);
+    r.inverted_fixed_vs_padding_mask = max_abs_diff(right.output, intended.output);
   }
   return r;
 }
@@ -161,18 +208,40 @@ void print(const Lesson5& r) {
   fmt::print("   On the first row exp gives inf / inf, on the second 0 / 0. Subtracting the max changes\n");
   fmt::print("   nothing mathematically (it cancels in the ratio) and keeps every exponent ≤ 0.\n\n");
 
-  fmt::print("3. The 1/√d_k scale, d_k = {}, q and k entries N(0, 1), 16 keys per query:\n", r.d_k);
-  fmt::print("                      score std   mean largest weight   mean |∂L/∂scores| per row\n");
-  fmt::print("   q·k (no scale)     {:>9.2f}   {:>19.3f}   {:>25.4f}\n", r.unscaled.score_std, r.unscaled.top_weight,
-             r.unscaled.gradient_norm);
-  fmt::print("   q·k / √d_k         {:>9.2f}   {:>19.3f}   {:>25.4f}\n", r.scaled.score_std, r.scaled.top_weight,
-             r.scaled.gradient_norm);
+  fmt::print("3. The 1/√d_k scale, d_k = {}, q and k entries of mean 0 and variance 1, 16 keys per query:\n", r.d_k);
+  fmt::print("                      score std   mean largest weight   mean per-row |∂L/∂scores|   |∂L/∂q|   |∂L/∂k|\n");
+  auto scale_row = [](const char* what, const Lesson5::Softmax& s) {
+    fmt::print("   {:<18} {:>9.2f}   {:>19.3f}   {:>25.4f}   {:>7.3f}   {:>7.3f}\n", what, s.score_std, s.top_weight,
+               s.gradient_norm, s.q_gradient_norm, s.k_gradient_norm);
+  };
+  scale_row("q·k (no scale)", r.unscaled);
+  scale_row("q·k / √d_k", r.scaled);
+  fmt::print("   A sum of d_k products of mean 0 and variance 1 has variance d_k: the scores' spread is √d_k.\n");
   fmt::print("   Without the scale most rows are close to one-hot, and the softmax passes {:.1f}x less gradient\n",
              r.scaled.gradient_norm / r.unscaled.gradient_norm);
-  fmt::print("   back to its scores; the larger d_k, the worse (the scores' spread grows as √d_k).\n\n");
+  fmt::print("   back to its scores, but nothing vanishes: at q and k the gradient is {:.1f}x and {:.1f}x LARGER\n",
+             r.unscaled.q_gradient_norm / r.scaled.q_gradient_norm, r.unscaled.k_gradient_norm / r.scaled.k_gradient_norm);
+  fmt::print("   unscaled, since the scale also multiplies it on the way back (dq = scale · ds·k). The reasons for\n");
+  fmt::print("   the scale are these: it makes the softmax's temperature independent of d_k (the same weights\n");
+  fmt::print("   whatever the head width), and it keeps attention from starting near-hard (one-hot), where a\n");
+  fmt::print("   head sees one key and learns about the others only through tiny weights.\n\n");
 
-  fmt::print("Answer: NaN comes from -inf - (-inf) or 0/0 in a fully masked row, or from exp overflowing on\n");
-  fmt::print("large scores. Subtract the row max, and give a row with no visible key zero weights.\n");
+  fmt::print("4. A bool mask with the other convention. cppgrad's scaled_dot_product_attention (like\n");
+  fmt::print("   nn.MultiheadAttention) reads true = MASKED OUT; PyTorch 2.x's F.scaled_dot_product_attention\n");
+  fmt::print("   reads true = takes part. A padding mask written for PyTorch's (true at real keys), passed as is,\n");
+  fmt::print("   for two sequences of 4 keys, sequence 1's last key padding:\n");
+  fmt::print("     textbook softmax: NaN in {} of {} outputs (sequence 0 has no padding: every key hidden)\n",
+             r.inverted_textbook_nonfinite, r.inverted_outputs);
+  fmt::print("     cppgrad: {} non-finite, but {} of {} query rows output zeros, and in sequence 1 every query\n",
+             r.inverted_cppgrad_nonfinite, r.inverted_zero_rows, r.inverted_rows);
+  fmt::print("     puts weight {} on the padding key: no NaN, silently wrong (off by up to {:.3g}).\n",
+             show(r.inverted_padding_weight), r.inverted_vs_correct);
+  fmt::print("     mask.logical_not() fixes it: max difference from the intended padding mask {}.\n\n",
+             show(r.inverted_fixed_vs_padding_mask));
+
+  fmt::print("Answer: NaN comes from -inf - (-inf) or 0/0 in a fully masked row (an inverted mask makes many),\n");
+  fmt::print("or from exp overflowing on large scores. Subtract the row max, give a row with no visible key\n");
+  fmt::print("zero weights, and check which way your bool masks read.\n");
 }
 
 }  // namespace lessons

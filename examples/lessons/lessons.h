@@ -1,4 +1,4 @@
-// The lessons of issue #7: six questions learners ask about multi-head attention, each
+// The lessons of issue #7: seven questions learners ask about multi-head attention, each
 // answered by a computation whose numbers prove the answer.
 //
 // Each lesson is a pair: run_lessonN() computes and returns its numbers (the tests in
@@ -34,8 +34,15 @@ struct Lesson2 {
   double stacking_identity = 0.0;  // max |x·[W_0 ... W_{h-1}] - [x·W_0 ... x·W_{h-1}]|
   int64_t fused_parameters = 0, per_head_parameters = 0;
   int64_t fused_weight_matrices = 0, per_head_weight_matrices = 0;
+  double three_linear_identity = 0.0;  // max |x·[W_Q W_K W_V] - [x·W_Q x·W_K x·W_V]|: 3 Linear(E,E) = 1 (3E,E)
   // (what, max |MultiheadAttention - PerHeadAttention|) for the output and every gradient
   std::vector<std::pair<std::string, double>> differences;
+  // Multiply-adds of the Q, K, V projections, from the layers' weight shapes: equal.
+  int64_t fused_projection_macs = 0, per_head_projection_macs = 0;
+  // Cost, float32, a larger layer (d_model 128, 8 heads, batch 8 of 32 tokens), forward+backward.
+  int64_t timed_d_model = 128, timed_heads = 8;
+  int64_t fused_gemm_calls = 0, per_head_gemm_calls = 0;  // BLAS calls in one forward+backward
+  double fused_ms = 0.0, per_head_ms = 0.0;               // medians, measured side by side (not asserted)
 };
 Lesson2 run_lesson2();
 void print(const Lesson2& r);
@@ -52,6 +59,14 @@ struct Lesson3 {
   int64_t one_hot_rows_h1 = 0, rows_h1 = 0, one_hot_rows_h8 = 0, rows_h8 = 0;
   double ones_small_input_diff = 0.0;  // all ones, inputs / 100: max |out(h=1) - out(h=8)|
   double ones_small_input_size = 0.0;  // ... and max |out(h=1)|, for scale
+  // The identity behind it, any weights: the h = 1 score is (1/√h)·Σ of the h heads' scores.
+  double score_identity = 0.0;         // max |S(h=1) - (1/√8)·Σ_i S_i(h=8)|, random weights
+  double score_identity_size = 0.0;    // max |S(h=1)|, for scale
+  double ones_smallest_top_gap = 0.0;  // all ones, h = 8: min over rows of (largest - second) score
+  double ones_median_top_gap = 0.0;    // ... and its median
+  // PyTorch's names and shapes of the d_model 512 layer's parameters, and their counts.
+  std::vector<std::pair<std::string, cppgrad::Shape>> parameter_shapes;
+  std::vector<int64_t> parameter_counts;
 };
 Lesson3 run_lesson3();
 void print(const Lesson3& r);
@@ -68,10 +83,12 @@ struct Lesson4Options {
   std::string checkpoint;
 };
 // How alike the heads of each attention layer are, as the mean pairwise cosine similarity
-// (1 = copies, 0 = unrelated), averaged over the model's attention layers.
+// (1 = copies, 0 = unrelated, -1 = opposite), averaged over the model's attention layers.
 struct Diversity {
-  double w_q = 0.0;        // of the heads' query matrices W_Q_i
-  double attention = 0.0;  // of the heads' attention maps on held-out inputs
+  double w_q = 0.0;           // of the raw query blocks W_Q_i (misleading: see the lesson)
+  double query_key = 0.0;     // of the query-key products W_Q_iᵀ·W_K_i (d_model, d_model)
+  double output_value = 0.0;  // of the output-value products W_O_i·W_V_i (d_model, d_model)
+  double attention = 0.0;     // of the heads' attention maps on held-out inputs
   double largest_weight = 0.0;  // how sharp the maps are: mean over rows of the largest weight
   double even_weight = 0.0;     // ... and what it would be if every row spread its weight evenly
   double accuracy = 0.0;   // held-out sequences answered exactly, in %
@@ -80,17 +97,32 @@ struct Diversity {
   std::vector<double> copied_symbol_weight;
   struct Layer {
     std::string name;  // "transformer.encoder.layers.0.self_attn", ...
-    double w_q = 0.0, attention = 0.0;
+    double w_q = 0.0, query_key = 0.0, output_value = 0.0, attention = 0.0;
   };
-  std::vector<Layer> layers;  // the two cosines, layer by layer
+  std::vector<Layer> layers;  // the cosines, layer by layer
 };
 struct Lesson4 {
   Lesson4Options options;
   std::string trained_on;  // "copy task, 200 steps here" or the checkpoint's path
+  std::string blas_kernel;  // OpenBLAS's core, e.g. "Haswell": the trained figures depend on it
+  int threads = 1;          // ... and on the thread count
   Diversity at_init, trained, identical_start;
-  double projections_moved = -1.0;     // |ΔW| / |W| of W_Q, W_K, W_V over training; -1 with a checkpoint
-  double identical_heads_apart = 0.0;  // identical start, after training: max |W_Q_i - W_Q_0|
-  std::string indivisible_error;       // what MultiheadAttention(30, 4) says
+  double projections_moved = -1.0;  // |ΔW| / |W| of W_Q, W_K, W_V over training; -1 with a checkpoint
+  // Head 0 of a float64 layer, its W_Q and W_K (and their biases) negated:
+  double negated_w_q_cosine = 0.0;        // cosine(W_Q_0, -W_Q_0): -1
+  double negated_query_key_cosine = 0.0;  // cosine of the query-key products before and after: 1
+  double negated_weights_diff = 0.0;      // max |attention weights before - after|
+  double negated_output_diff = 0.0;       // max |output before - after|
+  // Identical start, measured at training steps 0 (the copy itself), 1, 3, 10, 30, ... and
+  // the last: the largest difference between any head's parameters and head 0's.
+  struct Apart {
+    int64_t step = 0;
+    double weights = 0.0;   // W_Q, W_K, W_V rows, the query and value biases, W_O's columns
+    double key_bias = 0.0;  // the key bias: no effect on any score, so its exact gradient is 0
+  };
+  std::vector<Apart> identical_heads_apart;
+  double identical_heads_weight_size = 0.0;  // the largest |weight| of in_proj_weight, for scale
+  std::string indivisible_error;             // what MultiheadAttention(30, 4) says
 };
 Lesson4 run_lesson4(const Lesson4Options& options = {});
 void print(const Lesson4& r);
@@ -110,9 +142,22 @@ struct Lesson5 {
   // The 1/√d_k scale.
   int64_t d_k = 64;
   struct Softmax {
-    double score_std = 0.0, top_weight = 0.0, gradient_norm = 0.0;
+    double score_std = 0.0, top_weight = 0.0;
+    double gradient_norm = 0.0;    // mean per-row |∂L/∂scores|
+    double q_gradient_norm = 0.0;  // mean per-row |∂L/∂q|
+    double k_gradient_norm = 0.0;  // mean per-row |∂L/∂k|
   };
   Softmax unscaled, scaled;
+  // A mask written for PyTorch 2.x's scaled_dot_product_attention (true = takes part), passed
+  // to cppgrad's (true = masked out) as it is. Two sequences of 4 keys; sequence 1's last key
+  // is padding, sequence 0 has none.
+  int64_t inverted_outputs = 0;               // output elements
+  int64_t inverted_textbook_nonfinite = 0;    // NaN from the textbook softmax
+  int64_t inverted_cppgrad_nonfinite = 0;     // ... from cppgrad's
+  int64_t inverted_zero_rows = 0, inverted_rows = 0;  // cppgrad: query rows whose output is all zero
+  double inverted_padding_weight = 0.0;       // cppgrad, sequence 1: the weight each query puts on the padding key
+  double inverted_vs_correct = 0.0;           // max |output with the mask as is - with it inverted|
+  double inverted_fixed_vs_padding_mask = 0.0;  // logical_not() of it against the intended mask: 0
 };
 Lesson5 run_lesson5();
 void print(const Lesson5& r);
@@ -133,5 +178,30 @@ struct Lesson6 {
 };
 Lesson6 run_lesson6();
 void print(const Lesson6& r);
+
+// ---- 7. The backward pass written out by hand (lesson7_backward.cpp) --------------------------
+struct Lesson7 {
+  int64_t batch = 2, tokens = 4, d_model = 8, heads = 2, ff = 16;
+  double forward_diff = 0.0;  // max |hand forward - nn::TransformerEncoderLayer's|
+  struct Gradient {
+    std::string name;
+    double diff = 0.0;  // max |hand (or wrong) gradient - autograd's|
+    double size = 0.0;  // max |autograd's gradient|, for scale
+  };
+  std::vector<Gradient> gradients;  // "x" and every parameter (W_Q, W_K, W_V split)
+  struct Mistake {
+    std::string what;
+    std::vector<Gradient> errors;  // in the order of `gradients`
+  };
+  std::vector<Mistake> mistakes;  // 1 softmax Jacobian, 2 the 1/√d_k, 3 LayerNorm's means
+  // The tiny MultiheadAttention (T 3, E 4, h 2), traced: (what, value) in the order computed.
+  std::vector<std::pair<std::string, cppgrad::Tensor>> trace;
+  std::vector<cppgrad::Tensor> trace_hand;  // dx, dW_in, dW_O by hand
+  double trace_vs_autograd = 0.0;           // max |hand - autograd| over those three
+  bool trace_gradcheck = false;
+  std::string trace_gradcheck_error;
+};
+Lesson7 run_lesson7();
+void print(const Lesson7& r);
 
 }  // namespace lessons

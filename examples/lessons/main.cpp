@@ -2,6 +2,7 @@
 //
 //   lesson 1                 # is the embedding split between the heads, or copied?
 //   lesson 4 --checkpoint run.safetensors   # lesson 4 on a model trained by seq2seq --save
+//   lesson 7                 # the backward pass of an encoder layer, by hand
 //   lesson all
 #include <CLI/CLI.hpp>
 #include <chrono>
@@ -14,7 +15,7 @@ int main(int argc, char** argv) {
   lessons::Lesson4Options lesson4;
   int threads = 1;
   CLI::App app{"The attention lessons: each answers one learner's question with numbers (see README.md)."};
-  app.add_option("lesson", which, "1 to 6, or all")->check(CLI::IsMember({"1", "2", "3", "4", "5", "6", "all"}));
+  app.add_option("lesson", which, "1 to 7, or all")->check(CLI::IsMember({"1", "2", "3", "4", "5", "6", "7", "all"}));
   app.add_option("--checkpoint", lesson4.checkpoint,
                  "lesson 4: a seq2seq --save checkpoint to use as the trained model")
       ->check(CLI::ExistingFile);
@@ -43,6 +44,7 @@ int main(int argc, char** argv) {
     timed("4", [&] { return lessons::run_lesson4(lesson4); });
     timed("5", [] { return lessons::run_lesson5(); });
     timed("6", [] { return lessons::run_lesson6(); });
+    timed("7", [] { return lessons::run_lesson7(); });
   } catch (const cppgrad::Error& e) {
     fmt::print(stderr, "lesson: {}\n", e.what());
     return 2;

@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "lessons/lessons.h"
+#include "lessons/measure.h"
 
 using namespace lessons;
 
@@ -29,6 +30,13 @@ TEST_CASE("lesson 2: fused and per-head attention agree in outputs and every gra
   CHECK(r.fused_parameters == 4 * r.d_model * r.d_model + 4 * r.d_model);
   CHECK(r.fused_weight_matrices == 2);
   CHECK(r.per_head_weight_matrices == 3 * r.heads + 1);
+  CHECK(r.three_linear_identity < 1e-13);
+  CHECK(r.fused_projection_macs == r.per_head_projection_macs);  // the same work
+  CHECK(r.fused_projection_macs == 2 * 6 * 3 * r.d_model * r.d_model);
+  // Fewer BLAS calls: the forward's projections alone are 1 against 3·h. (The times are printed,
+  // never tested: speed is measured, not asserted.)
+  CHECK(r.per_head_gemm_calls - r.fused_gemm_calls >= 3 * r.timed_heads - 1);
+  CHECK(r.fused_ms > 0.0);
   REQUIRE(r.differences.size() == 7);
   for (const auto& [what, diff] : r.differences) {
     INFO(what);
@@ -49,22 +57,48 @@ TEST_CASE("lesson 3: head count keeps the parameters but changes the outputs") {
   CHECK(r.one_hot_rows_h1 == r.rows_h1);
   CHECK(r.one_hot_rows_h8 == r.rows_h8);
   CHECK(r.largest_score_h8 > 100.0);
+  CHECK(r.ones_median_top_gap > 100.0);  // "hundreds apart within a row"
+  CHECK(r.ones_smallest_top_gap > 20.0);  // even the closest row: exp(-20) = 2e-9, one-hot in float64 terms
+  // One head's score is (1/√h)·Σ of the h heads' scores: float64 rounding only.
+  CHECK(r.score_identity < 1e-12 * std::max(1.0, r.score_identity_size));
+  // PyTorch's shapes, and they add up.
+  REQUIRE(r.parameter_shapes.size() == 4);
+  CHECK(r.parameter_shapes[0] == std::pair<std::string, cppgrad::Shape>{"in_proj_weight", {1536, 512}});
+  CHECK(r.parameter_shapes[1] == std::pair<std::string, cppgrad::Shape>{"in_proj_bias", {1536}});
+  CHECK(r.parameter_shapes[2] == std::pair<std::string, cppgrad::Shape>{"out_proj.weight", {512, 512}});
+  CHECK(r.parameter_shapes[3] == std::pair<std::string, cppgrad::Shape>{"out_proj.bias", {512}});
+  int64_t total = 0;
+  for (int64_t n : r.parameter_counts) total += n;
+  CHECK(total == 1050624);
   CHECK(r.ones_small_input_diff > 1e-2 * r.ones_small_input_size);  // unsaturated: the scale √d_k shows
 }
 
-TEST_CASE("lesson 4: random initialisation makes heads differ and identical heads stay identical") {
+// Lesson 4 trains in float32, and the trained figures move with the BLAS kernel and thread
+// count (measured on the copy task: 99.2% / 92.2% accuracy at 1 thread, 100.0% / 96.1% at 2,
+// under OpenBLAS's Haswell kernel; 93.0% / 89.8% under its AVX-512 one). The bounds below are
+// the lesson's conclusions, with margins that hold on all of them.
+TEST_CASE("lesson 4: random initialisation makes heads differ and identical heads stay identical up to rounding") {
   const Lesson4 r = run_lesson4();
   REQUIRE(r.at_init.layers.size() == 3);  // encoder self, decoder self, cross-attention
-  // Independent random W_Q_i are nearly orthogonal, and training, which moves the projections
-  // a lot, does not make them alike.
+  CHECK(!r.blas_kernel.empty());
+  // Negating a head's W_Q and W_K: W_Q's cosine -1, the same query-key product and scores.
+  // Negation is exact in floating point, and both runs take the same BLAS path.
+  CHECK(r.negated_w_q_cosine == doctest::Approx(-1.0).epsilon(1e-12));
+  CHECK(r.negated_query_key_cosine == doctest::Approx(1.0).epsilon(1e-12));
+  CHECK(r.negated_weights_diff < 1e-12);
+  CHECK(r.negated_output_diff < 1e-12);
+  // Independent random heads are nearly unrelated by every measure.
   CHECK(std::abs(r.at_init.w_q) < 0.1);
+  CHECK(std::abs(r.at_init.query_key) < 0.1);
+  CHECK(std::abs(r.at_init.output_value) < 0.1);
   CHECK(r.projections_moved > 0.3);
-  CHECK(std::abs(r.trained.w_q) < 0.1);
   // The model learns the copy task...
   CHECK(r.at_init.accuracy < 5.0);
   CHECK(r.trained.accuracy > 80.0);
-  // ...its maps sharpen from nearly even, and every cross-attention head learns to look at
-  // the symbol being copied, which makes the heads' maps more alike, not less.
+  // ...its maps sharpen from nearly even, every cross-attention head learns to look at the
+  // symbol being copied, and the cross-attention heads converge: their query-key products
+  // (measured 0.42 to 0.48) and their maps become more alike. Their raw W_Q_i cosine does not
+  // show it (measured -0.02 to -0.03).
   CHECK(r.at_init.largest_weight < r.at_init.even_weight + 0.15);
   CHECK(r.trained.largest_weight > r.at_init.largest_weight + 0.1);
   REQUIRE(r.trained.copied_symbol_weight.size() == 4);
@@ -72,11 +106,28 @@ TEST_CASE("lesson 4: random initialisation makes heads differ and identical head
     CHECK(r.at_init.copied_symbol_weight[i] < 0.3);
     CHECK(r.trained.copied_symbol_weight[i] > 0.6);
   }
+  const auto& cross_init = r.at_init.layers[2];
+  const auto& cross = r.trained.layers[2];
+  REQUIRE(cross.name.find("multihead_attn") != std::string::npos);
+  CHECK(cross.query_key > cross_init.query_key + 0.25);
+  CHECK(cross.attention > cross_init.attention);
+  CHECK(std::abs(cross.w_q) < 0.1);
   CHECK(r.trained.attention > r.at_init.attention);
-  // Identical heads get identical gradients: still copies, to the last bit.
-  CHECK(r.identical_heads_apart == 0.0);
-  CHECK(r.identical_start.w_q == doctest::Approx(1.0).epsilon(1e-12));
-  CHECK(r.identical_start.attention == doctest::Approx(1.0).epsilon(1e-12));
+  // Identical heads: copies at step 0; after training apart by float32 rounding only. Measured
+  // at step 200: 1.7e-6 (Haswell kernel), 0 (AVX-512); a real asymmetry would be ~1e-2. The
+  // key bias, whose exact gradient is 0, may wander far (0.22 measured), changing nothing.
+  REQUIRE(r.identical_heads_apart.size() >= 2);
+  CHECK(r.identical_heads_apart.front().step == 0);
+  CHECK(r.identical_heads_apart.front().weights == 0.0);  // a copy, no arithmetic
+  CHECK(r.identical_heads_apart.front().key_bias == 0.0);
+  CHECK(r.identical_heads_apart.back().step == r.options.steps);
+  for (const auto& a : r.identical_heads_apart) {
+    INFO("step " << a.step);
+    CHECK(a.weights < 2e-5);
+  }
+  CHECK(r.identical_start.query_key == doctest::Approx(1.0).epsilon(1e-9));
+  CHECK(r.identical_start.output_value == doctest::Approx(1.0).epsilon(1e-9));
+  CHECK(r.identical_start.attention == doctest::Approx(1.0).epsilon(1e-9));
   // d_model must split evenly into the heads.
   CHECK(r.indivisible_error.find("not divisible") != std::string::npos);
 }
@@ -113,7 +164,24 @@ TEST_CASE("lesson 5: large scores overflow without max subtraction and the scale
   CHECK(r.scaled.score_std == doctest::Approx(1.0).epsilon(0.15));
   CHECK(r.unscaled.top_weight > 0.7);
   CHECK(r.scaled.top_weight < 0.4);
-  CHECK(r.scaled.gradient_norm > 1.5 * r.unscaled.gradient_norm);
+  CHECK(r.scaled.gradient_norm > 1.5 * r.unscaled.gradient_norm);  // measured 1.9x
+  // ...but q and k get more gradient unscaled, not less (measured 4.1x and 6.3x): the scale
+  // multiplies the way back too. Nothing vanishes.
+  CHECK(r.unscaled.q_gradient_norm > 3.0 * r.scaled.q_gradient_norm);
+  CHECK(r.unscaled.k_gradient_norm > 3.0 * r.scaled.k_gradient_norm);
+}
+
+TEST_CASE("lesson 5: a mask with PyTorch 2.x's convention hides every real key") {
+  const Lesson5 r = run_lesson5();
+  // Sequence 0 has no padding, so all its rows are fully masked: 4 rows of 8 outputs.
+  CHECK(r.inverted_outputs == 64);
+  CHECK(r.inverted_textbook_nonfinite == 32);
+  CHECK(r.inverted_cppgrad_nonfinite == 0);
+  CHECK(r.inverted_rows == 8);
+  CHECK(r.inverted_zero_rows == 4);
+  CHECK(r.inverted_padding_weight == doctest::Approx(1.0).epsilon(1e-12));  // only the padding is seen
+  CHECK(r.inverted_vs_correct > 0.1);
+  CHECK(r.inverted_fixed_vs_padding_mask == 0.0);  // the same mask, the same path: exactly equal
 }
 
 TEST_CASE("lesson 6: a tied weight gets the sum of the gradients of both uses and is stepped once") {
@@ -129,4 +197,56 @@ TEST_CASE("lesson 6: a tied weight gets the sum of the gradients of both uses an
   CHECK(r.adam_largest_move <= 0.1 + 1e-12);
   CHECK(r.adam_largest_move > 0.09);
   CHECK(r.copies_apart_after_one_step > 1e-3);
+}
+
+TEST_CASE("lesson 7: the encoder layer's backward by hand equals autograd's, and each classic mistake shows") {
+  const Lesson7 r = run_lesson7();
+  // float64 throughout, the same formulas summed in different orders: ~1e-15.
+  CHECK(r.forward_diff < 1e-12);
+  REQUIRE(r.gradients.size() == 17);  // x and 16 parameter blocks
+  for (const auto& g : r.gradients) {
+    INFO(g.name);
+    CHECK(g.diff < 1e-12);
+  }
+  // Indices into r.gradients.
+  enum { X, WQ, WK, WV, BQ, BK, BV, WO, BO, G1, B1, W1, BB1, W2, BB2, G2, B2 };
+  CHECK(r.gradients[BK].size < 1e-12);  // a key bias cannot change a softmax: its gradient is 0
+  REQUIRE(r.mistakes.size() == 3);
+  auto spoiled = [&](size_t m, std::initializer_list<int> which) {
+    for (int i : which) {
+      INFO("mistake " << m + 1 << ", " << r.gradients[i].name);
+      CHECK(r.mistakes[m].errors[i].diff > 1e-2);
+    }
+  };
+  auto untouched = [&](size_t m, std::initializer_list<int> which) {
+    for (int i : which) {
+      INFO("mistake " << m + 1 << ", " << r.gradients[i].name);
+      CHECK(r.mistakes[m].errors[i].diff < 1e-12);
+    }
+  };
+  // 1. No -p·(Σ dp·p): everything below the softmax is wrong, b_K gets a gradient.
+  spoiled(0, {X, WQ, WK, BQ, BK});
+  untouched(0, {WV, BV, WO, BO, G1, B1, W1, BB1, W2, BB2, G2, B2});
+  // 2. No 1/√d_k in the backward: dq, dk are √d_k times too large, so the error on W_Q is
+  // (√d_k - 1) times its gradient.
+  spoiled(1, {X, WQ, WK, BQ});
+  untouched(1, {BK, WV, BV, WO, BO, G1, B1, W1, BB1, W2, BB2, G2, B2});
+  const double sqrt_d_k = std::sqrt(static_cast<double>(r.d_model / r.heads));
+  CHECK(r.mistakes[1].errors[WQ].diff == doctest::Approx((sqrt_d_k - 1.0) * r.gradients[WQ].size).epsilon(1e-9));
+  // 3. LayerNorm's mean terms dropped: all but LayerNorm 2's own γ and β.
+  spoiled(2, {X, WQ, WK, WV, BQ, BV, WO, BO, G1, B1, W1, BB1, W2, BB2});
+  untouched(2, {G2, B2});
+  // The tiny traced attention: hand = autograd, and gradcheck passes.
+  CHECK(r.trace.size() > 20);
+  CHECK(r.trace_vs_autograd < 1e-12);
+  CHECK(r.trace_gradcheck);
+  CHECK(r.trace_gradcheck_error.empty());
+  // Every softmax row of the trace sums to 1, and every ds row to 0.
+  for (const auto& [what, t] : r.trace) {
+    INFO(what);
+    if (what.find("p = softmax") != std::string::npos)
+      for (double s : values(t.sum({-1}))) CHECK(s == doctest::Approx(1.0).epsilon(1e-12));
+    if (what.find(": ds = ") != std::string::npos)
+      for (double s : values(t.sum({-1}))) CHECK(std::abs(s) < 1e-12);
+  }
 }

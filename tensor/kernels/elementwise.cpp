@@ -116,6 +116,19 @@ T apply_unary(Unary op, T x) {
   return x;
 }
 
+// The dtype of a binary op's result, by PyTorch's rule (torch.result_type). Dtypes come in
+// kinds, bool < integer < floating. Two tensors of the same dimensionality (both 0-d, or both
+// not) promote as `promote` ranks them. A 0-d tensor beside a dimensioned one counts only when
+// its kind is higher: float32 (n-d) + float64 (0-d) is float32, int64 (n-d) + float64 (0-d) is
+// float64, bool (n-d) + int64 (0-d) is int64.
+int kind(DType d) { return is_floating(d) ? 2 : d == kBool ? 0 : 1; }
+DType result_type(const Tensor& a, const Tensor& b) {
+  const bool a_0d = a.dim() == 0, b_0d = b.dim() == 0;
+  if (a_0d == b_0d) return promote(a.dtype(), b.dtype());
+  const DType dimensioned = a_0d ? b.dtype() : a.dtype(), zero_dim = a_0d ? a.dtype() : b.dtype();
+  return kind(zero_dim) > kind(dimensioned) ? promote(dimensioned, zero_dim) : dimensioned;
+}
+
 // Brings a and b to a common dtype and broadcast shape.
 struct Operands {
   Tensor a, b;
@@ -124,7 +137,7 @@ struct Operands {
 };
 Operands broadcast_operands(const Tensor& a, const Tensor& b, std::string_view op) {
   Shape shape = broadcast_shapes(a.shape(), b.shape(), op);
-  DType dtype = promote(a.dtype(), b.dtype());
+  DType dtype = result_type(a, b);
   return {expand(to(a, dtype), shape), expand(to(b, dtype), shape), shape, dtype};
 }
 
@@ -257,7 +270,7 @@ Tensor where(const Tensor& condition, const Tensor& a, const Tensor& b) {
   CPPGRAD_PROFILE_SCOPE("where");
   CPPGRAD_CHECK(condition.dtype() == kBool, "where: condition must be bool, got {}", dtype_name(condition.dtype()));
   Shape shape = broadcast_shapes(broadcast_shapes(condition.shape(), a.shape(), "where"), b.shape(), "where");
-  DType dtype = promote(a.dtype(), b.dtype());
+  DType dtype = result_type(a, b);
   Tensor c = expand(condition, shape), x = expand(to(a, dtype), shape), y = expand(to(b, dtype), shape);
   Tensor out = empty(shape, dtype);
   StridedLoop<4> loop(shape, {out.strides(), c.strides(), x.strides(), y.strides()});

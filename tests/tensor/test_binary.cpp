@@ -92,6 +92,30 @@ TEST_CASE("binary: dtype promotion") {
   CHECK(mismatch(q, {3}, {0.5, 1, 1.5}) == "");
 }
 
+TEST_CASE("binary: a 0-d tensor promotes only to a higher kind, as torch.result_type") {
+  // PyTorch: torch.ones(2) + torch.tensor(0.25, dtype=torch.float64) is float32.
+  Tensor f32 = tensor({1.5, 2}), i64 = tensor({2, 3}, kInt64), b = tensor({1, 0}, kBool);
+  Tensor f64_0d = full({}, 0.25, kFloat64), i64_0d = full({}, 2, kInt64);
+  CHECK((f32 + f64_0d).dtype() == kFloat32);
+  CHECK((f64_0d * f32).dtype() == kFloat32);
+  CHECK(mismatch(f32 + f64_0d, {2}, {1.75, 2.25}) == "");
+  CHECK((i64 + f64_0d).dtype() == kFloat64);  // floating is a higher kind than integer
+  CHECK(mismatch(i64 + f64_0d, {2}, {2.25, 3.25}) == "");
+  CHECK((b + i64_0d).dtype() == kInt64);
+  CHECK((i64 * full({}, 1, kBool)).dtype() == kInt64);
+  CHECK((full({}, 1.0, kFloat32) + f64_0d).dtype() == kFloat64);  // both 0-d: the usual ranks
+  CHECK((tensor({1.0}, kFloat64) + full({}, 1.0, kFloat32)).dtype() == kFloat64);
+  CHECK(where(b, f32, f64_0d).dtype() == kFloat32);
+  CHECK(f32.gt(f64_0d).to_vector<bool>() == std::vector<bool>{true, true});
+  // The gradient of the 0-d float64 operand comes back float64 and 0-d: dS = Σ x.
+  Tensor x = tensor({1.5, 2}).requires_grad_(), s = full({}, 0.25, kFloat64).requires_grad_();
+  (x * s).sum().backward();
+  CHECK(s.grad().dtype() == kFloat64);
+  CHECK(s.grad().dim() == 0);
+  CHECK(s.grad().item() == doctest::Approx(3.5));
+  CHECK(x.grad().dtype() == kFloat32);
+}
+
 TEST_CASE("binary: maximum and minimum propagate NaN") {
   Tensor a = tensor({kNaN, 1, 2}), b = tensor({1, kNaN, 3});
   CHECK(mismatch(maximum(a, b), {3}, {kNaN, kNaN, 3}) == "");
