@@ -68,7 +68,7 @@ Result run(double bucket_mb, int steps) {
     const double s = bench::seconds([&] {
       Tensor logits = model->forward(b.src, b.tgt_in, b.src_pad, b.tgt_pad);
       Tensor loss = F::cross_entropy(logits.reshape({-1, c.vocab}), b.tgt_out.reshape({-1}),
-                                     {.ignore_index = seq2seq::PAD, .reduction = F::Reduction::Sum});
+                                     F::CrossEntropyOptions().ignore_index(seq2seq::PAD).reduction(F::Reduction::Sum));
       adam.zero_grad();
       (loss * (dist::world_size() / tokens)).backward();
       adam.step();

@@ -92,11 +92,12 @@ void Adam::update(const Tensor& param, const Tensor& grad, const ParamGroup& gro
   });
 }
 
-void Adam::check_state(size_t index, const Tensor& param,
+void Adam::check_state(size_t index, const Tensor& param, const ParamGroup& group,
                        const std::map<std::string, Tensor>& state) const {
   if (state.empty()) return;  // not stepped yet
   std::vector<std::string> names = {"step", "exp_avg", "exp_avg_sq"};
-  if (options.amsgrad()) names.push_back("max_exp_avg_sq");
+  const bool amsgrad = group.amsgrad.value_or(false);
+  if (amsgrad) names.push_back("max_exp_avg_sq");
   check_names(index, state, names);
   const Tensor& step = state.at("step");
   CPPGRAD_CHECK(step.dim() == 0 && step.dtype() == kInt64, "Optimizer::load_state_dict: state.{}.step must be a 0-d "
@@ -108,7 +109,7 @@ void Adam::check_state(size_t index, const Tensor& param,
                 index, t);
   check_buffer(index, "exp_avg", state.at("exp_avg"), param);
   check_buffer(index, "exp_avg_sq", state.at("exp_avg_sq"), param, /*non_negative=*/true);
-  if (options.amsgrad()) check_buffer(index, "max_exp_avg_sq", state.at("max_exp_avg_sq"), param, true);
+  if (amsgrad) check_buffer(index, "max_exp_avg_sq", state.at("max_exp_avg_sq"), param, true);
 }
 
 // Every queued update, cut into chunks that one parallel loop shares out: a model's parameters

@@ -35,7 +35,7 @@ class Adam : public Optimizer {
               std::map<std::string, Tensor>& state) override;
   void finish_step() override;
   // step (int64, 0-d, 1 to 2^53), exp_avg and exp_avg_sq (>= 0), max_exp_avg_sq with amsgrad.
-  void check_state(size_t index, const Tensor& param,
+  void check_state(size_t index, const Tensor& param, const ParamGroup& group,
                    const std::map<std::string, Tensor>& state) const override;
 
  private:

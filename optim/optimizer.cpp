@@ -129,7 +129,10 @@ void Optimizer::load_state_dict(const NamedTensors& state) {
       CPPGRAD_CHECK(t.dim() == 0 && t.is_floating_point(), "{}: '{}' must be a 0-d floating tensor, got {} of shape {}",
                     op, excerpt(key), dtype_name(t.dtype()), shape_str(t.shape()));
       const double v = t.item<double>();
-      CPPGRAD_CHECK(std::isfinite(v), "{}: '{}' is {}, not a finite number", op, excerpt(key), v);
+      const std::string_view name = field;
+      const bool non_negative = name == "lr" || name == "weight_decay";
+      CPPGRAD_CHECK(std::isfinite(v) && (!non_negative || v >= 0.0), "{}: '{}' is {}, not a finite{} number", op,
+                    excerpt(key), v, non_negative ? " non-negative" : "");
       // Only an option this optimizer has (one its groups have set) can be loaded; its range is
       // checked with the group's other options below.
       bool known = false;
@@ -141,7 +144,6 @@ void Optimizer::load_state_dict(const NamedTensors& state) {
           },
           groups[g]);
       if (!known) throw Error(fmt::format("{}: unknown key '{}'", op, excerpt(key)));
-      const std::string_view name = field;
       if (name == "lr" || name == "weight_decay") group_found[g][name == "lr" ? 0 : 1] = true;
     } else if (std::sscanf(key.c_str(), "state.%zu.%63s", &i, field) == 2) {
       CPPGRAD_CHECK(i < loaded.size(), "{}: '{}' names parameter {}, but there are {}", op, excerpt(key), i,
@@ -163,7 +165,7 @@ void Optimizer::load_state_dict(const NamedTensors& state) {
   size_t index = 0;
   for (const auto& group : groups)
     for (const Tensor& p : group.params) {
-      check_state(index, p, loaded[index]);
+      check_state(index, p, group, loaded[index]);
       for (auto& [name, t] : loaded[index])
         if (t.is_floating_point()) t = kernels::to(t, p.dtype());
       ++index;
@@ -172,7 +174,7 @@ void Optimizer::load_state_dict(const NamedTensors& state) {
   state_ = std::move(loaded);
 }
 
-void Optimizer::check_state(size_t index, const Tensor& param,
+void Optimizer::check_state(size_t index, const Tensor& param, const ParamGroup&,
                             const std::map<std::string, Tensor>& state) const {
   for (const auto& [name, t] : state)
     CPPGRAD_CHECK(t.dim() == 0 || t.shape() == param.shape(),

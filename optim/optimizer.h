@@ -98,7 +98,7 @@ class Optimizer {
   // Checks the state that load_state_dict read for parameter `index` (keys "state.<index>.<name>"): the
   // names update() keeps, each buffer's dtype, shape and values. An empty state (a parameter
   // not stepped yet) passes. The default accepts buffers of the parameter's shape or 0-d.
-  virtual void check_state(size_t index, const Tensor& param,
+  virtual void check_state(size_t index, const Tensor& param, const ParamGroup& group,
                            const std::map<std::string, Tensor>& state) const;
   // For check_state: `state` holds exactly `names` (throws naming the first missing or unexpected
   // key), and a buffer is floating, of the parameter's shape, finite (and >= 0 when asked).

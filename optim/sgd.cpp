@@ -17,9 +17,11 @@ SGD::SGD(std::vector<Tensor> params, const SGDOptions& o) : SGD({ParamGroup{.par
 SGD::SGD(std::vector<ParamGroup> groups, const SGDOptions& o)
     : Optimizer(std::move(groups), sgd_defaults(o), "SGD"), options(o) {}
 
-void SGD::check_state(size_t index, const Tensor& param, const std::map<std::string, Tensor>& state) const {
-  if (state.empty()) return;  // not stepped yet, or no momentum in its group
-  check_names(index, state, {"momentum_buffer"});
+void SGD::check_state(size_t index, const Tensor& param, const ParamGroup& group,
+                      const std::map<std::string, Tensor>& state) const {
+  if (state.empty()) return;  // not stepped yet
+  const bool momentum = group.momentum.value_or(0.0) != 0.0;
+  check_names(index, state, momentum ? std::vector<std::string>{"momentum_buffer"} : std::vector<std::string>{});
   check_buffer(index, "momentum_buffer", state.at("momentum_buffer"), param);
 }
 

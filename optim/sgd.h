@@ -29,7 +29,7 @@ class SGD : public Optimizer {
   void update(const Tensor& param, const Tensor& grad, const ParamGroup& group,
               std::map<std::string, Tensor>& state) override;
   // momentum_buffer, finite, exactly when momentum is on.
-  void check_state(size_t index, const Tensor& param,
+  void check_state(size_t index, const Tensor& param, const ParamGroup& group,
                    const std::map<std::string, Tensor>& state) const override;
 };
 

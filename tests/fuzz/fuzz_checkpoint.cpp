@@ -51,7 +51,7 @@ struct TinyRun {
     seq2seq::Batch b = seq2seq::make_batch(seq2seq::Task::Copy, kBatch, kSeqLen, config.vocab, data_gen);
     Tensor logits = model->forward(b.src, b.tgt_in, b.src_pad, b.tgt_pad);
     Tensor loss = nn::functional::cross_entropy(logits.reshape({-1, config.vocab}), b.tgt_out.reshape({-1}),
-                                                {.ignore_index = seq2seq::PAD});
+                                                nn::functional::CrossEntropyOptions().ignore_index(seq2seq::PAD));
     opt->zero_grad();
     loss.backward();
     opt->step();

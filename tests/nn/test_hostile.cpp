@@ -232,8 +232,8 @@ TEST_CASE("cross_entropy with every target ignored: the mean is NaN, as PyTorch'
   CHECK(all_finite(logits.grad()));
   CHECK(logits.grad().abs().sum().item() == 0.0);
   // Sum and none give zeros.
-  CHECK(F::cross_entropy(logits, ignored, {.reduction = F::Reduction::Sum}).item() == 0.0);
-  CHECK(F::cross_entropy(logits, ignored, {.reduction = F::Reduction::None}).abs().sum().item() == 0.0);
+  CHECK(F::cross_entropy(logits, ignored, F::CrossEntropyOptions().reduction(F::Reduction::Sum)).item() == 0.0);
+  CHECK(F::cross_entropy(logits, ignored, F::CrossEntropyOptions().reduction(F::Reduction::None)).abs().sum().item() == 0.0);
   // An empty batch is all targets ignored too.
   CHECK(std::isnan(F::cross_entropy(zeros({0, 3}, kFloat64), zeros({0}, kInt64)).item()));
 }
