@@ -10,28 +10,13 @@
 #include <string>
 #include <vector>
 
+#include "../common/check.h"
 #include "cppgrad.h"
 
 using namespace cppgrad;
 using namespace cppgrad::nn;
+using cppgrad::check::max_abs_diff;  // NaN-safe: a NaN anywhere is an infinite difference
 
-namespace {
-
-// The largest |a - b| over all elements; NaN anywhere gives NaN, which fails every bound.
-double max_diff(const Tensor& a, const Tensor& b) {
-  REQUIRE(a.shape() == b.shape());
-  const std::vector<double> x = a.to(kFloat64).contiguous().to_vector<double>();
-  const std::vector<double> y = b.to(kFloat64).contiguous().to_vector<double>();
-  double worst = 0;
-  for (size_t i = 0; i < x.size(); ++i) {
-    const double d = std::abs(x[i] - y[i]);
-    if (d != d) return d;
-    worst = std::max(worst, d);
-  }
-  return worst;
-}
-
-}  // namespace
 
 TEST_CASE("cached decoding: MultiheadAttention steps of 1 and 3 positions equal the causal forward") {
   manual_seed(1);
@@ -45,13 +30,13 @@ TEST_CASE("cached decoding: MultiheadAttention steps of 1 and 3 positions equal 
 
   KVCache one_by_one;
   for (int64_t t = 0; t < 7; ++t)
-    CHECK(max_diff(attn.forward_step(x.narrow(1, t, 1), one_by_one), full.narrow(1, t, 1)) < 1e-12);
+    CHECK(max_abs_diff(attn.forward_step(x.narrow(1, t, 1), one_by_one), full.narrow(1, t, 1)) < 1e-12);
   CHECK(one_by_one.length() == 7);
 
   KVCache chunks;  // a prompt of 3, then 1, then 3: causal inside each chunk too
-  CHECK(max_diff(attn.forward_step(x.narrow(1, 0, 3), chunks), full.narrow(1, 0, 3)) < 1e-12);
-  CHECK(max_diff(attn.forward_step(x.narrow(1, 3, 1), chunks), full.narrow(1, 3, 1)) < 1e-12);
-  CHECK(max_diff(attn.forward_step(x.narrow(1, 4, 3), chunks), full.narrow(1, 4, 3)) < 1e-12);
+  CHECK(max_abs_diff(attn.forward_step(x.narrow(1, 0, 3), chunks), full.narrow(1, 0, 3)) < 1e-12);
+  CHECK(max_abs_diff(attn.forward_step(x.narrow(1, 3, 1), chunks), full.narrow(1, 3, 1)) < 1e-12);
+  CHECK(max_abs_diff(attn.forward_step(x.narrow(1, 4, 3), chunks), full.narrow(1, 4, 3)) < 1e-12);
 }
 
 TEST_CASE("cached decoding: a decoder stack with memory padding, post-norm and pre-norm, float64 and float32") {
@@ -71,7 +56,7 @@ TEST_CASE("cached decoding: a decoder stack with memory padding, post-norm and p
       const double tolerance = dtype == kFloat64 ? 1e-12 : 1e-5;
       for (int64_t t = 0; t < 6; ++t) {
         INFO("norm_first ", norm_first, ", ", dtype_name(dtype), ", step ", t);
-        CHECK(max_diff(decoder.forward_step(tgt.narrow(1, t, 1), memory, cache, padding), full.narrow(1, t, 1)) <
+        CHECK(max_abs_diff(decoder.forward_step(tgt.narrow(1, t, 1), memory, cache, padding), full.narrow(1, t, 1)) <
               tolerance);
       }
       CHECK(cache.size() == 2);
@@ -91,8 +76,8 @@ TEST_CASE("cached decoding: a decoder-only (causal encoder) stack") {
   NoGradGuard no_grad;
   Tensor full = stack.forward(x, {}, {}, /*is_causal=*/true);
   std::vector<KVCache> cache;
-  CHECK(max_diff(stack.forward_step(x.narrow(1, 0, 4), cache), full.narrow(1, 0, 4)) < 1e-12);  // the prompt
-  for (int64_t t = 4; t < 9; ++t) CHECK(max_diff(stack.forward_step(x.narrow(1, t, 1), cache), full.narrow(1, t, 1)) < 1e-12);
+  CHECK(max_abs_diff(stack.forward_step(x.narrow(1, 0, 4), cache), full.narrow(1, 0, 4)) < 1e-12);  // the prompt
+  for (int64_t t = 4; t < 9; ++t) CHECK(max_abs_diff(stack.forward_step(x.narrow(1, t, 1), cache), full.narrow(1, t, 1)) < 1e-12);
 }
 
 TEST_CASE("cached decoding: a step that does not continue its cache is refused") {

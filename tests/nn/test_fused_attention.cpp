@@ -9,10 +9,12 @@
 #include <string>
 #include <vector>
 
+#include "../common/check.h"
 #include "cppgrad.h"
 
 using namespace cppgrad;
 namespace F = cppgrad::nn::functional;
+using cppgrad::check::max_abs_diff;  // NaN-safe: a NaN anywhere is an infinite difference
 
 namespace {
 
@@ -23,18 +25,6 @@ struct BackendGuard {
   F::AttentionBackend previous;
 };
 
-double max_diff(const Tensor& a, const Tensor& b) {
-  REQUIRE(a.shape() == b.shape());
-  const std::vector<double> x = a.to(kFloat64).contiguous().to_vector<double>();
-  const std::vector<double> y = b.to(kFloat64).contiguous().to_vector<double>();
-  double worst = 0;
-  for (size_t i = 0; i < x.size(); ++i) {
-    const double d = std::abs(x[i] - y[i]);
-    if (d != d) return d;  // NaN fails every bound
-    worst = std::max(worst, d);
-  }
-  return worst;
-}
 
 struct Result {
   Tensor out, dq, dk, dv;
@@ -54,10 +44,10 @@ Result attend(F::AttentionBackend backend, const Tensor& q0, const Tensor& k0, c
 }
 
 void check_same(const Result& a, const Result& b, double tolerance) {
-  CHECK(max_diff(a.out, b.out) < tolerance);
-  CHECK(max_diff(a.dq, b.dq) < tolerance);
-  CHECK(max_diff(a.dk, b.dk) < tolerance);
-  CHECK(max_diff(a.dv, b.dv) < tolerance);
+  CHECK(max_abs_diff(a.out, b.out) < tolerance);
+  CHECK(max_abs_diff(a.dq, b.dq) < tolerance);
+  CHECK(max_abs_diff(a.dk, b.dk) < tolerance);
+  CHECK(max_abs_diff(a.dv, b.dv) < tolerance);
 }
 
 }  // namespace
@@ -96,8 +86,8 @@ TEST_CASE("fused attention: causal (blocks above the diagonal skipped), alone an
     const Result fused = attend(F::AttentionBackend::Fused, q, k, v, padding, true);
     check_same(fused, attend(F::AttentionBackend::Materialize, q, k, v, padding, true), 1e-12);
     // The fully hidden row: zeros out, finite gradients.
-    CHECK(max_diff(fused.out.select(0, 0).narrow(-2, 0, 1), zeros({2, 1, 4}, kFloat64)) == 0.0);
-    CHECK(max_diff(fused.dq, fused.dq) == 0.0);  // no NaN anywhere
+    CHECK(max_abs_diff(fused.out.select(0, 0).narrow(-2, 0, 1), zeros({2, 1, 4}, kFloat64)) == 0.0);
+    CHECK(max_abs_diff(fused.dq, fused.dq) == 0.0);  // no NaN anywhere
   }
 }
 
