@@ -8,48 +8,17 @@
 #include <memory>
 
 #include "common/checkpoint.h"
+#include "common/tiny_run.h"
 #include "seq2seq/model.h"
 #include "seq2seq/tasks.h"
 
 using namespace cppgrad;
 using cppgrad::nn::NamedTensors;
 using doctest::Contains;
+using examples::TinyRun;
 
 namespace {
 
-struct TinyRun {
-  seq2seq::ModelConfig config = [] {
-    seq2seq::ModelConfig c;
-    c.vocab = 6, c.d_model = 4, c.heads = 2, c.layers = 1, c.ff = 8, c.max_len = 5;
-    return c;
-  }();
-  std::shared_ptr<seq2seq::Seq2SeqModel> model;
-  std::unique_ptr<optim::Adam> opt;
-  std::unique_ptr<optim::NoamLR> schedule;
-  std::unique_ptr<optim::ExponentialMovingAverage> average;
-  Generator data_gen{1};
-
-  TinyRun() {
-    manual_seed(0);
-    model = std::make_shared<seq2seq::Seq2SeqModel>(config);
-    opt = std::make_unique<optim::Adam>(model->parameters(), optim::AdamOptions(1.0).beta1(0.9).beta2(0.98).eps(1e-9));
-    schedule = std::make_unique<optim::NoamLR>(*opt, config.d_model, 4, 0.5);
-    average = std::make_unique<optim::ExponentialMovingAverage>(model->parameters(), 0.99);
-  }
-  examples::Run run() { return {*model, *opt, *schedule, data_gen, average.get()}; }
-
-  void train_step() {
-    seq2seq::Batch b = seq2seq::make_batch(seq2seq::Task::Copy, 2, 3, config.vocab, data_gen);
-    Tensor logits = model->forward(b.src, b.tgt_in, b.src_pad, b.tgt_pad);
-    Tensor loss = nn::functional::cross_entropy(logits.reshape({-1, config.vocab}), b.tgt_out.reshape({-1}),
-                                                nn::functional::CrossEntropyOptions().ignore_index(seq2seq::PAD));
-    opt->zero_grad();
-    loss.backward();
-    opt->step();
-    average->update();
-    schedule->step();
-  }
-};
 
 // A checkpoint of a tiny run after two steps, as seq2seq --save writes it.
 NamedTensors good_checkpoint() {

@@ -15,6 +15,7 @@
 #include <memory>
 
 #include "common/checkpoint.h"
+#include "common/tiny_run.h"
 #include "framed_mutator.h"
 #include "seq2seq/model.h"
 #include "seq2seq/tasks.h"
@@ -23,42 +24,8 @@ using namespace cppgrad;
 
 namespace {
 
-constexpr int64_t kBatch = 2, kSeqLen = 3;
 
-// What seq2seq's main builds, at a size that trains a step in a millisecond.
-struct TinyRun {
-  seq2seq::ModelConfig config = [] {
-    seq2seq::ModelConfig c;
-    c.vocab = 6, c.d_model = 4, c.heads = 2, c.layers = 1, c.ff = 8, c.dropout = 0.1, c.max_len = kSeqLen + 2;
-    return c;
-  }();
-  std::shared_ptr<seq2seq::Seq2SeqModel> model;
-  std::unique_ptr<optim::Adam> opt;
-  std::unique_ptr<optim::NoamLR> schedule;
-  std::unique_ptr<optim::ExponentialMovingAverage> average;
-  Generator data_gen{1};
-
-  TinyRun() {
-    manual_seed(0);
-    model = std::make_shared<seq2seq::Seq2SeqModel>(config);
-    opt = std::make_unique<optim::Adam>(model->parameters(), optim::AdamOptions(1.0).beta1(0.9).beta2(0.98).eps(1e-9));
-    schedule = std::make_unique<optim::NoamLR>(*opt, config.d_model, 4, 0.5);
-    average = std::make_unique<optim::ExponentialMovingAverage>(model->parameters(), 0.99);
-  }
-  examples::Run run() { return {*model, *opt, *schedule, data_gen, average.get()}; }
-
-  void train_step() {
-    seq2seq::Batch b = seq2seq::make_batch(seq2seq::Task::Copy, kBatch, kSeqLen, config.vocab, data_gen);
-    Tensor logits = model->forward(b.src, b.tgt_in, b.src_pad, b.tgt_pad);
-    Tensor loss = nn::functional::cross_entropy(logits.reshape({-1, config.vocab}), b.tgt_out.reshape({-1}),
-                                                nn::functional::CrossEntropyOptions().ignore_index(seq2seq::PAD));
-    opt->zero_grad();
-    loss.backward();
-    opt->step();
-    average->update();
-    schedule->step();
-  }
-};
+using examples::TinyRun;
 
 }  // namespace
 
