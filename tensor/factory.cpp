@@ -8,7 +8,6 @@
 #include "tensor/profile.h"
 #include "tensor/iterate.h"
 #include "tensor/kernels.h"
-#include "tensor/kernels/counter_rng.h"
 #include "tensor/tensor.h"
 
 namespace cppgrad {
@@ -130,59 +129,6 @@ Tensor randperm(int64_t n, Generator& gen) {
   // Fisher–Yates: position i takes one of the positions 0..i, each equally likely.
   for (int64_t i = n - 1; i > 0; --i) std::swap(p[i], p[gen.randint(0, i + 1)]);
   return t;
-}
-
-
-// Element i keeps its value when word i of the counter-based stream `key` says so
-// (kernels/counter_rng.h). One independent word per element keeps the loop simple enough
-// for the compiler to vectorise.
-Tensor kernels::dropout_mask(const Shape& shape, DType dtype, double p, Generator& gen) {
-  CPPGRAD_PROFILE_SCOPE("dropout_mask");
-  CPPGRAD_CHECK(p >= 0.0 && p < 1.0, "dropout_mask: probability must be in [0, 1), got {}", p);
-  Tensor mask = empty(shape, dtype);
-  const uint64_t key = gen.next_u64();
-  dispatch_floating(dtype, "dropout_mask", [&](auto tag) {
-    using T = decltype(tag);
-    T* const m = mask.data<T>();
-    const T keep = static_cast<T>(1.0 / (1.0 - p));
-    const uint64_t threshold = dropout_threshold(p);
-    const int64_t n = mask.numel(), chunk = 16384;
-    parallel_for((n + chunk - 1) / chunk, chunk, [m, keep, threshold, key, n, chunk](int64_t c) {
-      const int64_t end = std::min(n, (c + 1) * chunk);
-      for (int64_t i = c * chunk; i < end; ++i)
-        m[i] = dropout_keeps(key, static_cast<uint64_t>(i), threshold) ? keep : T(0);
-    });
-  });
-  return mask;
-}
-
-// x ⊙ mask with the mask made on the fly: one pass over x instead of two.
-kernels::DropoutResult kernels::dropout(const Tensor& input, double p, Generator& gen) {
-  CPPGRAD_PROFILE_SCOPE("dropout");
-  CPPGRAD_CHECK(p >= 0.0 && p < 1.0, "dropout: probability must be in [0, 1), got {}", p);
-  CPPGRAD_CHECK(input.is_floating_point(), "dropout: expected a floating dtype, got {}", dtype_name(input.dtype()));
-  Tensor x = contiguous(input);
-  DropoutResult out{empty(x.shape(), x.dtype()), empty(x.shape(), x.dtype())};
-  const uint64_t key = gen.next_u64();
-  dispatch_floating(x.dtype(), "dropout", [&](auto tag) {
-    using T = decltype(tag);
-    const T* const in = x.data<T>();
-    T* const y = out.output.data<T>();
-    T* const m = out.mask.data<T>();
-    const T keep = static_cast<T>(1.0 / (1.0 - p));
-    const uint64_t threshold = dropout_threshold(p);  // as dropout_mask
-    const int64_t n = x.numel(), chunk = 16384;
-    parallel_for((n + chunk - 1) / chunk, chunk * 2, [in, y, m, keep, threshold, key, n, chunk](int64_t c) {
-      const int64_t end = std::min(n, (c + 1) * chunk);
-      for (int64_t i = c * chunk; i < end; ++i) {
-        const T factor =
-            dropout_keeps(key, static_cast<uint64_t>(i), threshold) ? keep : T(0);
-        m[i] = factor;
-        y[i] = in[i] * factor;
-      }
-    });
-  });
-  return out;
 }
 
 Tensor empty_like(const Tensor& t) { return empty(t.shape(), t.dtype()); }
