@@ -1,4 +1,5 @@
 // Elementwise kernels: unary maps, binary ops with NumPy broadcasting, comparisons, where.
+#include <algorithm>
 #include <cmath>
 #include <numbers>
 
@@ -288,34 +289,64 @@ Tensor where(const Tensor& condition, const Tensor& a, const Tensor& b) {
   return out;
 }
 
+namespace {
+// out = mask ? value : in, elementwise (out may be in itself). The mask is often broadcast along
+// the run (a padding mask (B, S, 1) over features (B, S, E)): then the whole run is filled or
+// copied. Otherwise a select rather than a branch, so the contiguous loop vectorises.
+template <class T>
+void masked_fill_into(const Tensor& out, const Tensor& in, const Tensor& mask, T value) {
+  StridedLoop<3> loop(out.shape(), {out.strides(), in.strides(), mask.strides()});
+  T* o = out.data<T>();
+  const T* x = in.data<T>();
+  const bool* m = mask.data<bool>();
+  loop.for_each_run([&](const auto& off, int64_t n, const auto& st) {
+    T* po = o + off[0];
+    const T* px = x + off[1];
+    const bool* pm = m + off[2];
+    if (st[2] == 0 && st[0] == 1 && st[1] == 1) {
+      if (pm[0])
+        std::fill(po, po + n, value);
+      else if (po != px)
+        std::copy(px, px + n, po);
+    } else if (st[0] == 1 && st[1] == 1 && st[2] == 1) {
+      for (int64_t k = 0; k < n; ++k) po[k] = pm[k] ? value : px[k];
+    } else {
+      for (int64_t k = 0; k < n; ++k) po[k * st[0]] = pm[k * st[2]] ? value : px[k * st[1]];
+    }
+  });
+}
+
+void check_mask(const Tensor& mask) {
+  CPPGRAD_CHECK(mask.dtype() == kBool, "masked_fill: mask must be bool, got {}", dtype_name(mask.dtype()));
+}
+}  // namespace
+
 void masked_fill_(const Tensor& t, const Tensor& mask, double value) {
   CPPGRAD_PROFILE_SCOPE("masked_fill");
-  CPPGRAD_CHECK(mask.dtype() == kBool, "masked_fill: mask must be bool, got {}", dtype_name(mask.dtype()));
+  check_mask(mask);
   Shape shape = broadcast_shapes(t.shape(), mask.shape(), "masked_fill");
   CPPGRAD_CHECK(shape == t.shape(), "masked_fill: mask of shape {} does not broadcast to the tensor's shape {}",
         shape_str(mask.shape()), shape_str(t.shape()));
   Tensor m = expand(mask, shape);
-  StridedLoop<2> loop(shape, {t.strides(), m.strides()});
   dispatch(t.dtype(), [&](auto tag) {
     using T = decltype(tag);
-    const T v = static_cast<T>(value);
-    T* p = t.data<T>();
-    const bool* pm = m.data<bool>();
-    loop.for_each_run([&](const auto& off, int64_t n, const auto& st) {
-      for (int64_t k = 0; k < n; ++k) {  // a select rather than a branch: the loop vectorises
-        T& x = p[off[0] + k * st[0]];
-        x = pm[off[1] + k * st[1]] ? v : x;
-      }
-    });
+    masked_fill_into<T>(t, t, m, static_cast<T>(value));
   });
   t.bump_version();
 }
 
+// One pass: each element is read and written once, where a copy and then a fill in place would
+// write it twice.
 Tensor masked_fill(const Tensor& t, const Tensor& mask, double value) {
+  CPPGRAD_PROFILE_SCOPE("masked_fill");
+  check_mask(mask);
   Shape shape = broadcast_shapes(t.shape(), mask.shape(), "masked_fill");
   Tensor out = empty(shape, t.dtype());
-  copy_(out, t);
-  masked_fill_(out, mask, value);
+  Tensor x = expand(t, shape), m = expand(mask, shape);
+  dispatch(t.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    masked_fill_into<T>(out, x, m, static_cast<T>(value));
+  });
   return out;
 }
 
