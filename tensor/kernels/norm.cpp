@@ -18,6 +18,7 @@
 #include "tensor/profile.h"
 #include "tensor/iterate.h"
 #include "tensor/kernels.h"
+#include "tensor/simd_clones.h"
 
 namespace cppgrad::kernels {
 
@@ -41,8 +42,9 @@ void check_affine(const Tensor& t, const Tensor& x, int64_t width, const char* w
 
 // Σ f(j) over a row with eight partial sums: the additions no longer wait on each other, so the
 // loop vectorises. The order is fixed, so the result does not depend on the thread count.
+// Always inlined, so that each vector unit's copy of a caller (below) gets its own vectorised copy.
 template <class F>
-double row_sum(int64_t width, F f) {
+[[gnu::always_inline]] inline double row_sum(int64_t width, F f) {
   double part[8] = {0, 0, 0, 0, 0, 0, 0, 0};
   int64_t j = 0;
   for (; j + 8 <= width; j += 8)
@@ -66,6 +68,70 @@ std::pair<double, double> scaled_moments(const T* xr, int64_t width) {
   return {mu / scale, scale / std::sqrt(squares / n)};
 }
 
+// The rows [begin, end) of the forward: mean, 1/std and y of each. Compiled once per vector unit
+// (tensor/simd_clones.h); every sum keeps its eight partial sums in lanes, so each version adds
+// in the same order and gives the same bits.
+template <class T, bool Affine>
+CPPGRAD_SIMD_CLONES void layer_norm_rows(int64_t begin, int64_t end, int64_t width, double eps, const T* __restrict in,
+                                         const T* __restrict w, const T* __restrict b, T* __restrict y,
+                                         T* __restrict mean, T* __restrict rstd) {
+  const double n = static_cast<double>(width);
+  for (int64_t row = begin; row < end; ++row) {
+    const T* xr = in + row * width;
+    T* yr = y + row * width;
+    double mu = row_sum(width, [&](int64_t j) { return double(xr[j]); }) / n;
+    // two passes: Σ(x - mean)² does not cancel as Σx² - N·mean² can
+    const double squares = row_sum(width, [&](int64_t j) { return (xr[j] - mu) * (xr[j] - mu); });
+    double inv_std = 1.0 / std::sqrt(squares / n + eps);
+    if (!std::isfinite(squares)) std::tie(mu, inv_std) = scaled_moments(xr, width);
+    const T m = static_cast<T>(mu), s = static_cast<T>(inv_std);
+    mean[row] = m;
+    rstd[row] = s;
+    if constexpr (Affine)
+      for (int64_t j = 0; j < width; ++j) yr[j] = (xr[j] - m) * s * w[j] + b[j];
+    else
+      for (int64_t j = 0; j < width; ++j) yr[j] = (xr[j] - m) * s;
+  }
+}
+
+// dx of the rows [begin, end), with ĝ = dy ⊙ w (Weighted) or dy.
+template <class T, bool Weighted>
+CPPGRAD_SIMD_CLONES void layer_norm_backward_rows(int64_t begin, int64_t end, int64_t width, const T* __restrict xs,
+                                                  const T* __restrict gs, const T* __restrict w,
+                                                  const T* __restrict mu, const T* __restrict rs, T* __restrict dx) {
+  for (int64_t row = begin; row < end; ++row) {
+    const T *xr = xs + row * width, *gr = gs + row * width;
+    const T m = mu[row], s = rs[row];
+    auto g_hat = [&](int64_t j) {
+      if constexpr (Weighted) return gr[j] * w[j];
+      else return gr[j];
+    };
+    // Σ ĝ and Σ ĝ ⊙ x̂ over the row
+    const double sum_g = row_sum(width, [&](int64_t j) { return double(g_hat(j)); });
+    const double sum_gx = row_sum(width, [&](int64_t j) { return double(g_hat(j) * ((xr[j] - m) * s)); });
+    const T mean_g = static_cast<T>(sum_g / static_cast<double>(width));
+    const T mean_gx = static_cast<T>(sum_gx / static_cast<double>(width));
+    T* dr = dx + row * width;
+    for (int64_t j = 0; j < width; ++j) dr[j] = s * (g_hat(j) - mean_g - (xr[j] - m) * s * mean_gx);
+  }
+}
+
+// dw += Σ_rows dy ⊙ x̂ and db += Σ_rows dy, the rows added in order.
+template <class T>
+CPPGRAD_SIMD_CLONES void layer_norm_weight_grads(int64_t rows, int64_t width, const T* __restrict xs,
+                                                 const T* __restrict gs, const T* __restrict mu,
+                                                 const T* __restrict rs, double* __restrict dw,
+                                                 double* __restrict db) {
+  for (int64_t row = 0; row < rows; ++row) {
+    const T *xr = xs + row * width, *gr = gs + row * width;
+    const T m = mu[row], s = rs[row];
+    for (int64_t j = 0; j < width; ++j) {
+      dw[j] += gr[j] * ((xr[j] - m) * s);
+      db[j] += gr[j];
+    }
+  }
+}
+
 }  // namespace
 
 LayerNormResult layer_norm(const Tensor& input, int64_t normalized_numel, const Tensor& weight, const Tensor& bias,
@@ -79,28 +145,24 @@ LayerNormResult layer_norm(const Tensor& input, int64_t normalized_numel, const 
   LayerNormResult out{empty(x.shape(), x.dtype()), empty({r.count}, x.dtype()), empty({r.count}, x.dtype())};
   dispatch_floating(x.dtype(), "layer_norm", [&](auto tag) {
     using T = decltype(tag);
-    const T* w = weight.defined() ? contiguous(weight).data<T>() : nullptr;
-    const T* b = bias.defined() ? contiguous(bias).data<T>() : nullptr;
+    const Tensor weight_c = weight.defined() ? contiguous(weight) : Tensor(), bias_c = bias.defined() ? contiguous(bias) : Tensor();
+    const T* w = weight.defined() ? weight_c.data<T>() : nullptr;
+    const T* b = bias.defined() ? bias_c.data<T>() : nullptr;
     const T* in = x.data<T>();
     T *y = out.y.data<T>(), *mean = out.mean.data<T>(), *rstd = out.rstd.data<T>();
-    parallel_for(r.count, r.width * 4, [&](int64_t row) {
-      const T* xr = in + row * r.width;
-      T* yr = y + row * r.width;
-      const double n = static_cast<double>(r.width);
-      double mu = row_sum(r.width, [&](int64_t j) { return double(xr[j]); }) / n;
-      // two passes: Σ(x - mean)² does not cancel as Σx² - N·mean² can
-      const double squares = row_sum(r.width, [&](int64_t j) { return (xr[j] - mu) * (xr[j] - mu); });
-      double inv_std = 1.0 / std::sqrt(squares / n + eps);
-      if (!std::isfinite(squares)) std::tie(mu, inv_std) = scaled_moments(xr, r.width);
-      const T m = static_cast<T>(mu), s = static_cast<T>(inv_std);
-      mean[row] = m;
-      rstd[row] = s;
-      for (int64_t j = 0; j < r.width; ++j) {
-        T v = (xr[j] - m) * s;
-        if (w) v *= w[j];
-        if (b) v += b[j];
-        yr[j] = v;
-      }
+    // A weight without a bias (or the reverse) runs as affine with the missing one 1 (or 0):
+    // v·1 and v + 0 are v exactly.
+    const Tensor ones_row = w == nullptr && b != nullptr ? ones({r.width}, x.dtype()) : Tensor();
+    const Tensor zeros_row = b == nullptr && w != nullptr ? zeros({r.width}, x.dtype()) : Tensor();
+    if (ones_row.defined()) w = ones_row.data<T>();
+    if (zeros_row.defined()) b = zeros_row.data<T>();
+    constexpr int64_t block = 16;  // rows per task
+    parallel_for((r.count + block - 1) / block, block * r.width * 4, [&](int64_t i) {
+      const int64_t begin = i * block, end = std::min(r.count, begin + block);
+      if (w)
+        layer_norm_rows<T, true>(begin, end, r.width, eps, in, w, b, y, mean, rstd);
+      else
+        layer_norm_rows<T, false>(begin, end, r.width, eps, in, w, b, y, mean, rstd);
     });
   });
   return out;
@@ -118,37 +180,24 @@ LayerNormGrads layer_norm_backward(const Tensor& grad, const Tensor& input, cons
   if (need_input) out.dx = empty(x.shape(), x.dtype());
   dispatch_floating(x.dtype(), "layer_norm_backward", [&](auto tag) {
     using T = decltype(tag);
-    const T* w = weight.defined() ? contiguous(weight).data<T>() : nullptr;
+    const Tensor weight_c = weight.defined() ? contiguous(weight) : Tensor();
+    const T* w = weight.defined() ? weight_c.data<T>() : nullptr;
     const T *xs = x.data<T>(), *gs = g.data<T>(), *mu = mean.data<T>(), *rs = rstd.data<T>();
     if (need_input) {
       T* dx = out.dx.data<T>();
-      parallel_for(r.count, r.width * 6, [&](int64_t row) {
-        const T *xr = xs + row * r.width, *gr = gs + row * r.width;
-        const T m = mu[row], s = rs[row];
-        // Σ ĝ and Σ ĝ ⊙ x̂ over the row
-        const double sum_g = row_sum(r.width, [&](int64_t j) { return double(w ? gr[j] * w[j] : gr[j]); });
-        const double sum_gx =
-            row_sum(r.width, [&](int64_t j) { return double((w ? gr[j] * w[j] : gr[j]) * ((xr[j] - m) * s)); });
-        const T mean_g = static_cast<T>(sum_g / static_cast<double>(r.width));
-        const T mean_gx = static_cast<T>(sum_gx / static_cast<double>(r.width));
-        T* dr = dx + row * r.width;
-        for (int64_t j = 0; j < r.width; ++j) {
-          const T gh = w ? gr[j] * w[j] : gr[j];
-          dr[j] = s * (gh - mean_g - (xr[j] - m) * s * mean_gx);
-        }
+      constexpr int64_t block = 16;  // rows per task
+      parallel_for((r.count + block - 1) / block, block * r.width * 6, [&](int64_t i) {
+        const int64_t begin = i * block, end = std::min(r.count, begin + block);
+        if (w)
+          layer_norm_backward_rows<T, true>(begin, end, r.width, xs, gs, w, mu, rs, dx);
+        else
+          layer_norm_backward_rows<T, false>(begin, end, r.width, xs, gs, w, mu, rs, dx);
       });
     }
     if (need_weight || need_bias) {
       // Column sums over the rows, in row order on one thread: the same bits at any thread count.
       std::vector<double> dw(static_cast<size_t>(r.width), 0.0), db(static_cast<size_t>(r.width), 0.0);
-      for (int64_t row = 0; row < r.count; ++row) {
-        const T *xr = xs + row * r.width, *gr = gs + row * r.width;
-        const T m = mu[row], s = rs[row];
-        for (int64_t j = 0; j < r.width; ++j) {
-          dw[j] += gr[j] * ((xr[j] - m) * s);
-          db[j] += gr[j];
-        }
-      }
+      layer_norm_weight_grads<T>(r.count, r.width, xs, gs, mu, rs, dw.data(), db.data());
       auto to_tensor = [&](const std::vector<double>& acc) {
         Tensor t = empty({r.width}, x.dtype());
         for (int64_t j = 0; j < r.width; ++j) t.data<T>()[j] = static_cast<T>(acc[j]);
