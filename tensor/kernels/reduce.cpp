@@ -9,6 +9,7 @@
 #include "tensor/profile.h"
 #include "tensor/iterate.h"
 #include "tensor/kernels.h"
+#include "tensor/simd_clones.h"
 
 namespace cppgrad::kernels {
 
@@ -70,6 +71,14 @@ void reduce_into(const ReducePlan& p, const Tensor& t, const Tensor& out, Acc in
   });
 }
 
+// acc[j] += x[r, j] for every row r in order. Compiled once per vector unit (simd_clones.h):
+// each acc[j] adds the same values in the same order in every version, so the same bits.
+template <class T>
+CPPGRAD_SIMD_CLONES void add_rows(const T* __restrict x, int64_t rows, int64_t width, double* __restrict acc) {
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t j = 0; j < width; ++j) acc[j] += x[r * width + j];
+}
+
 // Sums over leading dims of a contiguous tensor (a bias gradient: the rows of (N, out) summed)
 // as whole rows added into a row of accumulators: the same order of additions as reduce_into,
 // so the same bits, but a loop the compiler vectorises. Returns false when the layout differs.
@@ -85,9 +94,7 @@ bool sum_leading_dims(const Tensor& t, const std::vector<int64_t>& dims, const T
   for (int64_t d : sorted) rows *= t.shape()[d];
   const int64_t width = t.numel() / rows;
   std::vector<double> acc(static_cast<size_t>(width), 0.0);
-  const T* x = t.data<T>();
-  for (int64_t r = 0; r < rows; ++r)
-    for (int64_t j = 0; j < width; ++j) acc[j] += x[r * width + j];
+  add_rows<T>(t.data<T>(), rows, width, acc.data());
   T* o = out.data<T>();
   for (int64_t j = 0; j < width; ++j) o[j] = static_cast<T>(divisor == 1.0 ? acc[j] : acc[j] / divisor);
   return true;
