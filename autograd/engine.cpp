@@ -242,7 +242,16 @@ class Engine {
   }
 
  private:
-  void add_to(Tensor& slot, const Tensor& g) { slot = slot.defined() ? slot + g : g; }
+  // The sum of the gradients arriving at one place. Without create_graph the sum is taken in
+  // place when nothing else holds the running total: no new tensor for every term.
+  void add_to(Tensor& slot, const Tensor& g) {
+    if (!slot.defined())
+      slot = g;
+    else if (!create_graph_ && owned(slot) && slot.shape() == g.shape() && slot.dtype() == g.dtype())
+      kernels::binary_(kernels::Binary::Add, slot, g);
+    else
+      slot = slot + g;
+  }
 
   // Whether the engine follows this edge: always for backward; for grad, only towards an input.
   bool follows(const Edge& e) const {
@@ -302,6 +311,9 @@ class Engine {
     }
     Grads input_grads(node.next.size());
     const bool goes_on = std::any_of(node.next.begin(), node.next.end(), [&](const Edge& e) { return follows(e); });
+    // A slice's gradient goes straight into its input's gradient (add_slice), unless it must be
+    // differentiable again or checked for NaN as the backward's own result.
+    const bool place_slice = node.slice_of && !create_graph_ && !AnomalyMode::is_enabled();
     if (grad.defined()) {
       grad = apply_hooks(node.pre_hooks, grad);
       if (auto it = capture_node_.find(&node); it != capture_node_.end())
@@ -314,14 +326,22 @@ class Engine {
               "backward: trying to backward through the graph a second time ('{}' already freed its saved "
               "tensors); pass retain_graph=true to the first backward if you need to run backward twice",
               node.op));
-        input_grads = call_backward(node, grad);
+        if (place_slice) {
+          input_grads = {grad};
+          release(node);
+        } else {
+          input_grads = call_backward(node, grad);
+        }
       }
     }
     for (size_t i = 0; i < node.next.size(); ++i) {
       const Edge& edge = node.next[i];
       if (!follows(edge)) continue;
       Tensor g = i < input_grads.size() ? input_grads[i] : Tensor();
-      if (g.defined()) {
+      if (g.defined() && place_slice) {
+        add_slice(edge.node ? pending_[edge.node.get()] : leaf_slot(edge.leaf), g, node.input_shapes[i],
+                  *node.slice_of);
+      } else if (g.defined()) {
         // Broadcasting and dtype promotion in the forward are undone here, once for every op.
         if (g.shape() != node.input_shapes[i]) g = sum_to(g, node.input_shapes[i]);
         if (g.dtype() != node.input_dtypes[i]) g = g.to(node.input_dtypes[i]);
@@ -354,21 +374,56 @@ class Engine {
         }
       }
     }
-    if (!retain_graph_) {
-      node.saved.clear();
-      node.backward = nullptr;
-      node.released = true;
-    }
+    release(node);
     return grads;
+  }
+
+  // Without retain_graph, a node frees what it saved once its backward has run.
+  void release(Node& node) {
+    if (retain_graph_) return;
+    node.saved.clear();
+    node.backward = nullptr;
+    node.released = true;
   }
 
   // Gradients reaching a leaf are summed over the whole backward and handed over once at the
   // end, so the leaf's hooks see its total gradient, as a non-leaf's hooks do.
   void add_to_leaf(const std::shared_ptr<AutogradMeta>& leaf, const Tensor& g) {
     if (!leaf) return;
+    add_to(leaf_slot(leaf), g);
+  }
+
+  // Where the gradients reaching a leaf are summed during this backward.
+  Tensor& leaf_slot(const std::shared_ptr<AutogradMeta>& leaf) {
     auto [it, inserted] = leaf_index_.try_emplace(leaf.get(), leaf_grads_.size());
     if (inserted) leaf_grads_.emplace_back(leaf, Tensor());
-    add_to(leaf_grads_[it->second].second, g);
+    return leaf_grads_[it->second].second;
+  }
+
+  // The gradient `piece` of a slice, added into the gradient `slot` of the sliced input (of
+  // `shape`) at the sliced positions: dA[slice] += dC. This is what the slice's backward
+  // (zeros with dC written at the positions) followed by add_to would give, but it writes only
+  // the slice's elements, and the slices of one tensor (the q, k and v of a fused projection)
+  // share one gradient instead of each padding its own with zeros.
+  void add_slice(Tensor& slot, const Tensor& piece, const Shape& shape, const Node::SliceOf& at) {
+    const bool fresh = !slot.defined();
+    if (fresh)
+      slot = zeros(shape, piece.dtype());
+    else if (!owned(slot) || slot.shape() != shape || slot.dtype() != piece.dtype())
+      slot = kernels::to(slot, piece.dtype()).contiguous().clone();
+    const int64_t length = piece.shape()[static_cast<size_t>(at.dim)];
+    Tensor positions = kernels::slice(slot, at.dim, at.start, at.start + length * at.step, at.step);
+    if (fresh)
+      kernels::copy_(positions, piece);
+    else
+      kernels::binary_(kernels::Binary::Add, positions, piece);
+  }
+
+  // Whether a gradient this backward holds may be changed in place: nothing else refers to it
+  // or to its memory (a gradient handed to two inputs, or kept by a hook, is shared), it is
+  // laid out densely, and it is not part of a graph.
+  static bool owned(const Tensor& t) {
+    return t.impl_ptr().use_count() == 1 && t.storage().use_count() == 1 && t.is_contiguous() && !t.requires_grad();
   }
 
   // The last edge into a leaf has run: its gradient is final. A leaf with post-accumulate hooks

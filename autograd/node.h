@@ -9,6 +9,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -82,6 +83,14 @@ struct Node : std::enable_shared_from_this<Node> {
   bool released = false;                // saved tensors freed by a backward without retain_graph
   Shape output_shape;                   // what the op produced (for to_dot's picture)
   DType output_dtype = kFloat32;
+  // Set by slice (and so narrow, split, chunk): the output is positions start, start + step, ...
+  // of dim `dim` of the input. A backward without create_graph then adds the gradient straight
+  // into the input's gradient at those positions, instead of calling `backward`, which pads it
+  // with zeros to the input's shape first (see the engine's add_slice).
+  struct SliceOf {
+    int64_t dim, start, step;
+  };
+  std::optional<SliceOf> slice_of;
 
   // "MatmulBackward", as PyTorch names grad_fn.
   std::string name() const;

@@ -84,9 +84,11 @@ Tensor Tensor::slice(int64_t d, int64_t start, int64_t end, int64_t step) const 
   // The view starts at element `first` of dim d (after the same clamping the kernel does).
   const int64_t first = std::clamp<int64_t>(start < 0 ? start + in[d] : start, 0, in[d]);
   // dA = zeros(shape(A)) with dC written back at the sliced positions
-  return record("slice", out, {*this}, {}, [in, d, first, step](const Tensor& g, const Saved&) -> Grads {
+  out = record("slice", out, {*this}, {}, [in, d, first, step](const Tensor& g, const Saved&) -> Grads {
     return {slice_scatter(g, in, d, first, step)};
   });
+  if (out.grad_fn()) out.grad_fn()->slice_of = autograd::Node::SliceOf{d, first, step};
+  return out;
 }
 
 Tensor Tensor::narrow(int64_t d, int64_t start, int64_t length) const {

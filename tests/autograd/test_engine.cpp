@@ -474,3 +474,36 @@ TEST_CASE("engine: ops with no derivative give outputs that do not require grad"
   s.sum().backward();
   CHECK(values(x.grad()) == V{0, 0, 0});
 }
+
+TEST_CASE("engine: slices' gradients are added into their input's gradient where they were cut") {
+  // The engine writes a slice's gradient straight into its input's (Node::slice_of) rather than
+  // calling the slice's backward, which pads it with zeros; with create_graph it calls the
+  // backward. Both must agree, for slices of a non-leaf and of a leaf, with steps, for a
+  // gradient that other uses of the input add to, and for one that is shared (the two inputs
+  // of an add receive the same gradient tensor).
+  auto run = [](bool create_graph) {
+    Tensor x = arange(24.0).to(kFloat64).reshape({4, 6}).requires_grad_();
+    Tensor w = arange(12.0).to(kFloat64).reshape({6, 2}).requires_grad_();
+    Tensor y = x * 2.0;
+    std::vector<Tensor> qkv = y.chunk(3, 1);                     // three (4, 2) slices of y
+    Tensor every_other = y.slice(0, 1, 4, 2);                    // rows 1 and 3
+    Tensor shared = qkv[0] + qkv[0];                             // both inputs get one gradient
+    Tensor w_rows = w.narrow(0, 2, 3);                           // a leaf's slice
+    Tensor loss = (shared * qkv[1]).sum() + (qkv[2] * 3.0).sum() + (every_other * every_other).sum() +
+                  (y * y).sum() + (w_rows * w_rows).sum() + (w.slice(0, 0, 6, 3) * 5.0).sum();
+    if (create_graph)
+      loss.backward({}, false, true);
+    else
+      loss.backward();
+    return std::pair{values(x.grad()), values(w.grad())};
+  };
+  auto [x_grad, w_grad] = run(false);
+  auto [x_ref, w_ref] = run(true);
+  CHECK(x_grad == x_ref);
+  CHECK(w_grad == w_ref);
+  // Two entries worked by hand. x[1][0] = 6, y[1][0] = 12, lies in q, in every_other and in y:
+  // d(2q·k)/dq = 2k = 2·y[1][2] = 32, d(every_other²) = 2·12 = 24, d(y²) = 24; times dy/dx = 2.
+  CHECK(x_grad[6] == 2.0 * (32.0 + 24.0 + 24.0));
+  // w[3][1] = 7 lies in w_rows (rows 2-4: 2·7) and in the step-3 slice (rows 0 and 3: 5).
+  CHECK(w_grad[7] == 14.0 + 5.0);
+}
