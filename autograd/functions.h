@@ -28,6 +28,9 @@ Tensor fused_attention(const Tensor& q, const Tensor& k, const Tensor& v, const 
 
 // x ⊙ mask / (1 - p) with each mask element 0 with probability p: one pass (training mode only).
 Tensor dropout(const Tensor& x, double p, Generator& gen);
+// dropout(relu(x), p) in one op, the same numbers from the same generator state, saving x alone
+// (not relu's output and the mask): the feed-forward block's activation and dropout.
+Tensor relu_dropout(const Tensor& x, double p, Generator& gen);
 
 // ---- inverses of views and indexing ----
 // zeros(shape) with `src` written at start, start+step, ... of `dim`: the gradient of slice.

@@ -77,4 +77,16 @@ Tensor dropout(const Tensor& x, double p, Generator& gen) {
                 [](const Tensor& g, const Saved& s) -> Grads { return {g * s[0]}; });
 }
 
+Tensor relu_dropout(const Tensor& x, double p, Generator& gen) {
+  const uint64_t key = gen.next_u64();  // the draw dropout makes: the same mask as dropout(relu(x))
+  // y = relu(x) ⊙ m, m = 0 or 1/(1-p);  dx = dy ⊙ m where x > 0, else 0 (m made again from the key)
+  return record("relu_dropout", kernels::relu_dropout(x, p, key), {x}, {x}, [p, key](const Tensor& g, const Saved& s) -> Grads {
+    const Tensor& X = s[0];
+    if (!GradMode::is_enabled()) return {kernels::relu_dropout_backward(g, X, p, key)};
+    // create_graph: as dropout's and relu's backward ops would compute it
+    Tensor off = kernels::logical_not(kernels::compare(kernels::Compare::Gt, X, zeros({}, X.dtype())));
+    return {(g * kernels::dropout_mask(X.shape(), X.dtype(), p, key)).masked_fill(off, 0.0)};
+  });
+}
+
 }  // namespace cppgrad

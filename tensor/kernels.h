@@ -124,6 +124,12 @@ struct DropoutResult {
   Tensor output, mask;
 };
 DropoutResult dropout(const Tensor& x, double p, Generator& gen);
+// The mask of the stream `key` (dropout_mask above draws its key with gen.next_u64()).
+Tensor dropout_mask(const Shape& shape, DType dtype, double p, uint64_t key);
+// dropout(relu(x)) in one pass, the mask that of the stream `key`; and its gradient, dy ⊙ mask
+// where x > 0, else 0, the mask made again from the key rather than kept.
+Tensor relu_dropout(const Tensor& x, double p, uint64_t key);
+Tensor relu_dropout_backward(const Tensor& grad, const Tensor& x, double p, uint64_t key);
 
 // ---- joining and indexing (tensor/kernels/index.cpp) ----------------------------------------
 Tensor cat(const std::vector<Tensor>& tensors, int64_t dim);

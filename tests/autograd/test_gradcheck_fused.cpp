@@ -185,3 +185,56 @@ TEST_CASE("gradcheck dropout: the gradient is the same mask, and so is its secon
   CHECK(gradcheck(f, {transposed(leaf({7, 3}, 7081))}));
   CHECK(gradgradcheck(f, {leaf({3, 7}, 7082)}));
 }
+
+TEST_CASE("relu_dropout: the numbers of dropout(relu(x)) from the same generator state, both ways") {
+  // Bit for bit, forward and backward, float32 and float64, with zeros and negatives in x, a
+  // transposed input, and a gradient with a NaN on a dropped element (NaN · 0 stays NaN, as in
+  // the two ops) and on an element relu cuts (0, as relu's backward gives).
+  for (DType dtype : {kFloat32, kFloat64}) {
+    Generator g3(3), g4(4);
+    Tensor base = randn({40, 33}, dtype, g3);
+    base.slice(1, 0, 5).zero_();
+    Tensor grad = randn({40, 33}, dtype, g4).mT();
+    auto run = [&](bool fused) {
+      Tensor x = base.mT().detach().requires_grad_();
+      Generator gen(17);
+      Tensor y = fused ? relu_dropout(x, 0.3, gen) : dropout(x.relu(), 0.3, gen);
+      y.backward(grad);
+      return std::pair{test::values(y), test::values(x.grad())};
+    };
+    auto [y_fused, dx_fused] = run(true);
+    auto [y_plain, dx_plain] = run(false);
+    CHECK(y_fused == y_plain);
+    CHECK(dx_fused == dx_plain);
+    int64_t zeros = 0;
+    for (double v : y_fused) zeros += v == 0.0;
+    CHECK(zeros > 660);  // about half cut by relu, then a third of the rest dropped: ~880 of 1320
+    CHECK(zeros < 1100);
+  }
+  Tensor x = tensor({-1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0}, TensorOptions(kFloat64).requires_grad());
+  Generator a(5), b(5);
+  Tensor mask = kernels::dropout_mask(x.shape(), kFloat64, 0.5, a);
+  Tensor y = relu_dropout(x, 0.5, b);
+  const std::vector<double> m = test::values(mask);
+  std::vector<double> g(8, 1.0);
+  size_t dropped = 0;
+  for (size_t i = 1; i < 8; ++i) dropped = m[i] == 0.0 ? i : dropped;
+  REQUIRE(dropped > 0);  // some positive element dropped: its gradient is NaN · 0
+  g[dropped] = NAN;
+  g[0] = NAN;  // x[0] < 0: relu's cut gives 0 whatever the mask
+  y.backward(tensor(g, {8}).to(kFloat64));
+  CHECK(std::isnan(test::values(x.grad())[dropped]));
+  CHECK(test::values(x.grad())[0] == 0.0);
+  CHECK_THROWS_AS(relu_dropout(x, 1.0, a), Error);
+  CHECK_THROWS_AS(relu_dropout(tensor(std::vector<int64_t>{1, 2}, {2}), 0.5, a), Error);
+}
+
+TEST_CASE("gradcheck relu_dropout: its kernel and its create_graph fallback") {
+  auto f = [](const Inputs& in) {
+    Generator gen(9);  // the same mask at every evaluation
+    return relu_dropout(in[0], 0.4, gen);
+  };
+  CHECK(gradcheck(f, {test::away_from_zero_leaf({3, 7}, 7083)}));
+  CHECK(gradcheck(f, {transposed(test::away_from_zero_leaf({7, 3}, 7084))}));
+  CHECK(gradgradcheck(f, {test::away_from_zero_leaf({3, 7}, 7085)}));
+}
