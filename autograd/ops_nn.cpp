@@ -71,10 +71,13 @@ Tensor masked_softmax(const Tensor& scores, const Tensor& mask, bool is_causal, 
 }
 
 Tensor dropout(const Tensor& x, double p, Generator& gen) {
-  kernels::DropoutResult r = kernels::dropout(x, p, gen);
-  // y = x ⊙ m, m = 0 or 1/(1-p);  dx = dy ⊙ m
-  return record("dropout", r.output, {x}, {r.mask},
-                [](const Tensor& g, const Saved& s) -> Grads { return {g * s[0]}; });
+  CPPGRAD_CHECK(p >= 0.0 && p < 1.0, "dropout: probability must be in [0, 1), got {}", p);
+  const uint64_t key = gen.next_u64();  // the mask is word i of this key's stream for element i
+  // y = x ⊙ m, m = 0 or 1/(1-p);  dx = dy ⊙ m, m made again from the key rather than kept
+  return record("dropout", kernels::dropout(x, p, key), {x}, {}, [p, key](const Tensor& g, const Saved&) -> Grads {
+    if (!GradMode::is_enabled()) return {kernels::dropout(g, p, key)};
+    return {g * kernels::dropout_mask(g.shape(), g.dtype(), p, key)};  // create_graph: differentiable in g
+  });
 }
 
 Tensor relu_dropout(const Tensor& x, double p, Generator& gen) {

@@ -124,8 +124,10 @@ struct DropoutResult {
   Tensor output, mask;
 };
 DropoutResult dropout(const Tensor& x, double p, Generator& gen);
-// The mask of the stream `key` (dropout_mask above draws its key with gen.next_u64()).
+// The mask of the stream `key` (dropout_mask above draws its key with gen.next_u64()), and x ⊙
+// that mask without keeping it: dropout's forward, and on the gradient its backward.
 Tensor dropout_mask(const Shape& shape, DType dtype, double p, uint64_t key);
+Tensor dropout(const Tensor& x, double p, uint64_t key);
 // dropout(relu(x)) in one pass, the mask that of the stream `key`; and its gradient, dy ⊙ mask
 // where x > 0, else 0, the mask made again from the key rather than kept.
 Tensor relu_dropout(const Tensor& x, double p, uint64_t key);

@@ -38,13 +38,17 @@ CPPGRAD_SIMD_CLONES void dropout_range(int64_t begin, int64_t end, uint64_t key,
 // out[i] = relu(x[i]) · factor (forward, g null) or out[i] = x[i] > 0 ? g[i] · factor : 0
 // (backward), factor being dropout's, for i in [begin, end): exactly what dropout(relu(x))
 // and its two backward steps compute, in one pass each.
-template <class T>
+// Without Relu: out[i] = x[i] · factor, dropout's forward and (on the gradient) its backward.
+template <class T, bool Relu>
 CPPGRAD_SIMD_CLONES void relu_dropout_range(int64_t begin, int64_t end, uint64_t key, uint64_t threshold, T keep,
                                             const T* __restrict x, const T* __restrict g, T* __restrict out) {
   if (g == nullptr) {
     for (int64_t i = begin; i < end; ++i) {
       const T factor = dropout_keeps(key, static_cast<uint64_t>(i), threshold) ? keep : T(0);
-      out[i] = (x[i] > T(0) ? x[i] : T(0)) * factor;
+      if constexpr (Relu)
+        out[i] = (x[i] > T(0) ? x[i] : T(0)) * factor;
+      else
+        out[i] = x[i] * factor;
     }
     return;
   }
@@ -66,13 +70,13 @@ void dropout_all(int64_t n, double p, uint64_t key, const T* x, T* y, T* mask, i
   });
 }
 
-template <class T>
+template <class T, bool Relu>
 void relu_dropout_all(int64_t n, double p, uint64_t key, const T* x, const T* g, T* out) {
   const T keep = static_cast<T>(1.0 / (1.0 - p));
   const uint64_t threshold = dropout_threshold(p);
   constexpr int64_t chunk = 16384;
   parallel_for((n + chunk - 1) / chunk, chunk * 2, [=](int64_t c) {
-    relu_dropout_range<T>(c * chunk, std::min(n, (c + 1) * chunk), key, threshold, keep, x, g, out);
+    relu_dropout_range<T, Relu>(c * chunk, std::min(n, (c + 1) * chunk), key, threshold, keep, x, g, out);
   });
 }
 
@@ -107,6 +111,19 @@ DropoutResult dropout(const Tensor& input, double p, Generator& gen) {
   return out;
 }
 
+Tensor dropout(const Tensor& input, double p, uint64_t key) {
+  CPPGRAD_PROFILE_SCOPE("dropout");
+  CPPGRAD_CHECK(p >= 0.0 && p < 1.0, "dropout: probability must be in [0, 1), got {}", p);
+  CPPGRAD_CHECK(input.is_floating_point(), "dropout: expected a floating dtype, got {}", dtype_name(input.dtype()));
+  Tensor x = contiguous(input);
+  Tensor out = empty(x.shape(), x.dtype());
+  dispatch_floating(x.dtype(), "dropout", [&](auto tag) {
+    using T = decltype(tag);
+    relu_dropout_all<T, false>(x.numel(), p, key, x.data<T>(), nullptr, out.data<T>());
+  });
+  return out;
+}
+
 Tensor relu_dropout(const Tensor& input, double p, uint64_t key) {
   CPPGRAD_PROFILE_SCOPE("relu_dropout");
   CPPGRAD_CHECK(p >= 0.0 && p < 1.0, "relu_dropout: probability must be in [0, 1), got {}", p);
@@ -115,7 +132,7 @@ Tensor relu_dropout(const Tensor& input, double p, uint64_t key) {
   Tensor out = empty(x.shape(), x.dtype());
   dispatch_floating(x.dtype(), "relu_dropout", [&](auto tag) {
     using T = decltype(tag);
-    relu_dropout_all<T>(x.numel(), p, key, x.data<T>(), nullptr, out.data<T>());
+    relu_dropout_all<T, true>(x.numel(), p, key, x.data<T>(), nullptr, out.data<T>());
   });
   return out;
 }
@@ -130,7 +147,7 @@ Tensor relu_dropout_backward(const Tensor& grad, const Tensor& input, double p, 
   Tensor out = empty(x.shape(), x.dtype());
   dispatch_floating(x.dtype(), "relu_dropout_backward", [&](auto tag) {
     using T = decltype(tag);
-    relu_dropout_all<T>(x.numel(), p, key, x.data<T>(), g.data<T>(), out.data<T>());
+    relu_dropout_all<T, true>(x.numel(), p, key, x.data<T>(), g.data<T>(), out.data<T>());
   });
   return out;
 }
