@@ -282,6 +282,11 @@ Tensor where(const Tensor& condition, const Tensor& a, const Tensor& b) {
     const T* px = x.data<T>();
     const T* py = y.data<T>();
     loop.for_each_run([&](const auto& off, int64_t n, const auto& st) {
+      if (st[1] == 0 && st[0] == 1 && st[2] == 1 && st[3] == 1) {  // one condition for the run (a row mask)
+        const T* from = pc[off[1]] ? px + off[2] : py + off[3];
+        std::copy(from, from + n, o + off[0]);
+        return;
+      }
       for (int64_t k = 0; k < n; ++k)
         o[off[0] + k * st[0]] = pc[off[1] + k * st[1]] ? px[off[2] + k * st[2]] : py[off[3] + k * st[3]];
     });

@@ -172,6 +172,7 @@ TEST_CASE("binary: where picks from two broadcast operands") {
   Tensor cond = tensor({1, 0}, kBool).reshape({2, 1});
   Tensor a = two_by_three();
   CHECK(mismatch(where(cond, a, scalar_tensor(0)), {2, 3}, {1, 2, 3, 0, 0, 0}) == "");
+  CHECK(mismatch(where(cond, a, -a), {2, 3}, {1, 2, 3, -4, -5, -6}) == "");  // whole rows from one side
   Tensor mask = tensor({1, 0, 1}, kBool);
   CHECK(mismatch(where(mask, a, -a), {2, 3}, {1, -2, 3, 4, -5, 6}) == "");
   // Promotion: int64 and float64 give float64.
@@ -193,6 +194,9 @@ TEST_CASE("binary: masked_fill out of place and in place") {
   // -inf, as attention masks use it.
   Tensor neg_inf = a.masked_fill(tensor({0, 1}, kBool).reshape({2, 1}), -INFINITY);
   CHECK(mismatch(neg_inf, {2, 3}, {1, 2, 3, -INFINITY, -INFINITY, -INFINITY}) == "");
+  Tensor rows = a.clone();  // in place, a whole row filled or left as it is
+  rows.masked_fill_(tensor({1, 0}, kBool).reshape({2, 1}), 0);
+  CHECK(mismatch(rows, {2, 3}, {0, 0, 0, 4, 5, 6}) == "");
   // On a transposed view.
   CHECK(mismatch(a.t().masked_fill(tensor({1, 0}, kBool), 9), {3, 2}, {9, 4, 9, 5, 9, 6}) == "");
   // int64 tensors too.
