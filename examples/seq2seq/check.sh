@@ -39,7 +39,7 @@ expect_refusal() {
 
 # The loss of the first and the last progress line (whatever they print: a "nan" must fail the
 # numeric check below, not be skipped).
-losses() { grep -o '^step *[0-9]*/[0-9]*  loss [^ ]*' "$1" | awk 'NR == 1 { first = $NF } { last = $NF } END { print first, last }'; }
+losses() { tr '\r' '\n' < "$1" | grep -o '^step *[0-9]*/[0-9]*  loss [^ ]*' | awk 'NR == 1 { first = $NF } { last = $NF } END { print first, last }'; }
 
 case "$mode" in
   smoke)
