@@ -10,7 +10,6 @@
 #include "cppgrad.h"
 #include "helpers.h"
 #include "tensor/kernels.h"
-#include "tensor/kernels/counter_rng.h"
 
 using namespace cppgrad;
 using test::leaf;
@@ -151,28 +150,6 @@ TEST_CASE("dropout: one pass gives x times the mask dropout_mask makes from the 
   CHECK(dropped > 30);  // about 60 of 200
   CHECK(dropped < 90);
   CHECK_THROWS_AS(dropout(x, 1.0, a), Error);
-}
-
-TEST_CASE("dropout: the vectorised loop draws the mask of the formula, element by element") {
-  // The kernel runs a copy of its loop compiled for this CPU's vector unit (tensor/simd_clones.h);
-  // whichever runs, the mask is word i of the counter-based stream, as computed here one element
-  // at a time. 37,001 elements: several chunks, and a tail shorter than any vector.
-  for (DType dtype : {kFloat32, kFloat64}) {
-    Generator gen(21), same(21);
-    const double p = 0.25;
-    Tensor x = arange(37001.0).to(dtype);
-    kernels::DropoutResult r = kernels::dropout(x, p, gen);
-    const uint64_t key = same.next_u64(), threshold = kernels::dropout_threshold(p);
-    const std::vector<double> mask = test::values(r.mask), y = test::values(r.output);
-    int64_t wrong = 0;
-    for (size_t i = 0; i < mask.size(); ++i) {
-      const double factor = kernels::dropout_keeps(key, i, threshold) ? 1.0 / (1.0 - p) : 0.0;
-      const double expected_mask = dtype == kFloat32 ? double(float(factor)) : factor;
-      const double expected_y = dtype == kFloat32 ? double(float(i) * float(factor)) : double(i) * factor;
-      wrong += mask[i] != expected_mask || y[i] != expected_y;
-    }
-    CHECK(wrong == 0);
-  }
 }
 
 TEST_CASE("gradcheck dropout: the gradient is the same mask, and so is its second derivative") {

@@ -4,6 +4,7 @@
 
 #include "helpers.h"
 #include "tensor/kernels.h"
+#include "tensor/kernels/counter_rng.h"
 
 using namespace cppgrad;
 using namespace cppgrad::testing;
@@ -151,4 +152,28 @@ TEST_CASE("generator: float32 rand stays below one for the largest draw") {
   const float f = rand({1}, kFloat32, gen).item<float>();
   CHECK(f < 1.0f);
   CHECK(f == std::nextafter(1.0f, 0.0f));
+}
+
+TEST_CASE("generator: dropout's vectorised loop draws the mask of the formula, element by element") {
+  // The kernel runs a copy of its loop compiled for this CPU's vector unit (tensor/simd_clones.h);
+  // whichever runs, the mask is word i of the counter-based stream, as computed here one element
+  // at a time. 37,001 elements: several chunks, and a tail shorter than any vector. (CTest runs
+  // this case natively and under an emulated CPU without AVX: the AVX-512 or AVX2 copy and the
+  // baseline one.)
+  for (DType dtype : {kFloat32, kFloat64}) {
+    Generator gen(21), same(21);
+    const double p = 0.25;
+    Tensor x = arange(37001.0).to(dtype);
+    kernels::DropoutResult r = kernels::dropout(x, p, gen);
+    const uint64_t key = same.next_u64(), threshold = kernels::dropout_threshold(p);
+    const std::vector<double> mask = values(r.mask), y = values(r.output);
+    int64_t wrong = 0;
+    for (size_t i = 0; i < mask.size(); ++i) {
+      const double factor = kernels::dropout_keeps(key, i, threshold) ? 1.0 / (1.0 - p) : 0.0;
+      const double expected_mask = dtype == kFloat32 ? double(float(factor)) : factor;
+      const double expected_y = dtype == kFloat32 ? double(float(i) * float(factor)) : double(i) * factor;
+      wrong += mask[i] != expected_mask || y[i] != expected_y;
+    }
+    CHECK(wrong == 0);
+  }
 }
