@@ -22,6 +22,7 @@
 #include <limits>
 #include <vector>
 
+#include "tensor/allocator.h"
 #include "tensor/iterate.h"
 #include "tensor/kernels.h"
 #include "tensor/kernels/counter_rng.h"
@@ -41,6 +42,25 @@ int64_t key_block() {
   static const int64_t b = std::getenv("ATT_BK") ? std::atoll(std::getenv("ATT_BK")) : 128;
   return b;
 }
+
+// A block's scratch tiles, from the caching allocator: a heap block this large would be mapped
+// fresh from the kernel at every block and its pages faulted in (at T = 128 that took 85% of
+// the time, 30 µs a fault in a virtual machine).
+template <class T>
+class Scratch {
+ public:
+  explicit Scratch(int64_t count) : bytes_(static_cast<size_t>(count) * sizeof(T)) {
+    data_ = static_cast<T*>(allocate_bytes(bytes_));
+  }
+  ~Scratch() { deallocate_bytes(data_, bytes_); }
+  Scratch(const Scratch&) = delete;
+  Scratch& operator=(const Scratch&) = delete;
+  T* data() { return data_; }
+
+ private:
+  size_t bytes_;
+  T* data_;
+};
 
 // Everything a block needs to know about the problem, flattened to N = Π leading dims.
 template <class T>
@@ -113,7 +133,7 @@ template <class T>
 void forward_block(const Problem<T>& P, int64_t n, int64_t i0, int64_t i1, T* out, T* lse) {
   constexpr T kMinusInf = -std::numeric_limits<T>::infinity();
   const int64_t rows = i1 - i0, kb = key_block();
-  std::vector<T> s(static_cast<size_t>(rows * kb));
+  Scratch<T> s(rows * kb);
   std::vector<T> m(static_cast<size_t>(rows), kMinusInf);
   std::vector<double> l(static_cast<size_t>(rows), 0.0);
   T* o = out + (n * P.Tq + i0) * P.dv;  // this block's output rows, used as the accumulator
@@ -168,7 +188,7 @@ void backward_slice(const Problem<T>& P, int64_t n, const T* out, const T* lse, 
     for (int64_t c = 0; c < P.dv; ++c) acc += double(dout[(n * P.Tq + i) * P.dv + c]) * out[(n * P.Tq + i) * P.dv + c];
     D[i] = static_cast<T>(acc);
   }
-  std::vector<T> p(static_cast<size_t>(qb * kb)), dp(p.size());
+  Scratch<T> p(qb * kb), dp(qb * kb);
   for (int64_t j0 = 0; j0 < P.S; j0 += kb) {
     const int64_t cols = std::min(kb, P.S - j0);
     const T* k = P.k + (n * P.S + j0) * P.d;
