@@ -261,10 +261,13 @@ PositionalEncoding::PositionalEncoding(int64_t d_model, double p, int64_t max_le
   dropout = register_module("dropout", std::make_shared<Dropout>(p));
 }
 
-Tensor PositionalEncoding::forward(const Tensor& x) {
-  CPPGRAD_CHECK(x.dim() == 3 && x.size(2) == pe.size(1) && x.size(1) <= pe.size(0),
-        "PositionalEncoding: input {} must be (B, T, {}) with T ≤ {}", shape_str(x.shape()), pe.size(1), pe.size(0));
-  return dropout->forward(x + pe.narrow(0, 0, x.size(1)).to(x.dtype()));  // (B, T, E) + (T, E)
+Tensor PositionalEncoding::forward(const Tensor& x) { return forward(x, 0); }
+
+Tensor PositionalEncoding::forward(const Tensor& x, int64_t start) {
+  CPPGRAD_CHECK(x.dim() == 3 && x.size(2) == pe.size(1) && start >= 0 && x.size(1) <= pe.size(0) - start,
+                "PositionalEncoding: input {} from position {} must be (B, T, {}) with start + T ≤ {}",
+                shape_str(x.shape()), start, pe.size(1), pe.size(0));
+  return dropout->forward(x + pe.narrow(0, start, x.size(1)).to(x.dtype()));  // (B, T, E) + (T, E)
 }
 
 }  // namespace cppgrad::nn

@@ -173,6 +173,9 @@ class PositionalEncoding : public UnaryModule {
  public:
   PositionalEncoding(int64_t d_model, double dropout = 0.1, int64_t max_len = 5000);
   Tensor forward(const Tensor& x) override;
+  // The positions start, start + 1, ... instead of 0, 1, ...: the newest tokens of a sequence
+  // decoded one step at a time (forward_step), whose earlier positions are already cached.
+  Tensor forward(const Tensor& x, int64_t start);
   std::string type_name() const override { return "PositionalEncoding"; }
 
   Tensor pe;  // (max_len, d_model), a non-persistent buffer: computed, never saved

@@ -3,9 +3,13 @@
 #   check.sh smoke   CHAR_LM DIR   a few steps of a tiny model: the loss falls, a sample is printed,
 #                                  --save and --plot write valid files, the checkpoint resumes and
 #                                  samples on its own, and bad values give exit code 2
-#   check.sh resume  CHAR_LM DIR   20 steps, save, resume to 40 == 40 steps straight, byte for byte
+#   check.sh resume  CHAR_LM DIR   25 steps, save, resume to 40 == 40 steps straight, byte for byte,
+#                                  on a text of 20 batches an epoch: resumed mid-epoch, across epochs
+#   check.sh ranks_resume CHAR_LM DIR   the same on 2 processes (scripts/mpirun 2), 4 windows each;
+#                                  the loss falls as on 1; a 2-process checkpoint is refused on 1
 set -euo pipefail
 mode="$1" char_lm="$2" dir="$3"
+mpirun_script="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)/scripts/mpirun"
 rm -rf "$dir" && mkdir -p "$dir" && cd "$dir"
 # The default text ships with Debian's base-files; elsewhere any text will do.
 data=/usr/share/common-licenses/GPL-3
@@ -25,7 +29,7 @@ check_svg() {
 
 # The loss of the first and the last progress line (whatever they print: a "nan" must fail the
 # numeric check below, not be skipped).
-losses() { grep -o '^step *[0-9]*/[0-9]*  loss [^ ]*' "$1" | awk 'NR == 1 { first = $NF } { last = $NF } END { print first, last }'; }
+losses() { tr '\r' '\n' < "$1" | grep -o '^step *[0-9]*/[0-9]*  loss [^ ]*' | awk 'NR == 1 { first = $NF } { last = $NF } END { print first, last }'; }
 
 # Runs char_lm with bad arguments: it must print one line on stderr and exit with 2.
 expect_usage_error() {
@@ -77,17 +81,32 @@ case "$mode" in
     head -c 100 run.safetensors > truncated.safetensors
     expect_usage_error "${tiny[@]}" --steps 210 --resume truncated.safetensors
     ;;
-  resume)
-    "$char_lm" "${tiny[@]}" --steps 40 --eval-every 10 --sample-len 0 --save straight.safetensors > straight.log
-    "$char_lm" "${tiny[@]}" --steps 20 --eval-every 10 --sample-len 0 --save half.safetensors > half.log
-    "$char_lm" "${tiny[@]}" --steps 40 --eval-every 10 --sample-len 0 --resume half.safetensors \
-      --save resumed.safetensors > resumed.log
-    # the checkpoints hold the weights, the optimizer's moments, the schedule, the RNG states and
-    # every step's training loss: identical files mean the resumed run continued exactly
+  resume|ranks_resume)
+    run=("$char_lm") && [ "$mode" = ranks_resume ] && run=("$mpirun_script" 2 "$char_lm")
+    # 200 characters: 164 training windows of 16, 20 batches of 8 an epoch
+    head -c 200 "$data" > small.txt
+    small=(--data small.txt "${tiny[@]:2}" --eval-every 10 --sample-len 0)
+    "${run[@]}" "${small[@]}" --steps 40 --save straight.safetensors > straight.log
+    "${run[@]}" "${small[@]}" --steps 30 --save half.safetensors > half.log
+    "${run[@]}" "${small[@]}" --steps 40 --resume half.safetensors --save resumed.safetensors > resumed.log
+    # the checkpoints hold the weights, the optimizer's moments, the schedule, the loader's
+    # position, the RNG states (every rank's) and every step's training loss: identical files
+    # mean the resumed run continued exactly
     cmp straight.safetensors resumed.safetensors || fail "resumed run differs from the straight one"
     grep -q 'step *40/40  loss [0-9.]*' resumed.log || fail "the resumed run printed no step 40"
-    diff <(grep -o 'step *[0-9]*/40  loss [0-9.]*' straight.log | tail -n 2) \
+    diff <(grep -o 'step *[0-9]*/40  loss [0-9.]*' straight.log | tail -n 1) \
          <(grep -o 'step *[0-9]*/40  loss [0-9.]*' resumed.log) || fail "the printed losses differ"
+    if [ "$mode" = ranks_resume ]; then
+      grep -q '2 processes' straight.log || fail "the run did not train on 2 processes"
+      "${run[@]}" "${tiny[@]}" --steps 200 --eval-every 100 --sample-len 40 > learn.log
+      read -r first last < <(losses learn.log)
+      [[ "$first" =~ ^[0-9.]+$ && "$last" =~ ^[0-9.]+$ ]] || fail "no loss in the progress lines of learn.log"
+      echo "2 processes: loss $first -> $last"
+      awk -v a="$first" -v b="$last" 'BEGIN { exit !(b < 0.8 * a) }' || fail "the loss did not fall: $first -> $last"
+      [ "$(grep -c '^sample' learn.log)" -eq 1 ] || fail "not one sample (rank 0's) in learn.log"
+      expect_usage_error "${small[@]}" --steps 40 --resume half.safetensors
+      grep -q '2 processes, and this one has 1' bad.err || fail "the refusal does not name the processes: $(cat bad.err)"
+    fi
     ;;
   *) fail "unknown mode $mode" ;;
 esac

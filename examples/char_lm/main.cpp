@@ -4,6 +4,12 @@
 //   char_lm --data book.txt --steps 5000 --plot loss.svg --prompt "Chapter 1"
 //   char_lm --save run.safetensors           # ...later: char_lm --resume run.safetensors --steps 2000
 //   char_lm --resume run.safetensors --steps 0 --prompt "You may"   # sample only
+//   scripts/mpirun 2 build/release/examples/char_lm --threads 1        # data-parallel, 8 windows a rank
+//
+// The training windows are a data::TextDataset (every start in the first 90% of the text), read
+// in a fresh random order each epoch by a data::DataLoader; under mpirun each process reads its
+// share of every global batch (DistributedSampler) and DistributedDataParallel averages the
+// gradients. Rank 0 alone evaluates, prints, writes files and samples.
 //
 // Exit codes: 0 done; 2 refused options or input (a checkpoint that does not fit, a path that
 // cannot be written, a --data that is not a text file of a sensible size), with one line on
@@ -20,8 +26,9 @@
 
 #include "common/checkpoint.h"
 #include "common/cli.h"
-#include "common/progress.h"
 #include "common/curves.h"
+#include "common/data_parallel.h"
+#include "common/progress.h"
 #include "cppgrad.h"
 
 using namespace cppgrad;
@@ -47,28 +54,6 @@ struct Options {
   // Every character becomes an int64 token id, so a file takes nine times its size in memory.
   int64_t max_data_mb = 100;
 };
-
-// ---- the vocabulary: the distinct bytes of the text ------------------------------------------
-
-struct Vocab {
-  std::vector<unsigned char> chars;  // token id -> byte, in byte order
-  std::array<int64_t, 256> id{};     // byte -> token id, -1 when the text lacks it
-
-  explicit Vocab(const std::vector<unsigned char>& present) : chars(present) {
-    id.fill(-1);
-    for (size_t i = 0; i < chars.size(); ++i) id[chars[i]] = static_cast<int64_t>(i);
-  }
-  int64_t size() const { return static_cast<int64_t>(chars.size()); }
-};
-
-static Vocab vocab_of(const std::string& text) {
-  std::array<bool, 256> seen{};
-  for (unsigned char c : text) seen[c] = true;
-  std::vector<unsigned char> present;
-  for (int c = 0; c < 256; ++c)
-    if (seen[c]) present.push_back(static_cast<unsigned char>(c));
-  return Vocab(present);
-}
 
 // ---- the model ---------------------------------------------------------------------------------
 
@@ -107,6 +92,14 @@ class CharLM : public nn::Module {
     // gradient is the sum of both uses and the optimizer holds it once.
     return F::linear(h, embed->weight);  // (B, T, d) · (vocab, d)ᵀ -> (B, T, vocab)
   }
+
+  // The same for the newest tokens (B, T_new) of a sequence whose `cache.size()` earlier ones
+  // are cached (one KVCache per layer): their logits (B, T_new, vocab), each step O(length).
+  Tensor forward_step(const Tensor& tokens, std::vector<nn::KVCache>& cache) {
+    const int64_t start = cache.empty() ? 0 : cache.front().length();
+    Tensor x = positions->forward(embed->forward(tokens) * std::sqrt(static_cast<double>(d_model)), start);
+    return F::linear(transformer->forward_step(x, cache), embed->weight);
+  }
   std::string type_name() const override { return "CharLM"; }
 
   int64_t d_model;
@@ -117,27 +110,13 @@ class CharLM : public nn::Module {
 
 // ---- data -------------------------------------------------------------------------------------
 
-struct Batch {
-  Tensor inputs, targets;  // (B, T) int64 each; targets are the inputs shifted by one
-};
-
-// The windows text[start, start + T] for each start: inputs are the first T, targets the last T.
-static Batch windows(const std::vector<int64_t>& ids, const std::vector<int64_t>& starts, int64_t T) {
-  std::vector<int64_t> x, y;
-  for (int64_t s : starts) {
-    x.insert(x.end(), ids.begin() + s, ids.begin() + s + T);
-    y.insert(y.end(), ids.begin() + s + 1, ids.begin() + s + T + 1);
-  }
-  const int64_t B = static_cast<int64_t>(starts.size());
-  return {tensor(x, {B, T}), tensor(y, {B, T})};
-}
-
-static double loss_on(CharLM& model, const Batch& b) {
+// A batch of windows: "input" (B, T) and "target" (B, T), the input shifted by one character.
+static double loss_on(CharLM& model, const data::Batch& b) {
   NoGradGuard no_grad;
   model.eval();
-  Tensor logits = model.forward(b.inputs);
+  Tensor logits = model.forward(b["input"]);
   model.train();
-  return F::cross_entropy(logits.reshape({-1, logits.size(-1)}), b.targets.reshape({-1})).item();
+  return F::cross_entropy(logits.reshape({-1, logits.size(-1)}), b["target"].reshape({-1})).item();
 }
 
 // ---- sampling ---------------------------------------------------------------------------------
@@ -163,26 +142,47 @@ static int64_t pick(std::vector<double> scores, double temperature, int64_t top_
   return n - 1;  // only when rounding leaves u a hair above zero
 }
 
-// Extends `context` by --sample-len characters, each drawn given the last --seq-len before it
-// (the longest context the model was trained on).
-static std::string sample(CharLM& model, const Vocab& vocab, std::vector<int64_t> context, const Options& o,
-                          Generator& gen) {
+// Extends `context` by --sample-len characters. Each step feeds the newest character only, the
+// earlier ones' keys and values cached per layer (cached decoding: O(length) a character, not
+// O(length²)). The model knows --seq-len positions: when the cache is full, it starts again from
+// the last half of the context (one pass over those), so every character is drawn given between
+// seq_len / 2 and seq_len characters before it.
+static std::string sample(CharLM& model, const data::CharVocabulary& vocab, std::vector<int64_t> context,
+                          const Options& o, Generator& gen) {
   NoGradGuard no_grad;
   model.eval();
   std::string out;
+  std::vector<nn::KVCache> cache;
+  const int64_t keep = std::max<int64_t>(1, o.seq_len / 2);
+  std::vector<int64_t> feed = context;  // what the model has not read yet
   for (int64_t i = 0; i < o.sample_len; ++i) {
-    const auto T = std::min<int64_t>(static_cast<int64_t>(context.size()), o.seq_len);
-    std::vector<int64_t> window(context.end() - T, context.end());
-    Tensor logits = model.forward(tensor(window, {1, T}));                       // (1, T, vocab)
-    auto scores = logits.select(0, 0).select(0, T - 1).to_vector<double>();      // the last position's
-    int64_t next = pick(scores, o.temperature, o.top_k, gen);
+    const int64_t cached = cache.empty() ? 0 : cache.front().length();
+    if (cached + static_cast<int64_t>(feed.size()) > o.seq_len) {
+      cache.clear();
+      const int64_t from = static_cast<int64_t>(context.size()) - std::min<int64_t>(keep, static_cast<int64_t>(context.size()));
+      feed.assign(context.begin() + from, context.end());
+    }
+    const auto T = static_cast<int64_t>(feed.size());
+    Tensor logits = model.forward_step(tensor(feed, {1, T}), cache);           // (1, T, vocab)
+    auto scores = logits.select(0, 0).select(0, T - 1).to_vector<double>();   // the last position's
+    const int64_t next = pick(scores, o.temperature, o.top_k, gen);
     context.push_back(next);
-    out += static_cast<char>(vocab.chars[next]);
+    feed = {next};
+    out += static_cast<char>(vocab.chars[static_cast<size_t>(next)]);
   }
   return out;
 }
 
+// Ends the program with `code`; under mpirun the whole job, so that no rank waits for ever in a
+// collective its failed peer will never join.
+static int finish(int code) {
+  if (code != 0 && distributed::world_size() > 1) distributed::abort(code);
+  return code;
+}
+
 int main(int argc, char** argv) {
+  distributed::ProcessGroup world(argc, argv);  // a world of one without mpirun
+  const bool lead = world.rank() == 0;          // rank 0 prints, evaluates, writes files and samples
   Options o;
   CLI::App app{"Train a decoder-only Transformer on a text file, character by character, then sample from it."};
   app.add_option("--data", o.data, "the text to learn (its last 10% is held out)")->check(CLI::ExistingFile);
@@ -190,7 +190,7 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
   app.add_option("--steps", o.steps, "training steps in all (a resumed run continues up to this; 0 with --resume: "
                                      "only sample)")->check(CLI::Range(0, 100'000'000));
-  app.add_option("--batch", o.batch, "windows per step")->check(CLI::Range(1, 65536));
+  app.add_option("--batch", o.batch, "windows per step, over all processes")->check(CLI::Range(1, 65536));
   app.add_option("--seq-len", o.seq_len, "characters per window, and the longest context")->check(CLI::Range(1, 4096));
   app.add_option("--d-model", o.d_model, "model width d_model")->check(CLI::Range(1, 65536));
   app.add_option("--heads", o.heads, "attention heads (must divide d_model)")->check(CLI::Range(1, 1024));
@@ -222,10 +222,11 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    if (e.get_exit_code() == 0) return app.exit(e);  // --help
+    if (e.get_exit_code() == 0) return lead ? app.exit(e) : 0;  // --help
     fmt::print(stderr, "char_lm: {}\n", excerpt(e.what(), 400));
-    return examples::kExitRefused;
+    return finish(examples::kExitRefused);
   }
+  const std::string who = world.world_size() > 1 ? fmt::format("char_lm (rank {})", world.rank()) : "char_lm";
 
   try {
     // Everything that can be refused is refused before training starts.
@@ -237,25 +238,25 @@ int main(int argc, char** argv) {
       const double d = static_cast<double>(o.d_model), ff = static_cast<double>(o.ff);
       examples::check_memory("the model", 4.0 * (256.0 * d + static_cast<double>(o.layers) * (4.0 * d * d + 2.0 * d * ff)));
     }
+    const int64_t rank_batch = examples::per_rank_batch("--batch", o.batch);
     if (o.threads > 0) set_num_threads(o.threads);
     const std::string text = examples::read_data_file("--data", o.data, o.max_data_mb * 1'000'000);
-    const Vocab vocab = vocab_of(text);
-    std::vector<int64_t> ids;
-    for (unsigned char c : text) ids.push_back(vocab.id[c]);
+    const auto vocab = data::CharVocabulary::of(text);
+    const std::vector<int64_t> ids = vocab.encode(text);
     // The last 10% is held out: it measures how well the model continues text it has not seen.
     const auto n = static_cast<int64_t>(ids.size()), split = n - n / 10;
     CPPGRAD_CHECK(n - split > o.seq_len, "--data: '{}' has {} characters; its held-out 10% must be longer than "
                   "--seq-len {}", o.data, n, o.seq_len);
     std::vector<int64_t> prompt;
     for (unsigned char c : o.prompt) {
-      CPPGRAD_CHECK(vocab.id[c] >= 0, "--prompt: the character {} does not occur in the text",
+      CPPGRAD_CHECK(vocab.contains(c), "--prompt: the character {} does not occur in the text",
                     std::isprint(c) ? fmt::format("'{}'", static_cast<char>(c)) : fmt::format("byte {}", int{c}));
-      prompt.push_back(vocab.id[c]);
+      prompt.push_back(vocab.ids[c]);
     }
 
-    manual_seed(o.seed);  // weights and dropout
-    Generator data_gen(o.seed + 1);
+    manual_seed(o.seed + static_cast<uint64_t>(world.rank()));  // weights (rank 0's are broadcast) and dropout
     auto model = std::make_shared<CharLM>(vocab.size(), o);
+    distributed::DistributedDataParallel ddp(model);  // rank 0's weights everywhere; hooks nothing in a world of one
     // Weight decay pulls the weight matrices (and the embedding) towards zero; decaying the
     // LayerNorm gains and the biases would only fight the normalisation.
     std::vector<Tensor> matrices, others;
@@ -271,7 +272,17 @@ int main(int argc, char** argv) {
     // The sizes that shape the weights: a checkpoint resumes only into a model of the same ones.
     const std::vector<std::pair<std::string, int64_t>> sizes = {
         {"d_model", o.d_model}, {"heads", o.heads}, {"layers", o.layers}, {"ff", o.ff}};
-    examples::Run run{*model, opt, schedule, data_gen};
+    // Training windows: every start in the first 90%, each epoch in a fresh order from the seed;
+    // each rank its share of every epoch, prepared on a background thread.
+    auto train_set = std::make_shared<data::TextDataset>(std::vector<int64_t>(ids.begin(), ids.begin() + split),
+                                                         o.seq_len, /*stride=*/1);
+    CPPGRAD_CHECK(train_set->size() >= o.batch, "--data: '{}' gives {} training windows of --seq-len {}, fewer than one "
+                  "--batch of {}", excerpt(o.data), train_set->size(), o.seq_len, o.batch);
+    auto sampler = std::make_shared<data::DistributedSampler>(train_set->size(), world.world_size(), world.rank(),
+                                                              /*shuffle=*/true, o.seed + 1, /*drop_last=*/true);
+    data::DataLoader loader(train_set, data::DataLoaderOptions(rank_batch).drop_last(true).seed(o.seed).prefetch(2),
+                            data::stack_collate, sampler);
+    examples::Run run{*model, opt, schedule, loader};
     examples::TrainingLog saved;
     const Tensor vocab_tensor = tensor(std::vector<int64_t>(vocab.chars.begin(), vocab.chars.end()), {vocab.size()});
     if (!o.resume.empty()) {
@@ -288,78 +299,96 @@ int main(int argc, char** argv) {
                       saved_size != ckpt.metadata.end() ? excerpt(saved_size->second) : "?", value);
       }
       try {
-        saved = examples::load_run(ckpt.tensors, run, {"data.vocab"});
+        examples::check_same_processes(ckpt.tensors);
+        saved = examples::load_run(ckpt.tensors, run, {"data.vocab"}, {"rng.ranks."});
+        examples::restore_dropout_stream(ckpt.tensors);
       } catch (const Error& e) {
         throw Error(fmt::format("--resume: {}: {}", excerpt(o.resume), e.what()));
       }
-      fmt::print("resumed from {} at step {}\n", o.resume, saved.step);
+      if (lead) fmt::print("resumed from {} at step {}\n", o.resume, saved.step);
     }
     int64_t step = saved.step;
     std::vector<std::pair<double, double>>& train_curve = saved.train_curve;
     std::vector<std::pair<double, double>>& eval_curve = saved.eval_curve;
 
     // Held out: back-to-back windows over the last 10%, at most 64 of them, spread evenly.
-    const int64_t fit = (n - split - 1) / o.seq_len, count = std::min<int64_t>(fit, 64);
-    std::vector<int64_t> held_starts;
-    for (int64_t k = 0; k < count; ++k) held_starts.push_back(split + k * fit / count * o.seq_len);
-    const Batch held_out = windows(ids, held_starts, o.seq_len);
+    const data::TextDataset held_out_windows(std::vector<int64_t>(ids.begin() + split, ids.end()), o.seq_len);
+    const int64_t count = std::min<int64_t>(held_out_windows.size(), 64);
+    std::vector<data::Example> held_out_examples;
+    for (int64_t k = 0; k < count; ++k) held_out_examples.push_back(held_out_windows.get(k * held_out_windows.size() / count));
+    const data::Batch held_out = data::stack_collate(held_out_examples);
 
-    fmt::print("{}: {} characters, vocabulary {} · {} parameters · d_model {} · {} heads · {} layers · "
-               "batch {} × {} · {} threads\n",
-               o.data, n, vocab.size(), model->parameter_count(), o.d_model, o.heads, o.layers, o.batch, o.seq_len,
-               get_num_threads());
+    if (lead)
+      fmt::print("{}: {} characters, vocabulary {} · {} parameters · d_model {} · {} heads · {} layers · "
+                 "batch {} × {}{} · {} threads{}\n",
+                 o.data, n, vocab.size(), model->parameter_count(), o.d_model, o.heads, o.layers, o.batch, o.seq_len,
+                 world.world_size() > 1 ? fmt::format(" ({} a process)", rank_batch) : "", get_num_threads(),
+                 world.world_size() > 1 ? fmt::format(" · {} processes", world.world_size()) : "");
 
     examples::Progress progress(o.steps, step);
-    double recent_loss = 0;
-    int64_t recent_count = 0;
+    std::vector<double> recent_losses;  // this rank's, since the last report
     std::optional<double> last_eval;
     const std::vector<Tensor> params = model->parameters();
     model->train();
     while (step < o.steps) {
-      std::vector<int64_t> starts;
-      for (int64_t b = 0; b < o.batch; ++b) starts.push_back(data_gen.randint(0, split - o.seq_len));
-      Batch b = windows(ids, starts, o.seq_len);
-      Tensor logits = model->forward(b.inputs);  // (B, T, vocab)
-      Tensor loss = F::cross_entropy(logits.reshape({-1, vocab.size()}), b.targets.reshape({-1}));
+      const data::Batch b = loader.next();
+      Tensor logits = model->forward(b["input"]);  // (B, T, vocab)
+      Tensor loss = F::cross_entropy(logits.reshape({-1, vocab.size()}), b["target"].reshape({-1}));
       opt.zero_grad();
-      loss.backward();
+      loss.backward();  // under mpirun, returns with the gradients averaged over the ranks
       optim::clip_grad_norm_(params, o.clip);
       opt.step();
       schedule.step();
       ++step;
 
-      double l = loss.item();
-      recent_loss += l;
-      ++recent_count;
-      train_curve.emplace_back(static_cast<double>(step), l);
+      recent_losses.push_back(loss.item());
       const bool eval_now = step % o.eval_every == 0 || step == o.steps;
-      std::optional<double> eval_loss;
-      if (eval_now) {
-        last_eval = eval_loss = loss_on(*model, held_out);
-        eval_curve.emplace_back(static_cast<double>(step), *eval_loss);
-      }
       if (eval_now || step % 10 == 0) {
-        progress.update(step, recent_loss / static_cast<double>(recent_count), opt.lr(),
-                        recent_count * b.targets.numel(), eval_now, eval_loss);
-        recent_loss = 0;
-        recent_count = 0;
+        // The global batch's loss of each step since the last report (a collective): every rank
+        // has as many characters, so it is the mean of the ranks' means.
+        const std::vector<double> losses = examples::sum_over_ranks(recent_losses);
+        double mean = 0;
+        for (size_t i = 0; i < losses.size(); ++i) {
+          const double global = losses[i] / world.world_size();
+          train_curve.emplace_back(static_cast<double>(step - static_cast<int64_t>(losses.size() - 1 - i)), global);
+          mean += global / static_cast<double>(losses.size());
+        }
+        std::optional<double> eval_loss;
+        if (eval_now && lead) {
+          last_eval = eval_loss = loss_on(*model, held_out);
+          eval_curve.emplace_back(static_cast<double>(step), *eval_loss);
+        }
+        if (lead)
+          progress.update(step, mean, opt.lr(), static_cast<int64_t>(losses.size()) * o.batch * o.seq_len, eval_now,
+                          eval_loss);
+        recent_losses.clear();
       }
     }
-    progress.finish();
+    if (lead) progress.finish();
     const double train_seconds = progress.elapsed_seconds();
-    const double held = last_eval ? *last_eval : loss_on(*model, held_out);
-    fmt::print("held-out loss {:.4f} nats/char ({:.3f} bits/char) after {} steps, {} of training\n", held,
-               held / std::log(2.0), step, examples::format_duration(train_seconds));
+    double held = 0;
+    if (lead) {
+      held = last_eval ? *last_eval : loss_on(*model, held_out);
+      fmt::print("held-out loss {:.4f} nats/char ({:.3f} bits/char) after {} steps, {} of training\n", held,
+                 held / std::log(2.0), step, examples::format_duration(train_seconds));
+    }
 
     if (!o.save.empty()) {
       saved.step = step;
       NamedTensors state = examples::save_run(run, saved);
       state.emplace_back("data.vocab", vocab_tensor);
-      nn::Metadata metadata = {{"data", o.data}, {"held_out_loss", fmt::format("{:.4f}", held)}};
-      for (const auto& [name, value] : sizes) metadata[name] = std::to_string(value);
-      nn::save_safetensors(o.save, state, metadata);
-      fmt::print("checkpoint written to {}\n", o.save);
+      const NamedTensors streams = examples::gather_dropout_streams();  // a collective: every rank
+      state.insert(state.end(), streams.begin(), streams.end());
+      if (lead) {
+        nn::Metadata metadata = {{"data", o.data},
+                                 {"held_out_loss", fmt::format("{:.4f}", held)},
+                                 {"processes", std::to_string(world.world_size())}};
+        for (const auto& [name, value] : sizes) metadata[name] = std::to_string(value);
+        nn::save_safetensors(o.save, state, metadata);
+        fmt::print("checkpoint written to {}\n", o.save);
+      }
     }
+    if (!lead) return 0;
     if (!o.plot.empty()) {
       const std::string name = o.data.substr(o.data.find_last_of('/') + 1);
       examples::TrainingCurves figure{
@@ -378,7 +407,7 @@ int main(int argc, char** argv) {
       loss.curves = {{train_name + ", each step", train_curve, "#1f77b4", examples::CurveStyle::Faint},
                      {fmt::format("{}, mean of {} steps", train_name, window), examples::running_mean(train_curve, window),
                       "#1f77b4", examples::CurveStyle::Line},
-                     {fmt::format("held-out ({} windows)", held_out.inputs.size(0)), eval_curve, "#d62728",
+                     {fmt::format("held-out ({} windows)", held_out["input"].size(0)), eval_curve, "#d62728",
                       examples::CurveStyle::Dots}};
       figure.panels = {loss};
       examples::draw_training_curves(figure).write(o.plot);
@@ -396,10 +425,10 @@ int main(int argc, char** argv) {
     }
     return 0;
   } catch (const Error& e) {
-    fmt::print(stderr, "char_lm: {}\n", e.what());
-    return examples::kExitRefused;
+    fmt::print(stderr, "{}: {}\n", who, e.what());
+    return finish(examples::kExitRefused);
   } catch (const std::bad_alloc&) {
-    fmt::print(stderr, "char_lm: out of memory (try a smaller --batch, --d-model, --ff, --layers or --data)\n");
-    return examples::kExitOutOfMemory;
+    fmt::print(stderr, "{}: out of memory (try a smaller --batch, --d-model, --ff, --layers or --data)\n", who);
+    return finish(examples::kExitOutOfMemory);
   }
 }

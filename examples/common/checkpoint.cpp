@@ -108,7 +108,7 @@ NamedTensors save_run(const Run& run, const TrainingLog& training) {
   if (run.average) add(with_prefix("average.", run.average->state_dict()));
   add(with_prefix("sched.", run.schedule.state_dict()));
   add(with_prefix("rng.default.", generator_state(default_generator())));
-  add(with_prefix("rng.data.", generator_state(run.data_gen)));
+  add(with_prefix("loader.", run.loader.state_dict()));
   add({{"train.step", scalar_tensor(static_cast<double>(training.step), kInt64)},
        {"train.loss_curve", flatten(training.train_curve)},
        {"train.eval_curve", flatten(training.eval_curve)},
@@ -116,8 +116,10 @@ NamedTensors save_run(const Run& run, const TrainingLog& training) {
   return state;
 }
 
-TrainingLog load_run(const NamedTensors& tensors, const Run& run, const std::set<std::string>& extra_keys) {
-  std::vector<std::string> prefixes = {"model.", "optim.", "sched.", "rng.default.", "rng.data."};
+TrainingLog load_run(const NamedTensors& tensors, const Run& run, const std::set<std::string>& extra_keys,
+                     const std::vector<std::string>& extra_prefixes) {
+  std::vector<std::string> prefixes = {"model.", "optim.", "sched.", "rng.default.", "loader."};
+  prefixes.insert(prefixes.end(), extra_prefixes.begin(), extra_prefixes.end());
   if (run.average) prefixes.push_back("average.");
   const std::set<std::string> train_keys = {"train.step", "train.loss_curve", "train.eval_curve",
                                             "train.accuracy_curve"};
@@ -134,7 +136,7 @@ TrainingLog load_run(const NamedTensors& tensors, const Run& run, const std::set
   loading("optim.", [&] { run.optimizer.load_state_dict(under_prefix("optim.", tensors)); });
   loading("sched.", [&] { run.schedule.load_state_dict(under_prefix("sched.", tensors)); });
   set_generator_state(default_generator(), under_prefix("rng.default.", tensors), "rng.default.");
-  set_generator_state(run.data_gen, under_prefix("rng.data.", tensors), "rng.data.");
+  loading("loader.", [&] { run.loader.load_state_dict(under_prefix("loader.", tensors)); });
   // The schedule steps once per training step, from 0: the two counts agree in any checkpoint
   // the program wrote (and the loop's bound, the schedule's rate, stay sane).
   CPPGRAD_CHECK(training.step == run.schedule.last_step(),

@@ -1,5 +1,6 @@
-// What a training program saves to resume exactly: model, optimizer, schedule, step counter
-// and random-number state, in one safetensors file under prefixes ("model.", "optim.", ...).
+// What a training program saves to resume exactly: model, optimizer, schedule, step counter,
+// the data loader's position and random-number state, in one safetensors file under prefixes
+// ("model.", "optim.", ...).
 //
 // A checkpoint is untrusted input: load_run checks every entry against what the program expects
 // (presence, dtype, shape, range) and throws one cppgrad::Error naming the key, never trains on
@@ -32,7 +33,7 @@ struct Run {
   cppgrad::nn::Module& model;
   cppgrad::optim::Optimizer& optimizer;
   cppgrad::optim::LRScheduler& schedule;  // stepped once per training step
-  cppgrad::Generator& data_gen;           // the default generator is saved too (weights, dropout)
+  cppgrad::data::DataLoader& loader;      // the default generator is saved too (weights, dropout)
   cppgrad::optim::ExponentialMovingAverage* average = nullptr;
 };
 
@@ -43,12 +44,13 @@ struct TrainingLog {
   std::vector<std::pair<double, double>> train_curve, eval_curve, accuracy_curve;
 };
 
-// Everything under its prefix: model., optim., average. (when there is one), sched.,
-// rng.default., rng.data., and train.step, train.loss_curve, train.eval_curve,
-// train.accuracy_curve.
+// Everything under its prefix: model., optim., average. (when there is one), sched., loader.,
+// rng.default., and train.step, train.loss_curve, train.eval_curve, train.accuracy_curve.
 NamedTensors save_run(const Run& run, const TrainingLog& training);
 // Loads all of it, checking every entry; `extra_keys` are other top-level entries the program
-// reads itself (char_lm's data.vocab). Any other entry is refused.
-TrainingLog load_run(const NamedTensors& tensors, const Run& run, const std::set<std::string>& extra_keys = {});
+// reads itself (char_lm's data.vocab, the other ranks' streams of a data-parallel run), and
+// `extra_prefixes` whole families of them. Any other entry is refused.
+TrainingLog load_run(const NamedTensors& tensors, const Run& run, const std::set<std::string>& extra_keys = {},
+                     const std::vector<std::string>& extra_prefixes = {});
 
 }  // namespace examples

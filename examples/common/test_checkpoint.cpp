@@ -68,6 +68,15 @@ TEST_CASE("checkpoint: a run's own checkpoint resumes it exactly") {
   CHECK(log.step == 2);
   CHECK(log.train_curve.size() == 2);
   CHECK(resumed.schedule->last_step() == 2);
+  // The loader stands where the saved run's stood: the next batch is the one it would have drawn.
+  CHECK(resumed.loader.batch_index() == 2);
+  TinyRun straight;
+  for (int i = 0; i < 2; ++i) straight.train_step();
+  const data::Batch expected = straight.loader.next(), got = resumed.loader.next();
+  for (const std::string& name : expected.names()) {
+    CAPTURE(name);
+    CHECK(got[name].to(kInt64).to_vector<int64_t>() == expected[name].to(kInt64).to_vector<int64_t>());
+  }
   // It trains on, and saves what it loaded.
   resumed.train_step();
   CHECK(resumed.schedule->last_step() == 3);
@@ -95,11 +104,17 @@ TEST_CASE("checkpoint: every entry a run could not have written is refused, nami
       {"sched.last_step", Tensor(), "'last_step' is missing"},
       {"sched.base_lrs.0", Tensor(), "'base_lrs.0' is missing"},
       // once accepted: a generator stuck at zero
-      {"rng.data.words", zero_words, "rng.data.words: Generator::set_state: the state words are all zero"},
+      {"rng.default.words", zero_words, "rng.default.words: Generator::set_state: the state words are all zero"},
       {"rng.default.words", Tensor(), "rng.default.words is missing"},
       {"rng.default.words", zeros({4}, kInt64), "rng.default.words must be int64 of shape [5]"},
-      {"rng.data.cached_normal", scalar_tensor(0.5, kFloat32), "rng.data.cached_normal must be float64"},
-      {"rng.data.extra", scalar_tensor(1.0), "unexpected entry rng.data.extra"},
+      {"rng.default.cached_normal", scalar_tensor(0.5, kFloat32), "rng.default.cached_normal must be float64"},
+      {"rng.default.extra", scalar_tensor(1.0), "unexpected entry rng.default.extra"},
+      // the data loader's position: one the run's loader cannot be at
+      {"loader.generator.state", zeros({4}, kInt64), "\"loader.\": DataLoader::load_state_dict: the generator state is all zeros"},
+      {"loader.batch", scalar_tensor(32, kInt64), "batch 32 out of range for 32 batches per epoch"},
+      {"loader.epoch", scalar_tensor(-1, kInt64), "epoch -1 is negative"},
+      {"loader.batch_size", scalar_tensor(4, kInt64), "would not resume the same batches"},
+      {"loader.epoch", Tensor(), "no 'epoch' in the state"},
       {"optim.state.3.step", scalar_tensor(99, kInt64), "optim.state.3.step is 99, more than the 2 steps taken"},
       {"optim.param_groups.0.lr", scalar_tensor(std::numeric_limits<double>::quiet_NaN(), kFloat64), "lr' is nan"},
       {"average.0", Tensor(), "36 tensors for 37 parameters"},

@@ -1,5 +1,5 @@
 // A seq2seq run as seq2seq's main builds it (model, Adam, the paper's schedule, the moving
-// average, the data generator), at a size that trains a step in a millisecond: what the
+// average, the shuffling data loader), at a size that trains a step in a millisecond: what the
 // checkpoint tests (common/test_checkpoint.cpp) and the checkpoint fuzzer
 // (tests/fuzz/fuzz_checkpoint.cpp) save and load.
 #pragma once
@@ -22,7 +22,8 @@ struct TinyRun {
   std::unique_ptr<cppgrad::optim::Adam> opt;
   std::unique_ptr<cppgrad::optim::NoamLR> schedule;
   std::unique_ptr<cppgrad::optim::ExponentialMovingAverage> average;
-  cppgrad::Generator data_gen{1};
+  cppgrad::data::DataLoader loader{std::make_shared<seq2seq::TaskDataset>(seq2seq::Task::Copy, 64, 3, config.vocab, 1),
+                                   cppgrad::data::DataLoaderOptions(2).shuffle(true).seed(1), seq2seq::task_collate()};
 
   TinyRun() {
     cppgrad::manual_seed(0);
@@ -31,10 +32,10 @@ struct TinyRun {
     schedule = std::make_unique<cppgrad::optim::NoamLR>(*opt, config.d_model, 4, 0.5);
     average = std::make_unique<cppgrad::optim::ExponentialMovingAverage>(model->parameters(), 0.99);
   }
-  Run run() { return {*model, *opt, *schedule, data_gen, average.get()}; }
+  Run run() { return {*model, *opt, *schedule, loader, average.get()}; }
 
   void train_step() {
-    seq2seq::Batch b = seq2seq::make_batch(seq2seq::Task::Copy, 2, 3, config.vocab, data_gen);
+    seq2seq::Batch b = seq2seq::to_batch(loader.next());
     cppgrad::Tensor logits = model->forward(b.src, b.tgt_in, b.src_pad, b.tgt_pad);
     cppgrad::Tensor loss = cppgrad::nn::functional::cross_entropy(logits.reshape({-1, config.vocab}), b.tgt_out.reshape({-1}),
                                                 cppgrad::nn::functional::CrossEntropyOptions().ignore_index(seq2seq::PAD));

@@ -2,10 +2,15 @@
 # CTest checks of the seq2seq example:
 #   check.sh smoke   SEQ2SEQ DIR   a few steps of a tiny model: the loss falls, --save, --plot and
 #                                  --attention write valid files, and the checkpoint resumes
-#   check.sh resume  SEQ2SEQ DIR   20 steps, save, resume to 40 == 40 steps straight, byte for byte
-#   check.sh learns  SEQ2SEQ DIR   a small copy task reaches >= 99% sequence accuracy in 400 steps
+#   check.sh resume  SEQ2SEQ DIR   20 steps, save, resume to 40 == 40 steps straight, byte for byte,
+#                                  the data loader's position included (epochs of 12 batches)
+#   check.sh learns  SEQ2SEQ DIR   a small copy task reaches >= 99% sequence accuracy in 400 steps,
+#                                  and --target-accuracy stops it as soon as an evaluation does
+#   check.sh ranks_learn  SEQ2SEQ DIR   the same on 2 processes (scripts/mpirun 2), batch 16 each
+#   check.sh ranks_resume SEQ2SEQ DIR   the exact resume on 2 processes; refused on 1
 set -euo pipefail
 mode="$1" seq2seq="$2" dir="$3"
+mpirun_script="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)/scripts/mpirun"
 rm -rf "$dir" && mkdir -p "$dir" && cd "$dir"
 tiny=(--threads 1 --d-model 32 --heads 2 --layers 1 --ff 64 --batch 16 --seq-len 6 --vocab 10 --seed 7)
 
@@ -34,7 +39,7 @@ expect_refusal() {
 
 # The loss of the first and the last progress line (whatever they print: a "nan" must fail the
 # numeric check below, not be skipped).
-losses() { grep -o '^step *[0-9]*/[0-9]*  loss [^ ]*' "$1" | awk 'NR == 1 { first = $NF } { last = $NF } END { print first, last }'; }
+losses() { tr '\r' '\n' < "$1" | grep -o '^step *[0-9]*/[0-9]*  loss [^ ]*' | awk 'NR == 1 { first = $NF } { last = $NF } END { print first, last }'; }
 
 case "$mode" in
   smoke)
@@ -52,6 +57,13 @@ case "$mode" in
     grep -q 'encoder.layers.0.self_attn' attention.svg || fail "the heat maps do not name their layers"
     "$seq2seq" "${tiny[@]}" --steps 70 --eval-every 30 --resume run.safetensors > resumed.log
     grep -q 'resumed from run.safetensors at step 60' resumed.log || fail "the checkpoint did not resume"
+    # --checkpoint recomputes the layers' activations in backward: the same losses, to the
+    # 4 printed decimals (float32 sums of the same terms in another grouping differ far below)
+    "$seq2seq" "${tiny[@]}" --steps 20 --dropout 0 > plain.log
+    "$seq2seq" "${tiny[@]}" --steps 20 --dropout 0 --checkpoint > checkpointed.log
+    diff <(grep -o 'step *[0-9]*/20  loss [0-9.]*' plain.log) <(grep -o 'step *[0-9]*/20  loss [0-9.]*' checkpointed.log) \
+      || fail "--checkpoint changed the losses"
+    [ "$(grep -c 'step *[0-9]*/20  loss' plain.log)" -eq 2 ] || fail "no losses printed in plain.log"
     # bad values: a one-line error and exit code 2
     set +e
     "$seq2seq" --heads 3 --steps 1 > bad.log 2>&1; code=$?
@@ -77,23 +89,41 @@ case "$mode" in
     expect_refusal "truncated.safetensors" "${tiny[@]}" --steps 70 --resume truncated.safetensors
     [ ! -e /nonexistent-dir ] && [ ! -e '.run.safetensors.tmp-'* ] 2>/dev/null || fail "a refused run left files behind"
     ;;
-  resume)
-    "$seq2seq" "${tiny[@]}" --steps 40 --eval-every 10 --save straight.safetensors > straight.log
-    "$seq2seq" "${tiny[@]}" --steps 20 --eval-every 10 --save half.safetensors > half.log
-    "$seq2seq" "${tiny[@]}" --steps 40 --eval-every 10 --resume half.safetensors --save resumed.safetensors > resumed.log
-    # the checkpoints hold the weights, the optimizer's moments, the schedule, the RNG states and
-    # every step's training loss: identical files mean the resumed run continued exactly
+  resume|ranks_resume)
+    # 192 training sequences: epochs of 12 batches, so the run is resumed mid-epoch (step 20) and
+    # crosses into later epochs, whose order the loader must make again from the checkpoint
+    run=("$seq2seq") && [ "$mode" = ranks_resume ] && run=("$mpirun_script" 2 "$seq2seq")
+    short=("${tiny[@]}" --train-size 192 --eval-every 10)
+    "${run[@]}" "${short[@]}" --steps 40 --save straight.safetensors > straight.log
+    "${run[@]}" "${short[@]}" --steps 20 --save half.safetensors > half.log
+    "${run[@]}" "${short[@]}" --steps 40 --resume half.safetensors --save resumed.safetensors > resumed.log
+    # the checkpoints hold the weights, the optimizer's moments, the schedule, the loader's
+    # position, the RNG states (every rank's) and every step's training loss: identical files
+    # mean the resumed run continued exactly
     cmp straight.safetensors resumed.safetensors || fail "resumed run differs from the straight one"
     grep -q 'step *40/40  loss [0-9.]*' resumed.log || fail "the resumed run printed no step 40"
     diff <(grep -o 'step *[0-9]*/40  loss [0-9.]*' straight.log | tail -n 2) \
-         <(grep -o 'step *[0-9]*/40  loss [0-9.]*' resumed.log) || fail "the printed losses differ"
+         <(grep -o 'step *[0-9]*/40  loss [0-9.]*' resumed.log | tail -n 2) || fail "the printed losses differ"
+    if [ "$mode" = ranks_resume ]; then
+      grep -q '2 processes' straight.log || fail "the run did not train on 2 processes"
+      # a checkpoint of 2 processes does not continue the same run on 1: refused, naming both
+      expect_refusal "2 processes, and this one has 1" "${short[@]}" --steps 40 --resume half.safetensors
+    fi
     ;;
-  learns)
-    "$seq2seq" --threads 1 --task copy --d-model 64 --heads 4 --layers 1 --ff 128 --batch 32 --seq-len 5 --vocab 8 \
-      --dropout 0 --warmup 100 --lr 0.5 --steps 400 --eval-every 100 --seed 1 > run.log
+  learns|ranks_learn)
+    run=("$seq2seq") && [ "$mode" = ranks_learn ] && run=("$mpirun_script" 2 "$seq2seq")
+    small=(--threads 1 --task copy --d-model 64 --heads 4 --layers 1 --ff 128 --batch 32 --seq-len 5 --vocab 8
+           --dropout 0 --warmup 100 --lr 0.5 --eval-every 50 --seed 1)
+    "${run[@]}" "${small[@]}" --steps 400 > run.log
     tail -n 1 run.log
     accuracy=$(grep -o 'sequence accuracy on [0-9]* held-out sequences: [0-9.]*' run.log | awk '{ print $NF }')
     awk -v a="$accuracy" 'BEGIN { exit !(a >= 99.0) }' || fail "copy reached only $accuracy% in 400 steps"
+    # --target-accuracy: the run stops at the first evaluation that reaches it, before step 400
+    "${run[@]}" "${small[@]}" --steps 400 --target-accuracy 99 > target.log
+    grep -q '^target reached: [0-9.]*% of held-out sequences right after [0-9]* steps' target.log \
+      || fail "--target-accuracy 99 did not report reaching it: $(tail -n 3 target.log)"
+    stopped=$(grep -o 'right after [0-9]* steps' target.log | awk '{ print $3 }')
+    [ "$stopped" -lt 400 ] && [ $((stopped % 50)) -eq 0 ] || fail "--target-accuracy stopped at step $stopped"
     ;;
   *) fail "unknown mode $mode" ;;
 esac

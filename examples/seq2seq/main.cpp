@@ -3,6 +3,13 @@
 //   seq2seq                          # copy task, default model: 100% in 900 steps, under a minute
 //   seq2seq --task reverse --steps 2000 --plot loss.svg --attention attn.svg
 //   seq2seq --save run.safetensors   # ...later: seq2seq --resume run.safetensors --steps 3000
+//   seq2seq --target-accuracy 99     # stop at the first held-out evaluation that reaches 99%
+//   scripts/mpirun 2 build/release/examples/seq2seq --threads 1   # data-parallel, 16 a rank
+//
+// Data-parallel: under mpirun each of N processes trains on batch/N sequences of every global
+// batch (its share of the epoch's one permutation) and DistributedDataParallel averages the
+// gradients, so N processes take the steps one process takes on the whole batch. Rank 0 alone
+// evaluates, prints and writes files.
 //
 // Exit codes: 0 done; 2 refused options or input (a checkpoint that does not fit, a path that
 // cannot be written), with one line on stderr; 3 out of memory.
@@ -12,10 +19,11 @@
 
 #include "common/checkpoint.h"
 #include "common/cli.h"
-#include "common/progress.h"
-#include "common/attention_grid.h"
 #include "common/curves.h"
+#include "common/data_parallel.h"
+#include "common/progress.h"
 #include "seq2seq/model.h"
+#include "seq2seq/show.h"
 #include "seq2seq/tasks.h"
 
 using namespace cppgrad;
@@ -26,6 +34,9 @@ namespace F = cppgrad::nn::functional;
 struct Options {
   std::string task = "copy";
   int64_t steps = 900, batch = 32, seq_len = 16, vocab = 16;
+  int64_t train_size = int64_t{1} << 20;  // examples per epoch
+  double target_accuracy = 0;             // > 0: stop once a held-out evaluation reaches it
+  bool checkpoint_layers = false;
   ModelConfig model;
   // The factor of the paper's schedule. 1.0 peaks at 6.2e-3 and the held-out loss wanders (0.022
   // after 900 copy steps, 97.3% of sequences right); 0.5 reaches 0.003 and 100%.
@@ -71,110 +82,25 @@ static HeldOut held_out_eval(Seq2SeqModel& model, const Batch& data) {
   return {loss, 100.0 * static_cast<double>(right) / static_cast<double>(batch)};
 }
 
-// The tokens of row `b` up to and including the first <end>.
-static std::vector<int64_t> until_end(const Tensor& tokens, int64_t b) {
-  std::vector<int64_t> out;
-  for (int64_t t = 0; t < tokens.size(1); ++t) {
-    int64_t tok = tokens.at<int64_t>({b, t});
-    out.push_back(tok);
-    if (tok == EOS) break;
-  }
-  return out;
-}
-
-static std::string show_tokens(const std::vector<int64_t>& tokens) {
-  std::string s;
-  for (int64_t t : tokens) {
-    if (t == EOS || t == PAD) break;
-    s += fmt::format("{}{}", s.empty() ? "" : " ", t - FIRST_SYMBOL);
-  }
-  return s;
-}
-
-static std::vector<std::string> token_labels(const Tensor& tokens, int64_t length) {
-  std::vector<std::string> out;
-  for (int64_t t = 0; t < length; ++t) {
-    int64_t tok = tokens.at<int64_t>({0, t});
-    out.push_back(tok == BOS ? "<s>" : tok == EOS ? "</s>" : std::to_string(tok - FIRST_SYMBOL));
-  }
-  return out;
-}
-
-// The held-out example to draw: the one asked for, or the first of the longest.
-static int64_t attention_example(const Batch& data, int64_t asked) {
-  if (asked >= 0) return asked;
-  int64_t longest = 0;
-  size_t longest_length = 0;
-  for (int64_t b = 0; b < data.src.size(0); ++b)
-    if (until_end(data.src, b).size() > longest_length) longest = b, longest_length = until_end(data.src, b).size();
-  return longest;
-}
-
-// Every head of every attention layer on one held-out example, as a grid: a row per layer and
-// kind of attention, a column per head.
-static examples::AttentionGrid attention_grid(Seq2SeqModel& model, const Batch& data, int64_t example,
-                                              const std::string& title, const std::string& how_chosen) {
-  auto one_row = [&](const Tensor& t) { return t.narrow(0, example, 1); };
-  const Batch one{one_row(data.src), one_row(data.tgt_in), one_row(data.tgt_out), one_row(data.src_pad),
-                  one_row(data.tgt_pad)};
-  const int64_t src_len = static_cast<int64_t>(until_end(one.src, 0).size());  // symbols and </s>
-  const int64_t tgt_len = static_cast<int64_t>(until_end(one.tgt_out, 0).size());  // <s> and the answer
-  std::vector<std::pair<std::string, std::shared_ptr<nn::MultiheadAttention>>> layers;
-  for (auto& [name, module] : model.named_modules())
-    if (auto attention = std::dynamic_pointer_cast<nn::MultiheadAttention>(module)) {
-      attention->store_attention = true;
-      layers.emplace_back(name, attention);
-    }
-  Tensor decoded;
-  {
-    NoGradGuard no_grad;
-    model.eval();
-    model.forward(one.src, one.tgt_in, one.src_pad, one.tgt_pad);
-    for (auto& [name, attention] : layers) attention->store_attention = false;
-    decoded = model.greedy_decode(one.src, one.src_pad, model.config.max_len - 1);
-  }
-  examples::AttentionGrid grid{
-      title,
-      {fmt::format("held-out example {} ({} symbols, {}): source {} · expected {} · decoded {}", example, src_len - 1,
-                   how_chosen, show_tokens(until_end(one.src, 0)), show_tokens(until_end(one.tgt_out, 0)),
-                   show_tokens(until_end(decoded, 0))),
-       "rows: queries, the positions that look; columns: keys, the positions looked at; each row of a map sums to 1"},
-      static_cast<int>(model.config.heads),
-      {}};
-  const auto src_labels = token_labels(one.src, src_len), tgt_labels = token_labels(one.tgt_in, tgt_len);
-  for (auto& [name, attention] : layers) {
-    const std::string where = name.substr(name.find("coder.") - 2);  // "encoder.layers.0.self_attn"
-    const bool encoder = where.starts_with("encoder"), cross = where.find("multihead_attn") != std::string::npos;
-    const size_t at = where.find("layers.") + 7;
-    const std::string layer = where.substr(at, where.find('.', at) - at);  // "0"
-    examples::AttentionRow row{fmt::format("{} · layer {}", encoder ? "encoder" : "decoder", layer),
-                               encoder ? "self-attention" : cross ? "cross-attention" : "self-attention (causal)",
-                               where,
-                               encoder ? src_labels : tgt_labels,
-                               encoder || cross ? src_labels : tgt_labels,
-                               {}};
-    Tensor w = attention->last_attention.select(0, 0);  // (H, T, S)
-    for (int64_t h = 0; h < w.size(0); ++h)
-      row.heads.push_back(w.select(0, h)
-                              .narrow(0, 0, static_cast<int64_t>(row.queries.size()))
-                              .narrow(1, 0, static_cast<int64_t>(row.keys.size()))
-                              .to(kFloat64)
-                              .contiguous()
-                              .to_vector<double>());
-    grid.rows.push_back(std::move(row));
-    attention->last_attention = Tensor();
-  }
-  return grid;
+// Ends the program with `code`; under mpirun the whole job, so that no rank waits for ever in a
+// collective its failed peer will never join.
+static int finish(int code) {
+  if (code != 0 && distributed::world_size() > 1) distributed::abort(code);
+  return code;
 }
 
 int main(int argc, char** argv) {
+  distributed::ProcessGroup world(argc, argv);  // a world of one without mpirun
+  const bool lead = world.rank() == 0;          // rank 0 prints, evaluates and writes files
   Options o;
   CLI::App app{"Train an encoder-decoder Transformer on a synthetic sequence task (copy, reverse, sort)."};
   app.add_option("--task", o.task, "copy, reverse or sort")->check(CLI::IsMember({"copy", "reverse", "sort"}));
   app.add_option("--steps", o.steps, "training steps in all (a resumed run continues up to this)")->check(CLI::Range(1, 100'000'000));
-  app.add_option("--batch", o.batch, "sequences per step")->check(CLI::Range(1, 65536));
+  app.add_option("--batch", o.batch, "sequences per step, over all processes")->check(CLI::Range(1, 65536));
   app.add_option("--seq-len", o.seq_len, "longest source sequence, in symbols")->check(CLI::Range(1, 200));
   app.add_option("--vocab", o.vocab, "vocabulary size, including the 3 special tokens")->check(CLI::Range(4, 100000));
+  app.add_option("--train-size", o.train_size, "training sequences per epoch (each drawn from the seed and its index)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 30));
   app.add_option("--d-model", o.model.d_model, "model width d_model")->check(CLI::Range(1, 65536));
   app.add_option("--heads", o.model.heads, "attention heads (must divide d_model)")->check(CLI::Range(1, 1024));
   app.add_option("--layers", o.model.layers, "encoder layers, and as many decoder layers")->check(CLI::Range(1, 1000));
@@ -188,6 +114,11 @@ int main(int argc, char** argv) {
   app.add_option("--save", o.save, "write a checkpoint (model, optimizer, schedule, step, RNG, averaged weights) at the end");
   app.add_option("--resume", o.resume, "continue from a checkpoint written by --save")->check(CLI::ExistingFile);
   app.add_option("--eval-every", o.eval_every, "steps between held-out evaluations")->check(CLI::Range(1, 100'000'000));
+  app.add_option("--target-accuracy", o.target_accuracy,
+                 "stop at the first held-out evaluation whose sequence accuracy (in %) reaches this")
+      ->check(examples::number_in(0.0, 100.0));
+  app.add_flag("--checkpoint", o.checkpoint_layers,
+               "recompute each layer's activations in backward instead of keeping them (less memory, more time)");
   app.add_option("--plot", o.plot, "write the train and held-out loss curves as SVG");
   app.add_option("--attention", o.attention, "write every head's attention for one held-out example as an SVG grid");
   app.add_option("--attention-example", o.attention_example,
@@ -199,10 +130,11 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    if (e.get_exit_code() == 0) return app.exit(e);  // --help
+    if (e.get_exit_code() == 0) return lead ? app.exit(e) : 0;  // --help
     fmt::print(stderr, "seq2seq: {}\n", excerpt(e.what(), 400));
-    return examples::kExitRefused;
+    return finish(examples::kExitRefused);
   }
+  const std::string who = world.world_size() > 1 ? fmt::format("seq2seq (rank {})", world.rank()) : "seq2seq";
 
   try {
     // Everything that can be refused is refused before training starts.
@@ -216,18 +148,29 @@ int main(int argc, char** argv) {
       const double layers = static_cast<double>(o.model.layers), vocab = static_cast<double>(o.vocab);
       examples::check_memory("the model", 5.0 * (2.0 * vocab * d + layers * (12.0 * d * d + 4.0 * d * ff)));
     }
+    const int64_t rank_batch = examples::per_rank_batch("--batch", o.batch);
+    CPPGRAD_CHECK(o.train_size >= o.batch, "--train-size {} is smaller than one --batch of {}", o.train_size, o.batch);
     if (o.threads > 0) set_num_threads(o.threads);
     o.model.vocab = o.vocab;
     o.model.max_len = o.seq_len + 2;
     const Task task = parse_task(o.task);
-    manual_seed(o.seed);  // weights and dropout
-    Generator data_gen(o.seed + 1);
+    manual_seed(o.seed + static_cast<uint64_t>(world.rank()));  // weights (rank 0's are broadcast) and dropout
     auto model = std::make_shared<Seq2SeqModel>(o.model);
+    model->transformer->set_checkpoint_layers(o.checkpoint_layers);
+    distributed::DistributedDataParallel ddp(model);  // rank 0's weights everywhere; hooks nothing in a world of one
     optim::Adam opt(model->parameters(), optim::AdamOptions(1.0).beta1(0.9).beta2(0.98).eps(1e-9));
     optim::NoamLR schedule(opt, o.model.d_model, o.warmup, o.lr);
     optim::ExponentialMovingAverage average(model->parameters(), o.average);
 
-    examples::Run run{*model, opt, schedule, data_gen, &average};
+    // The training sequences: each rank its share of every epoch's permutation, batched with the
+    // padding to the longest sequence of the batch, prepared on a background thread.
+    auto train_set = std::make_shared<TaskDataset>(task, o.train_size, o.seq_len, o.vocab, o.seed + 1);
+    auto sampler = std::make_shared<data::DistributedSampler>(o.train_size, world.world_size(), world.rank(),
+                                                              /*shuffle=*/true, o.seed + 1, /*drop_last=*/true);
+    data::DataLoader loader(train_set, data::DataLoaderOptions(rank_batch).drop_last(true).seed(o.seed).prefetch(2),
+                            task_collate(), sampler);
+
+    examples::Run run{*model, opt, schedule, loader, &average};
     examples::TrainingLog saved;
     if (!o.resume.empty()) {
       auto ckpt = nn::load_safetensors(o.resume);
@@ -235,99 +178,141 @@ int main(int argc, char** argv) {
             "--resume: the checkpoint was trained on '{}', not '{}'",
             ckpt.metadata.count("task") ? excerpt(ckpt.metadata.at("task")) : "?", o.task);
       try {
-        saved = examples::load_run(ckpt.tensors, run);
+        examples::check_same_processes(ckpt.tensors);
+        saved = examples::load_run(ckpt.tensors, run, {}, {"rng.ranks."});
+        examples::restore_dropout_stream(ckpt.tensors);
       } catch (const Error& e) {
         throw Error(fmt::format("--resume: {}: {}", excerpt(o.resume), e.what()));
       }
-      fmt::print("resumed from {} at step {}\n", o.resume, saved.step);
+      if (lead) fmt::print("resumed from {} at step {}\n", o.resume, saved.step);
     }
     int64_t step = saved.step;
     std::vector<std::pair<double, double>>& train_curve = saved.train_curve;
     std::vector<std::pair<double, double>>& eval_curve = saved.eval_curve;
     std::vector<std::pair<double, double>>& accuracy_curve = saved.accuracy_curve;
 
-    Generator held_out_gen(o.seed + 1000003);  // never used for training data
-    Batch held_out = make_batch(task, o.eval_size, o.seq_len, o.vocab, held_out_gen);
-    fmt::print("task {} · {} parameters · d_model {} · {} heads · {}+{} layers · batch {} · length ≤ {} · {} threads\n",
-               o.task, model->parameter_count(), o.model.d_model, o.model.heads, o.model.layers, o.model.layers,
-               o.batch, o.seq_len, get_num_threads());
+    // Never trained on: another seed's sequences, padded to the longest of them.
+    const TaskDataset held_out_set(task, o.eval_size, o.seq_len, o.vocab, o.seed + 1000003);
+    std::vector<data::Example> held_out_examples;
+    for (int64_t i = 0; i < o.eval_size; ++i) held_out_examples.push_back(held_out_set.get(i));
+    const Batch held_out = to_batch(task_collate()(held_out_examples));
+    if (lead)
+      fmt::print("task {} · {} parameters · d_model {} · {} heads · {}+{} layers · batch {}{} · length ≤ {} · {} threads{}\n",
+                 o.task, model->parameter_count(), o.model.d_model, o.model.heads, o.model.layers, o.model.layers,
+                 o.batch, world.world_size() > 1 ? fmt::format(" ({} a process)", rank_batch) : "", o.seq_len,
+                 get_num_threads(),
+                 world.world_size() > 1 ? fmt::format(" · {} processes", world.world_size()) : "");
 
     examples::Progress progress(o.steps, step);
-    double recent_loss = 0;
-    int64_t recent_count = 0;
+    std::vector<double> recent_losses;  // this rank's, since the last report
+    int64_t recent_tokens = 0;          // over all ranks
+    std::optional<double> reached;      // the accuracy that met --target-accuracy
     model->train();
     const int64_t profiled_step = step + 10;  // after warm-up: caches and buffers are settled
-    while (step < o.steps) {
+    while (step < o.steps && !reached) {
       if (o.profile && step + 1 == profiled_step) {
         profile::set_enabled(true);
         profile::reset();
       }
-      Batch b = make_batch(task, o.batch, o.seq_len, o.vocab, data_gen);
+      const Batch b = to_batch(loader.next());
       Tensor logits = model->forward(b.src, b.tgt_in, b.src_pad, b.tgt_pad);  // (B, T, vocab)
       Tensor loss = F::cross_entropy(logits.reshape({-1, o.vocab}), b.tgt_out.reshape({-1}),
-                                     F::CrossEntropyOptions().ignore_index(PAD));
+                                     F::CrossEntropyOptions().ignore_index(PAD));  // this rank's token mean
+      const auto tokens = static_cast<double>(b.tgt_pad.numel()) - b.tgt_pad.sum().item<double>();
+      double all_tokens = tokens;
+      if (world.world_size() > 1) {
+        // DDP averages the ranks' gradients. Each rank's mean, weighted by its share of the
+        // global batch's tokens, makes that the gradient of the global token mean, however the
+        // padding falls on the ranks: the loss one process computes on the whole batch.
+        all_tokens = examples::sum_over_ranks({tokens})[0];
+        loss = loss * (tokens * world.world_size() / all_tokens);
+      }
       opt.zero_grad();
-      loss.backward();
+      loss.backward();  // under mpirun, returns with the gradients averaged over the ranks
       opt.step();
       average.update();
       schedule.step();
       ++step;
       if (o.profile && step == profiled_step) {
         profile::set_enabled(false);
-        progress.finish();
-        fmt::print("\nprofile of step {} (batch {}, {} threads):\n{}\n", step, o.batch, get_num_threads(), profile::report());
+        if (lead) {
+          progress.finish();
+          fmt::print("\nprofile of step {} (batch {}, {} threads):\n{}\n", step, rank_batch, get_num_threads(),
+                     profile::report());
+        }
       }
 
-      double l = loss.item();
-      recent_loss += l;
-      ++recent_count;
-      train_curve.emplace_back(static_cast<double>(step), l);
+      recent_losses.push_back(loss.item());
+      recent_tokens += static_cast<int64_t>(all_tokens);
       const bool eval_now = step % o.eval_every == 0 || step == o.steps;
-      std::optional<double> eval_loss;
-      if (eval_now) {
-        const HeldOut result = held_out_eval(*model, held_out);
-        eval_loss = result.loss;
-        eval_curve.emplace_back(static_cast<double>(step), result.loss);
-        accuracy_curve.emplace_back(static_cast<double>(step), result.accuracy);
-      }
       if (eval_now || step % 10 == 0) {
-        progress.update(step, recent_loss / static_cast<double>(recent_count), opt.lr(),
-                        recent_count * b.tgt_out.numel(), eval_now, eval_loss);
-        recent_loss = 0;
-        recent_count = 0;
+        // The global batch's loss of each step since the last report (a collective).
+        const std::vector<double> losses = examples::sum_over_ranks(recent_losses);
+        for (size_t i = 0; i < losses.size(); ++i)
+          train_curve.emplace_back(static_cast<double>(step - static_cast<int64_t>(losses.size() - 1 - i)),
+                                   losses[i] / world.world_size());
+        double mean = 0;
+        for (double l : losses) mean += l / world.world_size() / static_cast<double>(losses.size());
+        std::optional<double> eval_loss;
+        bool target_met = false;
+        if (eval_now && lead) {
+          const HeldOut result = held_out_eval(*model, held_out);
+          eval_loss = result.loss;
+          eval_curve.emplace_back(static_cast<double>(step), result.loss);
+          accuracy_curve.emplace_back(static_cast<double>(step), result.accuracy);
+          target_met = o.target_accuracy > 0 && result.accuracy >= o.target_accuracy;
+          if (target_met) reached = result.accuracy;
+        }
+        if (lead) progress.update(step, mean, opt.lr(), recent_tokens, eval_now, eval_loss);
+        if (eval_now && o.target_accuracy > 0 && examples::decided_by_rank0(target_met) && !reached)
+          reached = o.target_accuracy;  // the other ranks stop with rank 0
+        recent_losses.clear();
+        recent_tokens = 0;
       }
     }
-    progress.finish();
-    double train_seconds = progress.elapsed_seconds();
+    if (lead) progress.finish();
+    const double train_seconds = progress.elapsed_seconds();
+    if (lead && reached)
+      fmt::print("target reached: {:.1f}% of held-out sequences right after {} steps, {} of training\n", *reached,
+                 step, examples::format_duration(train_seconds));
 
     // ---- held-out sequences, decoded greedily --------------------------------------------------
-    model->eval();
-    average.swap();  // decode with the averaged weights
-    Tensor decoded = model->greedy_decode(held_out.src, held_out.src_pad, o.seq_len + 1);
-    int64_t correct = 0;
-    for (int64_t b = 0; b < o.eval_size; ++b)
-      if (until_end(decoded, b) == until_end(held_out.tgt_out, b)) ++correct;
-    fmt::print("\n{:<40} {:<40} {}\n", "source", "expected", "got");
-    for (int64_t b = 0; b < std::min(o.show, o.eval_size); ++b)
-      fmt::print("{:<40} {:<40} {}\n", show_tokens(until_end(held_out.src, b)),
-                 show_tokens(until_end(held_out.tgt_out, b)), show_tokens(until_end(decoded, b)));
-    const double accuracy = 100.0 * static_cast<double>(correct) / static_cast<double>(o.eval_size);
-    fmt::print("\nsequence accuracy on {} held-out sequences: {:.1f}% ({} steps, {} of training{})\n", o.eval_size,
-               accuracy, step, examples::format_duration(train_seconds),
-               o.average > 0 ? fmt::format("; weights averaged, decay {}", o.average) : "");
-    average.swap();  // the trained weights again: what a checkpoint resumes from
+    double accuracy = 0;
+    if (lead) {
+      model->eval();
+      average.swap();  // decode with the averaged weights
+      Tensor decoded = model->greedy_decode(held_out.src, held_out.src_pad, held_out.tgt_out.size(1));
+      int64_t correct = 0;
+      for (int64_t b = 0; b < o.eval_size; ++b)
+        if (until_end(decoded, b) == until_end(held_out.tgt_out, b)) ++correct;
+      fmt::print("\n{:<40} {:<40} {}\n", "source", "expected", "got");
+      for (int64_t b = 0; b < std::min(o.show, o.eval_size); ++b)
+        fmt::print("{:<40} {:<40} {}\n", show_tokens(until_end(held_out.src, b)),
+                   show_tokens(until_end(held_out.tgt_out, b)), show_tokens(until_end(decoded, b)));
+      accuracy = 100.0 * static_cast<double>(correct) / static_cast<double>(o.eval_size);
+      fmt::print("\nsequence accuracy on {} held-out sequences: {:.1f}% ({} steps, {} of training{})\n", o.eval_size,
+                 accuracy, step, examples::format_duration(train_seconds),
+                 o.average > 0 ? fmt::format("; weights averaged, decay {}", o.average) : "");
+      average.swap();  // the trained weights again: what a checkpoint resumes from
+    }
 
     if (!o.save.empty()) {
       saved.step = step;
-      const NamedTensors state = examples::save_run(run, saved);
-      nn::save_safetensors(o.save, state,
-                           {{"task", o.task},
-                            {"d_model", std::to_string(o.model.d_model)},
-                            {"heads", std::to_string(o.model.heads)},
-                            {"layers", std::to_string(o.model.layers)},
-                            {"accuracy", fmt::format("{:.2f}", accuracy)}});
-      fmt::print("checkpoint written to {}\n", o.save);
+      NamedTensors state = examples::save_run(run, saved);
+      const NamedTensors streams = examples::gather_dropout_streams();  // a collective: every rank
+      state.insert(state.end(), streams.begin(), streams.end());
+      if (lead) {
+        nn::save_safetensors(o.save, state,
+                             {{"task", o.task},
+                              {"d_model", std::to_string(o.model.d_model)},
+                              {"heads", std::to_string(o.model.heads)},
+                              {"layers", std::to_string(o.model.layers)},
+                              {"processes", std::to_string(world.world_size())},
+                              {"accuracy", fmt::format("{:.2f}", accuracy)}});
+        fmt::print("checkpoint written to {}\n", o.save);
+      }
     }
+    if (!lead) return 0;
     const std::string model_line =
         fmt::format("d_model {} · {} heads · {}+{} layers · batch {} · length ≤ {} · lr factor {} · seed {}",
                     o.model.d_model, o.model.heads, o.model.layers, o.model.layers, o.batch, o.seq_len, o.lr, o.seed);
@@ -371,10 +356,10 @@ int main(int argc, char** argv) {
     }
     return 0;
   } catch (const Error& e) {
-    fmt::print(stderr, "seq2seq: {}\n", e.what());
-    return examples::kExitRefused;
+    fmt::print(stderr, "{}: {}\n", who, e.what());
+    return finish(examples::kExitRefused);
   } catch (const std::bad_alloc&) {
-    fmt::print(stderr, "seq2seq: out of memory (try a smaller --batch, --d-model, --ff or --layers)\n");
-    return examples::kExitOutOfMemory;
+    fmt::print(stderr, "{}: out of memory (try a smaller --batch, --d-model, --ff or --layers)\n", who);
+    return finish(examples::kExitOutOfMemory);
   }
 }

@@ -26,9 +26,9 @@ Seq2SeqModel::Seq2SeqModel(const ModelConfig& c) : config(c) {
   generator = register_module("generator", std::make_shared<nn::Linear>(c.d_model, c.vocab));
 }
 
-Tensor Seq2SeqModel::embed_tokens(const Tensor& tokens) {
-  // (B, L) -> (B, L, d_model), scaled by √d_model as in the paper (§3.4)
-  return positions->forward(embed->forward(tokens) * std::sqrt(static_cast<double>(config.d_model)));
+Tensor Seq2SeqModel::embed_tokens(const Tensor& tokens, int64_t start) {
+  // (B, L) -> (B, L, d_model), scaled by √d_model as in the paper (§3.4), at positions start...
+  return positions->forward(embed->forward(tokens) * std::sqrt(static_cast<double>(config.d_model)), start);
 }
 
 Tensor Seq2SeqModel::encode(const Tensor& src, const Tensor& src_pad) {
@@ -46,16 +46,23 @@ Tensor Seq2SeqModel::forward(const Tensor& src, const Tensor& tgt_in, const Tens
   return decode(tgt_in, encode(src, src_pad), src_pad, tgt_pad);
 }
 
-Tensor Seq2SeqModel::greedy_decode(const Tensor& src, const Tensor& src_pad, int64_t max_len) {
+Tensor Seq2SeqModel::greedy_decode(const Tensor& src, const Tensor& src_pad, int64_t max_len, bool cached) {
   NoGradGuard no_grad;
   Tensor memory = encode(src, src_pad);
-  Tensor out = full({src.size(0), 1}, BOS, kInt64);
+  std::vector<Tensor> tokens = {full({src.size(0), 1}, BOS, kInt64)};
+  std::vector<nn::DecoderLayerCache> cache;  // per decoder layer: past self-attention keys and
+                                             // values, and the memory's, projected once
   for (int64_t t = 0; t < max_len; ++t) {
-    Tensor logits = decode(out, memory, src_pad, {});             // (B, t+1, vocab)
-    Tensor next = logits.select(1, t).argmax(-1, /*keepdim=*/true);  // (B, 1)
-    out = cat({out, next}, 1);
+    Tensor scores;  // (B, vocab): the next token's
+    if (cached) {
+      Tensor y = transformer->decoder->forward_step(embed_tokens(tokens.back(), t), memory, cache, src_pad);
+      scores = generator->forward(y).select(1, 0);   // (B, 1, vocab) -> (B, vocab)
+    } else {
+      scores = decode(cat(tokens, 1), memory, src_pad, {}).select(1, t);  // (B, t+1, vocab) -> (B, vocab)
+    }
+    tokens.push_back(scores.argmax(-1, /*keepdim=*/true));                  // (B, 1)
   }
-  return out.narrow(1, 1, max_len);  // drop <start>
+  return cat(std::vector<Tensor>(tokens.begin() + 1, tokens.end()), 1);  // (B, max_len), without <start>
 }
 
 }  // namespace seq2seq

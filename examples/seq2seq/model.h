@@ -22,8 +22,11 @@ class Seq2SeqModel : public cppgrad::nn::Module {
   cppgrad::Tensor encode(const cppgrad::Tensor& src, const cppgrad::Tensor& src_pad);
   cppgrad::Tensor decode(const cppgrad::Tensor& tgt_in, const cppgrad::Tensor& memory, const cppgrad::Tensor& src_pad,
                          const cppgrad::Tensor& tgt_pad);
-  // Greedy decoding: start from <start>, append the most likely next token, max_len times.
-  cppgrad::Tensor greedy_decode(const cppgrad::Tensor& src, const cppgrad::Tensor& src_pad, int64_t max_len);
+  // Greedy decoding: start from <start>, append the most likely next token, max_len times. Each
+  // step feeds the newest token only, the earlier ones' keys and values kept per layer (cached
+  // decoding, O(t) a step); cached(false) recomputes the whole prefix every step instead.
+  cppgrad::Tensor greedy_decode(const cppgrad::Tensor& src, const cppgrad::Tensor& src_pad, int64_t max_len,
+                                bool cached = true);
 
   std::string type_name() const override { return "Seq2SeqModel"; }
 
@@ -34,7 +37,7 @@ class Seq2SeqModel : public cppgrad::nn::Module {
   std::shared_ptr<cppgrad::nn::Linear> generator;
 
  private:
-  cppgrad::Tensor embed_tokens(const cppgrad::Tensor& tokens);
+  cppgrad::Tensor embed_tokens(const cppgrad::Tensor& tokens, int64_t start = 0);
 };
 
 }  // namespace seq2seq

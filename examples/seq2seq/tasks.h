@@ -6,6 +6,9 @@
 //   tgt_out = 7 3 5 <end> <pad> ...        what it must predict at each position
 // Lengths vary from 1 to seq_len symbols; padding is masked in attention (key_padding_mask)
 // and ignored by the loss (ignore_index = PAD).
+//
+// Training reads the task as a dataset (TaskDataset) through a data::DataLoader whose collate
+// pads each batch to its longest example; make_batch draws a batch of fixed width directly.
 #pragma once
 
 #include <string>
@@ -28,7 +31,30 @@ struct Batch {
   cppgrad::Tensor tgt_pad;  // (B, L+1) bool
 };
 
-// `batch` random examples of up to `seq_len` symbols drawn from gen.
+// One example of 1 to seq_len symbols drawn from gen: "src", "tgt_in" and "tgt_out", each a
+// (len + 1) int64 sequence without padding.
+cppgrad::data::Example make_example(Task task, int64_t seq_len, int64_t vocab, cppgrad::Generator& gen);
+
+// `batch` examples drawn from gen, padded to seq_len + 1 positions whatever their lengths.
 Batch make_batch(Task task, int64_t batch, int64_t seq_len, int64_t vocab, cppgrad::Generator& gen);
+
+// `size` examples of a task; example i is drawn from a generator seeded by (seed, i), so it is
+// the same every time it is asked for, on any thread or process, and no state is kept.
+class TaskDataset : public cppgrad::data::Dataset {
+ public:
+  TaskDataset(Task task, int64_t size, int64_t seq_len, int64_t vocab, uint64_t seed);
+  int64_t size() const override { return size_; }
+  cppgrad::data::Example get(int64_t index) const override;
+
+ private:
+  Task task_;
+  int64_t size_, seq_len_, vocab_;
+  uint64_t seed_;
+};
+
+// The collate for TaskDataset: the three sequences padded with PAD to the longest in the batch.
+cppgrad::data::Collate task_collate();
+// A collated batch (its src_padding_mask and tgt_in_padding_mask) as the model takes it.
+Batch to_batch(const cppgrad::data::Batch& batch);
 
 }  // namespace seq2seq

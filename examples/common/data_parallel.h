@@ -1,0 +1,39 @@
+// What the example programs need to train on several processes (scripts/mpirun N program ...),
+// with distributed::DistributedDataParallel averaging the gradients over the ranks.
+//
+// Each rank reads its own share of every global batch (data::DistributedSampler: rank r takes
+// positions r, r + N, ... of the epoch's one permutation), so N processes of batch B/N see,
+// step for step, the examples one process of batch B sees. Rank 0 alone evaluates, prints and
+// writes files. A checkpoint holds every rank's dropout stream, which differ; the loader's
+// position is the same on every rank.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "checkpoint.h"
+#include "distributed/distributed.h"
+
+namespace examples {
+
+// This rank's share of a global batch: `global_batch` / world size, or an Error naming `option`
+// when it does not divide.
+int64_t per_rank_batch(const std::string& option, int64_t global_batch);
+
+// The entries under "rng.ranks." of a data-parallel checkpoint: every rank's default generator
+// (dropout), each tensor of generator_state with a leading dim of world size. A collective: all
+// ranks call it; in a world of one it is empty (rng.default. is the only stream).
+NamedTensors gather_dropout_streams();
+// Refuses a checkpoint of another number of processes than this run's: its batches and
+// dropout streams would not continue the same run. (Checked before anything else is loaded.)
+void check_same_processes(const NamedTensors& checkpoint);
+// Sets this rank's default generator from those entries (after load_run, which sets rng.default.).
+void restore_dropout_stream(const NamedTensors& checkpoint);
+
+// Sums each value over the ranks (a collective; the values themselves in a world of one).
+std::vector<double> sum_over_ranks(std::vector<double> values);
+// Rank 0's decision, on every rank (a collective).
+bool decided_by_rank0(bool decision);
+
+}  // namespace examples
