@@ -1,6 +1,6 @@
 // seq2seq: train an encoder-decoder Transformer to copy, reverse or sort sequences.
 //
-//   seq2seq                          # copy task, default model: 100% in 900 steps, under a minute
+//   seq2seq                          # copy task, default model: 99% by step 350, 900 steps in all
 //   seq2seq --task reverse --steps 2000 --plot loss.svg --attention attn.svg
 //   seq2seq --save run.safetensors   # ...later: seq2seq --resume run.safetensors --steps 3000
 //   seq2seq --target-accuracy 99     # stop at the first held-out evaluation that reaches 99%
@@ -37,7 +37,16 @@ struct Options {
   int64_t train_size = int64_t{1} << 20;  // examples per epoch
   double target_accuracy = 0;             // > 0: stop once a held-out evaluation reaches it
   bool checkpoint_layers = false;
-  ModelConfig model;
+  // One encoder and one decoder layer: on the copy task they reached 99% of the held-out
+  // sequences in fewer steps than 2 + 2 (judged on the last weights: 300-400 steps on seeds 0-2
+  // against 525-550 on seeds 0-1) at half the time a step. Judged on the averaged weights, 350
+  // steps on each of seeds 0, 1, 2; reverse 1775-1925 steps, sort 2100 (--target-accuracy 99).
+  // Dropout 0.1 stays: without it copy took 650-825 steps on 2 + 2 layers, with it 525-550.
+  ModelConfig model = [] {
+    ModelConfig c;
+    c.layers = 1;
+    return c;
+  }();
   // The factor of the paper's schedule. 1.0 peaks at 6.2e-3 and the held-out loss wanders (0.022
   // after 900 copy steps, 97.3% of sequences right); 0.5 reaches 0.003 and 100%.
   double lr = 0.5;
@@ -46,10 +55,13 @@ struct Options {
   int threads = 0;  // 0: all cores
   std::string save, resume, plot, attention;
   int64_t attention_example = -1;  // -1: the longest held-out example
-  int64_t eval_every = 100, eval_size = 256, show = 5;
+  int64_t eval_every = 50, eval_size = 256, show = 5;
   // Decoding uses an exponential moving average of the weights (Polyak averaging, a cousin of
   // the paper's averaging of its last checkpoints): the last steps' noise moved the copy task's
-  // held-out loss between 0.0014 and 0.0081 from one evaluation to the next.
+  // held-out loss between 0.0014 and 0.0081 from one evaluation to the next. The held-out
+  // evaluations during training judge the averaged weights too, the ones a run that stopped
+  // there would decode with: judged on the last weights, a run stopped by --target-accuracy 99
+  // at step 300 then decoded 94.9% with the average, which lagged behind.
   double average = 0.99;
   bool profile = false;
 };
@@ -254,16 +266,20 @@ int main(int argc, char** argv) {
         double mean = 0;
         for (double l : losses) mean += l / world.world_size() / static_cast<double>(losses.size());
         std::optional<double> eval_loss;
+        std::string eval_note;
         bool target_met = false;
         if (eval_now && lead) {
+          average.swap();  // the averaged weights: those the run decodes with
           const HeldOut result = held_out_eval(*model, held_out);
+          average.swap();
           eval_loss = result.loss;
+          eval_note = fmt::format("{:.1f}% right", result.accuracy);
           eval_curve.emplace_back(static_cast<double>(step), result.loss);
           accuracy_curve.emplace_back(static_cast<double>(step), result.accuracy);
           target_met = o.target_accuracy > 0 && result.accuracy >= o.target_accuracy;
           if (target_met) reached = result.accuracy;
         }
-        if (lead) progress.update(step, mean, opt.lr(), recent_tokens, eval_now, eval_loss);
+        if (lead) progress.update(step, mean, opt.lr(), recent_tokens, eval_now, eval_loss, eval_note);
         if (eval_now && o.target_accuracy > 0 && examples::decided_by_rank0(target_met) && !reached)
           reached = o.target_accuracy;  // the other ranks stop with rank 0
         recent_losses.clear();
@@ -336,7 +352,7 @@ int main(int argc, char** argv) {
       examples::Panel right;
       right.title = "held-out sequence accuracy", right.y_label = "% of sequences right";
       right.range = std::pair{0.0, 100.0};
-      right.curves = {{"held-out, weights of that step", accuracy_curve, "#d62728", examples::CurveStyle::Dots},
+      right.curves = {{"held-out, averaged weights of that step", accuracy_curve, "#d62728", examples::CurveStyle::Dots},
                       {fmt::format("at the end, averaged weights: {:.1f}%", accuracy),
                        {{static_cast<double>(step), accuracy}}, "#2ca02c", examples::CurveStyle::Ring}};
       figure.panels = {loss, right};
