@@ -94,13 +94,6 @@ static HeldOut held_out_eval(Seq2SeqModel& model, const Batch& data) {
   return {loss, 100.0 * static_cast<double>(right) / static_cast<double>(batch)};
 }
 
-// Ends the program with `code`; under mpirun the whole job, so that no rank waits for ever in a
-// collective its failed peer will never join.
-static int finish(int code) {
-  if (code != 0 && distributed::world_size() > 1) distributed::abort(code);
-  return code;
-}
-
 int main(int argc, char** argv) {
   distributed::ProcessGroup world(argc, argv);  // a world of one without mpirun
   const bool lead = world.rank() == 0;          // rank 0 prints, evaluates and writes files
@@ -139,14 +132,8 @@ int main(int argc, char** argv) {
   app.add_option("--average", o.average, "decay of the moving average of the weights used for decoding (0: the last weights)")
       ->check(examples::number_in(0.0, 0.9999));
   app.add_flag("--profile", o.profile, "print the time per kernel kind of one training step (the 10th of this run)");
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    if (e.get_exit_code() == 0) return lead ? app.exit(e) : 0;  // --help
-    fmt::print(stderr, "seq2seq: {}\n", excerpt(e.what(), 400));
-    return finish(examples::kExitRefused);
-  }
-  const std::string who = world.world_size() > 1 ? fmt::format("seq2seq (rank {})", world.rank()) : "seq2seq";
+  if (auto code = examples::parse_command_line(app, argc, argv, "seq2seq")) return *code;
+  const std::string who = examples::name_in_job("seq2seq");
 
   try {
     // Everything that can be refused is refused before training starts.
@@ -189,13 +176,7 @@ int main(int argc, char** argv) {
       CPPGRAD_CHECK(ckpt.metadata.count("task") && ckpt.metadata.at("task") == o.task,
             "--resume: the checkpoint was trained on '{}', not '{}'",
             ckpt.metadata.count("task") ? excerpt(ckpt.metadata.at("task")) : "?", o.task);
-      try {
-        examples::check_same_processes(ckpt.tensors);
-        saved = examples::load_run(ckpt.tensors, run, {}, {"rng.ranks."});
-        examples::restore_dropout_stream(ckpt.tensors);
-      } catch (const Error& e) {
-        throw Error(fmt::format("--resume: {}: {}", excerpt(o.resume), e.what()));
-      }
+      saved = examples::resume_run(o.resume, ckpt.tensors, run);
       if (lead) fmt::print("resumed from {} at step {}\n", o.resume, saved.step);
     }
     int64_t step = saved.step;
@@ -373,9 +354,9 @@ int main(int argc, char** argv) {
     return 0;
   } catch (const Error& e) {
     fmt::print(stderr, "{}: {}\n", who, e.what());
-    return finish(examples::kExitRefused);
+    return examples::exit_job(examples::kExitRefused);
   } catch (const std::bad_alloc&) {
     fmt::print(stderr, "{}: out of memory (try a smaller --batch, --d-model, --ff or --layers)\n", who);
-    return finish(examples::kExitOutOfMemory);
+    return examples::exit_job(examples::kExitOutOfMemory);
   }
 }
