@@ -64,8 +64,8 @@ AttentionOutput scaled_dot_product_attention(const Tensor& q, const Tensor& k, c
 //   kept for the backward pass: memory grows as T·S per head.
 // - Fused: block by block with a running max and sum (FlashAttention's recipe,
 //   cppgrad::fused_attention), never holding the (T, S) weights; the backward recomputes them.
-// - Auto (the default): Fused when T·S reaches fused_attention_min_size(), where it is faster
-//   as well as smaller (measured by bench/bench_attention), Materialize below.
+// - Auto (the default): Fused when T·S reaches fused_attention_min_size(), from where it is as
+//   fast and smaller, faster from T ≈ 1024 (measured by bench/bench_attention); else Materialize.
 // The weights (need_weights), a float mask that requires grad, and leading dims of q and k that
 // only broadcast always take the materialising path. Process-wide, like set_num_threads.
 enum class AttentionBackend { Auto, Fused, Materialize };

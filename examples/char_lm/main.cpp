@@ -173,13 +173,6 @@ static std::string sample(CharLM& model, const data::CharVocabulary& vocab, std:
   return out;
 }
 
-// Ends the program with `code`; under mpirun the whole job, so that no rank waits for ever in a
-// collective its failed peer will never join.
-static int finish(int code) {
-  if (code != 0 && distributed::world_size() > 1) distributed::abort(code);
-  return code;
-}
-
 int main(int argc, char** argv) {
   distributed::ProcessGroup world(argc, argv);  // a world of one without mpirun
   const bool lead = world.rank() == 0;          // rank 0 prints, evaluates, writes files and samples
@@ -219,14 +212,8 @@ int main(int argc, char** argv) {
   app.add_option("--top-k", o.top_k, "sample among the k most likely characters only (0: all)")
       ->check(CLI::Range(0, 256));
   app.add_option("--prompt", o.prompt, "text the sample continues (default: one character of the text, at random)");
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    if (e.get_exit_code() == 0) return lead ? app.exit(e) : 0;  // --help
-    fmt::print(stderr, "char_lm: {}\n", excerpt(e.what(), 400));
-    return finish(examples::kExitRefused);
-  }
-  const std::string who = world.world_size() > 1 ? fmt::format("char_lm (rank {})", world.rank()) : "char_lm";
+  if (auto code = examples::parse_command_line(app, argc, argv, "char_lm")) return *code;
+  const std::string who = examples::name_in_job("char_lm");
 
   try {
     // Everything that can be refused is refused before training starts.
@@ -298,13 +285,7 @@ int main(int argc, char** argv) {
                       "--resume: the checkpoint's model has {} {}, not {}", name,
                       saved_size != ckpt.metadata.end() ? excerpt(saved_size->second) : "?", value);
       }
-      try {
-        examples::check_same_processes(ckpt.tensors);
-        saved = examples::load_run(ckpt.tensors, run, {"data.vocab"}, {"rng.ranks."});
-        examples::restore_dropout_stream(ckpt.tensors);
-      } catch (const Error& e) {
-        throw Error(fmt::format("--resume: {}: {}", excerpt(o.resume), e.what()));
-      }
+      saved = examples::resume_run(o.resume, ckpt.tensors, run, {"data.vocab"});
       if (lead) fmt::print("resumed from {} at step {}\n", o.resume, saved.step);
     }
     int64_t step = saved.step;
@@ -426,9 +407,9 @@ int main(int argc, char** argv) {
     return 0;
   } catch (const Error& e) {
     fmt::print(stderr, "{}: {}\n", who, e.what());
-    return finish(examples::kExitRefused);
+    return examples::exit_job(examples::kExitRefused);
   } catch (const std::bad_alloc&) {
     fmt::print(stderr, "{}: out of memory (try a smaller --batch, --d-model, --ff, --layers or --data)\n", who);
-    return finish(examples::kExitOutOfMemory);
+    return examples::exit_job(examples::kExitOutOfMemory);
   }
 }

@@ -1,8 +1,44 @@
 #include "data_parallel.h"
 
+#include <fmt/core.h>
+
+#include "cli.h"
+
 using namespace cppgrad;
 
 namespace examples {
+
+int exit_job(int code) {
+  if (code != 0 && distributed::world_size() > 1) distributed::abort(code);
+  return code;
+}
+
+std::string name_in_job(const std::string& program) {
+  return distributed::world_size() > 1 ? fmt::format("{} (rank {})", program, distributed::rank()) : program;
+}
+
+std::optional<int> parse_command_line(CLI::App& app, int argc, char** argv, const std::string& program) {
+  try {
+    app.parse(argc, argv);
+    return std::nullopt;
+  } catch (const CLI::ParseError& e) {
+    if (e.get_exit_code() == 0) return distributed::rank() == 0 ? app.exit(e) : 0;  // --help
+    fmt::print(stderr, "{}: {}\n", name_in_job(program), excerpt(e.what(), 400));
+    return exit_job(kExitRefused);
+  }
+}
+
+TrainingLog resume_run(const std::string& path, const NamedTensors& checkpoint, const Run& run,
+                       const std::set<std::string>& extra_keys) {
+  try {
+    check_same_processes(checkpoint);
+    TrainingLog log = load_run(checkpoint, run, extra_keys, {"rng.ranks."});
+    restore_dropout_stream(checkpoint);
+    return log;
+  } catch (const Error& e) {
+    throw Error(fmt::format("--resume: {}: {}", excerpt(path), e.what()));
+  }
+}
 
 int64_t per_rank_batch(const std::string& option, int64_t global_batch) {
   const int world = distributed::world_size();

@@ -8,7 +8,9 @@
 // position is the same on every rank.
 #pragma once
 
+#include <CLI/CLI.hpp>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -16,6 +18,21 @@
 #include "distributed/distributed.h"
 
 namespace examples {
+
+// Ends the program with `code`; under mpirun with a non-zero code, the whole job, so that no
+// rank waits for ever in a collective its failed peer will never join.
+int exit_job(int code);
+// The prefix of the program's error lines: "seq2seq", or "seq2seq (rank 1)" under mpirun.
+std::string name_in_job(const std::string& program);
+// Parses the command line. Returns the exit code when the program must end now: 0 after --help
+// (printed by rank 0), kExitRefused after a refused option (one line on stderr).
+std::optional<int> parse_command_line(CLI::App& app, int argc, char** argv, const std::string& program);
+
+// Loads a checkpoint written by save_run plus gather_dropout_streams into `run`: the number of
+// processes first, then every entry (load_run), then this rank's dropout stream. Errors name the
+// file.
+TrainingLog resume_run(const std::string& path, const NamedTensors& checkpoint, const Run& run,
+                       const std::set<std::string>& extra_keys = {});
 
 // This rank's share of a global batch: `global_batch` / world size, or an Error naming `option`
 // when it does not divide.

@@ -21,7 +21,7 @@ Progress::Progress(int64_t total, int64_t first)
 double Progress::elapsed_seconds() const { return std::chrono::duration<double>(Clock::now() - start_).count(); }
 
 void Progress::update(int64_t step, double loss, double lr, int64_t tokens, bool force_line,
-                      std::optional<double> held_out_loss) {
+                      std::optional<double> held_out_loss, const std::string& held_out_note) {
   auto now = Clock::now();
   double window = std::chrono::duration<double>(now - last_).count();
   last_ = now;
@@ -32,7 +32,7 @@ void Progress::update(int64_t step, double loss, double lr, int64_t tokens, bool
                                  total_, loss, lr, window > 0 ? static_cast<double>(tokens) / window : 0.0,
                                  format_duration(elapsed), format_duration(eta));
   if (held_out_loss) {
-    line += fmt::format("  held-out {:.4f}", *held_out_loss);
+    line += fmt::format("  held-out {:.4f}{}{}", *held_out_loss, held_out_note.empty() ? "" : ", ", held_out_note);
     force_line = true;
   }
   if (interactive_ && !force_line) {

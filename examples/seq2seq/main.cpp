@@ -1,6 +1,6 @@
 // seq2seq: train an encoder-decoder Transformer to copy, reverse or sort sequences.
 //
-//   seq2seq                          # copy task, default model: 100% in 900 steps, under a minute
+//   seq2seq                          # copy task, default model: 99% by step 350, 900 steps in all
 //   seq2seq --task reverse --steps 2000 --plot loss.svg --attention attn.svg
 //   seq2seq --save run.safetensors   # ...later: seq2seq --resume run.safetensors --steps 3000
 //   seq2seq --target-accuracy 99     # stop at the first held-out evaluation that reaches 99%
@@ -37,7 +37,16 @@ struct Options {
   int64_t train_size = int64_t{1} << 20;  // examples per epoch
   double target_accuracy = 0;             // > 0: stop once a held-out evaluation reaches it
   bool checkpoint_layers = false;
-  ModelConfig model;
+  // One encoder and one decoder layer: on the copy task they reached 99% of the held-out
+  // sequences in fewer steps than 2 + 2 (judged on the last weights: 300-400 steps on seeds 0-2
+  // against 525-550 on seeds 0-1) at half the time a step. Judged on the averaged weights, 350
+  // steps on each of seeds 0, 1, 2; reverse 1775-1925 steps, sort 2100 (--target-accuracy 99).
+  // Dropout 0.1 stays: without it copy took 650-825 steps on 2 + 2 layers, with it 525-550.
+  ModelConfig model = [] {
+    ModelConfig c;
+    c.layers = 1;
+    return c;
+  }();
   // The factor of the paper's schedule. 1.0 peaks at 6.2e-3 and the held-out loss wanders (0.022
   // after 900 copy steps, 97.3% of sequences right); 0.5 reaches 0.003 and 100%.
   double lr = 0.5;
@@ -46,10 +55,13 @@ struct Options {
   int threads = 0;  // 0: all cores
   std::string save, resume, plot, attention;
   int64_t attention_example = -1;  // -1: the longest held-out example
-  int64_t eval_every = 100, eval_size = 256, show = 5;
+  int64_t eval_every = 50, eval_size = 256, show = 5;
   // Decoding uses an exponential moving average of the weights (Polyak averaging, a cousin of
   // the paper's averaging of its last checkpoints): the last steps' noise moved the copy task's
-  // held-out loss between 0.0014 and 0.0081 from one evaluation to the next.
+  // held-out loss between 0.0014 and 0.0081 from one evaluation to the next. The held-out
+  // evaluations during training judge the averaged weights too, the ones a run that stopped
+  // there would decode with: judged on the last weights, a run stopped by --target-accuracy 99
+  // at step 300 then decoded 94.9% with the average, which lagged behind.
   double average = 0.99;
   bool profile = false;
 };
@@ -80,13 +92,6 @@ static HeldOut held_out_eval(Seq2SeqModel& model, const Batch& data) {
     right += all;
   }
   return {loss, 100.0 * static_cast<double>(right) / static_cast<double>(batch)};
-}
-
-// Ends the program with `code`; under mpirun the whole job, so that no rank waits for ever in a
-// collective its failed peer will never join.
-static int finish(int code) {
-  if (code != 0 && distributed::world_size() > 1) distributed::abort(code);
-  return code;
 }
 
 int main(int argc, char** argv) {
@@ -127,14 +132,8 @@ int main(int argc, char** argv) {
   app.add_option("--average", o.average, "decay of the moving average of the weights used for decoding (0: the last weights)")
       ->check(examples::number_in(0.0, 0.9999));
   app.add_flag("--profile", o.profile, "print the time per kernel kind of one training step (the 10th of this run)");
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    if (e.get_exit_code() == 0) return lead ? app.exit(e) : 0;  // --help
-    fmt::print(stderr, "seq2seq: {}\n", excerpt(e.what(), 400));
-    return finish(examples::kExitRefused);
-  }
-  const std::string who = world.world_size() > 1 ? fmt::format("seq2seq (rank {})", world.rank()) : "seq2seq";
+  if (auto code = examples::parse_command_line(app, argc, argv, "seq2seq")) return *code;
+  const std::string who = examples::name_in_job("seq2seq");
 
   try {
     // Everything that can be refused is refused before training starts.
@@ -177,13 +176,7 @@ int main(int argc, char** argv) {
       CPPGRAD_CHECK(ckpt.metadata.count("task") && ckpt.metadata.at("task") == o.task,
             "--resume: the checkpoint was trained on '{}', not '{}'",
             ckpt.metadata.count("task") ? excerpt(ckpt.metadata.at("task")) : "?", o.task);
-      try {
-        examples::check_same_processes(ckpt.tensors);
-        saved = examples::load_run(ckpt.tensors, run, {}, {"rng.ranks."});
-        examples::restore_dropout_stream(ckpt.tensors);
-      } catch (const Error& e) {
-        throw Error(fmt::format("--resume: {}: {}", excerpt(o.resume), e.what()));
-      }
+      saved = examples::resume_run(o.resume, ckpt.tensors, run);
       if (lead) fmt::print("resumed from {} at step {}\n", o.resume, saved.step);
     }
     int64_t step = saved.step;
@@ -254,16 +247,20 @@ int main(int argc, char** argv) {
         double mean = 0;
         for (double l : losses) mean += l / world.world_size() / static_cast<double>(losses.size());
         std::optional<double> eval_loss;
+        std::string eval_note;
         bool target_met = false;
         if (eval_now && lead) {
+          average.swap();  // the averaged weights: those the run decodes with
           const HeldOut result = held_out_eval(*model, held_out);
+          average.swap();
           eval_loss = result.loss;
+          eval_note = fmt::format("{:.1f}% right", result.accuracy);
           eval_curve.emplace_back(static_cast<double>(step), result.loss);
           accuracy_curve.emplace_back(static_cast<double>(step), result.accuracy);
           target_met = o.target_accuracy > 0 && result.accuracy >= o.target_accuracy;
           if (target_met) reached = result.accuracy;
         }
-        if (lead) progress.update(step, mean, opt.lr(), recent_tokens, eval_now, eval_loss);
+        if (lead) progress.update(step, mean, opt.lr(), recent_tokens, eval_now, eval_loss, eval_note);
         if (eval_now && o.target_accuracy > 0 && examples::decided_by_rank0(target_met) && !reached)
           reached = o.target_accuracy;  // the other ranks stop with rank 0
         recent_losses.clear();
@@ -336,7 +333,7 @@ int main(int argc, char** argv) {
       examples::Panel right;
       right.title = "held-out sequence accuracy", right.y_label = "% of sequences right";
       right.range = std::pair{0.0, 100.0};
-      right.curves = {{"held-out, weights of that step", accuracy_curve, "#d62728", examples::CurveStyle::Dots},
+      right.curves = {{"held-out, averaged weights of that step", accuracy_curve, "#d62728", examples::CurveStyle::Dots},
                       {fmt::format("at the end, averaged weights: {:.1f}%", accuracy),
                        {{static_cast<double>(step), accuracy}}, "#2ca02c", examples::CurveStyle::Ring}};
       figure.panels = {loss, right};
@@ -357,9 +354,9 @@ int main(int argc, char** argv) {
     return 0;
   } catch (const Error& e) {
     fmt::print(stderr, "{}: {}\n", who, e.what());
-    return finish(examples::kExitRefused);
+    return examples::exit_job(examples::kExitRefused);
   } catch (const std::bad_alloc&) {
     fmt::print(stderr, "{}: out of memory (try a smaller --batch, --d-model, --ff or --layers)\n", who);
-    return finish(examples::kExitOutOfMemory);
+    return examples::exit_job(examples::kExitOutOfMemory);
   }
 }

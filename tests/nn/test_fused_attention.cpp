@@ -1,5 +1,6 @@
 // The fused (FlashAttention-style) attention against the materialising path: the same outputs
-// and gradients for every mask kind, lengths that are not multiples of the block size (64),
+// and gradients for every mask kind, lengths that are not multiples of the block sizes (128
+// queries by 256 keys: the lengths here span one block and several),
 // causal blocks skipped, fully masked rows, dropout on the weights (the same counter-based
 // mask), float32; gradcheck and gradgradcheck through it. Both paths sum the same products in
 // different groupings, so they agree to rounding: 1e-12 in float64 with values of order 1.
@@ -52,30 +53,33 @@ void check_same(const Result& a, const Result& b, double tolerance) {
 
 }  // namespace
 
-TEST_CASE("fused attention equals the materialising path for every mask kind, T and S not multiples of 64") {
-  const int64_t B = 2, H = 3, T = 70, S = 90, d = 8;
-  Generator gen(1);
-  Tensor q = randn({B, H, T, d}, kFloat64, gen), k = randn({B, H, S, d}, kFloat64, gen);
-  Tensor v = randn({B, H, S, 5}, kFloat64, gen);
-  Tensor bool_2d = rand({T, S}, kFloat64, gen).lt(full({}, 0.3, kFloat64));
-  Tensor float_2d = randn({T, S}, kFloat64, gen);
-  Tensor bool_4d = rand({B, H, T, S}, kFloat64, gen).lt(full({}, 0.3, kFloat64));
-  Tensor padding = zeros({B, 1, 1, S}, kBool);
-  padding.select(0, 1).narrow(-1, 60, 30).fill_(1.0);  // the second sequence has 60 keys
-  Tensor float_pad = zeros({B, 1, 1, S}, kFloat64).masked_fill(padding, -INFINITY);
-  const std::vector<std::pair<std::string, Tensor>> masks{
-      {"none", Tensor()},         {"bool (T, S)", bool_2d},   {"float (T, S)", float_2d},
-      {"bool (B, H, T, S)", bool_4d}, {"bool key padding (B, 1, 1, S)", padding}, {"float key padding", float_pad}};
-  for (const auto& [name, mask] : masks) {
-    INFO("mask: ", name);
-    check_same(attend(F::AttentionBackend::Fused, q, k, v, mask, false),
-               attend(F::AttentionBackend::Materialize, q, k, v, mask, false), 1e-12);
+TEST_CASE("fused attention equals the materialising path for every mask kind, T and S not multiples of the blocks") {
+  for (const auto& [T, S] : {std::pair<int64_t, int64_t>{70, 90}, {300, 530}}) {
+    INFO("T = ", T, ", S = ", S);
+    const int64_t B = 2, H = 3, d = 8;
+    Generator gen(1);
+    Tensor q = randn({B, H, T, d}, kFloat64, gen), k = randn({B, H, S, d}, kFloat64, gen);
+    Tensor v = randn({B, H, S, 5}, kFloat64, gen);
+    Tensor bool_2d = rand({T, S}, kFloat64, gen).lt(full({}, 0.3, kFloat64));
+    Tensor float_2d = randn({T, S}, kFloat64, gen);
+    Tensor bool_4d = rand({B, H, T, S}, kFloat64, gen).lt(full({}, 0.3, kFloat64));
+    Tensor padding = zeros({B, 1, 1, S}, kBool);
+    padding.select(0, 1).narrow(-1, 60, S - 60).fill_(1.0);  // the second sequence has 60 keys
+    Tensor float_pad = zeros({B, 1, 1, S}, kFloat64).masked_fill(padding, -INFINITY);
+    const std::vector<std::pair<std::string, Tensor>> masks{
+        {"none", Tensor()},         {"bool (T, S)", bool_2d},   {"float (T, S)", float_2d},
+        {"bool (B, H, T, S)", bool_4d}, {"bool key padding (B, 1, 1, S)", padding}, {"float key padding", float_pad}};
+    for (const auto& [name, mask] : masks) {
+      INFO("mask: ", name);
+      check_same(attend(F::AttentionBackend::Fused, q, k, v, mask, false),
+                 attend(F::AttentionBackend::Materialize, q, k, v, mask, false), 1e-12);
+    }
   }
 }
 
 TEST_CASE("fused attention: causal (blocks above the diagonal skipped), alone and with padding") {
   Generator gen(2);
-  for (int64_t T : {1, 63, 64, 65, 130}) {
+  for (int64_t T : {1, 63, 64, 65, 130, 300, 530}) {
     INFO("T = ", T);
     Tensor q = randn({2, 2, T, 4}, kFloat64, gen), k = randn({2, 2, T, 4}, kFloat64, gen);
     Tensor v = randn({2, 2, T, 4}, kFloat64, gen);
@@ -93,8 +97,8 @@ TEST_CASE("fused attention: causal (blocks above the diagonal skipped), alone an
 
 TEST_CASE("fused attention: dropout draws the materialising path's mask from the same generator state") {
   Generator gen(3);
-  Tensor q = randn({2, 2, 70, 8}, kFloat64, gen), k = randn({2, 2, 80, 8}, kFloat64, gen);
-  Tensor v = randn({2, 2, 80, 8}, kFloat64, gen);
+  Tensor q = randn({2, 2, 170, 8}, kFloat64, gen), k = randn({2, 2, 280, 8}, kFloat64, gen);
+  Tensor v = randn({2, 2, 280, 8}, kFloat64, gen);
   check_same(attend(F::AttentionBackend::Fused, q, k, v, {}, false, 0.3, 5),
              attend(F::AttentionBackend::Materialize, q, k, v, {}, false, 0.3, 5), 1e-12);
   check_same(attend(F::AttentionBackend::Fused, q, k, v, {}, false, 0.3, 5),
@@ -103,11 +107,11 @@ TEST_CASE("fused attention: dropout draws the materialising path's mask from the
 
 TEST_CASE("fused attention: float32 agrees with float64 to float32 rounding") {
   Generator gen(4);
-  Tensor q = randn({1, 2, 100, 16}, kFloat64, gen), k = randn({1, 2, 100, 16}, kFloat64, gen);
-  Tensor v = randn({1, 2, 100, 16}, kFloat64, gen);
+  Tensor q = randn({1, 2, 300, 16}, kFloat64, gen), k = randn({1, 2, 300, 16}, kFloat64, gen);
+  Tensor v = randn({1, 2, 300, 16}, kFloat64, gen);
   const Result exact = attend(F::AttentionBackend::Materialize, q, k, v, {}, true);
   const Result single = attend(F::AttentionBackend::Fused, q.to(kFloat32), k.to(kFloat32), v.to(kFloat32), {}, true);
-  // Sums of ~100 products of order-1 float32 values: a few ulps of 1e-7 each, well under 1e-4.
+  // Sums of ~300 products of order-1 float32 values (and exp to 2 ulp): a few ulps of 1e-7 each, well under 1e-4.
   check_same(single, exact, 1e-4);
 }
 
