@@ -1,6 +1,6 @@
 // char_lm: a decoder-only Transformer that learns to continue a text, one character at a time.
 //
-//   char_lm                                  # the GPL text every Debian machine has, about a minute
+//   char_lm                                  # the GPL text every Debian machine has, about half a minute
 //   char_lm --data book.txt --steps 5000 --plot loss.svg --prompt "Chapter 1"
 //   char_lm --save run.safetensors           # ...later: char_lm --resume run.safetensors --steps 2000
 //   char_lm --resume run.safetensors --steps 0 --prompt "You may"   # sample only
