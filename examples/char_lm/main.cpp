@@ -260,14 +260,15 @@ int main(int argc, char** argv) {
     const std::vector<std::pair<std::string, int64_t>> sizes = {
         {"d_model", o.d_model}, {"heads", o.heads}, {"layers", o.layers}, {"ff", o.ff}};
     // Training windows: every start in the first 90%, each epoch in a fresh order from the seed;
-    // each rank its share of every epoch, prepared on a background thread.
+    // each rank its share of every epoch. No prefetch, as in seq2seq: a batch takes microseconds
+    // to make, and a second thread making it competes with the step's own.
     auto train_set = std::make_shared<data::TextDataset>(std::vector<int64_t>(ids.begin(), ids.begin() + split),
                                                          o.seq_len, /*stride=*/1);
     CPPGRAD_CHECK(train_set->size() >= o.batch, "--data: '{}' gives {} training windows of --seq-len {}, fewer than one "
                   "--batch of {}", excerpt(o.data), train_set->size(), o.seq_len, o.batch);
     auto sampler = std::make_shared<data::DistributedSampler>(train_set->size(), world.world_size(), world.rank(),
                                                               /*shuffle=*/true, o.seed + 1, /*drop_last=*/true);
-    data::DataLoader loader(train_set, data::DataLoaderOptions(rank_batch).drop_last(true).seed(o.seed).prefetch(2),
+    data::DataLoader loader(train_set, data::DataLoaderOptions(rank_batch).drop_last(true).seed(o.seed),
                             data::stack_collate, sampler);
     examples::Run run{*model, opt, schedule, loader};
     examples::TrainingLog saved;

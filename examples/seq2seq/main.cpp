@@ -162,11 +162,15 @@ int main(int argc, char** argv) {
     optim::ExponentialMovingAverage average(model->parameters(), o.average);
 
     // The training sequences: each rank its share of every epoch's permutation, batched with the
-    // padding to the longest sequence of the batch, prepared on a background thread.
+    // padding to the longest sequence of the batch. No prefetch: a batch takes tens of
+    // microseconds to make, and a thread waking to make the next one takes a core from the
+    // step's own threads, whose regions may then stall and drop to one thread for a while
+    // (tensor/parallel.h), rounding differently: with prefetch(2), two 2-thread runs of one
+    // seed once drifted apart from step 90 on.
     auto train_set = std::make_shared<TaskDataset>(task, o.train_size, o.seq_len, o.vocab, o.seed + 1);
     auto sampler = std::make_shared<data::DistributedSampler>(o.train_size, world.world_size(), world.rank(),
                                                               /*shuffle=*/true, o.seed + 1, /*drop_last=*/true);
-    data::DataLoader loader(train_set, data::DataLoaderOptions(rank_batch).drop_last(true).seed(o.seed).prefetch(2),
+    data::DataLoader loader(train_set, data::DataLoaderOptions(rank_batch).drop_last(true).seed(o.seed),
                             task_collate(), sampler);
 
     examples::Run run{*model, opt, schedule, loader, &average};
