@@ -111,30 +111,32 @@ DropoutResult dropout(const Tensor& input, double p, Generator& gen) {
   return out;
 }
 
-Tensor dropout(const Tensor& input, double p, uint64_t key) {
-  CPPGRAD_PROFILE_SCOPE("dropout");
-  CPPGRAD_CHECK(p >= 0.0 && p < 1.0, "dropout: probability must be in [0, 1), got {}", p);
-  CPPGRAD_CHECK(input.is_floating_point(), "dropout: expected a floating dtype, got {}", dtype_name(input.dtype()));
+namespace {
+
+// dropout(x) or dropout(relu(x)) with the mask the key makes: one checked body for both ops.
+template <bool Relu>
+Tensor masked_by_key(const char* op, const Tensor& input, double p, uint64_t key) {
+  CPPGRAD_CHECK(p >= 0.0 && p < 1.0, "{}: probability must be in [0, 1), got {}", op, p);
+  CPPGRAD_CHECK(input.is_floating_point(), "{}: expected a floating dtype, got {}", op, dtype_name(input.dtype()));
   Tensor x = contiguous(input);
   Tensor out = empty(x.shape(), x.dtype());
-  dispatch_floating(x.dtype(), "dropout", [&](auto tag) {
+  dispatch_floating(x.dtype(), op, [&](auto tag) {
     using T = decltype(tag);
-    relu_dropout_all<T, false>(x.numel(), p, key, x.data<T>(), nullptr, out.data<T>());
+    relu_dropout_all<T, Relu>(x.numel(), p, key, x.data<T>(), nullptr, out.data<T>());
   });
   return out;
 }
 
+}  // namespace
+
+Tensor dropout(const Tensor& input, double p, uint64_t key) {
+  CPPGRAD_PROFILE_SCOPE("dropout");
+  return masked_by_key<false>("dropout", input, p, key);
+}
+
 Tensor relu_dropout(const Tensor& input, double p, uint64_t key) {
   CPPGRAD_PROFILE_SCOPE("relu_dropout");
-  CPPGRAD_CHECK(p >= 0.0 && p < 1.0, "relu_dropout: probability must be in [0, 1), got {}", p);
-  CPPGRAD_CHECK(input.is_floating_point(), "relu_dropout: expected a floating dtype, got {}", dtype_name(input.dtype()));
-  Tensor x = contiguous(input);
-  Tensor out = empty(x.shape(), x.dtype());
-  dispatch_floating(x.dtype(), "relu_dropout", [&](auto tag) {
-    using T = decltype(tag);
-    relu_dropout_all<T, true>(x.numel(), p, key, x.data<T>(), nullptr, out.data<T>());
-  });
-  return out;
+  return masked_by_key<true>("relu_dropout", input, p, key);
 }
 
 Tensor relu_dropout_backward(const Tensor& grad, const Tensor& input, double p, uint64_t key) {
