@@ -3,10 +3,11 @@
 
 #include <fmt/ranges.h>  // fmt::print("{}", t.shape()) prints [2, 3]
 
+#include "runtime/allocator.h"
+#include "runtime/parallel.h"
+#include "runtime/profile.h"
+#include "runtime/reference_mode.h"
 #include "tensor/tensor.h"
-#include "tensor/allocator.h"
-#include "tensor/parallel.h"
-#include "tensor/profile.h"
 #include "autograd/node.h"
 #include "autograd/functions.h"
 #include "autograd/function.h"

@@ -30,7 +30,7 @@
 #include "attention_row.h"
 #include "cppgrad.h"
 #include "harness.h"
-#include "tensor/allocator.h"
+#include "runtime/allocator.h"
 
 using namespace cppgrad;
 namespace F = cppgrad::nn::functional;

@@ -14,7 +14,7 @@
 
 #include "cppgrad.h"
 #include "harness.h"
-#include "tensor/allocator.h"
+#include "runtime/allocator.h"
 
 using namespace cppgrad;
 

@@ -3,7 +3,7 @@
 #include <numeric>
 #include <utility>
 
-#include "tensor/error.h"
+#include "runtime/error.h"
 
 namespace cppgrad::data {
 

@@ -7,7 +7,7 @@
 #include <cstdlib>
 #include <exception>
 
-#include "../tensor/error.h"
+#include "../runtime/error.h"
 
 namespace cppgrad::distributed {
 

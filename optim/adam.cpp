@@ -3,9 +3,9 @@
 #include <algorithm>
 #include <cmath>
 
-#include "tensor/profile.h"
+#include "runtime/profile.h"
 #include "tensor/iterate.h"
-#include "tensor/simd_clones.h"
+#include "runtime/simd_clones.h"
 
 namespace cppgrad::optim {
 

@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <string_view>
 
-#include "error.h"
+#include "../runtime/error.h"
 
 namespace cppgrad {
 

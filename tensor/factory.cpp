@@ -1,11 +1,12 @@
-// Factories: tensors made from sizes, values or random draws.
+// Factories: tensors made from sizes, values or random draws. These are the graph-free forms, taking a
+// DType; the forms taking TensorOptions (which may ask for requires_grad) are in autograd/factory.cpp.
 #include <algorithm>
 #include <cmath>
 #include <new>
 
 #include <unistd.h>
 
-#include "tensor/profile.h"
+#include "runtime/profile.h"
 #include "tensor/iterate.h"
 #include "tensor/kernels.h"
 #include "tensor/tensor.h"
@@ -13,105 +14,98 @@
 namespace cppgrad {
 
 namespace {
-Tensor finish(Tensor t, const TensorOptions& options) {
-  if (options.requires_grad_) t.requires_grad_(true);
-  return t;
-}
-}  // namespace
-
-namespace {
 // Every tensor's memory comes from here (reductions, elementwise ops and copies allocate through
 // empty()), so this is where an impossible or unaffordable size is refused with an Error, never
 // a wrapped count, a crash or a std::bad_alloc.
-Tensor allocate(const Shape& shape, TensorOptions options, Storage::Init init, std::string_view op) {
+Tensor allocate(const Shape& shape, DType dtype, Storage::Init init, std::string_view op) {
   const int64_t count = checked_numel(shape, op);
   int64_t nbytes = 0;
-  CPPGRAD_CHECK(!__builtin_mul_overflow(count, static_cast<int64_t>(dtype_size(options.dtype_)), &nbytes),
+  CPPGRAD_CHECK(!__builtin_mul_overflow(count, static_cast<int64_t>(dtype_size(dtype)), &nbytes),
                 "{}: shape {} of {} needs more bytes than a 64-bit count holds", op, shape_str(shape),
-                dtype_name(options.dtype_));
+                dtype_name(dtype));
   // More than the machine's memory is refused outright: such a request could only fail, or be
   // granted by overcommit and end the process when the pages are touched.
   static const double memory_bytes =
       static_cast<double>(::sysconf(_SC_PHYS_PAGES)) * static_cast<double>(::sysconf(_SC_PAGESIZE));
   CPPGRAD_CHECK(static_cast<double>(nbytes) <= memory_bytes,
                 "{}: shape {} of {} needs {:.3g} GB, more than this machine's {:.3g} GB of memory", op, shape_str(shape),
-                dtype_name(options.dtype_), static_cast<double>(nbytes) / 1e9, memory_bytes / 1e9);
+                dtype_name(dtype), static_cast<double>(nbytes) / 1e9, memory_bytes / 1e9);
   std::shared_ptr<Storage> storage;
   try {
     storage = std::make_shared<Storage>(static_cast<size_t>(nbytes), init);
   } catch (const std::bad_alloc&) {
     throw Error(fmt::format("{}: out of memory: shape {} of {} needs {} bytes", op, shape_str(shape),
-                            dtype_name(options.dtype_), nbytes));
+                            dtype_name(dtype), nbytes));
   }
-  auto impl = std::make_shared<TensorImpl>(std::move(storage), shape, contiguous_strides(shape), 0, options.dtype_);
-  return finish(Tensor(std::move(impl)), options);
+  auto impl = std::make_shared<TensorImpl>(std::move(storage), shape, contiguous_strides(shape), 0, dtype);
+  return Tensor(std::move(impl));
 }
 }  // namespace
 
 // The elements of an empty tensor are unset: every kernel that calls it writes all of them.
-Tensor empty(const Shape& shape, TensorOptions options) {
-  return allocate(shape, options, Storage::Init::Uninitialized, "empty");
+Tensor empty(const Shape& shape, DType dtype) {
+  return allocate(shape, dtype, Storage::Init::Uninitialized, "empty");
 }
 
-Tensor zeros(const Shape& shape, TensorOptions options) { return allocate(shape, options, Storage::Init::Zeroed, "zeros"); }
+Tensor zeros(const Shape& shape, DType dtype) { return allocate(shape, dtype, Storage::Init::Zeroed, "zeros"); }
 
-Tensor full(const Shape& shape, double value, TensorOptions options) {
-  Tensor t = allocate(shape, options.dtype_, Storage::Init::Uninitialized, "full");
+Tensor full(const Shape& shape, double value, DType dtype) {
+  Tensor t = allocate(shape, dtype, Storage::Init::Uninitialized, "full");
   kernels::fill_(t, value);
-  return finish(t, options);
+  return t;
 }
 
-Tensor ones(const Shape& shape, TensorOptions options) { return full(shape, 1.0, options); }
-Tensor scalar_tensor(double value, TensorOptions options) { return full({}, value, options); }
+Tensor ones(const Shape& shape, DType dtype) { return full(shape, 1.0, dtype); }
+Tensor scalar_tensor(double value, DType dtype) { return full({}, value, dtype); }
 
-Tensor arange(double end, TensorOptions options) { return arange(0, end, 1, options); }
+Tensor arange(double end, DType dtype) { return arange(0, end, 1, dtype); }
 
-Tensor arange(double start, double end, double step, TensorOptions options) {
+Tensor arange(double start, double end, double step, DType dtype) {
   CPPGRAD_CHECK(step != 0, "arange: step must be non-zero");
   CPPGRAD_CHECK((end - start) / step >= 0, "arange: range [{}, {}) is empty going by step {}", start, end, step);
   const double count = std::ceil((end - start) / step);
   CPPGRAD_CHECK(count < 0x1p63, "arange: range [{}, {}) by step {} has too many elements", start, end, step);
   auto n = static_cast<int64_t>(count);
-  Tensor t = empty({n}, options.dtype_);
+  Tensor t = empty({n}, dtype);
   dispatch(t.dtype(), [&](auto tag) {
     using T = decltype(tag);
     T* p = t.data<T>();
     for (int64_t i = 0; i < n; ++i) p[i] = static_cast<T>(start + static_cast<double>(i) * step);
   });
-  return finish(t, options);
+  return t;
 }
 
-Tensor eye(int64_t n, TensorOptions options) {
+Tensor eye(int64_t n, DType dtype) {
   CPPGRAD_CHECK(n >= 0, "eye: negative size {}", n);
-  Tensor t = zeros({n, n}, options.dtype_);
+  Tensor t = zeros({n, n}, dtype);
   dispatch(t.dtype(), [&](auto tag) {
     using T = decltype(tag);
     for (int64_t i = 0; i < n; ++i) t.data<T>()[i * n + i] = T(1);
   });
-  return finish(t, options);
+  return t;
 }
 
 // Random draws are made in row-major order on the calling thread: same seed, same tensor.
 template <class Draw>
-static Tensor random_tensor(const Shape& shape, TensorOptions options, std::string_view op, Draw draw) {
-  Tensor t = allocate(shape, options.dtype_, Storage::Init::Uninitialized, op);
+static Tensor random_tensor(const Shape& shape, DType dtype, std::string_view op, Draw draw) {
+  Tensor t = allocate(shape, dtype, Storage::Init::Uninitialized, op);
   dispatch_floating(t.dtype(), op, [&](auto tag) {
     using T = decltype(tag);
     T* p = t.data<T>();
     for (int64_t i = 0; i < t.numel(); ++i) p[i] = static_cast<T>(draw());
   });
-  return finish(t, options);
+  return t;
 }
 
 // In [0, 1). A double within 2^-25 of 1 rounds up to 1.0f, so float32 draws stop at the largest
 // float below 1.
-Tensor rand(const Shape& shape, TensorOptions options, Generator& gen) {
-  const double top = options.dtype_ == kFloat32 ? std::nextafter(1.0f, 0.0f) : 1.0;
-  return random_tensor(shape, options, "rand", [&] { return std::min(gen.uniform(), top); });
+Tensor rand(const Shape& shape, DType dtype, Generator& gen) {
+  const double top = dtype == kFloat32 ? std::nextafter(1.0f, 0.0f) : 1.0;
+  return random_tensor(shape, dtype, "rand", [&] { return std::min(gen.uniform(), top); });
 }
 
-Tensor randn(const Shape& shape, TensorOptions options, Generator& gen) {
-  return random_tensor(shape, options, "randn", [&] { return gen.normal(); });
+Tensor randn(const Shape& shape, DType dtype, Generator& gen) {
+  return random_tensor(shape, dtype, "randn", [&] { return gen.normal(); });
 }
 
 Tensor randint(int64_t low, int64_t high, const Shape& shape, Generator& gen) {
@@ -124,7 +118,7 @@ Tensor randint(int64_t low, int64_t high, const Shape& shape, Generator& gen) {
 
 Tensor randperm(int64_t n, Generator& gen) {
   CPPGRAD_CHECK(n >= 0, "randperm: negative n {}", n);
-  Tensor t = arange(static_cast<double>(n));
+  Tensor t = arange(0, static_cast<double>(n), 1, kInt64);
   int64_t* p = t.data<int64_t>();
   // Fisher–Yates: position i takes one of the positions 0..i, each equally likely.
   for (int64_t i = n - 1; i > 0; --i) std::swap(p[i], p[gen.randint(0, i + 1)]);
@@ -140,22 +134,22 @@ Tensor randn_like(const Tensor& t, Generator& gen) { return randn(t.shape(), t.d
 
 // ---- from values ----------------------------------------------------------------------------
 namespace {
-Tensor from_doubles(const std::vector<double>& values, const Shape& shape, TensorOptions options) {
-  Tensor t = empty(shape, options.dtype_);
+Tensor from_doubles(const std::vector<double>& values, const Shape& shape, DType dtype) {
+  Tensor t = empty(shape, dtype);
   dispatch(t.dtype(), [&](auto tag) {
     using T = decltype(tag);
     T* p = t.data<T>();
     for (size_t i = 0; i < values.size(); ++i) p[i] = static_cast<T>(values[i]);
   });
-  return finish(t, options);
+  return t;
 }
 }  // namespace
 
-Tensor tensor(std::initializer_list<double> values, TensorOptions options) {
-  return from_doubles(std::vector<double>(values), {static_cast<int64_t>(values.size())}, options);
+Tensor tensor(std::initializer_list<double> values, DType dtype) {
+  return from_doubles(std::vector<double>(values), {static_cast<int64_t>(values.size())}, dtype);
 }
 
-Tensor tensor(std::initializer_list<std::initializer_list<double>> rows, TensorOptions options) {
+Tensor tensor(std::initializer_list<std::initializer_list<double>> rows, DType dtype) {
   std::vector<double> flat;
   const int64_t cols = rows.size() == 0 ? 0 : static_cast<int64_t>(rows.begin()->size());
   for (const auto& row : rows) {
@@ -163,22 +157,22 @@ Tensor tensor(std::initializer_list<std::initializer_list<double>> rows, TensorO
           row.size());
     flat.insert(flat.end(), row.begin(), row.end());
   }
-  return from_doubles(flat, {static_cast<int64_t>(rows.size()), cols}, options);
+  return from_doubles(flat, {static_cast<int64_t>(rows.size()), cols}, dtype);
 }
 
 Tensor tensor(std::initializer_list<std::initializer_list<std::initializer_list<double>>> blocks,
-              TensorOptions options) {
+              DType dtype) {
   std::vector<Tensor> parts;
-  for (const auto& block : blocks) parts.push_back(tensor(block, options.dtype_));
+  for (const auto& block : blocks) parts.push_back(tensor(block, dtype));
   CPPGRAD_CHECK(!parts.empty(), "tensor: empty nested list");
   for (const auto& p : parts)
     CPPGRAD_CHECK(p.shape() == parts[0].shape(), "tensor: ragged nested list (blocks of shape {} and {})",
           shape_str(parts[0].shape()), shape_str(p.shape()));
   Shape shape = parts[0].shape();
   shape.insert(shape.begin(), static_cast<int64_t>(parts.size()));
-  Tensor out = empty(shape, options.dtype_);
+  Tensor out = empty(shape, dtype);
   for (size_t i = 0; i < parts.size(); ++i) kernels::copy_(kernels::select(out, 0, static_cast<int64_t>(i)), parts[i]);
-  return finish(out, options);
+  return out;
 }
 
 template <StoredElement T>

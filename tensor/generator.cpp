@@ -3,7 +3,7 @@
 #include <cmath>
 #include <numbers>
 
-#include "tensor/error.h"
+#include "runtime/error.h"
 
 namespace cppgrad {
 

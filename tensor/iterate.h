@@ -14,7 +14,7 @@
 #include <array>
 #include <cstdint>
 
-#include "parallel.h"
+#include "../runtime/parallel.h"
 #include "shape.h"
 
 namespace cppgrad {

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "tensor/error.h"
+#include "runtime/error.h"
 
 namespace cppgrad {
 

@@ -2,7 +2,7 @@
 
 #include <cstring>
 
-#include "tensor/allocator.h"
+#include "runtime/allocator.h"
 
 namespace cppgrad {
 

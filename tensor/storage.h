@@ -10,7 +10,7 @@ namespace cppgrad {
 
 struct Storage {
   // empty() leaves the bytes unset, since nearly every kernel overwrites all of its output;
-  // zeros() asks for them zeroed. Memory comes from the caching allocator (tensor/allocator.h).
+  // zeros() asks for them zeroed. Memory comes from the caching allocator (runtime/allocator.h).
   enum class Init { Zeroed, Uninitialized };
   explicit Storage(size_t nbytes, Init init = Init::Zeroed);  // 64-byte aligned
   ~Storage();

@@ -23,7 +23,7 @@
 #include <vector>
 
 #include "dtype.h"
-#include "error.h"
+#include "../runtime/error.h"
 #include "generator.h"
 #include "shape.h"
 #include "storage.h"
@@ -289,7 +289,23 @@ Tensor log_softmax(const Tensor& t, int64_t dim);  // as t.log_softmax(dim): an 
 // Sums `t` down to `shape` (the inverse of broadcasting `shape` up to t's shape).
 Tensor sum_to(const Tensor& t, const Shape& shape);
 
-// ---- factories (tensor/factory.cpp) -----------------------------------------------------------
+// ---- factories -------------------------------------------------------------------------------
+// Two forms of each, as ATen's at::zeros and libtorch's torch::zeros: the graph-free one takes a
+// DType (tensor/factory.cpp; what kernels call), and the one a user calls takes TensorOptions,
+// which may ask for a leaf that requires grad (autograd/factory.cpp, on the floor that knows what
+// requires_grad means). zeros({2, 3}, kFloat64) picks the first; zeros({2, 3}) and
+// zeros({2, 3}, TensorOptions().requires_grad()) the second.
+Tensor empty(const Shape& shape, DType dtype);
+Tensor zeros(const Shape& shape, DType dtype);
+Tensor ones(const Shape& shape, DType dtype);
+Tensor full(const Shape& shape, double value, DType dtype);
+Tensor scalar_tensor(double value, DType dtype);  // 0-d
+Tensor arange(double end, DType dtype);
+Tensor arange(double start, double end, double step, DType dtype);
+Tensor eye(int64_t n, DType dtype);
+Tensor rand(const Shape& shape, DType dtype, Generator& gen = default_generator());
+Tensor randn(const Shape& shape, DType dtype, Generator& gen = default_generator());
+
 Tensor empty(const Shape& shape, TensorOptions options = {});
 Tensor zeros(const Shape& shape, TensorOptions options = {});
 Tensor ones(const Shape& shape, TensorOptions options = {});
@@ -311,6 +327,9 @@ Tensor rand_like(const Tensor& t, Generator& gen = default_generator());
 Tensor randn_like(const Tensor& t, Generator& gen = default_generator());
 
 // From values: tensor({1, 2, 3}), tensor({{1, 2}, {3, 4}}, kFloat64), ...
+Tensor tensor(std::initializer_list<double> values, DType dtype);
+Tensor tensor(std::initializer_list<std::initializer_list<double>> values, DType dtype);
+Tensor tensor(std::initializer_list<std::initializer_list<std::initializer_list<double>>> values, DType dtype);
 Tensor tensor(std::initializer_list<double> values, TensorOptions options = {});
 Tensor tensor(std::initializer_list<std::initializer_list<double>> values, TensorOptions options = {});
 Tensor tensor(std::initializer_list<std::initializer_list<std::initializer_list<double>>> values,

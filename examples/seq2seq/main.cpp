@@ -165,7 +165,7 @@ int main(int argc, char** argv) {
     // padding to the longest sequence of the batch. No prefetch: a batch takes tens of
     // microseconds to make, and a thread waking to make the next one takes a core from the
     // step's own threads, whose regions may then stall and drop to one thread for a while
-    // (tensor/parallel.h), rounding differently: with prefetch(2), two 2-thread runs of one
+    // (runtime/parallel.h), rounding differently: with prefetch(2), two 2-thread runs of one
     // seed once drifted apart from step 90 on.
     auto train_set = std::make_shared<TaskDataset>(task, o.train_size, o.seq_len, o.vocab, o.seed + 1);
     auto sampler = std::make_shared<data::DistributedSampler>(o.train_size, world.world_size(), world.rank(),

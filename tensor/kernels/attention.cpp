@@ -27,7 +27,7 @@
 #include <limits>
 #include <vector>
 
-#include "tensor/allocator.h"
+#include "runtime/allocator.h"
 #include "tensor/iterate.h"
 #include "tensor/kernels.h"
 #include "tensor/kernels/counter_rng.h"
@@ -253,7 +253,7 @@ Problem<T> make_problem(const Tensor& q, const Tensor& k, const Tensor& v, const
   if (mask.defined()) {
     Shape full(q.shape().begin(), q.shape().end() - 1);
     full.push_back(P.S);  // (..., T, S)
-    P.mask = expand(mask.dtype() == kBool ? mask : mask.to(q.dtype()), full);
+    P.mask = expand(mask.dtype() == kBool ? mask : to(mask, q.dtype()), full);
     const Tensor& m = P.mask;
     if (mask.dtype() == kBool) P.bool_mask = m.data<bool>();
     else P.add_mask = m.data<T>();

@@ -1,5 +1,5 @@
 // Copies and conversions: the one place data moves from one layout (or dtype) to another.
-#include "tensor/profile.h"
+#include "runtime/profile.h"
 #include "tensor/iterate.h"
 #include "tensor/kernels.h"
 

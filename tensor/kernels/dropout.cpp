@@ -3,7 +3,7 @@
 // Element i of the mask is 0 or 1/(1 − p) as word i of a counter-based stream says
 // (kernels/counter_rng.h): each word is two 64-bit multiplies of the element's index, so the
 // loop is bound by arithmetic, not memory. It is written without a branch (a select) and out of
-// line, compiled once per vector unit (tensor/simd_clones.h): the baseline has no 64-bit vector
+// line, compiled once per vector unit (runtime/simd_clones.h): the baseline has no 64-bit vector
 // multiply and runs it one element at a time, AVX-512 runs eight at once. The words are integers,
 // so every version draws the same mask, bit for bit.
 #include <algorithm>
@@ -11,8 +11,8 @@
 #include "tensor/iterate.h"
 #include "tensor/kernels.h"
 #include "tensor/kernels/counter_rng.h"
-#include "tensor/profile.h"
-#include "tensor/simd_clones.h"
+#include "runtime/profile.h"
+#include "runtime/simd_clones.h"
 
 namespace cppgrad::kernels {
 

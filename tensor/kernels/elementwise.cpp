@@ -3,7 +3,7 @@
 #include <cmath>
 #include <numbers>
 
-#include "tensor/profile.h"
+#include "runtime/profile.h"
 #include "tensor/iterate.h"
 #include "tensor/kernels.h"
 

@@ -1,7 +1,7 @@
 // The float row exp of softmax, out of line so that it is compiled once per vector unit.
 #include "tensor/kernels/exp_rows.h"
 
-#include "tensor/simd_clones.h"
+#include "runtime/simd_clones.h"
 
 namespace cppgrad::kernels {
 

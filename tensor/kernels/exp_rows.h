@@ -49,7 +49,7 @@ inline float exp_float(float x) {
 // vocabulary of 50k) loses no more than a short one. In place on purpose: given input and
 // output pointers that may be equal, the compiler guards its vector loop with an overlap check,
 // which equal pointers fail, and runs the scalar loop instead.
-// Compiled for each vector unit (tensor/simd_clones.h), in exp_rows.cpp.
+// Compiled for each vector unit (runtime/simd_clones.h), in exp_rows.cpp.
 double exp_shifted_row(float* row, int64_t n, float shift);
 
 inline double exp_shifted_row(double* row, int64_t n, double shift) {

@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "../profile.h"
+#include "../../runtime/profile.h"
 
 namespace cppgrad::kernels {
 

@@ -2,7 +2,7 @@
 // Indices must lie in [0, size): a negative one throws (it is not counted from the end).
 #include <cstring>
 
-#include "tensor/profile.h"
+#include "runtime/profile.h"
 #include "tensor/iterate.h"
 #include "tensor/kernels.h"
 

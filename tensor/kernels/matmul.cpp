@@ -9,7 +9,7 @@
 #include <climits>
 #include <optional>
 
-#include "tensor/profile.h"
+#include "runtime/profile.h"
 #include "tensor/iterate.h"
 #include "tensor/kernels.h"
 #include "tensor/kernels/gemm.h"

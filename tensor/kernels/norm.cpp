@@ -15,10 +15,10 @@
 #include <tuple>
 #include <utility>
 
-#include "tensor/profile.h"
+#include "runtime/profile.h"
 #include "tensor/iterate.h"
 #include "tensor/kernels.h"
-#include "tensor/simd_clones.h"
+#include "runtime/simd_clones.h"
 
 namespace cppgrad::kernels {
 
@@ -69,7 +69,7 @@ std::pair<double, double> scaled_moments(const T* xr, int64_t width) {
 }
 
 // The rows [begin, end) of the forward: mean, 1/std and y of each. Compiled once per vector unit
-// (tensor/simd_clones.h); every sum keeps its eight partial sums in lanes, so each version adds
+// (runtime/simd_clones.h); every sum keeps its eight partial sums in lanes, so each version adds
 // in the same order and gives the same bits.
 template <class T, bool Affine>
 CPPGRAD_SIMD_CLONES void layer_norm_rows(int64_t begin, int64_t end, int64_t width, double eps, const T* __restrict in,

@@ -6,10 +6,10 @@
 #include <cmath>
 #include <limits>
 
-#include "tensor/profile.h"
+#include "runtime/profile.h"
 #include "tensor/iterate.h"
 #include "tensor/kernels.h"
-#include "tensor/simd_clones.h"
+#include "runtime/simd_clones.h"
 
 namespace cppgrad::kernels {
 

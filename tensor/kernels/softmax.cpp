@@ -13,7 +13,7 @@
 #include <limits>
 
 #include "tensor/kernels/exp_rows.h"
-#include "tensor/profile.h"
+#include "runtime/profile.h"
 #include "tensor/iterate.h"
 #include "tensor/kernels.h"
 

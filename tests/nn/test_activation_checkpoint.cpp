@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "cppgrad.h"
-#include "tensor/allocator.h"
+#include "runtime/allocator.h"
 
 using namespace cppgrad;
 using namespace cppgrad::nn;

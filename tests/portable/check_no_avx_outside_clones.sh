@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # No AVX instruction (a ymm or zmm register) in the library outside the functions compiled for
-# AVX2/AVX-512 (tensor/simd_clones.h: names ending .arch_x86_64_v3 or .arch_x86_64_v4), which
+# AVX2/AVX-512 (runtime/simd_clones.h: names ending .arch_x86_64_v3 or .arch_x86_64_v4), which
 # run only on CPUs that have them.
 #   check_no_avx_outside_clones.sh LIBRARY_ARCHIVE OBJDUMP
 set -euo pipefail

@@ -6,7 +6,7 @@
 #include <limits>
 
 #include "helpers.h"
-#include "tensor/allocator.h"
+#include "runtime/allocator.h"
 
 using namespace cppgrad;
 using namespace cppgrad::testing;

@@ -155,7 +155,7 @@ TEST_CASE("generator: float32 rand stays below one for the largest draw") {
 }
 
 TEST_CASE("generator: dropout's vectorised loop draws the mask of the formula, element by element") {
-  // The kernel runs a copy of its loop compiled for this CPU's vector unit (tensor/simd_clones.h);
+  // The kernel runs a copy of its loop compiled for this CPU's vector unit (runtime/simd_clones.h);
   // whichever runs, the mask is word i of the counter-based stream, as computed here one element
   // at a time. 37,001 elements: several chunks, and a tail shorter than any vector. (CTest runs
   // this case natively and under an emulated CPU without AVX: the AVX-512 or AVX2 copy and the

@@ -1,4 +1,4 @@
-// How the thread count gives way on a busy machine (tensor/parallel.h). The decisions are driven
+// How the thread count gives way on a busy machine (runtime/parallel.h). The decisions are driven
 // with made-up times: no test here measures anything.
 #include <cblas.h>
 #include <omp.h>

@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "helpers.h"
-#include "tensor/profile.h"
+#include "runtime/profile.h"
 
 using namespace cppgrad;
 

@@ -1,4 +1,4 @@
-#include "tensor/parallel.h"
+#include "runtime/parallel.h"
 
 #include <atomic>
 #include <cstdlib>
@@ -7,7 +7,7 @@
 #include <cblas.h>
 #include <omp.h>
 
-#include "tensor/error.h"
+#include "runtime/error.h"
 
 namespace cppgrad {
 

@@ -33,7 +33,7 @@ void empty_cache();
 // system at once); lowering the limit trims the cache to it at once.
 void set_cache_limit(size_t bytes);
 size_t cache_limit();
-// The default: 1 GiB (see tensor/allocator.cpp for why).
+// The default: 1 GiB (see runtime/allocator.cpp for why).
 inline constexpr size_t kDefaultCacheLimit = size_t{1} << 30;
 
 }  // namespace cppgrad

@@ -1,4 +1,4 @@
-#include "tensor/profile.h"
+#include "runtime/profile.h"
 
 #include <algorithm>
 #include <atomic>
