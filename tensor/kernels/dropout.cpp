@@ -1,0 +1,43 @@
+// Dropout's mask, and x ⊙ mask with the mask made on the fly from a key.
+//
+// Element i of the mask is 0 (with probability p) or 1/(1 − p), as word i of a counter-based
+// stream says (kernels/counter_rng.h): each element's draw depends on its index alone, so any
+// thread count, and the backward making the mask again from the key, give the same mask.
+// The fast forms (fast/dropout.cpp) share the loop between threads and vectorise it.
+#include "runtime/profile.h"
+#include "runtime/reference_mode.h"
+#include "tensor/iterate.h"
+#include "tensor/kernels.h"
+#include "tensor/kernels/counter_rng.h"
+#include "tensor/kernels/fast/dropout.h"
+
+namespace cppgrad::kernels {
+
+Tensor dropout_mask(const Shape& shape, DType dtype, double p, Generator& gen) {
+  return dropout_mask(shape, dtype, p, gen.next_u64());
+}
+
+Tensor dropout_mask(const Shape& shape, DType dtype, double p, uint64_t key) {
+  CPPGRAD_PROFILE_SCOPE("dropout_mask");
+  CPPGRAD_CHECK(p >= 0.0 && p < 1.0, "dropout_mask: probability must be in [0, 1), got {}", p);
+  Tensor mask = empty(shape, dtype);
+  if (!reference_mode()) return fast::fill_dropout_mask(mask, p, key);
+  dispatch_floating(dtype, "dropout_mask", [&](auto tag) {
+    using T = decltype(tag);
+    const uint64_t threshold = dropout_threshold(p);
+    const T keep = static_cast<T>(1.0 / (1.0 - p));
+    T* m = mask.data<T>();
+    for (int64_t i = 0; i < mask.numel(); ++i) m[i] = dropout_keeps(key, static_cast<uint64_t>(i), threshold) ? keep : T(0);
+  });
+  return mask;
+}
+
+Tensor dropout(const Tensor& x, double p, uint64_t key) {
+  CPPGRAD_PROFILE_SCOPE("dropout");
+  CPPGRAD_CHECK(p >= 0.0 && p < 1.0, "dropout: probability must be in [0, 1), got {}", p);
+  CPPGRAD_CHECK(x.is_floating_point(), "dropout: expected a floating dtype, got {}", dtype_name(x.dtype()));
+  if (!reference_mode()) return fast::dropout(x, p, key);
+  return binary(Binary::Mul, x, dropout_mask(x.shape(), x.dtype(), p, key));  // x ⊙ mask
+}
+
+}  // namespace cppgrad::kernels
