@@ -1,44 +1,21 @@
-// LayerNorm over the last N elements of each row, forward and backward in one pass each.
-//
-//   mean = Σ x / N,   rstd = 1 / √(Σ (x - mean)² / N + eps),   x̂ = (x - mean) · rstd
-//   y = x̂ ⊙ w + b
-//
-// Backward, with ĝ = dy ⊙ w (or dy when there is no weight):
-//   dx = rstd · (ĝ - mean(ĝ) - x̂ · mean(ĝ ⊙ x̂))      per row
-//   dw = Σ_rows dy ⊙ x̂,   db = Σ_rows dy
-//
-// Written out as separate tensor ops this takes some nine passes forward and twenty backward;
-// here each row is read once or twice while it sits in cache.
+// The fast form of layer_norm's row loops (skip it on a first reading: the reference is the
+// plain loops of tensor/kernels/norm.cpp, the same formulas). Each sum keeps eight partial sums,
+// so the additions no longer wait on each other and the loop vectorises; each loop is compiled
+// once per vector unit (runtime/simd_clones.h), every version adding in the same order.
+#include "tensor/kernels/fast/norm.h"
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
 #include <tuple>
 #include <utility>
 
-#include "runtime/profile.h"
-#include "tensor/iterate.h"
-#include "tensor/kernels.h"
 #include "runtime/simd_clones.h"
+#include "tensor/iterate.h"
 
-namespace cppgrad::kernels {
+namespace cppgrad::kernels::fast {
 
 namespace {
-
-struct Rows {
-  int64_t count, width;
-};
-
-Rows rows_of(const Tensor& x, int64_t normalized_numel, const char* op) {
-  CPPGRAD_CHECK(normalized_numel >= 1 && x.numel() % normalized_numel == 0 && x.dim() >= 1,
-                "{}: input {} cannot be split into rows of {} elements", op, shape_str(x.shape()), normalized_numel);
-  return {x.numel() / normalized_numel, normalized_numel};
-}
-
-void check_affine(const Tensor& t, const Tensor& x, int64_t width, const char* what) {
-  if (!t.defined()) return;
-  CPPGRAD_CHECK(t.numel() == width && t.dtype() == x.dtype(), "layer_norm: {} {} ({}) does not match rows of {} {}",
-                what, shape_str(t.shape()), dtype_name(t.dtype()), width, dtype_name(x.dtype()));
-}
 
 // Σ f(j) over a row with eight partial sums: the additions no longer wait on each other, so the
 // loop vectorises. The order is fixed, so the result does not depend on the thread count.
@@ -134,80 +111,44 @@ CPPGRAD_SIMD_CLONES void layer_norm_weight_grads(int64_t rows, int64_t width, co
 
 }  // namespace
 
-LayerNormResult layer_norm(const Tensor& input, int64_t normalized_numel, const Tensor& weight, const Tensor& bias,
-                           double eps) {
-  CPPGRAD_PROFILE_SCOPE("layer_norm");
-  CPPGRAD_CHECK(input.is_floating_point(), "layer_norm: expected a floating dtype, got {}", dtype_name(input.dtype()));
-  const Rows r = rows_of(input, normalized_numel, "layer_norm");
-  check_affine(weight, input, r.width, "weight");
-  check_affine(bias, input, r.width, "bias");
-  Tensor x = contiguous(input);
-  LayerNormResult out{empty(x.shape(), x.dtype()), empty({r.count}, x.dtype()), empty({r.count}, x.dtype())};
-  dispatch_floating(x.dtype(), "layer_norm", [&](auto tag) {
-    using T = decltype(tag);
-    const Tensor weight_c = weight.defined() ? contiguous(weight) : Tensor(), bias_c = bias.defined() ? contiguous(bias) : Tensor();
-    const T* w = weight.defined() ? weight_c.data<T>() : nullptr;
-    const T* b = bias.defined() ? bias_c.data<T>() : nullptr;
-    const T* in = x.data<T>();
-    T *y = out.y.data<T>(), *mean = out.mean.data<T>(), *rstd = out.rstd.data<T>();
-    // A weight without a bias (or the reverse) runs as affine with the missing one 1 (or 0):
-    // v·1 and v + 0 are v exactly.
-    const Tensor ones_row = w == nullptr && b != nullptr ? ones({r.width}, x.dtype()) : Tensor();
-    const Tensor zeros_row = b == nullptr && w != nullptr ? zeros({r.width}, x.dtype()) : Tensor();
-    if (ones_row.defined()) w = ones_row.data<T>();
-    if (zeros_row.defined()) b = zeros_row.data<T>();
-    constexpr int64_t block = 16;  // rows per task
-    parallel_for((r.count + block - 1) / block, block * r.width * 4, [&](int64_t i) {
-      const int64_t begin = i * block, end = std::min(r.count, begin + block);
-      if (w)
-        layer_norm_rows<T, true>(begin, end, r.width, eps, in, w, b, y, mean, rstd);
-      else
-        layer_norm_rows<T, false>(begin, end, r.width, eps, in, w, b, y, mean, rstd);
-    });
+template <class T>
+void layer_norm_forward(int64_t rows, int64_t width, double eps, const T* x, const T* w, const T* b, T* y, T* mean,
+                        T* rstd) {
+  constexpr int64_t block = 16;  // rows per task
+  parallel_for((rows + block - 1) / block, block * width * 4, [&](int64_t i) {
+    const int64_t begin = i * block, end = std::min(rows, begin + block);
+    if (w)
+      layer_norm_rows<T, true>(begin, end, width, eps, x, w, b, y, mean, rstd);
+    else
+      layer_norm_rows<T, false>(begin, end, width, eps, x, w, b, y, mean, rstd);
   });
-  return out;
 }
 
-LayerNormGrads layer_norm_backward(const Tensor& grad, const Tensor& input, const Tensor& mean, const Tensor& rstd,
-                                   const Tensor& weight, bool need_input, bool need_weight, bool need_bias) {
-  CPPGRAD_PROFILE_SCOPE("layer_norm_backward");
-  const Rows r = rows_of(input, mean.numel() > 0 ? input.numel() / mean.numel() : 1, "layer_norm_backward");
-  CPPGRAD_CHECK(grad.shape() == input.shape() && grad.dtype() == input.dtype() && rstd.numel() == r.count,
-                "layer_norm_backward: grad {} does not match input {}", shape_str(grad.shape()), shape_str(input.shape()));
-  check_affine(weight, input, r.width, "weight");
-  Tensor x = contiguous(input), g = contiguous(grad);
-  LayerNormGrads out;
-  if (need_input) out.dx = empty(x.shape(), x.dtype());
-  dispatch_floating(x.dtype(), "layer_norm_backward", [&](auto tag) {
-    using T = decltype(tag);
-    const Tensor weight_c = weight.defined() ? contiguous(weight) : Tensor();
-    const T* w = weight.defined() ? weight_c.data<T>() : nullptr;
-    const T *xs = x.data<T>(), *gs = g.data<T>(), *mu = mean.data<T>(), *rs = rstd.data<T>();
-    if (need_input) {
-      T* dx = out.dx.data<T>();
-      constexpr int64_t block = 16;  // rows per task
-      parallel_for((r.count + block - 1) / block, block * r.width * 6, [&](int64_t i) {
-        const int64_t begin = i * block, end = std::min(r.count, begin + block);
-        if (w)
-          layer_norm_backward_rows<T, true>(begin, end, r.width, xs, gs, w, mu, rs, dx);
-        else
-          layer_norm_backward_rows<T, false>(begin, end, r.width, xs, gs, w, mu, rs, dx);
-      });
-    }
-    if (need_weight || need_bias) {
-      // Column sums over the rows, in row order on one thread: the same bits at any thread count.
-      std::vector<double> dw(static_cast<size_t>(r.width), 0.0), db(static_cast<size_t>(r.width), 0.0);
-      layer_norm_weight_grads<T>(r.count, r.width, xs, gs, mu, rs, dw.data(), db.data());
-      auto to_tensor = [&](const std::vector<double>& acc) {
-        Tensor t = empty({r.width}, x.dtype());
-        for (int64_t j = 0; j < r.width; ++j) t.data<T>()[j] = static_cast<T>(acc[j]);
-        return t;
-      };
-      if (need_weight) out.dweight = to_tensor(dw);
-      if (need_bias) out.dbias = to_tensor(db);
-    }
+template <class T>
+void layer_norm_input_grad(int64_t rows, int64_t width, const T* x, const T* g, const T* w, const T* mean,
+                           const T* rstd, T* dx) {
+  constexpr int64_t block = 16;  // rows per task
+  parallel_for((rows + block - 1) / block, block * width * 6, [&](int64_t i) {
+    const int64_t begin = i * block, end = std::min(rows, begin + block);
+    if (w)
+      layer_norm_backward_rows<T, true>(begin, end, width, x, g, w, mean, rstd, dx);
+    else
+      layer_norm_backward_rows<T, false>(begin, end, width, x, g, w, mean, rstd, dx);
   });
-  return out;
 }
 
-}  // namespace cppgrad::kernels
+template <class T>
+void layer_norm_affine_grads(int64_t rows, int64_t width, const T* x, const T* g, const T* mean, const T* rstd,
+                             double* dw, double* db) {
+  layer_norm_weight_grads<T>(rows, width, x, g, mean, rstd, dw, db);
+}
+
+#define CPPGRAD_LAYER_NORM_INSTANCES(T)                                                                             \
+  template void layer_norm_forward<T>(int64_t, int64_t, double, const T*, const T*, const T*, T*, T*, T*);        \
+  template void layer_norm_input_grad<T>(int64_t, int64_t, const T*, const T*, const T*, const T*, const T*, T*); \
+  template void layer_norm_affine_grads<T>(int64_t, int64_t, const T*, const T*, const T*, const T*, double*, double*);
+CPPGRAD_LAYER_NORM_INSTANCES(float)
+CPPGRAD_LAYER_NORM_INSTANCES(double)
+#undef CPPGRAD_LAYER_NORM_INSTANCES
+
+}  // namespace cppgrad::kernels::fast
