@@ -42,7 +42,8 @@ TEST_CASE("Adam's queued fast update equals its reference loop: Adam, AdamW, AMS
     // practice. The tolerance is a margin of a few ulps of values of order 1.
     const double tolerance = dtype == kFloat64 ? 1e-14 : 1e-6;
     for (int which = 0; which < 2; ++which) {
-      INFO(which == 0 ? "Adam" : "AdamW with AMSGrad");
+      const char* name = which == 0 ? "Adam" : "AdamW with AMSGrad";
+      INFO(name);
       std::vector<Tensor> fast = which == 0 ? five_steps(false, dtype, adam) : five_steps(false, dtype, adamw);
       std::vector<Tensor> reference = which == 0 ? five_steps(true, dtype, adam) : five_steps(true, dtype, adamw);
       for (size_t i = 0; i < fast.size(); ++i) CHECK(max_abs_diff(fast[i], reference[i]) <= tolerance);
