@@ -72,18 +72,26 @@ Lesson3 run_lesson3();
 void print(const Lesson3& r);
 
 // ---- 4. How do heads stay diverse? (lesson4_diversity.cpp) -------------------------------
-struct Lesson4Options {
-  std::string task = "copy";  // or reverse, sort
+// The small seq2seq model and recipe lessons 4 and 8 train (training.h): d_model 32, 1+1 layers,
+// sequences of up to 8 symbols, Adam with the paper's warm-up (factor 1, 100 steps), no dropout.
+struct SmallSeq2Seq {
   int64_t d_model = 32, heads = 4, layers = 1, ff = 64;
   int64_t steps = 200, batch = 32, seq_len = 8, vocab = 12, warmup = 100;
+};
+
+struct Lesson4Options : SmallSeq2Seq {
+  std::string task = "copy";  // or reverse, sort
   uint64_t seed = 1;
+  int64_t seeds = 1;       // --seeds N: the identical-heads comparison on seeds seed .. seed+N-1
   int64_t held_out = 128;  // sequences the figures are measured on
   // A `seq2seq --save` checkpoint to use as the trained model instead of training one here.
   // Its task and sizes replace the ones above; seq_len must match the run that wrote it.
   std::string checkpoint;
 };
-// How alike the heads of each attention layer are, as the mean pairwise cosine similarity
-// (1 = copies, 0 = unrelated, -1 = opposite), averaged over the model's attention layers.
+// How alike the heads of each attention layer are, as the mean pairwise cosine similarity,
+// averaged over the model's attention layers. 1 = copies; what unrelated heads score is the
+// freshly initialised model's figure (about 0 for the weight products, but far above 0 for the
+// attention maps, whose nearly even rows all look alike).
 struct Diversity {
   double w_q = 0.0;           // of the raw query blocks W_Q_i (misleading: see the lesson)
   double query_key = 0.0;     // of the query-key products W_Q_iᵀ·W_K_i (d_model, d_model)
@@ -120,10 +128,24 @@ struct Lesson4 {
     double weights = 0.0;   // W_Q, W_K, W_V rows, the query and value biases, W_O's columns
     double key_bias = 0.0;  // the key bias: no effect on any score, so its exact gradient is 0
   };
-  std::vector<Apart> identical_heads_apart;
+  // One seed's heads started as copies, trained, beside a random start of the same seed.
+  struct SeedRun {
+    uint64_t seed = 0;
+    std::vector<Apart> apart;  // the gap at the steps above
+    double random_accuracy = 0.0, identical_accuracy = 0.0;  // held-out, after training, in %
+    double identical_maps = 0.0;  // identical start, trained: its maps' mean pairwise cosine
+  };
+  std::vector<SeedRun> seed_runs;  // [0] is options.seed, the model measured in full above
   double identical_heads_weight_size = 0.0;  // the largest |weight| of in_proj_weight, for scale
   std::string indivisible_error;             // what MultiheadAttention(30, 4) says
 };
+// What training did to heads started as copies, read from their gap at the last step:
+// exactly 0 (this kernel rounds every head alike), still at float32 rounding (below 1e-3), or
+// amplified into heads that differ (symmetry broken).
+enum class Symmetry { ExactCopies, RoundingLevel, Broken };
+Symmetry symmetry_of(const std::vector<Lesson4::Apart>& apart);
+// The first nonzero gap (the seed rounding planted), 0 if there is none.
+double rounding_seed(const std::vector<Lesson4::Apart>& apart);
 Lesson4 run_lesson4(const Lesson4Options& options = {});
 void print(const Lesson4& r);
 
@@ -203,5 +225,52 @@ struct Lesson7 {
 };
 Lesson7 run_lesson7();
 void print(const Lesson7& r);
+
+// ---- 8. Does the number of heads matter on a task? (lesson8_head_count.cpp) ----------------
+struct Lesson8Options : SmallSeq2Seq {
+  std::string task = "reverse";  // or sort, copy
+  std::vector<int64_t> head_counts{1, 2, 4, 8};
+  uint64_t seed = 1;
+  int64_t seeds = 1;        // seeds seed .. seed+seeds-1, each head count trained on each
+  int64_t eval_every = 50;  // held-out accuracy measured every this many steps
+  int64_t held_out = 128;
+  Lesson8Options() { steps = 300; }  // the short run; the lesson's README gives the long one
+};
+struct Lesson8 {
+  Lesson8Options options;
+  std::string blas_kernel;  // OpenBLAS's core: float32 training depends on it and on the threads
+  int threads = 1;
+  struct Run {
+    int64_t heads = 0, d_k = 0;
+    uint64_t seed = 0;
+    int64_t parameters = 0;
+    std::vector<std::pair<int64_t, double>> accuracy_at;  // (step, held-out accuracy %)
+    int64_t steps_to_99 = -1;  // the first measured step at 99% or more; -1 if none
+    double accuracy = 0.0;     // at the last step
+    // Reverse: per head of the cross-attention, the mean weight target position t puts on
+    // source position len-1-t, the symbol it must write.
+    std::vector<double> mirrored_weight;
+  };
+  std::vector<Run> runs;  // head counts in order, for each seed
+  // The first seed's cross-attention maps on one held-out example, per head count:
+  // maps[head][target position][source position], and the example's source symbols.
+  struct Picture {
+    int64_t heads = 0;
+    std::vector<std::vector<std::vector<double>>> maps;
+  };
+  std::vector<Picture> pictures;
+  std::vector<int64_t> example_source, example_target;
+  std::string example_error;  // empty when every model decodes the example right
+};
+Lesson8 run_lesson8(const Lesson8Options& options = {});
+void print(const Lesson8& r);
+// For each head count in order: mean accuracy over the seeds, and the mean steps to 99% over
+// the seeds that got there (-1 if none) with how many did.
+struct HeadCountSummary {
+  int64_t heads = 0;
+  double accuracy = 0.0, steps_to_99 = -1.0;
+  int64_t reached_99 = 0, seeds = 0;
+};
+std::vector<HeadCountSummary> summarise(const Lesson8& r);
 
 }  // namespace lessons
