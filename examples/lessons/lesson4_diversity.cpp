@@ -397,15 +397,15 @@ void print(const Lesson4& r) {
                  r.blas_kernel, seed_gap, seed_step);
       fmt::print("   {:.2g} at step {}, still float32 rounding beside weights up to {:.2f}: so far training has\n",
                  last.weights, last.step, r.identical_heads_weight_size);
-      fmt::print("   not amplified it. Run longer (--steps 2000) to see whether it does.\n");
+      fmt::print("   not amplified it{}.\n", o.steps < 2000 ? " (run longer, --steps 2000, to see whether it does)" : "");
       break;
     case Symmetry::Broken:
       fmt::print("   With the {} kernel BLAS rounds some heads' columns differently: a gap of {:.2g} at step {}.\n",
                  r.blas_kernel, seed_gap, seed_step);
       fmt::print("   Training amplified it to {:.3g} by step {} ({:.0f} times): the symmetry is broken, and the\n",
                  last.weights, last.step, last.weights / seed_gap);
-      fmt::print("   heads are no longer copies (their maps' cosine {:.3f}, against {:.2f} for random heads).\n",
-                 first.identical_maps, maps_baseline);
+      fmt::print("   heads are no longer exact copies (their maps' cosine 1 - {:.1g}, against {:.2f} for random heads).\n",
+                 1.0 - first.identical_maps, maps_baseline);
       break;
   }
   fmt::print("   The key bias, {:.2g} apart, is no exception: it changes no score, so its true gradient is 0,\n",
@@ -425,8 +425,8 @@ void print(const Lesson4& r) {
     const char* verdict = symmetry_of(run.apart) == Symmetry::ExactCopies     ? "exact copies"
                           : symmetry_of(run.apart) == Symmetry::RoundingLevel ? "rounding apart"
                                                                               : "broken apart";
-    fmt::print("     {:>4}   {:>8.2g} ({:<14})   {:>21.1f}%   {:>14.1f}%   {:>14.3f}\n", run.seed, run.apart.back().weights,
-               verdict, run.random_accuracy, run.identical_accuracy, run.identical_maps);
+    fmt::print("     {:>4}   {:>8.2g} ({:<14})   {:>21.1f}%   {:>14.1f}%   {:>14}\n", run.seed, run.apart.back().weights,
+               verdict, run.random_accuracy, run.identical_accuracy, fmt::format("1 - {:.1g}", 1.0 - run.identical_maps));
     random_better += run.random_accuracy > run.identical_accuracy + 1.0;
     identical_better += run.identical_accuracy > run.random_accuracy + 1.0;
     random_mean += run.random_accuracy / n_runs;

@@ -166,6 +166,23 @@ void print(const Lesson8& r) {
     fmt::print("     {} head(s): accuracy {:.1f}%, 99% reached by {} of {} seed(s){}\n", s.heads, s.accuracy, s.reached_99,
                s.seeds, s.reached_99 > 0 ? fmt::format(", after {:.0f} steps on average", s.steps_to_99) : "");
 
+  // The learning curves: mean accuracy over the seeds at (up to) six of the measured steps.
+  const auto& steps_measured = r.runs.front().accuracy_at;
+  const size_t stride = std::max<size_t>(1, (steps_measured.size() + 5) / 6);
+  fmt::print("   Mean held-out accuracy along the way:\n     step   ");
+  for (size_t i = stride - 1; i < steps_measured.size(); i += stride) fmt::print("{:>7}", steps_measured[i].first);
+  fmt::print("\n");
+  for (int64_t heads : o.head_counts) {
+    fmt::print("     {} head(s)", heads);
+    for (size_t i = stride - 1; i < steps_measured.size(); i += stride) {
+      double mean = 0.0;
+      for (const auto& run : r.runs)
+        if (run.heads == heads) mean += run.accuracy_at[i].second / static_cast<double>(o.seeds);
+      fmt::print("{:>6.1f}%", mean);
+    }
+    fmt::print("\n");
+  }
+
   if (!r.runs.empty() && !r.runs.front().mirrored_weight.empty()) {
     fmt::print("\n2. Reverse: the weight each cross-attention head puts on the mirrored source position\n");
     fmt::print("   (len-1-t for output t, the symbol it must write), seed {}:\n", o.seed);
@@ -197,18 +214,21 @@ void print(const Lesson8& r) {
   }
 
   // The conclusion, from the means.
-  const HeadCountSummary* best = &summary.front();
-  for (const auto& s : summary)
+  const HeadCountSummary *best = &summary.front(), *worst = &summary.front();
+  for (const auto& s : summary) {
     if (s.accuracy > best->accuracy) best = &s;
+    if (s.accuracy < worst->accuracy) worst = &s;
+  }
   const HeadCountSummary& one = summary.front();
   fmt::print("\nAnswer: with the parameters and the work the same, ");
   if (best->heads != one.heads && best->accuracy > one.accuracy + 2.0)
-    fmt::print("{} heads of d_k {} learned {} best here ({:.1f}% against\n{:.1f}% for {} head of d_k {}): the head count changes what the model learns in a given\nnumber of steps, not what it can compute.\n",
+    fmt::print("{} heads of d_k {} learned {} best here ({:.1f}% against\n{:.1f}% for {} head of d_k {} after {} steps): the grouping into heads changes what the\nmodel learns in a given number of steps.\n",
                best->heads, o.d_model / best->heads, o.task, best->accuracy, one.accuracy, one.heads,
-               o.d_model / one.heads);
+               o.d_model / one.heads, o.steps);
   else
-    fmt::print("the head count made no clear difference on {} at {} steps (best\n{:.1f}% with {} head(s), {:.1f}% with {}).\n",
-               o.task, o.steps, best->accuracy, best->heads, one.accuracy, one.heads);
+    fmt::print("the head count made no clear difference on {} after {} steps\n(mean accuracies {:.1f}% to {:.1f}%, one head {:.1f}%).\n",
+               o.task, o.steps, worst->accuracy, best->accuracy, one.accuracy);
+  if (o.seeds < 3) fmt::print("One or two seeds decide little: try --heads-seeds 3 or more.\n");
 }
 
 }  // namespace lessons

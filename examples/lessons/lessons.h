@@ -170,6 +170,21 @@ struct Lesson5 {
     double k_gradient_norm = 0.0;  // mean per-row |∂L/∂k|
   };
   Softmax unscaled, scaled;
+  // The same for d_k = 64 to 1024 (512 queries, 16 keys, float32): the share of query rows that
+  // are one-hot in float32 (largest weight exactly 1), which pass their scores no usable
+  // gradient, without and with the scale, and the mean largest weight.
+  struct Sweep {
+    int64_t d_k = 0;
+    double largest_dead_row_gradient = 0.0;  // the largest |∂L/∂score| in any one-hot row
+    double dead_rows_unscaled = 0.0, dead_rows_scaled = 0.0;  // fractions of the rows
+    double top_weight_unscaled = 0.0, top_weight_scaled = 0.0;
+  };
+  std::vector<Sweep> sweep;
+  // A NaN at a masked position (uninitialised padding: sequence 1's last memory position, the
+  // keys and values of a cross-attention), the padding mask given. Non-finite outputs of F::scaled_dot_product_attention, and of
+  // nn::MultiheadAttention with key_padding_mask, and its parameters' non-finite gradients.
+  int64_t padded_nan_outputs = 0;
+  int64_t padded_nan_sdpa_nonfinite = 0, padded_nan_mha_nonfinite = 0, padded_nan_mha_nonfinite_gradients = 0;
   // A mask written for PyTorch 2.x's scaled_dot_product_attention (true = takes part), passed
   // to cppgrad's (true = masked out) as it is. Two sequences of 4 keys; sequence 1's last key
   // is padding, sequence 0 has none.

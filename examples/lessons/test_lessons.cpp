@@ -189,6 +189,30 @@ TEST_CASE("lesson 5: large scores overflow without max subtraction and the scale
   CHECK(r.unscaled.k_gradient_norm > 3.0 * r.scaled.k_gradient_norm);
 }
 
+TEST_CASE("lesson 5: without the scale, more rows pass no usable gradient as d_k grows; a masked NaN") {
+  const Lesson5 r = run_lesson5();
+  REQUIRE(r.sweep.size() == 5);
+  CHECK(r.sweep.front().d_k == 64);
+  CHECK(r.sweep.back().d_k == 1024);
+  for (size_t i = 0; i < r.sweep.size(); ++i) {
+    const auto& p = r.sweep[i];
+    INFO("d_k " << p.d_k);
+    CHECK(p.dead_rows_scaled == 0.0);  // with the scale no row is one-hot
+    CHECK(p.top_weight_scaled < 0.3);  // the same temperature at every width (measured 0.24-0.25)
+    if (i > 0) {
+      CHECK(p.dead_rows_unscaled >= r.sweep[i - 1].dead_rows_unscaled);
+      CHECK(p.top_weight_unscaled > r.sweep[i - 1].top_weight_unscaled);
+    }
+    CHECK(p.largest_dead_row_gradient < 1e-6);  // float32: below 2^-24 of the upstream gradient
+  }
+  CHECK(r.sweep.back().dead_rows_unscaled > 0.2);  // measured 33.6% (float32, one draw of 512 rows)
+  // A NaN at the padded memory position: the function spreads it, the layer does not.
+  CHECK(r.padded_nan_outputs == 64);
+  CHECK(r.padded_nan_sdpa_nonfinite == 32);  // all of sequence 1
+  CHECK(r.padded_nan_mha_nonfinite == 0);
+  CHECK(r.padded_nan_mha_nonfinite_gradients == 0);
+}
+
 TEST_CASE("lesson 5: a mask with PyTorch 2.x's convention hides every real key") {
   const Lesson5 r = run_lesson5();
   // Sequence 0 has no padding, so all its rows are fully masked: 4 rows of 8 outputs.
