@@ -18,7 +18,7 @@ namespace lessons {
 // ---- 1. Is the embedding split between the heads, or copied to each? (lesson1_split.cpp) ----
 struct Lesson1 {
   int64_t d_model = 16, heads = 4;
-  cppgrad::Shape w_q_head_shape;                     // W_Q_i, as the paper writes it: (d_model, d_k)
+  cppgrad::Shape w_q_head_shape;                     // W_Q_i as stored: (d_k, d_model), the paper's transposed
   std::vector<std::vector<double>> gradient_by_head;  // ∂ sum(Q_i) / ∂x_j at token 0, per head i
   std::vector<int64_t> features_read;                // per head: how many of those are nonzero
   std::vector<double> gradient_if_cut;               // the same, had head 0 read only its slice

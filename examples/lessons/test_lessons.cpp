@@ -12,7 +12,7 @@ using namespace lessons;
 TEST_CASE("lesson 1: every head reads all d_model input features") {
   const Lesson1 r = run_lesson1();
   const int64_t d_k = r.d_model / r.heads;
-  CHECK(r.w_q_head_shape == cppgrad::Shape{r.d_model, d_k});
+  CHECK(r.w_q_head_shape == cppgrad::Shape{d_k, r.d_model});  // as stored
   REQUIRE(r.features_read.size() == static_cast<size_t>(r.heads));
   for (int64_t n : r.features_read) CHECK(n == r.d_model);
   for (const auto& g : r.gradient_by_head)
