@@ -43,6 +43,11 @@ struct Lesson2 {
   int64_t timed_d_model = 128, timed_heads = 8;
   int64_t fused_gemm_calls = 0, per_head_gemm_calls = 0;  // BLAS calls in one forward+backward
   double fused_ms = 0.0, per_head_ms = 0.0;               // medians, measured side by side (not asserted)
+  // "The same" needs the same weights: left to their defaults (d_model 512, 8 heads) the two
+  // layers start differently. Standard deviation of the query weights, largest |query bias|.
+  int64_t init_d_model = 512;
+  double fused_init_weight_std = 0.0, per_head_init_weight_std = 0.0;
+  double fused_init_bias_max = 0.0, per_head_init_bias_max = 0.0;
 };
 Lesson2 run_lesson2();
 void print(const Lesson2& r);
@@ -62,6 +67,10 @@ struct Lesson3 {
   // The identity behind it, any weights: the h = 1 score is (1/√h)·Σ of the h heads' scores.
   double score_identity = 0.0;         // max |S(h=1) - (1/√8)·Σ_i S_i(h=8)|, random weights
   double score_identity_size = 0.0;    // max |S(h=1)|, for scale
+  // All ones, over 20 random inputs each of 12 and 64 tokens: how many give h = 1 and h = 8
+  // bit-identical outputs, and the largest difference (relative to the output's size) otherwise.
+  int64_t ones_inputs = 20, ones_identical_12 = 0, ones_identical_64 = 0;
+  double ones_worst_relative_diff = 0.0;
   double ones_smallest_top_gap = 0.0;  // all ones, h = 8: min over rows of (largest - second) score
   double ones_median_top_gap = 0.0;    // ... and its median
   // PyTorch's names and shapes of the d_model 512 layer's parameters, and their counts.
