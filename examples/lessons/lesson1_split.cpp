@@ -94,9 +94,9 @@ void print(const Lesson1& r) {
   fmt::print("  cut     {}   nonzero: {} of {}\n\n", row(r.gradient_if_cut), r.features_read_if_cut, r.d_model);
 
   fmt::print("Head i's queries computed two ways:\n");
-  fmt::print("  fused:    Q = x · W_Q (one matrix, h·d_k = {} columns), then reshape (T, {}) -> (T, {}, {})\n",
+  fmt::print("  fused:    Q = x · W_Qᵀ (one matrix, h·d_k = {} columns), then reshape (T, {}) -> (T, {}, {})\n",
              r.d_model, r.d_model, r.heads, d_k);
-  fmt::print("  per head: Q_i = x · W_Q_i, with W_Q_i = columns [i·d_k, (i+1)·d_k) of W_Q\n");
+  fmt::print("  per head: Q_i = x · W_Q_iᵀ, with W_Q_i = rows [i·d_k, (i+1)·d_k) of W_Q\n");
   fmt::print("  largest difference over all heads and tokens: {:.1e}\n\n", r.fused_vs_per_head);
 
   fmt::print("Answer: copied. Every head reads the whole embedding (all {} gradients are nonzero);\n", r.d_model);
