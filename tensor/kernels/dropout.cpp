@@ -4,7 +4,6 @@
 // stream says (kernels/counter_rng.h): each element's draw depends on its index alone, so any
 // thread count, and the backward making the mask again from the key, give the same mask.
 // The fast forms (fast/dropout.cpp) share the loop between threads and vectorise it.
-#include "runtime/profile.h"
 #include "runtime/reference_mode.h"
 #include "tensor/iterate.h"
 #include "tensor/kernels.h"
@@ -18,7 +17,6 @@ Tensor dropout_mask(const Shape& shape, DType dtype, double p, Generator& gen) {
 }
 
 Tensor dropout_mask(const Shape& shape, DType dtype, double p, uint64_t key) {
-  CPPGRAD_PROFILE_SCOPE("dropout_mask");
   CPPGRAD_CHECK(p >= 0.0 && p < 1.0, "dropout_mask: probability must be in [0, 1), got {}", p);
   Tensor mask = empty(shape, dtype);
   if (!reference_mode()) return fast::fill_dropout_mask(mask, p, key);
@@ -33,7 +31,6 @@ Tensor dropout_mask(const Shape& shape, DType dtype, double p, uint64_t key) {
 }
 
 Tensor dropout(const Tensor& x, double p, uint64_t key) {
-  CPPGRAD_PROFILE_SCOPE("dropout");
   CPPGRAD_CHECK(p >= 0.0 && p < 1.0, "dropout: probability must be in [0, 1), got {}", p);
   CPPGRAD_CHECK(x.is_floating_point(), "dropout: expected a floating dtype, got {}", dtype_name(x.dtype()));
   if (!reference_mode()) return fast::dropout(x, p, key);

@@ -78,6 +78,7 @@ Tensor masked_by_key(const char* op, const Tensor& input, double p, uint64_t key
 }  // namespace
 
 Tensor fill_dropout_mask(const Tensor& mask, double p, uint64_t key) {
+  CPPGRAD_PROFILE_SCOPE("dropout_mask");
   dispatch_floating(mask.dtype(), "dropout_mask", [&](auto tag) {
     using T = decltype(tag);
     const T keep = static_cast<T>(1.0 / (1.0 - p));
@@ -91,7 +92,10 @@ Tensor fill_dropout_mask(const Tensor& mask, double p, uint64_t key) {
   return mask;
 }
 
-Tensor dropout(const Tensor& input, double p, uint64_t key) { return masked_by_key<false>("dropout", input, p, key); }
+Tensor dropout(const Tensor& input, double p, uint64_t key) {
+  CPPGRAD_PROFILE_SCOPE("dropout");
+  return masked_by_key<false>("dropout", input, p, key);
+}
 
 Tensor relu_dropout(const Tensor& input, double p, uint64_t key) {
   CPPGRAD_PROFILE_SCOPE("relu_dropout");
