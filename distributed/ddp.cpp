@@ -18,6 +18,9 @@ struct DistributedDataParallel::Reducer {
     int64_t bucket = 0;
     int64_t offset = 0;  // into the bucket's flat buffer
     bool ready = false;  // its gradient of this backward is in the bucket
+    // A no_sync() backward reached it since the last synchronised one: its .grad holds a
+    // local sum that must be averaged even if the synchronised backward does not reach it.
+    bool accumulated = false;
   };
   struct Bucket {
     Tensor flat;                  // the gradients of its parameters, back to back
@@ -38,7 +41,10 @@ struct DistributedDataParallel::Reducer {
   double last_wait_seconds = 0;
 
   void on_gradient(int64_t i) {
-    if (!sync_enabled) return;
+    if (!sync_enabled) {
+      params[i].accumulated = true;
+      return;
+    }
     if (backward_token.expired()) begin_backward();
     Param& p = params[i];
     if (p.ready) return;  // (one leaf is delivered once per backward)
@@ -82,9 +88,19 @@ struct DistributedDataParallel::Reducer {
   // Run by the engine once backward has updated every .grad.
   void end_backward() {
     backward_token.reset();
-    std::vector<int64_t> unused;
-    for (int64_t i = 0; i < static_cast<int64_t>(params.size()); ++i)
-      if (!params[i].ready) unused.push_back(i);
+    const auto count = static_cast<int64_t>(params.size());
+    // Not reached by this backward: those an earlier no_sync() micro-batch reached bring their
+    // accumulated .grad (as PyTorch's DDP does); the others are unused since the last sync.
+    std::vector<int64_t> late, unused;
+    for (int64_t i = 0; i < count; ++i)
+      if (!params[i].ready) (params[i].accumulated ? late : unused).push_back(i);
+    // Whether this rank has a gradient for it since the last sync; reduced with Max below so
+    // that the ranks agree on which parameters get an average.
+    Tensor used = zeros({count}, kInt64);
+    for (int64_t i = 0; i < count; ++i) {
+      used.data<int64_t>()[i] = params[i].ready || params[i].accumulated;
+      params[i].accumulated = false;
+    }
     if (!unused.empty() && !find_unused) {
       std::vector<std::string> names;
       for (int64_t i : unused) names.push_back(params[i].name);
@@ -94,28 +110,36 @@ struct DistributedDataParallel::Reducer {
           "when some are not used in every step",
           rank(), names.size(), fmt::join(names, ", ")));
     }
-    // An unused parameter contributes zeros; whether any rank used it is reduced beside it.
-    Tensor used;
-    Work used_work;
-    if (find_unused) {
-      used = zeros({static_cast<int64_t>(params.size())}, kInt64);
-      for (int64_t i = 0; i < static_cast<int64_t>(params.size()); ++i) used.data<int64_t>()[i] = params[i].ready;
-      for (int64_t i : unused) {
-        NoGradGuard no_grad;
-        bucket_slice(params[i]).zero_();
+    // A late parameter contributes its accumulated gradient, an unused one zeros.
+    {
+      NoGradGuard no_grad;
+      for (int64_t i : late) {
+        const Tensor& grad = params[i].tensor.grad();
+        if (grad.defined())
+          bucket_slice(params[i]).copy_(grad);
+        else
+          bucket_slice(params[i]).zero_();  // zero_grad() in between set it to none
+      }
+      for (int64_t i : unused) bucket_slice(params[i]).zero_();
+    }
+    for (const auto& indices : {late, unused})
+      for (int64_t i : indices) {
         params[i].ready = true;
         --buckets[params[i].bucket].pending;
       }
-      start_ready_buckets();
+    start_ready_buckets();
+    Work used_work;
+    if (find_unused)
       used_work = all_reduce_async(used, ReduceOp::Max);
-    }
+    else
+      used = Tensor();  // every rank used every parameter
     const auto start = std::chrono::steady_clock::now();
     for (Bucket& b : buckets) b.work.wait();
     used_work.wait();
     last_wait_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 
     NoGradGuard no_grad;
-    for (int64_t i = 0; i < static_cast<int64_t>(params.size()); ++i) {
+    for (int64_t i = 0; i < count; ++i) {
       Param& p = params[i];
       if (used.defined() && used.data<int64_t>()[i] == 0) continue;  // no rank used it: .grad stays
       Tensor average = bucket_slice(p);
