@@ -25,6 +25,7 @@
 #include "dtype.h"
 #include "../runtime/error.h"
 #include "generator.h"
+#include "op_tables.h"
 #include "shape.h"
 #include "storage.h"
 
@@ -147,22 +148,15 @@ class Tensor {
   Tensor to(DType dtype) const;  // itself when already of that dtype
 
   // ---- math (autograd/ops_*.cpp) -----------------------------------------------------------
-  Tensor neg() const;
-  Tensor abs() const;
-  Tensor exp() const;
-  Tensor log() const;
-  Tensor sqrt() const;
-  Tensor rsqrt() const;
-  Tensor tanh() const;
-  Tensor sigmoid() const;
-  Tensor relu() const;
-  // GELU(x) = x·Φ(x) with Φ the normal CDF (approximate = "none"), or PyTorch's tanh
-  // approximation 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))) (approximate = "tanh").
-  Tensor gelu(std::string_view approximate = "none") const;
-  Tensor erf() const;
-  Tensor sign() const;  // no gradient
-  Tensor sin() const;
-  Tensor cos() const;
+  // One method per row of CPPGRAD_UNARY_OPS (tensor/op_tables.h, which gives each one's formula
+  // and derivative): t.neg(), t.abs(), t.sign() (no gradient), t.exp(), t.log(), t.sqrt(),
+  // t.rsqrt(), t.tanh(), t.sigmoid(), t.relu(), t.erf(), t.sin(), t.cos(), t.gelu(), ...
+#define CPPGRAD_UNARY_METHOD(name, ...) Tensor name() const;
+  CPPGRAD_UNARY_OPS(CPPGRAD_UNARY_METHOD)
+#undef CPPGRAD_UNARY_METHOD
+  // GELU(x) = x·Φ(x) with Φ the normal CDF (approximate = "none", the gelu row), or PyTorch's tanh
+  // approximation 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))) (approximate = "tanh", the gelu_tanh row).
+  Tensor gelu(std::string_view approximate) const;
   // Each element limited to [min, max] (either bound may be left out); the gradient passes where
   // min ≤ x ≤ max, as in PyTorch.
   Tensor clamp(std::optional<double> min, std::optional<double> max = std::nullopt) const;
@@ -279,8 +273,10 @@ Tensor matmul(const Tensor& a, const Tensor& b);
 Tensor maximum(const Tensor& a, const Tensor& b);
 Tensor minimum(const Tensor& a, const Tensor& b);
 Tensor where(const Tensor& condition, const Tensor& a, const Tensor& b);
-Tensor sin(const Tensor& t);
-Tensor cos(const Tensor& t);
+// One free function per row of CPPGRAD_UNARY_OPS: sin(t) is t.sin(), as torch.sin.
+#define CPPGRAD_UNARY_FUNCTION(name, ...) Tensor name(const Tensor& t);
+CPPGRAD_UNARY_OPS(CPPGRAD_UNARY_FUNCTION)
+#undef CPPGRAD_UNARY_FUNCTION
 Tensor clamp(const Tensor& t, std::optional<double> min, std::optional<double> max = std::nullopt);
 Tensor cat(const std::vector<Tensor>& tensors, int64_t dim = 0);
 Tensor stack(const std::vector<Tensor>& tensors, int64_t dim = 0);
