@@ -48,6 +48,7 @@ ROW(sqrt,      Sqrt,     floating, std::sqrt(x),                               O
 ROW(rsqrt,     Rsqrt,    floating, T(1) / std::sqrt(x),                        Output,  -0.5 * g * C * C * C,                   Positive) \
 ROW(tanh,      Tanh,     floating, std::tanh(x),                               Output,  g * (1.0 - C * C),                      Any) \
 ROW(sigmoid,   Sigmoid,  floating, T(1) / (T(1) + std::exp(-x)),               Output,  g * C * (1.0 - C),                      Any) \
+ROW(silu,      Silu,     floating, x / (T(1) + std::exp(-x)),                  Input,   g * A.sigmoid() * (1.0 + A * (1.0 - A.sigmoid())), Any) \
 ROW(relu,      Relu,     floating, x > T(0) ? x : T(0),                        Output,  g.masked_fill(C <= 0.0, 0.0),           AwayFromZero) \
 ROW(erf,       Erf,      floating, std::erf(x),                                Input,   g * two_over_sqrtpi * (-(A * A)).exp(), Any) \
 ROW(sin,       Sin,      floating, std::sin(x),                                Input,   g * A.cos(),                            Any) \
