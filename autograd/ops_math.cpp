@@ -91,55 +91,39 @@ Tensor Tensor::pow(double p) const {
   });
 }
 
-// ---- binary, with broadcasting --------------------------------------------------------------
-
-Tensor add(const Tensor& a, const Tensor& b) {
-  // dA = dC,  dB = dC
-  return record("add", kernels::binary(Binary::Add, a, b), {a, b}, {},
-                [](const Tensor& g, const Saved&) -> Grads { return {g, g}; });
-}
-
-Tensor sub(const Tensor& a, const Tensor& b) {
-  // dA = dC,  dB = -dC
-  return record("sub", kernels::binary(Binary::Sub, a, b), {a, b}, {},
-                [](const Tensor& g, const Saved& s) -> Grads { return {g, s.needs_grad(1) ? -g : Tensor()}; });
-}
-
-Tensor mul(const Tensor& a, const Tensor& b) {
-  // dA = dC ⊙ B,  dB = dC ⊙ A
-  return record("mul", kernels::binary(Binary::Mul, a, b), {a, b}, {a, b},
-                [](const Tensor& g, const Saved& s) -> Grads {
-                  return {s.needs_grad(0) ? g * s[1] : Tensor(), s.needs_grad(1) ? g * s[0] : Tensor()};
-                });
-}
-
-Tensor div(const Tensor& a, const Tensor& b) {
-  // dA = dC / B,  dB = -dC ⊙ A / B²
-  return record("div", kernels::binary(Binary::Div, a, b), {a, b}, {a, b},
-                [](const Tensor& g, const Saved& s) -> Grads {
-                  return {s.needs_grad(0) ? g / s[1] : Tensor(),
-                          s.needs_grad(1) ? -(g * s[0]) / (s[1] * s[1]) : Tensor()};
-                });
-}
+// ---- binary, with broadcasting: one op per row of CPPGRAD_BINARY_OPS ---------------------------
 
 namespace {
-// maximum/minimum send the gradient to the winner, and half to each on a tie (as PyTorch).
-Tensor extremum2(const char* op, Binary kind, kernels::Compare wins, const Tensor& a, const Tensor& b) {
-  // dA = dC ⊙ w,  dB = dC ⊙ (1 - w),  w = 1 where A wins, ½ on a tie, 0 where B wins
-  return record(op, kernels::binary(kind, a, b), {a, b}, {a, b}, [wins](const Tensor& g, const Saved& s) -> Grads {
-    DType dt = g.dtype();
-    Tensor w = kernels::binary(Binary::Add, kernels::to(kernels::compare(wins, s[0], s[1]), dt),
-                               kernels::binary(Binary::Mul, kernels::to(kernels::compare(kernels::Compare::Eq, s[0], s[1]), dt),
-                                               full({}, 0.5, dt)));
-    return {g * w, g * (1.0 - w)};
-  });
+enum class BinarySaves { Nothing, Inputs };
+
+// C = forward(A, B), recorded with dA = derivative_a(g, A, B) and dB = derivative_b(g, A, B), each
+// computed only when its input needs it.
+template <class DerivativeA, class DerivativeB>
+Tensor binary_op(Binary op, BinarySaves saves, const Tensor& a, const Tensor& b, DerivativeA derivative_a,
+                 DerivativeB derivative_b) {
+  std::vector<Tensor> to_save;
+  if (saves == BinarySaves::Inputs) to_save = {a, b};
+  return record(kernels::binary_name(op), kernels::binary(op, a, b), {a, b}, to_save,
+                [saves, derivative_a, derivative_b](const Tensor& g, const Saved& s) -> Grads {
+                  const Tensor none;
+                  const Tensor& A = saves == BinarySaves::Inputs ? s[0] : none;
+                  const Tensor& B = saves == BinarySaves::Inputs ? s[1] : none;
+                  return {s.needs_grad(0) ? derivative_a(g, A, B) : Tensor(),
+                          s.needs_grad(1) ? derivative_b(g, A, B) : Tensor()};
+                });
 }
 }  // namespace
 
-Tensor maximum(const Tensor& a, const Tensor& b) { return extremum2("maximum", Binary::Maximum, kernels::Compare::Gt, a, b); }
-Tensor minimum(const Tensor& a, const Tensor& b) { return extremum2("minimum", Binary::Minimum, kernels::Compare::Lt, a, b); }
-Tensor Tensor::maximum(const Tensor& other) const { return cppgrad::maximum(*this, other); }
-Tensor Tensor::minimum(const Tensor& other) const { return cppgrad::minimum(*this, other); }
+#define CPPGRAD_BINARY_OP(name, Enum, forward, saves, dA, dB, domain)                                         \
+  Tensor name(const Tensor& a, const Tensor& b) {                                                              \
+    return binary_op(                                                                                          \
+        Binary::Enum, BinarySaves::saves, a, b,                                                                \
+        [](const Tensor& g, [[maybe_unused]] const Tensor& A, [[maybe_unused]] const Tensor& B) { return dA; }, \
+        [](const Tensor& g, [[maybe_unused]] const Tensor& A, [[maybe_unused]] const Tensor& B) { return dB; }); \
+  }                                                                                                            \
+  Tensor Tensor::name(const Tensor& other) const { return cppgrad::name(*this, other); }
+CPPGRAD_BINARY_OPS(CPPGRAD_BINARY_OP)
+#undef CPPGRAD_BINARY_OP
 
 // A scalar operand becomes a 0-d tensor of the other side's dtype (float32 for a fractional
 // scalar with an integer tensor), so `x * 2.0` keeps x's dtype as in PyTorch.
@@ -164,20 +148,7 @@ Tensor operator-(double a, const Tensor& b) { return sub(scalar_for(b, a), b); }
 Tensor operator*(double a, const Tensor& b) { return mul(scalar_for(b, a), b); }
 Tensor operator/(double a, const Tensor& b) { return div(scalar_for(b, a), b); }
 
-// ---- comparisons: bool results, no gradient ---------------------------------------------------
-Tensor Tensor::eq(const Tensor& o) const { return kernels::compare(kernels::Compare::Eq, *this, o); }
-Tensor Tensor::ne(const Tensor& o) const { return kernels::compare(kernels::Compare::Ne, *this, o); }
-Tensor Tensor::lt(const Tensor& o) const { return kernels::compare(kernels::Compare::Lt, *this, o); }
-Tensor Tensor::le(const Tensor& o) const { return kernels::compare(kernels::Compare::Le, *this, o); }
-Tensor Tensor::gt(const Tensor& o) const { return kernels::compare(kernels::Compare::Gt, *this, o); }
-Tensor Tensor::ge(const Tensor& o) const { return kernels::compare(kernels::Compare::Ge, *this, o); }
-Tensor Tensor::logical_not() const { return kernels::logical_not(*this); }
-Tensor operator==(const Tensor& a, const Tensor& b) { return a.eq(b); }
-Tensor operator!=(const Tensor& a, const Tensor& b) { return a.ne(b); }
-Tensor operator<(const Tensor& a, const Tensor& b) { return a.lt(b); }
-Tensor operator<=(const Tensor& a, const Tensor& b) { return a.le(b); }
-Tensor operator>(const Tensor& a, const Tensor& b) { return a.gt(b); }
-Tensor operator>=(const Tensor& a, const Tensor& b) { return a.ge(b); }
+// ---- comparisons: one per row of CPPGRAD_COMPARE_OPS; bool results, no gradient -----------------
 
 // A number compared with a tensor: in the tensor's dtype when that holds it exactly, else in
 // float64 (an integer tensor against 0.5), so `t == 0.5` is false for every integer t.
@@ -186,18 +157,16 @@ static Tensor compare_scalar_for(const Tensor& t, double v) {
   if (v == std::floor(v) && t.dtype() == kInt64) return full({}, v, kInt64);
   return full({}, v, kFloat64);
 }
-Tensor operator==(const Tensor& a, double b) { return a.eq(compare_scalar_for(a, b)); }
-Tensor operator!=(const Tensor& a, double b) { return a.ne(compare_scalar_for(a, b)); }
-Tensor operator<(const Tensor& a, double b) { return a.lt(compare_scalar_for(a, b)); }
-Tensor operator<=(const Tensor& a, double b) { return a.le(compare_scalar_for(a, b)); }
-Tensor operator>(const Tensor& a, double b) { return a.gt(compare_scalar_for(a, b)); }
-Tensor operator>=(const Tensor& a, double b) { return a.ge(compare_scalar_for(a, b)); }
-Tensor operator==(double a, const Tensor& b) { return b == a; }
-Tensor operator!=(double a, const Tensor& b) { return b != a; }
-Tensor operator<(double a, const Tensor& b) { return b > a; }
-Tensor operator<=(double a, const Tensor& b) { return b >= a; }
-Tensor operator>(double a, const Tensor& b) { return b < a; }
-Tensor operator>=(double a, const Tensor& b) { return b <= a; }
+
+#define CPPGRAD_COMPARE_OP(name, Enum, symbol)                                                         \
+  Tensor name(const Tensor& a, const Tensor& b) { return kernels::compare(kernels::Compare::Enum, a, b); } \
+  Tensor Tensor::name(const Tensor& other) const { return cppgrad::name(*this, other); }              \
+  Tensor operator symbol(const Tensor& a, const Tensor& b) { return name(a, b); }                      \
+  Tensor operator symbol(const Tensor& a, double b) { return name(a, compare_scalar_for(a, b)); }      \
+  Tensor operator symbol(double a, const Tensor& b) { return name(compare_scalar_for(b, a), b); }
+CPPGRAD_COMPARE_OPS(CPPGRAD_COMPARE_OP)
+#undef CPPGRAD_COMPARE_OP
+Tensor Tensor::logical_not() const { return kernels::logical_not(*this); }
 
 // ---- selection --------------------------------------------------------------------------------
 

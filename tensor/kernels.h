@@ -44,7 +44,11 @@ const char* unary_name(Unary op);  // the row's name: "sin"
 Tensor unary(Unary op, const Tensor& t);
 Tensor pow(const Tensor& t, double exponent);
 
-enum class Binary { Add, Sub, Mul, Div, Maximum, Minimum };
+// One enumerator per row of CPPGRAD_BINARY_OPS: Binary::Add, ..., Binary::Minimum.
+#define CPPGRAD_BINARY_ENUM(name, Enum, ...) Enum,
+enum class Binary { CPPGRAD_BINARY_OPS(CPPGRAD_BINARY_ENUM) };
+#undef CPPGRAD_BINARY_ENUM
+const char* binary_name(Binary op);  // the row's name: "add"
 Tensor binary(Binary op, const Tensor& a, const Tensor& b);
 // In place: a = a (op) b, with b broadcast to a's shape; a keeps its dtype.
 void binary_(Binary op, const Tensor& a, const Tensor& b);
@@ -53,7 +57,11 @@ void binary_(Binary op, const Tensor& a, const Tensor& b);
 // pass), given what the row saves; undefined for the other rows (tensor/kernels/fast/elementwise.cpp).
 Tensor unary_backward_fast(Unary op, const Tensor& grad, const Tensor& saved);
 
-enum class Compare { Eq, Ne, Lt, Le, Gt, Ge };
+// One enumerator per row of CPPGRAD_COMPARE_OPS: Compare::Eq, ..., Compare::Ge.
+#define CPPGRAD_COMPARE_ENUM(name, Enum, ...) Enum,
+enum class Compare { CPPGRAD_COMPARE_OPS(CPPGRAD_COMPARE_ENUM) };
+#undef CPPGRAD_COMPARE_ENUM
+const char* compare_name(Compare op);  // the row's name: "lt"
 Tensor compare(Compare op, const Tensor& a, const Tensor& b);  // bool
 Tensor logical_not(const Tensor& t);
 

@@ -1,14 +1,15 @@
-// The elementwise ops, one row each. Adding an op is adding a row: everything else is made from
-// the rows.
+// The elementwise ops, one row each, in three families: unary, binary and comparisons. Adding an
+// op is adding a row: everything else is made from the rows.
 //
 // Each family is an X-macro: CPPGRAD_UNARY_OPS(ROW) writes ROW(...) once per op, and each place
-// that needs the ops defines ROW to pick the columns it uses:
+// that needs the ops defines ROW to pick the columns it uses (the same for the other families):
 //   tensor/kernels.h                   the enum             kernels::Unary::Sin
 //   tensor/kernels/elementwise.cpp     the names and the kernel: the forward column, per dtype
 //   tensor/tensor.h                    the method and the free function: t.sin(), sin(t)
 //   autograd/ops_math.cpp              the differentiable op: what backward saves, the derivative
-//   tests/autograd/test_gradcheck_unary.cpp, test_gradgrad.cpp: gradcheck and gradgradcheck of
-//                                      every row, on inputs drawn from its domain
+//   tests/autograd/test_gradcheck_unary.cpp, test_gradcheck_binary.cpp, test_gradgrad.cpp:
+//                                      gradcheck and gradgradcheck of every row, on inputs drawn
+//                                      from its domain
 //
 // tensor/ knows nothing of graphs, and this file keeps it so: tensor/ expands only the name and
 // forward columns. The derivative column is text that only autograd/ compiles (it is written with
@@ -60,5 +61,34 @@ ROW(gelu,      Gelu,     floating, T(0.5) * x * (T(1) + std::erf(x * T(sqrt_half
 ROW(gelu_tanh, GeluTanh, floating, T(0.5) * x * (T(1) + std::tanh(T(gelu_k) * (x + T(gelu_c) * x * x * x))), \
     Input, g * (0.5 * (1.0 + (gelu_k * (A + gelu_c * A * A * A)).tanh()) \
                 + 0.5 * A * (1.0 - (gelu_k * (A + gelu_c * A * A * A)).tanh().square()) * gelu_k * (1.0 + 3.0 * gelu_c * A * A)), Any)
-// clang-format on
 
+// The columns of a binary row (the operands broadcast, NumPy's way, and promote to a common dtype,
+// PyTorch's way; div of integers divides in float32, as torch.div):
+//   name, Enum  as for unary rows; every binary op takes every dtype but bool
+//   forward     the scalar op on x and y, of type T
+//   saves       Inputs (A and B) or Nothing
+//   dA, dB      the gradients of both inputs, of the output's shape (the engine sums a broadcast
+//               gradient back to its input's shape), from g = dC and the saved A and B
+//   domain      where gradcheck draws B: Any, or Positive (a divisor away from 0)
+// maximum and minimum propagate NaN, as torch.maximum, and send the gradient to the winner, half to
+// each on a tie: w = 1 where A wins, ½ on a tie, 0 where B wins (a bool counts 1 where true).
+#define CPPGRAD_BINARY_OPS(ROW) \
+/*  name     Enum     forward: z(x, y)            saves    dA                                dB                                        domain of B */ \
+ROW(add,     Add,     x + y,                      Nothing, g,                                g,                                        Any) \
+ROW(sub,     Sub,     x - y,                      Nothing, g,                                -g,                                       Any) \
+ROW(mul,     Mul,     x * y,                      Inputs,  g * B,                            g * A,                                    Any) \
+ROW(div,     Div,     x / y,                      Inputs,  g / B,                            -(g * A) / (B * B),                       Positive) \
+ROW(maximum, Maximum, (x != x || x > y) ? x : y,  Inputs,  g * ((A > B) + 0.5 * (A == B)),   g * (1.0 - ((A > B) + 0.5 * (A == B))),   Any) \
+ROW(minimum, Minimum, (x != x || x < y) ? x : y,  Inputs,  g * ((A < B) + 0.5 * (A == B)),   g * (1.0 - ((A < B) + 0.5 * (A == B))),   Any)
+
+// The comparisons: a bool result, any dtypes (promoted as a binary op's), no gradient. The
+// operator column gives a == b, a == 2.0 and 2.0 == a.
+#define CPPGRAD_COMPARE_OPS(ROW) \
+/*  name  Enum  operator */ \
+ROW(eq,   Eq,   ==) \
+ROW(ne,   Ne,   !=) \
+ROW(lt,   Lt,   <) \
+ROW(le,   Le,   <=) \
+ROW(gt,   Gt,   >) \
+ROW(ge,   Ge,   >=)
+// clang-format on

@@ -163,8 +163,11 @@ class Tensor {
   Tensor pow(double exponent) const;
   Tensor square() const { return pow(2.0); }
   Tensor matmul(const Tensor& other) const;
-  Tensor maximum(const Tensor& other) const;
-  Tensor minimum(const Tensor& other) const;
+  // One method per row of CPPGRAD_BINARY_OPS: a.add(b), a.sub(b), a.mul(b), a.div(b),
+  // a.maximum(b), a.minimum(b) (the operators +, -, *, / are below).
+#define CPPGRAD_BINARY_METHOD(name, ...) Tensor name(const Tensor& other) const;
+  CPPGRAD_BINARY_OPS(CPPGRAD_BINARY_METHOD)
+#undef CPPGRAD_BINARY_METHOD
 
   Tensor sum() const;
   Tensor sum(const std::vector<int64_t>& dims, bool keepdim = false) const;
@@ -192,12 +195,11 @@ class Tensor {
   Tensor softmax(int64_t dim) const;
   Tensor log_softmax(int64_t dim) const;
 
-  Tensor eq(const Tensor& other) const;  // comparisons give bool and have no gradient
-  Tensor ne(const Tensor& other) const;
-  Tensor lt(const Tensor& other) const;
-  Tensor le(const Tensor& other) const;
-  Tensor gt(const Tensor& other) const;
-  Tensor ge(const Tensor& other) const;
+  // One method per row of CPPGRAD_COMPARE_OPS: a.eq(b), a.ne(b), a.lt(b), a.le(b), a.gt(b),
+  // a.ge(b). Comparisons give bool and have no gradient.
+#define CPPGRAD_COMPARE_METHOD(name, ...) Tensor name(const Tensor& other) const;
+  CPPGRAD_COMPARE_OPS(CPPGRAD_COMPARE_METHOD)
+#undef CPPGRAD_COMPARE_METHOD
   Tensor logical_not() const;
 
   Tensor masked_fill(const Tensor& mask, double value) const;  // where mask is true
@@ -244,34 +246,22 @@ Tensor operator+(double a, const Tensor& b);
 Tensor operator-(double a, const Tensor& b);
 Tensor operator*(double a, const Tensor& b);
 Tensor operator/(double a, const Tensor& b);
-Tensor operator==(const Tensor& a, const Tensor& b);
-Tensor operator!=(const Tensor& a, const Tensor& b);
-Tensor operator<(const Tensor& a, const Tensor& b);
-Tensor operator<=(const Tensor& a, const Tensor& b);
-Tensor operator>(const Tensor& a, const Tensor& b);
-Tensor operator>=(const Tensor& a, const Tensor& b);
-// Against a number: `t == 0`, `x > 0.0` (bool results). The number is compared exactly: an
-// integer tensor against 0.5 compares in float64.
-Tensor operator==(const Tensor& a, double b);
-Tensor operator!=(const Tensor& a, double b);
-Tensor operator<(const Tensor& a, double b);
-Tensor operator<=(const Tensor& a, double b);
-Tensor operator>(const Tensor& a, double b);
-Tensor operator>=(const Tensor& a, double b);
-Tensor operator==(double a, const Tensor& b);
-Tensor operator!=(double a, const Tensor& b);
-Tensor operator<(double a, const Tensor& b);
-Tensor operator<=(double a, const Tensor& b);
-Tensor operator>(double a, const Tensor& b);
-Tensor operator>=(double a, const Tensor& b);
+// One function and three operators per row of CPPGRAD_COMPARE_OPS: lt(a, b), a < b, and against
+// a number, `t == 0`, `x > 0.0` (bool results). The number is compared exactly: an integer tensor
+// against 0.5 compares in float64.
+#define CPPGRAD_COMPARE_FUNCTIONS(name, Enum, symbol) \
+  Tensor name(const Tensor& a, const Tensor& b);       \
+  Tensor operator symbol(const Tensor& a, const Tensor& b); \
+  Tensor operator symbol(const Tensor& a, double b);   \
+  Tensor operator symbol(double a, const Tensor& b);
+CPPGRAD_COMPARE_OPS(CPPGRAD_COMPARE_FUNCTIONS)
+#undef CPPGRAD_COMPARE_FUNCTIONS
 
-Tensor add(const Tensor& a, const Tensor& b);
-Tensor sub(const Tensor& a, const Tensor& b);
-Tensor mul(const Tensor& a, const Tensor& b);
-Tensor div(const Tensor& a, const Tensor& b);
+// One free function per row of CPPGRAD_BINARY_OPS: add(a, b), ..., maximum(a, b), minimum(a, b).
+#define CPPGRAD_BINARY_FUNCTION(name, ...) Tensor name(const Tensor& a, const Tensor& b);
+CPPGRAD_BINARY_OPS(CPPGRAD_BINARY_FUNCTION)
+#undef CPPGRAD_BINARY_FUNCTION
 Tensor matmul(const Tensor& a, const Tensor& b);
-Tensor maximum(const Tensor& a, const Tensor& b);
-Tensor minimum(const Tensor& a, const Tensor& b);
 Tensor where(const Tensor& condition, const Tensor& a, const Tensor& b);
 // One free function per row of CPPGRAD_UNARY_OPS: sin(t) is t.sin(), as torch.sin.
 #define CPPGRAD_UNARY_FUNCTION(name, ...) Tensor name(const Tensor& t);

@@ -18,30 +18,6 @@ namespace cppgrad::kernels {
 
 namespace {
 
-const char* binary_name(Binary op) {
-  switch (op) {
-    case Binary::Add: return "add";
-    case Binary::Sub: return "sub";
-    case Binary::Mul: return "mul";
-    case Binary::Div: return "div";
-    case Binary::Maximum: return "maximum";
-    case Binary::Minimum: return "minimum";
-  }
-  return "binary";
-}
-
-const char* compare_name(Compare op) {
-  switch (op) {
-    case Compare::Eq: return "eq";
-    case Compare::Ne: return "ne";
-    case Compare::Lt: return "lt";
-    case Compare::Le: return "le";
-    case Compare::Gt: return "gt";
-    case Compare::Ge: return "ge";
-  }
-  return "compare";
-}
-
 // out = f(in), elementwise, out and in of the same shape: one element at a time. Unless
 // reference mode is on, the fast form runs instead (fast/elementwise.h: the same f on each
 // element, in loops the compiler vectorises).
@@ -142,21 +118,27 @@ Tensor pow(const Tensor& t, double exponent) {
   return out;
 }
 
+// ---- binary: one case per row of CPPGRAD_BINARY_OPS ------------------------------------------
+
+const char* binary_name(Binary op) {
+  switch (op) {
+#define CPPGRAD_BINARY_NAME(name, Enum, ...) \
+    case Binary::Enum: return #name;
+    CPPGRAD_BINARY_OPS(CPPGRAD_BINARY_NAME)
+#undef CPPGRAD_BINARY_NAME
+  }
+  return "binary";
+}
+
 namespace {
+// out = forward(x, y) for each pair of elements.
 template <class T>
 void binary_loop(Binary op, const Tensor& out, const Tensor& a, const Tensor& b) {
   switch (op) {
-    case Binary::Add: zip_into<T, T>(out, a, b, [](T x, T y) { return x + y; }); break;
-    case Binary::Sub: zip_into<T, T>(out, a, b, [](T x, T y) { return x - y; }); break;
-    case Binary::Mul: zip_into<T, T>(out, a, b, [](T x, T y) { return x * y; }); break;
-    case Binary::Div: zip_into<T, T>(out, a, b, [](T x, T y) { return x / y; }); break;
-    // NaN propagates, as in torch.maximum.
-    case Binary::Maximum:
-      zip_into<T, T>(out, a, b, [](T x, T y) { return (x != x || x > y) ? x : y; });
-      break;
-    case Binary::Minimum:
-      zip_into<T, T>(out, a, b, [](T x, T y) { return (x != x || x < y) ? x : y; });
-      break;
+#define CPPGRAD_BINARY_KERNEL(name, Enum, forward, ...) \
+    case Binary::Enum: zip_into<T, T>(out, a, b, [](T x, T y) { return static_cast<T>(forward); }); break;
+    CPPGRAD_BINARY_OPS(CPPGRAD_BINARY_KERNEL)
+#undef CPPGRAD_BINARY_KERNEL
   }
 }
 }  // namespace
@@ -186,22 +168,31 @@ void binary_(Binary op, const Tensor& a, const Tensor& b) {
   a.bump_version();
 }
 
+// ---- comparisons: one case per row of CPPGRAD_COMPARE_OPS -------------------------------------
+
+const char* compare_name(Compare op) {
+  switch (op) {
+#define CPPGRAD_COMPARE_NAME(name, Enum, ...) \
+    case Compare::Enum: return #name;
+    CPPGRAD_COMPARE_OPS(CPPGRAD_COMPARE_NAME)
+#undef CPPGRAD_COMPARE_NAME
+  }
+  return "compare";
+}
+
+// out = (x op y) for each pair of elements, in their common dtype; out is bool.
 Tensor compare(Compare op, const Tensor& a, const Tensor& b) {
   CPPGRAD_PROFILE_SCOPE("compare");
   Operands ops = broadcast_operands(a, b, compare_name(op));
   const Tensor &x = ops.a, &y = ops.b;
-  const Shape& shape = ops.shape;
-  const DType dtype = ops.dtype;
-  Tensor out = empty(shape, kBool);
-  dispatch(dtype, [&](auto tag) {
+  Tensor out = empty(ops.shape, kBool);
+  dispatch(ops.dtype, [&](auto tag) {
     using T = decltype(tag);
     switch (op) {
-      case Compare::Eq: zip_into<bool, T>(out, x, y, [](T p, T q) { return p == q; }); break;
-      case Compare::Ne: zip_into<bool, T>(out, x, y, [](T p, T q) { return p != q; }); break;
-      case Compare::Lt: zip_into<bool, T>(out, x, y, [](T p, T q) { return p < q; }); break;
-      case Compare::Le: zip_into<bool, T>(out, x, y, [](T p, T q) { return p <= q; }); break;
-      case Compare::Gt: zip_into<bool, T>(out, x, y, [](T p, T q) { return p > q; }); break;
-      case Compare::Ge: zip_into<bool, T>(out, x, y, [](T p, T q) { return p >= q; }); break;
+#define CPPGRAD_COMPARE_KERNEL(name, Enum, symbol) \
+      case Compare::Enum: zip_into<bool, T>(out, x, y, [](T p, T q) { return p symbol q; }); break;
+      CPPGRAD_COMPARE_OPS(CPPGRAD_COMPARE_KERNEL)
+#undef CPPGRAD_COMPARE_KERNEL
     }
   });
   return out;

@@ -20,7 +20,8 @@ template <class T>
 bool same_bits(const Tensor& a, const Tensor& b) {
   if (a.shape() != b.shape() || a.dtype() != b.dtype()) return false;
   std::vector<T> x = a.contiguous().to_vector<T>(), y = b.contiguous().to_vector<T>();
-  return std::memcmp(x.data(), y.data(), x.size() * sizeof(T)) == 0;
+  if constexpr (std::is_same_v<T, bool>) return x == y;
+  else return std::memcmp(x.data(), y.data(), x.size() * sizeof(T)) == 0;
 }
 bool same_bits(const Tensor& a, const Tensor& b) {
   bool same = false;
