@@ -21,6 +21,8 @@
 #include "nn/layers.h"
 #include "nn/attention.h"
 #include "nn/transformer.h"
+#include "nn/rmsnorm.h"
+#include "nn/rotary.h"
 #include "nn/safetensors.h"
 #include "optim/optimizer.h"
 #include "optim/sgd.h"

@@ -117,7 +117,8 @@ Tensor merge_attention_masks(const Tensor& key_padding_mask, const Tensor& attn_
 MultiheadAttention::MultiheadAttention(const MultiheadAttentionOptions& opts)
     : options(MultiheadAttentionOptions(opts)
                   .kdim(opts.kdim() > 0 ? opts.kdim() : opts.embed_dim())
-                  .vdim(opts.vdim() > 0 ? opts.vdim() : opts.embed_dim())),
+                  .vdim(opts.vdim() > 0 ? opts.vdim() : opts.embed_dim())
+                  .num_kv_heads(opts.num_kv_heads() > 0 ? opts.num_kv_heads() : opts.num_heads())),
       head_dim(opts.num_heads() > 0 ? opts.embed_dim() / opts.num_heads() : 0) {
   const int64_t E = options.embed_dim(), H = options.num_heads();
   CPPGRAD_CHECK(E > 0 && H > 0, "MultiheadAttention: embed_dim {} and num_heads {} must be positive", E, H);
@@ -125,14 +126,24 @@ MultiheadAttention::MultiheadAttention(const MultiheadAttentionOptions& opts)
         E, H);
   CPPGRAD_CHECK(options.dropout() >= 0.0 && options.dropout() < 1.0, "MultiheadAttention: dropout {} must be in [0, 1)",
         options.dropout());
-  if (options.kdim() == E && options.vdim() == E) {
+  const int64_t G = options.num_kv_heads();
+  CPPGRAD_CHECK(opts.num_kv_heads() >= 0 && H % G == 0,
+                "MultiheadAttention: num_kv_heads {} must divide num_heads {} (each key/value head serves "
+                "num_heads / num_kv_heads query heads)", opts.num_kv_heads(), H);
+  CPPGRAD_CHECK(!options.rotary() || head_dim % 2 == 0,
+                "MultiheadAttention: rotary positions need an even head_dim, got embed_dim {} / num_heads {} = {}", E, H,
+                head_dim);
+  CPPGRAD_CHECK(!options.window() || *options.window() >= 1, "MultiheadAttention: window {} must be at least 1",
+                options.window().value_or(0));
+  const int64_t kv_width = G * head_dim;  // E unless the heads are grouped
+  if (options.kdim() == E && options.vdim() == E && G == H) {
     in_proj_weight = register_parameter("in_proj_weight", empty({3 * E, E}));
   } else {
     q_proj_weight = register_parameter("q_proj_weight", empty({E, E}));
-    k_proj_weight = register_parameter("k_proj_weight", empty({E, options.kdim()}));
-    v_proj_weight = register_parameter("v_proj_weight", empty({E, options.vdim()}));
+    k_proj_weight = register_parameter("k_proj_weight", empty({kv_width, options.kdim()}));
+    v_proj_weight = register_parameter("v_proj_weight", empty({kv_width, options.vdim()}));
   }
-  if (options.bias()) in_proj_bias = register_parameter("in_proj_bias", empty({3 * E}));
+  if (options.bias()) in_proj_bias = register_parameter("in_proj_bias", empty({E + 2 * kv_width}));
   out_proj = register_module("out_proj", std::make_shared<Linear>(E, E, options.bias()));
   reset_parameters();
 }
@@ -153,14 +164,39 @@ void MultiheadAttention::reset_parameters(Generator& gen) {
 }
 
 std::string MultiheadAttention::extra_repr() const {
-  return fmt::format("embed_dim={}, num_heads={}, dropout={}, bias={}", options.embed_dim(), options.num_heads(),
-                     options.dropout(), options.bias());
+  std::string text = fmt::format("embed_dim={}, num_heads={}, dropout={}, bias={}", options.embed_dim(),
+                                 options.num_heads(), options.dropout(), options.bias());
+  if (options.num_kv_heads() != options.num_heads()) text += fmt::format(", num_kv_heads={}", options.num_kv_heads());
+  if (options.rotary()) text += fmt::format(", rotary_base={}", options.rotary_base());
+  if (options.window()) text += fmt::format(", window={}", *options.window());
+  if (options.alibi()) text += ", alibi=true";
+  return text;
+}
+
+int64_t MultiheadAttention::part_start(int which) const {
+  return which == 0 ? 0 : options.embed_dim() + (which - 1) * part_width(1);
+}
+
+int64_t MultiheadAttention::part_width(int which) const {
+  return which == 0 ? options.embed_dim() : options.num_kv_heads() * head_dim;
+}
+
+Tensor MultiheadAttention::rotate(const Tensor& x, int64_t offset) const {
+  return options.rotary() ? F::apply_rotary(x, offset, options.rotary_base(), options.rotary_layout()) : x;
+}
+
+F::AttentionOptions MultiheadAttention::attention_options() const {
+  F::AttentionOptions o;
+  o.enable_gqa(options.num_kv_heads() != options.num_heads()).window(options.window());
+  if (options.alibi()) o.alibi_slopes(F::alibi_slopes(options.num_heads()));
+  o.dropout_p(is_training() ? options.dropout() : 0.0);
+  return o;
 }
 
 AttentionOutput MultiheadAttention::forward(const Tensor& query, const Tensor& key, const Tensor& value,
                                             const Tensor& key_padding_mask, const Tensor& attn_mask,
                                             bool need_weights, bool average_attn_weights, bool is_causal) {
-  const int64_t E = options.embed_dim(), H = options.num_heads();
+  const int64_t E = options.embed_dim(), H = options.num_heads(), G = options.num_kv_heads();
   const bool batch_first = options.batch_first();
   Inputs in = prepare(swap_batch_and_sequence(query, batch_first), swap_batch_and_sequence(key, batch_first),
                       swap_batch_and_sequence(value, batch_first), key_padding_mask, E, options.kdim(), options.vdim());
@@ -170,20 +206,16 @@ AttentionOutput MultiheadAttention::forward(const Tensor& query, const Tensor& k
   // fused matrix (views); self-attention does all three in one GEMM.
   Tensor mask = merge_attention_masks(in.key_padding_mask, attn_mask, B, H, T, S, in.query.dtype());
   const Tensor hidden = hidden_keys(in.key_padding_mask);
-  auto bias_part = [&](int64_t i) { return in_proj_bias.defined() ? in_proj_bias.narrow(0, i * E, E) : Tensor(); };
   Tensor q, k, v;
   if (fused() && in.query.is_same(in.key) && in.key.is_same(in.value)) {
     auto qkv = F::linear(in.query, in_proj_weight, in_proj_bias).chunk(3, -1);  // (B, T, 3E) -> 3 × (B, T, E)
     q = qkv[0], k = qkv[1], v = qkv[2];
   } else {
-    Tensor w_q = fused() ? in_proj_weight.narrow(0, 0, E) : q_proj_weight;
-    Tensor w_k = fused() ? in_proj_weight.narrow(0, E, E) : k_proj_weight;
-    Tensor w_v = fused() ? in_proj_weight.narrow(0, 2 * E, E) : v_proj_weight;
-    q = F::linear(in.query, w_q, bias_part(0));
+    q = project(in.query, 0);
     // Hidden rows are zeroed before the projection too, so that the weights' gradients never
     // meet them (a 0 gradient times a NaN input is NaN).
-    k = F::linear(zero_hidden(in.key, hidden), w_k, bias_part(1));
-    v = F::linear(zero_hidden(in.value, hidden), w_v, bias_part(2));
+    k = project(zero_hidden(in.key, hidden), 1);  // (B, S, G·d_k)
+    v = project(zero_hidden(in.value, hidden), 2);
   }
   k = zero_hidden(k, hidden);
   v = zero_hidden(v, hidden);
@@ -191,8 +223,8 @@ AttentionOutput MultiheadAttention::forward(const Tensor& query, const Tensor& k
   // The "split into heads" is a reshape of the projections' output, not of the input:
   // (B, T, E) -> (B, H, T, d_k). Every head saw all E input features.
   AttentionOutput heads = F::scaled_dot_product_attention(
-      split_heads(q, H), split_heads(k, H), split_heads(v, H), mask, is_training() ? options.dropout() : 0.0,
-      is_causal, std::nullopt, need_weights || store_attention);
+      rotate(split_heads(q, H), 0), rotate(split_heads(k, G), 0), split_heads(v, G),
+      attention_options().attn_mask(mask).is_causal(is_causal).need_weights(need_weights || store_attention));
   if (store_attention) last_attention = heads.weights.detach();
 
   AttentionOutput result{out_proj->forward(merge_heads(heads.output)), heads.weights};  // (B, T, E)
@@ -204,56 +236,55 @@ AttentionOutput MultiheadAttention::forward(const Tensor& query, const Tensor& k
 // ---- incremental decoding -------------------------------------------------------------------
 
 Tensor MultiheadAttention::project(const Tensor& x, int which) const {
-  const int64_t E = options.embed_dim();
-  Tensor bias = in_proj_bias.defined() ? in_proj_bias.narrow(0, which * E, E) : Tensor();
-  if (fused()) return F::linear(x, in_proj_weight.narrow(0, which * E, E), bias);
+  const int64_t start = part_start(which), width = part_width(which);
+  Tensor bias = in_proj_bias.defined() ? in_proj_bias.narrow(0, start, width) : Tensor();
+  if (fused()) return F::linear(x, in_proj_weight.narrow(0, start, width), bias);
   const Tensor& weight = which == 0 ? q_proj_weight : which == 1 ? k_proj_weight : v_proj_weight;
   return F::linear(x, weight, bias);
 }
 
 Tensor MultiheadAttention::forward_step(const Tensor& x, KVCache& cache) {
-  const int64_t E = options.embed_dim(), H = options.num_heads();
+  const int64_t E = options.embed_dim(), H = options.num_heads(), G = options.num_kv_heads();
   CPPGRAD_CHECK(x.dim() == 3 && x.size(2) == E && options.kdim() == E && options.vdim() == E,
                 "MultiheadAttention::forward_step: x {} must be (B, T_new, embed_dim {}) for self-attention",
                 shape_str(x.shape()), E);
-  CPPGRAD_CHECK(cache.length() == 0 || (cache.key.size(0) == x.size(0) && cache.key.dtype() == x.dtype()),
+  CPPGRAD_CHECK(cache.length() == 0 || (cache.key.size(0) == x.size(0) && cache.key.size(1) == G &&
+                                        cache.key.dtype() == x.dtype()),
                 "MultiheadAttention::forward_step: x {} does not continue the cached keys {}", shape_str(x.shape()),
                 shape_str(cache.key.shape()));
-  const int64_t T_new = x.size(1), past = cache.length(), L = past + T_new;
-  Tensor k_new = split_heads(project(x, 1), H), v_new = split_heads(project(x, 2), H);  // (B, H, T_new, d_k)
-  cache.key = past == 0 ? k_new.contiguous() : cat({cache.key, k_new}, 2);              // (B, H, L, d_k)
+  const int64_t T_new = x.size(1), past = cache.length();
+  // The new positions are past, ..., L − 1: rotated as such, and each may see keys 0 .. itself.
+  Tensor k_new = rotate(split_heads(project(x, 1), G), past), v_new = split_heads(project(x, 2), G);  // (B, G, T_new, d_k)
+  cache.key = past == 0 ? k_new.contiguous() : cat({cache.key, k_new}, 2);  // (B, G, L, d_k)
   cache.value = past == 0 ? v_new.contiguous() : cat({cache.value, v_new}, 2);
-
-  // New position i is position past + i of the sequence: it may see keys 0 .. past + i.
-  Tensor mask;
-  if (T_new > 1) {
-    mask = zeros({T_new, L}, kBool);
-    bool* hidden = mask.data<bool>();
-    for (int64_t i = 0; i < T_new; ++i)
-      for (int64_t j = past + i + 1; j < L; ++j) hidden[i * L + j] = true;
-  }
-  AttentionOutput heads = F::scaled_dot_product_attention(split_heads(project(x, 0), H), cache.key, cache.value, mask,
-                                                          is_training() ? options.dropout() : 0.0);
+  F::AttentionOptions attend = attention_options();
+  // One new position sees every cached key: no mask, unless a window or ALiBi needs positions.
+  if (T_new > 1 || options.window() || options.alibi()) attend.is_causal(true).query_offset(past);
+  AttentionOutput heads =
+      F::scaled_dot_product_attention(rotate(split_heads(project(x, 0), H), past), cache.key, cache.value, attend);
   return out_proj->forward(merge_heads(heads.output));  // (B, T_new, E)
 }
 
 Tensor MultiheadAttention::forward_step(const Tensor& query, const Tensor& memory, KVCache& cache,
                                         const Tensor& key_padding_mask) {
-  const int64_t E = options.embed_dim(), H = options.num_heads();
+  const int64_t E = options.embed_dim(), H = options.num_heads(), G = options.num_kv_heads();
   Inputs in = prepare(query, memory, memory, key_padding_mask, E, options.kdim(), options.vdim());
+  // A decoding step's queries have positions that this call does not know.
+  CPPGRAD_CHECK(!options.rotary(), "MultiheadAttention::forward_step: rotary positions are for self-attention, not "
+                                   "cached cross-attention over a memory");
   CPPGRAD_CHECK(!in.unbatched, "MultiheadAttention::forward_step: query {} must be batched (B, T, E)",
                 shape_str(query.shape()));
   const int64_t B = in.query.size(0), T = in.query.size(1), S = in.key.size(1);
   if (cache.length() == 0) {
-    cache.key = split_heads(project(in.key, 1), H).contiguous();  // (B, H, S, d_k), once
-    cache.value = split_heads(project(in.value, 2), H).contiguous();
+    cache.key = split_heads(project(in.key, 1), G).contiguous();  // (B, G, S, d_k), once
+    cache.value = split_heads(project(in.value, 2), G).contiguous();
   }
   CPPGRAD_CHECK(cache.key.size(0) == B && cache.key.size(2) == S,
                 "MultiheadAttention::forward_step: memory {} is not the one whose keys are cached {}",
                 shape_str(memory.shape()), shape_str(cache.key.shape()));
   Tensor mask = merge_attention_masks(in.key_padding_mask, {}, B, H, T, S, in.query.dtype());
   AttentionOutput heads = F::scaled_dot_product_attention(split_heads(project(in.query, 0), H), cache.key,
-                                                          cache.value, mask, is_training() ? options.dropout() : 0.0);
+                                                          cache.value, attention_options().attn_mask(mask));
   return out_proj->forward(merge_heads(heads.output));
 }
 

@@ -11,6 +11,7 @@
 
 #include "layers.h"
 #include "options.h"
+#include "rotary.h"
 
 namespace cppgrad::nn {
 
@@ -25,6 +26,24 @@ struct MultiheadAttentionOptions {
   // false: inputs and output are sequence first, (T, B, E), PyTorch's default layout. Here the
   // default is batch first (B, T, E); the weights returned are (B, T, S) either way.
   CPPGRAD_ARG(bool, batch_first, true)
+  // ---- the modern decoder's options (none changes the layer unless set) ----
+  // Key/value heads: 0 means num_heads (multi-head attention, the layer above exactly); 1 is
+  // multi-query attention; any other divisor g of num_heads grouped-query attention, query head
+  // i reading key/value head i / (num_heads / g). With g ≠ num_heads the layer keeps separate
+  // weights, q_proj_weight (E, E), k_proj_weight (g·d_k, kdim), v_proj_weight (g·d_k, vdim),
+  // in_proj_bias (E + 2·g·d_k) = [b_q, b_k, b_v]. In Hugging Face's Llama / Mistral / Qwen2
+  // names these are self_attn.q_proj.weight, k_proj.weight, v_proj.weight (their biases, where a
+  // model has them, are in_proj_bias's three parts), and out_proj.weight is o_proj.weight.
+  CPPGRAD_ARG(int64_t, num_kv_heads, 0)
+  // Rotary position embeddings on each head's queries and keys (nn/rotary.h), positions counted
+  // from 0 in forward and from the cache length in forward_step. Hugging Face's checkpoints
+  // use RotaryLayout::Halves; Meta's, Interleaved.
+  CPPGRAD_ARG(bool, rotary, false)
+  CPPGRAD_ARG(double, rotary_base, 10000.0)
+  CPPGRAD_ARG(RotaryLayout, rotary_layout, RotaryLayout::Interleaved)
+  // A sliding window of keys (F::AttentionOptions::window), and ALiBi with the paper's slopes.
+  CPPGRAD_ARG(std::optional<int64_t>, window, std::nullopt)
+  CPPGRAD_ARG(bool, alibi, false)
 };
 
 // (T, B, E) <-> (B, T, E) for a layer that is not batch first; an unbatched (T, E) stays.
@@ -40,8 +59,9 @@ using AttentionOutput = functional::AttentionOutput;
 Tensor merge_attention_masks(const Tensor& key_padding_mask, const Tensor& attn_mask, int64_t batch, int64_t heads,
                              int64_t target_len, int64_t source_len, DType dtype);
 
-// The keys and values of the positions attended to so far, per head, for incremental decoding:
-// (B, H, L, d_k) each, undefined before the first step. One per attention layer.
+// The keys and values of the positions attended to so far, per key/value head, for incremental
+// decoding: (B, num_kv_heads, L, d_k) each, undefined before the first step. One per attention
+// layer; with grouped-query heads it is num_heads / num_kv_heads times smaller.
 struct KVCache {
   Tensor key, value;
   int64_t length() const { return key.defined() ? key.size(2) : 0; }
@@ -74,11 +94,12 @@ class MultiheadAttention : public Module {
   std::string extra_repr() const override;
   void reset_parameters(Generator& gen = default_generator());
 
-  const MultiheadAttentionOptions options;
+  const MultiheadAttentionOptions options;  // kdim, vdim and num_kv_heads filled in
   const int64_t head_dim;  // d_k = embed_dim / num_heads
-  // Same-size inputs: one fused (3E, E) projection. kdim/vdim differing from E: three.
+  // Same-size inputs: one fused (3E, E) projection. kdim/vdim differing from E, or fewer
+  // key/value heads: three.
   Tensor in_proj_weight, q_proj_weight, k_proj_weight, v_proj_weight;
-  Tensor in_proj_bias;  // (3E), undefined without bias
+  Tensor in_proj_bias;  // (3E), or (E + 2·num_kv_heads·d_k); undefined without bias
   std::shared_ptr<Linear> out_proj;
 
   // For inspection (heat maps, lessons): when set, every forward keeps its per-head attention
@@ -90,6 +111,13 @@ class MultiheadAttention : public Module {
   bool fused() const { return in_proj_weight.defined(); }
   // x · W_ᵀ + b_ for which = 0 (Q), 1 (K), 2 (V): a row block of the fused matrix, or its own.
   Tensor project(const Tensor& x, int which) const;
+  // Rows of in_proj_bias (and of the fused weight) where part `which` starts, and its width.
+  int64_t part_start(int which) const;
+  int64_t part_width(int which) const;
+  // Rotary positions on (B, heads, L, d_k) from position `offset`, when the options ask.
+  Tensor rotate(const Tensor& x, int64_t offset) const;
+  // The sdpa options every forward shares: GQA, window, ALiBi.
+  functional::AttentionOptions attention_options() const;
 };
 
 // The same layer written head by head: h separate Linear(E, d_k) for each of Q, K and V,

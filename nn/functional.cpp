@@ -156,35 +156,151 @@ int64_t fused_attention_min_size() { return kFusedMinSize; }
 AttentionOutput scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
                                              const Tensor& attn_mask, double dropout_p, bool is_causal,
                                              std::optional<double> scale, bool need_weights, Generator& gen) {
+  return scaled_dot_product_attention(
+      q, k, v,
+      AttentionOptions().attn_mask(attn_mask).dropout_p(dropout_p).is_causal(is_causal).scale(scale).need_weights(
+          need_weights),
+      gen);
+}
+
+Tensor alibi_slopes(int64_t num_heads) {
+  CPPGRAD_CHECK(num_heads > 0, "alibi_slopes: num_heads {} must be positive", num_heads);
+  // For a power of 2 n: 2^(−8/n·(1..n)). Otherwise those of the power of 2 below, then the odd
+  // ones (1st, 3rd, ...) of twice that power: the paper's code, so that every h has h slopes.
+  auto geometric = [](int64_t n) {
+    std::vector<double> out;
+    for (int64_t i = 1; i <= n; ++i) out.push_back(std::exp2(-8.0 * static_cast<double>(i) / static_cast<double>(n)));
+    return out;
+  };
+  int64_t power = 1;
+  while (power * 2 <= num_heads) power *= 2;
+  std::vector<double> slopes = geometric(power);
+  const std::vector<double> finer = geometric(2 * power);
+  for (int64_t i = 0; static_cast<int64_t>(slopes.size()) < num_heads; ++i) slopes.push_back(finer[2 * i]);
+  return tensor(slopes, Shape{num_heads});
+}
+
+Tensor attention_bias(const AttentionOptions& o, int64_t heads, int64_t target_len, int64_t source_len, DType dtype) {
+  const bool positional = o.window().has_value() || (o.is_causal() && o.query_offset() != 0);
+  const bool alibi = o.alibi_slopes().defined();
+  if (!positional && !alibi) return {};
+  constexpr double kNegInf = -std::numeric_limits<double>::infinity();
+  // How far query i stands after key j: (T, 1) − (1, S) -> (T, S)
+  Tensor query_pos = arange(static_cast<double>(o.query_offset()), static_cast<double>(o.query_offset() + target_len),
+                            1.0, kFloat64)
+                         .reshape({target_len, 1});
+  Tensor distance = query_pos - arange(static_cast<double>(source_len), kFloat64).reshape({1, source_len});
+  Tensor bias = zeros({target_len, source_len}, kFloat64);
+  if (o.is_causal()) bias = bias.masked_fill(distance.lt(zeros({}, kFloat64)), kNegInf);  // key after the query
+  if (o.window())
+    bias = bias.masked_fill(distance.abs().ge(full({}, static_cast<double>(*o.window()), kFloat64)), kNegInf);
+  if (alibi) {
+    CPPGRAD_CHECK(o.alibi_slopes().dim() == 1 && o.alibi_slopes().size(0) == heads,
+                  "scaled_dot_product_attention: alibi_slopes {} must hold one slope for each of the {} query heads",
+                  shape_str(o.alibi_slopes().shape()), heads);
+    Tensor slopes = o.alibi_slopes().to(kFloat64).reshape({heads, 1, 1});
+    bias = bias - slopes * distance.abs();  // (T, S) − (h, 1, 1)·(T, S) -> (h, T, S)
+  }
+  return bias.to(dtype);
+}
+
+namespace {
+
+// A bool mask as 0 / −inf, to be added to other masks; a float mask as it is.
+Tensor additive_mask(const Tensor& mask, DType dtype) {
+  if (mask.dtype() == kBool) return zeros(mask.shape(), dtype).masked_fill(mask, -std::numeric_limits<double>::infinity());
+  return mask.to(dtype);
+}
+
+// A mask that broadcasts to (..., h, T, S), read as (..., g, r, T, S) for the grouped scores:
+// its heads dim, when it has one, splits into g groups of r.
+Tensor grouped_mask(const Tensor& mask, int64_t groups, int64_t group_size) {
+  if (!mask.defined() || mask.dim() < 3) return mask;  // (T, S) broadcasts as it is
+  Shape shape(mask.shape().begin(), mask.shape().end() - 3);
+  if (mask.size(-3) == 1) return mask.unsqueeze(-3);  // (..., 1, T, S) -> (..., 1, 1, T, S)
+  shape.insert(shape.end(), {groups, group_size, mask.size(-2), mask.size(-1)});
+  return mask.reshape(shape);  // (..., h, T, S) -> (..., g, r, T, S)
+}
+
+}  // namespace
+
+AttentionOutput scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
+                                             const AttentionOptions& o, Generator& gen) {
   CPPGRAD_CHECK(q.dim() >= 2 && k.dim() >= 2 && v.dim() >= 2 && q.size(-1) == k.size(-1) && k.size(-2) == v.size(-2),
         "scaled_dot_product_attention: q {}, k {}, v {} do not fit (..., T, d), (..., S, d), (..., S, dv)",
         shape_str(q.shape()), shape_str(k.shape()), shape_str(v.shape()));
-  const int64_t d_k = q.size(-1);
-  const double s = scale.value_or(1.0 / std::sqrt(static_cast<double>(d_k)));
+  const int64_t d_k = q.size(-1), T = q.size(-2), S = k.size(-2);
+  const double s = o.scale().value_or(1.0 / std::sqrt(static_cast<double>(d_k)));
+  const double dropout_p = o.dropout_p();
   CPPGRAD_CHECK(dropout_p >= 0.0 && dropout_p < 1.0, "scaled_dot_product_attention: dropout_p {} must be in [0, 1)",
                 dropout_p);
-  if (use_fused(q, k, v, attn_mask, need_weights)) {
-    if (attn_mask.defined()) {
-      CPPGRAD_CHECK(attn_mask.dim() <= q.dim(), "scaled_dot_product_attention: mask {} has more dims than scores",
-                    shape_str(attn_mask.shape()));
-      Shape scores_shape(q.shape().begin(), q.shape().end() - 1);
-      scores_shape.push_back(k.size(-2));
-      broadcast_shapes(scores_shape, attn_mask.shape(), "scaled_dot_product_attention (mask)");
-    }
-    return {fused_attention(q, k, v, attn_mask, is_causal, s, dropout_p, gen), Tensor()};
+  CPPGRAD_CHECK(!o.window() || *o.window() >= 1, "scaled_dot_product_attention: window {} must be at least 1",
+                o.window().value_or(0));
+  CPPGRAD_CHECK(o.query_offset() >= 0, "scaled_dot_product_attention: query_offset {} must not be negative",
+                o.query_offset());
+  const int64_t heads = q.dim() >= 3 ? q.size(-3) : 1;
+  CPPGRAD_CHECK(!o.alibi_slopes().defined() || q.dim() >= 3,
+                "scaled_dot_product_attention: ALiBi needs a heads dim, q {} has none", shape_str(q.shape()));
+  CPPGRAD_CHECK(o.enable_gqa() || q.dim() < 3 || k.dim() < 3 || q.size(-3) == k.size(-3) || q.size(-3) == 1 ||
+                    k.size(-3) == 1,
+                "scaled_dot_product_attention: q {} has {} heads and k {} has {}: enable_gqa shares key/value heads "
+                "between query heads", shape_str(q.shape()), heads, shape_str(k.shape()), k.size(-3));
+  int64_t group = 1;  // query heads per key/value head
+  if (o.enable_gqa()) {
+    const bool same_lead = q.dim() >= 3 && k.dim() == q.dim() && v.dim() == q.dim() &&
+                           Shape(q.shape().begin(), q.shape().end() - 3) == Shape(k.shape().begin(), k.shape().end() - 3) &&
+                           Shape(k.shape().begin(), k.shape().end() - 3) == Shape(v.shape().begin(), v.shape().end() - 3);
+    CPPGRAD_CHECK(same_lead && k.size(-3) > 0 && v.size(-3) == k.size(-3) && heads % k.size(-3) == 0,
+                  "scaled_dot_product_attention: enable_gqa: q {} has {} heads, which must be a multiple of the key/value "
+                  "heads of k {} and v {} (..., heads, length, d), the other leading dims equal",
+                  shape_str(q.shape()), heads, shape_str(k.shape()), shape_str(v.shape()));
+    group = heads / k.size(-3);
   }
-  Tensor scores = q.matmul(k.mT());  // (..., T, d) @ (..., d, S) -> (..., T, S)
-  if (attn_mask.defined()) {
-    CPPGRAD_CHECK(attn_mask.dim() <= scores.dim(), "scaled_dot_product_attention: mask {} has more dims than scores {}",
-          shape_str(attn_mask.shape()), shape_str(scores.shape()));
-    broadcast_shapes(scores.shape(), attn_mask.shape(), "scaled_dot_product_attention (mask)");
+  Shape scores_shape(q.shape().begin(), q.shape().end() - 1);  // (..., h, T, S)
+  scores_shape.push_back(S);
+  if (o.attn_mask().defined()) {
+    CPPGRAD_CHECK(o.attn_mask().dim() <= q.dim(), "scaled_dot_product_attention: mask {} has more dims than scores {}",
+                  shape_str(o.attn_mask().shape()), shape_str(scores_shape));
+    broadcast_shapes(scores_shape, o.attn_mask().shape(), "scaled_dot_product_attention (mask)");
   }
-  // softmax(s·scores + mask) in one op; is_causal hides key j > i. A row with every key masked
-  // gives zeros there, not NaN.
-  Tensor weights = masked_softmax(scores, attn_mask, is_causal, s);
+  const bool plain = group == 1 && !o.window() && !o.alibi_slopes().defined() && o.query_offset() == 0;
+  if (plain && use_fused(q, k, v, o.attn_mask(), o.need_weights()))
+    return {fused_attention(q, k, v, o.attn_mask(), o.is_causal(), s, dropout_p, gen), Tensor()};
+
+  // The reference: the scores, masked, softmax, times V, as the formula reads. The window, the
+  // decoding offset and ALiBi join the mask as one float bias.
+  Tensor mask = o.attn_mask();
+  bool causal = o.is_causal();
+  if (Tensor bias = attention_bias(o, heads, T, S, q.dtype()); bias.defined()) {
+    mask = mask.defined() ? additive_mask(mask, q.dtype()) + bias : bias;  // -inf + anything stays -inf
+    causal = false;  // the bias hides the keys after each query
+  }
+  if (group == 1) {
+    Tensor scores = q.matmul(k.mT());  // (..., T, d) @ (..., d, S) -> (..., T, S)
+    // softmax(s·scores + mask) in one op; is_causal hides key j > i. A row with every key masked
+    // gives zeros there, not NaN.
+    Tensor weights = masked_softmax(scores, mask, causal, s);
+    if (dropout_p > 0.0) weights = dropout(weights, dropout_p, true, gen);
+    Tensor output = weights.matmul(v);  // (..., T, S) @ (..., S, dv) -> (..., T, dv)
+    return {output, o.need_weights() ? weights : Tensor()};
+  }
+  // Grouped query heads: the r = h/g query heads that share key/value head j are one taller
+  // query matrix against that head's keys, so no key or value is repeated, and the gradient of
+  // a shared key sums over its r query heads inside the product dKⱼ = dSⱼᵀ·Qⱼ.
+  const int64_t g = k.size(-3);
+  Shape lead(q.shape().begin(), q.shape().end() - 3);
+  auto with_lead = [&](std::initializer_list<int64_t> tail) {
+    Shape shape = lead;
+    shape.insert(shape.end(), tail);
+    return shape;
+  };
+  Tensor scores = q.reshape(with_lead({g, group * T, d_k})).matmul(k.mT());  // (..., h, T, d) -> (..., g, r·T, d) @ (..., g, d, S)
+  Tensor weights = masked_softmax(scores.reshape(with_lead({g, group, T, S})), grouped_mask(mask, g, group), causal,
+                                  s);  // (..., g, r, T, S)
   if (dropout_p > 0.0) weights = dropout(weights, dropout_p, true, gen);
-  Tensor output = weights.matmul(v);  // (..., T, S) @ (..., S, dv) -> (..., T, dv)
-  return {output, need_weights ? weights : Tensor()};
+  Tensor output = weights.reshape(with_lead({g, group * T, S})).matmul(v);  // (..., g, r·T, S) @ (..., g, S, dv)
+  return {output.reshape(with_lead({heads, T, v.size(-1)})),                // (..., g, r·T, dv) -> (..., h, T, dv)
+          o.need_weights() ? weights.reshape(scores_shape) : Tensor()};
 }
 
 Tensor generate_square_subsequent_mask(int64_t size, DType dtype) {

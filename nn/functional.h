@@ -59,6 +59,42 @@ AttentionOutput scaled_dot_product_attention(const Tensor& q, const Tensor& k, c
                                              bool is_causal = false, std::optional<double> scale = std::nullopt,
                                              bool need_weights = false, Generator& gen = default_generator());
 
+// Everything scaled_dot_product_attention takes besides q, k, v, by name, and what the modern
+// decoders add (grouped-query heads, sliding windows, ALiBi, decoding offsets):
+//   F::scaled_dot_product_attention(q, k, v, F::AttentionOptions().is_causal(true).enable_gqa(true));
+struct AttentionOptions {
+  CPPGRAD_ARG(Tensor, attn_mask, Tensor())  // bool (true = masked out) or float (added), broadcast to (..., h, T, S)
+  CPPGRAD_ARG(double, dropout_p, 0.0)
+  CPPGRAD_ARG(bool, is_causal, false)
+  CPPGRAD_ARG(std::optional<double>, scale, std::nullopt)  // 1/√d_k when unset
+  CPPGRAD_ARG(bool, need_weights, false)
+  // Grouped-query attention: k and v (..., g, S, d) may have fewer heads than q (..., h, T, d),
+  // g dividing h; query head i reads key/value head i / (h / g), PyTorch's enable_gqa (its
+  // repeat_interleave semantics). g = 1 is multi-query attention, g = h plain multi-head.
+  CPPGRAD_ARG(bool, enable_gqa, false)
+  // Sliding window (local attention, as Mistral's): query i sees key j only when
+  // |i + query_offset − j| < window; with is_causal, the window keys up to and including itself.
+  CPPGRAD_ARG(std::optional<int64_t>, window, std::nullopt)
+  // ALiBi (Press et al. 2022): −slope_h · |i + query_offset − j| added to head h's scores; (h)
+  // slopes, one per query head (alibi_slopes(h) gives the paper's).
+  CPPGRAD_ARG(Tensor, alibi_slopes, Tensor())
+  // Query i stands at position i + query_offset of the keys' sequence: cached decoding passes
+  // the number of keys cached before the new queries. is_causal then hides keys j > i + offset
+  // (PyTorch's is_causal is this with offset 0: the top-left diagonal).
+  CPPGRAD_ARG(int64_t, query_offset, 0)
+};
+AttentionOutput scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
+                                             const AttentionOptions& options, Generator& gen = default_generator());
+// ALiBi's head slopes for h heads: the geometric sequence 2^(−8/h), 2^(−16/h), ..., 2^(−8); for
+// an h that is not a power of 2, the paper's rule (those of the power of 2 below h, then every
+// other one of the next power's). float64 (h).
+Tensor alibi_slopes(int64_t num_heads);
+// What the options other than attn_mask add to the scores as one float (1 or h, T, S) mask of
+// 0 and −inf (causal with an offset, window) plus the ALiBi biases, or undefined when nothing:
+// the materialising path's form of what the fused kernel computes tile by tile.
+Tensor attention_bias(const AttentionOptions& options, int64_t heads, int64_t target_len, int64_t source_len,
+                      DType dtype);
+
 // How scaled_dot_product_attention computes when the weights are not asked for:
 // - Materialize: scores (..., T, S), softmax, weights · V, as the formula reads; the weights are
 //   kept for the backward pass: memory grows as T·S per head.

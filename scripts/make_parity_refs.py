@@ -21,6 +21,11 @@ Each file follows the conventions of the first three references (tests/data/READ
   grad.param.<name>  dL/d<parameter>
 and a __metadata__ that names the module's options and how it was called, which the C++ test
 reads to build the same module. Everything is float64 (masks: BOOL); dropout is 0.
+
+The modern decoder's pieces (RMSNorm, rotary embeddings, SwiGLU, grouped-query attention,
+sliding windows, ALiBi) are not in PyTorch 1.13: their cases write each formula out in torch
+ops, as the papers and Hugging Face's Llama write it, in float64 and in float32
+(tests/nn/test_parity_modern.cpp).
 """
 
 import argparse
@@ -37,7 +42,7 @@ import torch.nn as nn
 # length, a JSON header naming each tensor's dtype, shape and byte range, then the raw
 # little-endian bytes of every tensor back to back.
 
-DTYPES = {torch.float64: ("F64", "<f8"), torch.bool: ("BOOL", "?")}
+DTYPES = {torch.float64: ("F64", "<f8"), torch.float32: ("F32", "<f4"), torch.bool: ("BOOL", "?")}
 
 
 def write_safetensors(path, tensors, metadata):
@@ -334,6 +339,242 @@ def transformer_case(path, seed, kind, *, activation="relu", norm_first=False, l
     finish(path, module, inputs, masks, outputs, metadata)
 
 
+# ---- the modern decoder's pieces --------------------------------------------------------------
+# None is a torch 1.13 module (torch.nn.RMSNorm came with 2.4, enable_gqa with 2.5), so each is
+# its formula in torch ops; autograd gives the gradients. Same file conventions as above, plus
+# metadata "float_dtype" F64 or F32 (masks stay BOOL or the float dtype).
+
+TORCH_DTYPES = {"F64": torch.float64, "F32": torch.float32}
+
+
+def modern_finish(path, params, inputs, masks, output, metadata, dtype_code):
+    """Backpropagates L = sum(output * G) into the leaves `params` and `inputs`, writes the case."""
+    G = torch.randn(output.shape, dtype=output.dtype)
+    (output * G).sum().backward()
+    assert torch.isfinite(output).all(), f"{path}: output is not finite"
+    tensors = {}
+    for name, p in params.items():
+        tensors["param." + name] = p.detach()
+    for name, t in list(inputs.items()) + list(masks.items()):
+        tensors["in." + name] = t.detach()
+    tensors["in.G"] = G
+    tensors["out.output"] = output.detach()
+    for name, t in inputs.items():
+        tensors["grad." + name] = t.grad
+    for name, p in params.items():
+        tensors["grad.param." + name] = p.grad
+    common = {
+        "format": "cppgrad-refs-1",
+        "generator": "scripts/make_parity_refs.py",
+        "torch": torch.__version__,
+        "float_dtype": dtype_code,
+        "loss": "sum(out * G); grad.X = dL/dX",
+        "case": os.path.basename(path).removesuffix(".safetensors"),
+        "masks": "bool: true = masked out; float: added to the scores; key 0 is never masked",
+    }
+    write_safetensors(path, tensors, {**common, **metadata})
+
+
+def modern_leaf(shape, dtype):
+    return torch.randn(shape, dtype=torch.float64).to(dtype).requires_grad_()
+
+
+def rms_norm_case(path, seed, *, dtype="F64", eps=None, affine=True):
+    """y = x / sqrt(mean(x^2) + eps) * weight over the last dim; eps None: finfo(dtype).eps."""
+    torch.manual_seed(seed)
+    t = TORCH_DTYPES[dtype]
+    x = modern_leaf((2, 3, 8), t)
+    params = {"weight": (1 + 0.1 * torch.randn(8, dtype=torch.float64)).to(t).requires_grad_()} if affine else {}
+    epsilon = torch.finfo(t).eps if eps is None else eps
+    y = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + epsilon)
+    if affine:
+        y = y * params["weight"]
+    modern_finish(path, params, {"x": x}, {}, y, {
+        "kind": "RMSNorm", "normalized_shape": "(8)", "eps": "none" if eps is None else repr(eps),
+        "elementwise_affine": str(affine).lower()}, dtype)
+
+
+def rotary_angles(length, dim, offset, base):
+    """m * theta_i for m = offset .. offset + length - 1, theta_i = base^(-2i/dim): (length, dim/2), float64."""
+    inv_freq = 1.0 / (base ** (torch.arange(0, dim, 2, dtype=torch.float64) / dim))
+    return torch.outer(torch.arange(offset, offset + length, dtype=torch.float64), inv_freq)
+
+
+def rotate(x, offset, base, layout):
+    """Rotary embeddings on x (..., T, d). halves: Hugging Face's Llama (rotate_half); interleaved:
+    Meta's Llama (pairs of adjacent features as complex numbers)."""
+    T, d = x.shape[-2], x.shape[-1]
+    angles = rotary_angles(T, d, offset, base)
+    if layout == "halves":
+        emb = torch.cat((angles, angles), dim=-1)
+        cos, sin = emb.cos().to(x.dtype), emb.sin().to(x.dtype)
+        x1, x2 = x[..., : d // 2], x[..., d // 2:]
+        return x * cos + torch.cat((-x2, x1), dim=-1) * sin
+    freqs_cis = torch.polar(torch.ones_like(angles), angles).to(
+        torch.complex128 if x.dtype == torch.float64 else torch.complex64)
+    xc = torch.view_as_complex(x.reshape(*x.shape[:-1], d // 2, 2).contiguous())
+    return torch.view_as_real(xc * freqs_cis).flatten(-2)
+
+
+def rotary_case(path, seed, *, dtype="F64", layout="interleaved", offset=3, base=10000.0):
+    torch.manual_seed(seed)
+    x = modern_leaf((2, 2, 5, 8), TORCH_DTYPES[dtype])
+    modern_finish(path, {}, {"x": x}, {}, rotate(x, offset, base, layout), {
+        "kind": "RotaryEmbedding", "dim": "8", "layout": layout, "position_offset": str(offset), "base": repr(base),
+        "angles": "computed in float64, cos and sin rounded to the case's dtype"}, dtype)
+
+
+def swiglu_case(path, seed, *, dtype="F64", bias=False):
+    """w2(silu(w1(x)) * w3(x)), Meta's Llama FeedForward names (HF: gate_proj = w1, up_proj = w3,
+    down_proj = w2)."""
+    torch.manual_seed(seed)
+    t = TORCH_DTYPES[dtype]
+    D, HID = 8, 12
+    x = modern_leaf((2, 3, D), t)
+    params = {}
+    for name, (out_f, in_f) in (("w1", (HID, D)), ("w2", (D, HID)), ("w3", (HID, D))):
+        params[name + ".weight"] = ((torch.rand(out_f, in_f, dtype=torch.float64) * 2 - 1) / math.sqrt(in_f)).to(t)
+        if bias:
+            params[name + ".bias"] = (0.1 * torch.randn(out_f, dtype=torch.float64)).to(t)
+    for p in params.values():
+        p.requires_grad_()
+
+    def lin(name, v):
+        return torch.nn.functional.linear(v, params[name + ".weight"], params.get(name + ".bias"))
+
+    y = lin("w2", torch.nn.functional.silu(lin("w1", x)) * lin("w3", x))
+    modern_finish(path, params, {"x": x}, {}, y, {
+        "kind": "SwiGLU", "dim": str(D), "hidden_dim": str(HID), "bias": str(bias).lower()}, dtype)
+
+
+def attention_formula(q, k, v, *, mask=None, causal=False, window=None, slopes=None):
+    """softmax(q k^T / sqrt(d) + mask) v with k and v's heads repeated (repeat_interleave) to q's:
+    PyTorch 2.5's enable_gqa, written for 1.13. window: |i - j| >= window hidden; slopes: ALiBi's
+    -slope_h * |i - j| added to head h."""
+    r = q.shape[-3] // k.shape[-3]
+    k, v = k.repeat_interleave(r, dim=-3), v.repeat_interleave(r, dim=-3)
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+    T, S = scores.shape[-2], scores.shape[-1]
+    distance = (torch.arange(T)[:, None] - torch.arange(S)[None, :]).to(torch.float64)
+    if slopes is not None:
+        scores = scores - (slopes[:, None, None] * distance.abs()).to(scores.dtype)
+    if mask is not None:
+        scores = scores.masked_fill(mask, -math.inf) if mask.dtype == torch.bool else scores + mask
+    if causal:
+        scores = scores.masked_fill(distance < 0, -math.inf)
+    if window is not None:
+        scores = scores.masked_fill(distance.abs() >= window, -math.inf)
+    return torch.softmax(scores, dim=-1) @ v
+
+
+def alibi_slopes(h):
+    """The paper's slopes: 2^(-8i/n) for a power of 2 n, else those of the power below and every
+    other one of twice it."""
+    def geometric(n):
+        return [2 ** (-8 * i / n) for i in range(1, n + 1)]
+    power = 2 ** math.floor(math.log2(h))
+    return torch.tensor(geometric(power) + geometric(2 * power)[0::2][: h - power], dtype=torch.float64)
+
+
+def gqa_case(path, seed, *, dtype="F64", heads=4, kv_heads=2, tgt=4, src=6, mask=None, causal=False,
+             window=None, alibi=False):
+    """mask: None, 'bool2d' (T, S), 'float4d' (B, H, T, S) or 'padding' (B, 1, 1, S) bool."""
+    torch.manual_seed(seed)
+    t = TORCH_DTYPES[dtype]
+    Bn, d = 2, 4
+    inputs = {"q": modern_leaf((Bn, heads, tgt, d), t), "k": modern_leaf((Bn, kv_heads, src, d), t),
+              "v": modern_leaf((Bn, kv_heads, src, 3), t)}
+    masks = {}
+    if mask == "bool2d":
+        masks["attn_mask"] = random_hidden((tgt, src))
+    elif mask == "float4d":
+        masks["attn_mask"] = float_mask((Bn, heads, tgt, src)).to(t)
+    elif mask == "padding":
+        masks["attn_mask"] = padding_mask(Bn, src, "bool").reshape(Bn, 1, 1, src)
+    slopes = alibi_slopes(heads) if alibi else None
+    out = attention_formula(inputs["q"], inputs["k"], inputs["v"], mask=masks.get("attn_mask"), causal=causal,
+                            window=window, slopes=slopes)
+    modern_finish(path, {}, inputs, masks, out, {
+        "kind": "scaled_dot_product_attention", "num_heads": str(heads), "num_kv_heads": str(kv_heads),
+        "attn_mask": describe(masks.get("attn_mask"), mask), "is_causal": str(causal).lower(),
+        "window": "none" if window is None else str(window), "alibi": str(alibi).lower(),
+        "reference": "k and v repeat_interleave'd to q's heads, softmax(q k^T / sqrt(d) + mask) v"}, dtype)
+
+
+def mha_gqa_case(path, seed, *, dtype="F64", heads=4, kv_heads=2, self_attention=False, causal=False,
+                 key_padding=False, rotary=None):
+    """MultiheadAttention with num_kv_heads, written out: separate projections under cppgrad's
+    names (q_proj_weight, k_proj_weight, v_proj_weight, in_proj_bias = [b_q, b_k, b_v], out_proj),
+    rotary: None or a layout, applied to each head's queries and keys from position 0."""
+    torch.manual_seed(seed)
+    t = TORCH_DTYPES[dtype]
+    Ed, Bn, Tq, Sk = 8, 2, 3, 4
+    d = Ed // heads
+    kv = kv_heads * d
+    if self_attention:
+        Sk = Tq
+    shapes = {"q_proj_weight": (Ed, Ed), "k_proj_weight": (kv, Ed), "v_proj_weight": (kv, Ed),
+              "in_proj_bias": (Ed + 2 * kv,), "out_proj.weight": (Ed, Ed), "out_proj.bias": (Ed,)}
+    params = {n: ((torch.rand(shape, dtype=torch.float64) * 2 - 1) / math.sqrt(Ed)).to(t).requires_grad_()
+              for n, shape in shapes.items()}
+    inputs = {"query": modern_leaf((Bn, Tq, Ed), t)}
+    if self_attention:
+        key = value = inputs["query"]
+    else:
+        inputs["key"], inputs["value"] = modern_leaf((Bn, Sk, Ed), t), modern_leaf((Bn, Sk, Ed), t)
+        key, value = inputs["key"], inputs["value"]
+    masks = {}
+    if key_padding:
+        masks["key_padding_mask"] = padding_mask(Bn, Sk, "bool")
+    b = params["in_proj_bias"]
+    q = torch.nn.functional.linear(inputs["query"], params["q_proj_weight"], b[:Ed])
+    k = torch.nn.functional.linear(key, params["k_proj_weight"], b[Ed:Ed + kv])
+    v = torch.nn.functional.linear(value, params["v_proj_weight"], b[Ed + kv:])
+
+    def heads_of(x, n):  # (B, L, n*d) -> (B, n, L, d)
+        return x.reshape(x.shape[0], x.shape[1], n, d).transpose(1, 2)
+
+    q, k, v = heads_of(q, heads), heads_of(k, kv_heads), heads_of(v, kv_heads)
+    if rotary:
+        q, k = rotate(q, 0, 10000.0, rotary), rotate(k, 0, 10000.0, rotary)
+    mask = masks["key_padding_mask"][:, None, None, :] if key_padding else None
+    out = attention_formula(q, k, v, mask=mask, causal=causal)  # (B, H, T, d)
+    out = torch.nn.functional.linear(out.transpose(1, 2).reshape(Bn, Tq, Ed), params["out_proj.weight"],
+                                     params["out_proj.bias"])
+    modern_finish(path, params, inputs, masks, out, {
+        "kind": "MultiheadAttention", "embed_dim": str(Ed), "num_heads": str(heads), "num_kv_heads": str(kv_heads),
+        "self_attention": str(self_attention).lower(), "is_causal": str(causal).lower(),
+        "key_padding_mask": describe(masks.get("key_padding_mask"), None), "rotary": rotary or "none",
+        "batch": str(Bn), "tgt_len": str(Tq), "src_len": str(Sk)}, dtype)
+
+
+MODERN_CASES = {
+    "rmsnorm_f64": (rms_norm_case, 301, dict(eps=1e-6)),
+    "rmsnorm_eps_none_f64": (rms_norm_case, 302, dict()),
+    "rmsnorm_f32": (rms_norm_case, 303, dict(dtype="F32")),
+    "rmsnorm_noaffine_f32": (rms_norm_case, 304, dict(dtype="F32", eps=1e-5, affine=False)),
+    "rope_interleaved_f64": (rotary_case, 311, dict(layout="interleaved")),
+    "rope_halves_f64": (rotary_case, 312, dict(layout="halves", base=500.0)),
+    "rope_interleaved_f32": (rotary_case, 313, dict(dtype="F32", layout="interleaved", offset=0)),
+    "rope_halves_f32": (rotary_case, 314, dict(dtype="F32", layout="halves", offset=7)),
+    "swiglu_f64": (swiglu_case, 321, dict()),
+    "swiglu_bias_f64": (swiglu_case, 322, dict(bias=True)),
+    "swiglu_f32": (swiglu_case, 323, dict(dtype="F32")),
+    "gqa_h4g4_bool_f64": (gqa_case, 331, dict(kv_heads=4, mask="bool2d")),
+    "gqa_h4g2_float4d_f64": (gqa_case, 332, dict(kv_heads=2, mask="float4d")),
+    "gqa_h4g1_causal_padding_f64": (gqa_case, 333, dict(kv_heads=1, tgt=6, mask="padding", causal=True)),
+    "gqa_h8g2_causal_f32": (gqa_case, 334, dict(dtype="F32", heads=8, kv_heads=2, tgt=6, causal=True)),
+    "gqa_h4g1_padding_f32": (gqa_case, 335, dict(dtype="F32", kv_heads=1, mask="padding")),
+    "gqa_h6g2_window_alibi_f64": (gqa_case, 336, dict(heads=6, kv_heads=2, tgt=6, causal=True, window=3, alibi=True)),
+    "mha_gqa_h4g2_kpm_f64": (mha_gqa_case, 341, dict(kv_heads=2, key_padding=True)),
+    "mha_mqa_causal_rope_f64": (mha_gqa_case, 342, dict(kv_heads=1, self_attention=True, causal=True,
+                                                         rotary="halves")),
+    "mha_gqa_rope_interleaved_kpm_f32": (mha_gqa_case, 343, dict(dtype="F32", kv_heads=2, self_attention=True,
+                                                                  causal=True, key_padding=True,
+                                                                  rotary="interleaved")),
+}
+
+
 # ---- the cases ----------------------------------------------------------------------------------
 # name -> (function, seed, options). Each seed is fixed, so a case's file is the same on every run.
 
@@ -397,6 +638,7 @@ CASES = {
                                                              src_key_padding_mask=True,
                                                              memory_key_padding_mask=True)),
 }
+CASES.update(MODERN_CASES)
 
 
 def main():
