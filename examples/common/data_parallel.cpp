@@ -28,6 +28,19 @@ std::optional<int> parse_command_line(CLI::App& app, int argc, char** argv, cons
   }
 }
 
+int run_program(const std::string& program, const std::string& smaller, const std::function<int()>& body) {
+  const std::string who = name_in_job(program);
+  try {
+    return body();
+  } catch (const Error& e) {
+    fmt::print(stderr, "{}: {}\n", who, e.what());
+    return exit_job(kExitRefused);
+  } catch (const std::bad_alloc&) {
+    fmt::print(stderr, "{}: out of memory (try a smaller {})\n", who, smaller);
+    return exit_job(kExitOutOfMemory);
+  }
+}
+
 TrainingLog resume_run(const std::string& path, const NamedTensors& checkpoint, const Run& run,
                        const std::set<std::string>& extra_keys) {
   try {
@@ -82,6 +95,38 @@ void restore_dropout_stream(const NamedTensors& checkpoint) {
     mine.emplace_back(name, name == "has_cached_normal" ? row.to(kBool) : row);
   }
   set_generator_state(default_generator(), mine, "rng.ranks.");
+}
+
+void save_run_file(const std::string& path, const Run& run, const TrainingLog& log, const NamedTensors& extra,
+                   const nn::Metadata& metadata) {
+  NamedTensors state = save_run(run, log);
+  state.insert(state.end(), extra.begin(), extra.end());
+  const NamedTensors streams = gather_dropout_streams();  // a collective: every rank
+  state.insert(state.end(), streams.begin(), streams.end());
+  if (distributed::rank() != 0) return;
+  nn::save_safetensors(path, state, metadata);
+  fmt::print("checkpoint written to {}\n", path);
+}
+
+double to_global_token_mean(Tensor& loss, double tokens) {
+  const int world = distributed::world_size();
+  if (world == 1) return tokens;
+  const double all_tokens = sum_over_ranks({tokens})[0];
+  loss = loss * (tokens * world / all_tokens);
+  return all_tokens;
+}
+
+double StepLosses::report(int64_t step, std::vector<std::pair<double, double>>& curve) {
+  const std::vector<double> sums = sum_over_ranks(recent_);
+  const int world = distributed::world_size();
+  double mean = 0;
+  for (size_t i = 0; i < sums.size(); ++i) {
+    const double global = sums[i] / world;
+    curve.emplace_back(static_cast<double>(step - static_cast<int64_t>(sums.size() - 1 - i)), global);
+    mean += global / static_cast<double>(sums.size());
+  }
+  recent_.clear();
+  return mean;
 }
 
 std::vector<double> sum_over_ranks(std::vector<double> values) {

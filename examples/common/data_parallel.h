@@ -10,6 +10,7 @@
 
 #include <CLI/CLI.hpp>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -27,6 +28,10 @@ std::string name_in_job(const std::string& program);
 // Parses the command line. Returns the exit code when the program must end now: 0 after --help
 // (printed by rank 0), kExitRefused after a refused option (one line on stderr).
 std::optional<int> parse_command_line(CLI::App& app, int argc, char** argv, const std::string& program);
+// Runs the program's body and returns its exit code: a cppgrad::Error is one line on stderr and
+// kExitRefused, running out of memory kExitOutOfMemory with a hint ("try a smaller --batch, ..."
+// names `smaller`); under mpirun either ends the whole job.
+int run_program(const std::string& program, const std::string& smaller, const std::function<int()>& body);
 
 // Loads a checkpoint written by save_run plus gather_dropout_streams into `run`: the number of
 // processes first, then every entry (load_run), then this rank's dropout stream. Errors name the
@@ -48,8 +53,34 @@ void check_same_processes(const NamedTensors& checkpoint);
 // Sets this rank's default generator from those entries (after load_run, which sets rng.default.).
 void restore_dropout_stream(const NamedTensors& checkpoint);
 
+// Writes what save_run holds, then `extra`, then every rank's dropout stream, to `path` with
+// `metadata`, and says so. A collective: every rank calls it; rank 0 writes.
+void save_run_file(const std::string& path, const Run& run, const TrainingLog& log, const NamedTensors& extra,
+                   const cppgrad::nn::Metadata& metadata);
+
 // Sums each value over the ranks (a collective; the values themselves in a world of one).
 std::vector<double> sum_over_ranks(std::vector<double> values);
+
+// Scales `loss`, this rank's mean over its `tokens` target tokens, so that the ranks' average of
+// the gradients (DistributedDataParallel's) is the gradient of the global batch's token mean,
+// however the padding falls on the ranks: the loss one process computes on the whole batch.
+// Returns the global batch's target tokens (a collective; in a world of one, `tokens`, and
+// `loss` stays as it is).
+double to_global_token_mean(cppgrad::Tensor& loss, double tokens);
+
+// Each training step's loss on this rank, kept until the next progress report, which takes the
+// global batch's loss of each (the mean of the ranks' means) into the curve.
+class StepLosses {
+ public:
+  void add(double loss) { recent_.push_back(loss); }
+  int64_t count() const { return static_cast<int64_t>(recent_.size()); }
+  // Appends each step since the last report, the last being `step`, to `curve` as (step, global
+  // loss) and returns their mean; then starts again. A collective.
+  double report(int64_t step, std::vector<std::pair<double, double>>& curve);
+
+ private:
+  std::vector<double> recent_;
+};
 // Rank 0's decision, on every rank (a collective).
 bool decided_by_rank0(bool decision);
 

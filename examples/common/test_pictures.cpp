@@ -7,11 +7,9 @@
 #include <cmath>
 #include <string>
 
-#include "common/attention_grid.h"
-#include "common/curves.h"
 #include "cppgrad.h"
 
-using namespace examples;
+using namespace cppgrad::plot;
 
 namespace {
 

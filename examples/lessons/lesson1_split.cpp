@@ -1,10 +1,10 @@
 // Lesson 1: is the embedding split between the heads, or does every head get all of it?
 //
 // Every head reads the whole d_model-wide input. What gets "split" is the output of the
-// query/key/value projections: head i's queries are x · W_Q_i with W_Q_i of shape
-// (d_model, d_k), and the h matrices W_Q_i sit side by side in one (d_model, h·d_k) matrix W_Q.
-// Computing x · W_Q once and reshaping its last dim into (h, d_k) hands each head exactly
-// x · W_Q_i. We prove it two ways: by gradients (head i's queries change when any of the
+// query/key/value projections: head i's queries are x · W_Q_iᵀ with W_Q_i its stored block
+// (d_k, d_model) (the paper writes the transpose, (d_model, d_k)), and the h blocks W_Q_i sit
+// one under the other in one (h·d_k, d_model) matrix W_Q. Computing x · W_Qᵀ once and reshaping
+// its last dim into (h, d_k) hands each head exactly x · W_Q_iᵀ. We prove it two ways: by gradients (head i's queries change when any of the
 // d_model input features changes) and by computing the queries both ways.
 #include <fmt/core.h>
 
@@ -53,11 +53,11 @@ Lesson1 run_lesson1() {
   Tensor Q_heads = Q.reshape({1, T, H, d_k});          // (1, T, h, d_k): the "split"
   for (int64_t i = 0; i < H; ++i) {
     // Way 2, as the paper draws it: head i has its own W_Q_i, a block of d_k rows of W_Q.
-    Tensor W_Q_i = W_Q.narrow(0, i * d_k, d_k);        // (d_k, d_model) = W_Q_iᵀ
+    Tensor W_Q_i = W_Q.narrow(0, i * d_k, d_k);        // (d_k, d_model), as stored
     Tensor Q_i = F::linear(x, W_Q_i, b_Q.narrow(0, i * d_k, d_k));  // (1, T, d_k)
     Tensor fused_i = Q_heads.select(2, i);             // (1, T, d_k)
     r.fused_vs_per_head = worst_of(r.fused_vs_per_head, max_abs_diff(fused_i, Q_i));
-    if (i == 0) r.w_q_head_shape = W_Q_i.t().shape();  // the paper's orientation
+    if (i == 0) r.w_q_head_shape = W_Q_i.shape();  // as stored: (d_k, d_model)
 
     Tensor g = gradient_by_feature(fused_i, x);
     r.gradient_by_head.push_back(values(g));
@@ -78,9 +78,9 @@ void print(const Lesson1& r) {
   const int64_t d_k = r.d_model / r.heads;
   fmt::print("Lesson 1: is the embedding split between the heads, or copied to each?\n\n");
   fmt::print("d_model = {}, h = {} heads, d_k = d_model / h = {}.\n", r.d_model, r.heads, d_k);
-  fmt::print("Head 0's query matrix W_Q_0 has shape (d_model, d_k) = ({}, {}): it maps all {} input features\n",
-             r.w_q_head_shape[0], r.w_q_head_shape[1], r.d_model);
-  fmt::print("to {} query features.\n\n", d_k);
+  fmt::print("Head 0's query matrix W_Q_0 is stored as (d_k, d_model) = ({}, {}) (the paper writes its transpose):\n",
+             r.w_q_head_shape[0], r.w_q_head_shape[1]);
+  fmt::print("x·W_Q_0ᵀ maps all {} input features to {} query features.\n\n", r.d_model, d_k);
 
   fmt::print("Gradient of sum(head i's queries) with respect to each input feature of token 0:\n");
   auto row = [](const std::vector<double>& g) {
@@ -94,9 +94,9 @@ void print(const Lesson1& r) {
   fmt::print("  cut     {}   nonzero: {} of {}\n\n", row(r.gradient_if_cut), r.features_read_if_cut, r.d_model);
 
   fmt::print("Head i's queries computed two ways:\n");
-  fmt::print("  fused:    Q = x · W_Q (one matrix, h·d_k = {} columns), then reshape (T, {}) -> (T, {}, {})\n",
+  fmt::print("  fused:    Q = x · W_Qᵀ (one matrix, h·d_k = {} columns), then reshape (T, {}) -> (T, {}, {})\n",
              r.d_model, r.d_model, r.heads, d_k);
-  fmt::print("  per head: Q_i = x · W_Q_i, with W_Q_i = columns [i·d_k, (i+1)·d_k) of W_Q\n");
+  fmt::print("  per head: Q_i = x · W_Q_iᵀ, with W_Q_i = rows [i·d_k, (i+1)·d_k) of W_Q\n");
   fmt::print("  largest difference over all heads and tokens: {:.1e}\n\n", r.fused_vs_per_head);
 
   fmt::print("Answer: copied. Every head reads the whole embedding (all {} gradients are nonzero);\n", r.d_model);

@@ -142,6 +142,19 @@ Lesson2 run_lesson2() {
     manual_seed(2);
     nn::MultiheadAttention big_fused(E2, H2);
     nn::PerHeadAttention big_per_head(E2, H2);
+    // Before load_from: each layer's own default initialisation, at d_model 512.
+    {
+      manual_seed(2);
+      nn::MultiheadAttention fused_default(r.init_d_model, 8);
+      nn::PerHeadAttention per_head_default(r.init_d_model, 8);
+      auto std_of = [](const Tensor& w) { return std::sqrt(w.detach().to(kFloat64).var().item()); };
+      r.fused_init_weight_std = std_of(fused_default.in_proj_weight.narrow(0, 0, r.init_d_model));
+      r.fused_init_bias_max = fused_default.in_proj_bias.narrow(0, 0, r.init_d_model).abs().max().item();
+      r.per_head_init_weight_std = std_of((*per_head_default.q_heads)[0]->weight);
+      for (int64_t i = 0; i < 8; ++i)
+        r.per_head_init_bias_max =
+            std::max(r.per_head_init_bias_max, (*per_head_default.q_heads)[static_cast<size_t>(i)]->bias.abs().max().item());
+    }
     big_per_head.load_from(big_fused);
     Tensor xb = randn({8, 32, E2}, kFloat32, gen).requires_grad_();
     auto step = [&](auto& layer) {
@@ -194,7 +207,18 @@ void print(const Lesson2& r) {
              r.per_head_ms > r.fused_ms
                  ? fmt::format("here that made it {:.1f}x faster", r.per_head_ms / r.fused_ms)
                  : std::string("this time that was no faster (a busy machine: run it again)"));
-  fmt::print("flow exactly as they do through 3·h separate layers.\n");
+  fmt::print("flow exactly as they do through 3·h separate layers. One time decides little: the times move\n");
+  fmt::print("from run to run and with the thread count; the BLAS calls do not.\n");
+  fmt::print("\nBut \"the same\" means the same weights. Left to their own defaults (d_model {}, 8 heads) the two\n",
+             r.init_d_model);
+  fmt::print("layers start differently, as PyTorch's do: MultiheadAttention draws its fused projection\n");
+  fmt::print("Xavier-uniform with zero biases, each small Linear(d_model, d_k) draws Linear's default:\n");
+  fmt::print("  query weights' standard deviation: fused {:.4f}, per head {:.4f}\n", r.fused_init_weight_std,
+             r.per_head_init_weight_std);
+  fmt::print("  largest |query bias|:              fused {:.3f},  per head {:.3f}\n", r.fused_init_bias_max,
+             r.per_head_init_bias_max);
+  fmt::print("A hand-written per-head layer that trains differently from nn.MultiheadAttention may differ\n");
+  fmt::print("only there: copy the weights (load_from) to compare the maths.\n");
 }
 
 }  // namespace lessons

@@ -8,11 +8,14 @@
 //   2. Large scores (1e4) overflow exp: exp(1e4) = inf, inf/inf = NaN. Subtracting the row's
 //      maximum first keeps every exponent ≤ 0 and the result exact.
 //   3. Not NaN, but the reason for 1/√d_k: q·k of entries with mean 0 and variance 1 has
-//      variance d_k, so unscaled the softmax saturates (nearly one-hot). It passes less
-//      gradient to its scores, yet q and k get more, not less (the scale multiplies the way back
-//      too): the scale is there to make the softmax's temperature independent of d_k and to
-//      keep attention from starting near-hard.
-//   4. A bool mask with the other convention: cppgrad's true = masked out (as
+//      variance d_k, so unscaled the softmax saturates (nearly one-hot). At d_k 64 it passes
+//      less gradient to its scores, yet q and k get more (the scale multiplies the way back
+//      too); as d_k grows, more and more rows become one-hot to the last bit and pass no
+//      gradient at all, measured from d_k 64 to 1024.
+//   4. A NaN at a masked position: F::scaled_dot_product_attention computes the masked key's
+//      score anyway (-inf + NaN = NaN) and multiplies the masked value by 0 (0 · NaN = NaN);
+//      nn::MultiheadAttention zeroes hidden keys and values first.
+//   5. A bool mask with the other convention: cppgrad's true = masked out (as
 //      nn.MultiheadAttention), PyTorch 2.x's F.scaled_dot_product_attention true = takes part.
 //      Passed as is, such a mask hides every real key: fully masked rows (NaN by the textbook,
 //      zeros in cppgrad) and queries that see only padding.
@@ -20,6 +23,7 @@
 // scaled_dot_product_attention returns zeros and finite gradients for a fully masked query.
 #include <fmt/core.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -147,7 +151,62 @@ Lesson5 run_lesson5() {
     out.k_gradient_norm = mean_row_norm(k.grad());
   }
 
-  // ---- 4. a mask with the other convention ------------------------------------------------------
+  // The same measurement across head widths: how many rows pass no gradient at all.
+  for (int64_t width : {64, 128, 256, 512, 1024}) {
+    // float32, as attention trains: a weight below 2^-24 of the largest no longer moves the sum.
+    Tensor q = randn({queries, width}, kFloat64, gen).to(kFloat32), k = randn({keys, width}, kFloat64, gen).to(kFloat32);
+    Lesson5::Sweep point{width};
+    for (bool scaled : {false, true}) {
+      Tensor scores = q.matmul(k.t());  // (queries, keys)
+      if (scaled) scores = scores / std::sqrt(static_cast<double>(width));
+      scores.requires_grad_();
+      Tensor weights = scores.softmax(-1);
+      (weights * upstream.to(kFloat32)).sum().backward();
+      // A row passes no usable gradient when it is one-hot in float32: its largest weight rounds
+      // to exactly 1, every other weight is below 2^-24, and so is every ∂L/∂score in it.
+      std::vector<double> top_weight = values(weights.detach().max(-1).values);
+      std::vector<double> row_gradient = values(scores.grad().abs().max(-1).values);
+      int64_t one_hot = 0;
+      for (size_t i = 0; i < top_weight.size(); ++i)
+        if (top_weight[i] == 1.0) {
+          ++one_hot;
+          point.largest_dead_row_gradient = std::max(point.largest_dead_row_gradient, row_gradient[i]);
+        }
+      const double dead = static_cast<double>(one_hot) / static_cast<double>(queries);
+      double top = 0.0;
+      for (double w : top_weight) top += w / static_cast<double>(queries);
+      (scaled ? point.dead_rows_scaled : point.dead_rows_unscaled) = dead;
+      (scaled ? point.top_weight_scaled : point.top_weight_unscaled) = top;
+    }
+    r.sweep.push_back(point);
+  }
+
+  // ---- 4. a NaN at a masked position ------------------------------------------------------------
+  // Padding is often left uninitialised. The mask hides the padded key, but the function still
+  // computes its score (NaN), and -inf + NaN is NaN, not -inf; the padded value meets weight 0,
+  // and 0 · NaN is NaN. MultiheadAttention zeroes the hidden keys and values first.
+  {
+    const int64_t B = 2, L = 4, E = 8;
+    // Cross-attention: clean queries (the decoder's), keys and values from a padded memory.
+    Tensor query = randn({B, L, E}, kFloat64, gen), memory = randn({B, L, E}, kFloat64, gen);
+    Tensor padding = tensor({{0, 0, 0, 0}, {0, 0, 0, 1}}).to(kBool);  // (B, S): true at padding
+    {
+      NoGradGuard no_grad;
+      memory.select(0, 1).select(0, L - 1).fill_(std::nan(""));  // the padded position holds NaN
+    }
+    auto sdpa = F::scaled_dot_product_attention(query, memory, memory, padding.unsqueeze(1));  // mask (B, 1, S)
+    r.padded_nan_outputs = sdpa.output.numel();
+    r.padded_nan_sdpa_nonfinite = count_nonfinite(sdpa.output);
+    manual_seed(5);
+    nn::MultiheadAttention mha(E, 2);
+    mha.to(kFloat64);
+    Tensor out = mha.forward(query, memory, memory, padding).output;
+    r.padded_nan_mha_nonfinite = count_nonfinite(out);
+    out.sum().backward();
+    for (const Tensor& p : mha.parameters()) r.padded_nan_mha_nonfinite_gradients += count_nonfinite(p.grad());
+  }
+
+  // ---- 5. a mask with the other convention ------------------------------------------------------
   // PyTorch 2.x's F.scaled_dot_product_attention reads a bool mask as "true = takes part".
   // Written that way and handed to cppgrad's function, which reads "true = masked out", it
   // hides every real key and shows only the padding.
@@ -221,12 +280,40 @@ void print(const Lesson5& r) {
              r.scaled.gradient_norm / r.unscaled.gradient_norm);
   fmt::print("   back to its scores, but nothing vanishes: at q and k the gradient is {:.1f}x and {:.1f}x LARGER\n",
              r.unscaled.q_gradient_norm / r.scaled.q_gradient_norm, r.unscaled.k_gradient_norm / r.scaled.k_gradient_norm);
-  fmt::print("   unscaled, since the scale also multiplies it on the way back (dq = scale · ds·k). The reasons for\n");
-  fmt::print("   the scale are these: it makes the softmax's temperature independent of d_k (the same weights\n");
-  fmt::print("   whatever the head width), and it keeps attention from starting near-hard (one-hot), where a\n");
-  fmt::print("   head sees one key and learns about the others only through tiny weights.\n\n");
+  fmt::print("   unscaled, since the scale also multiplies it on the way back (dq = scale · ds·k).\n");
+  fmt::print("   That is one width. Across widths, in float32 as attention trains, the share of rows that are\n");
+  fmt::print("   one-hot to the last bit (the largest weight rounds to exactly 1): such a row passes its scores\n");
+  fmt::print("   no usable gradient, every ∂L/∂score in it below {:.1g} (against {:.2f} for a scaled row on average):\n",
+             [&] { double g = 0.0; for (const auto& p : r.sweep) g = std::max(g, p.largest_dead_row_gradient); return g; }(),
+             r.scaled.gradient_norm);
+  fmt::print("       d_k   no scale: dead rows   largest weight   with 1/√d_k: dead rows   largest weight\n");
+  for (const auto& p : r.sweep)
+    fmt::print("     {:>5}   {:>18.1f}%   {:>14.3f}   {:>22.1f}%   {:>14.3f}\n", p.d_k, 100.0 * p.dead_rows_unscaled,
+               p.top_weight_unscaled, 100.0 * p.dead_rows_scaled, p.top_weight_scaled);
+  const auto& widest = r.sweep.back();
+  double scaled_dead = 0.0;
+  for (const auto& p : r.sweep) scaled_dead = std::max(scaled_dead, p.dead_rows_scaled);
+  fmt::print("   So the scale does both jobs: it makes the softmax's temperature independent of d_k (with it the\n");
+  fmt::print("   largest weight stays near {:.2f} at every width, and {:.1f}% of rows at most pass nothing), and it\n",
+             widest.top_weight_scaled, 100.0 * scaled_dead);
+  if (widest.dead_rows_unscaled > 0.0)
+    fmt::print("   keeps gradients from vanishing: unscaled, {:.1f}% of the rows at d_k {} pass no usable gradient.\n\n",
+               100.0 * widest.dead_rows_unscaled, widest.d_k);
+  else
+    fmt::print("   keeps attention from starting near-hard, which grows with d_k.\n\n");
 
-  fmt::print("4. A bool mask with the other convention. cppgrad's scaled_dot_product_attention (like\n");
+  fmt::print("4. A NaN at a masked position (padding left uninitialised), the padding mask given:\n");
+  fmt::print("     F::scaled_dot_product_attention: {} of {} outputs non-finite\n", r.padded_nan_sdpa_nonfinite,
+             r.padded_nan_outputs);
+  fmt::print("     nn::MultiheadAttention:          {} of {} outputs non-finite, {} non-finite parameter gradients\n",
+             r.padded_nan_mha_nonfinite, r.padded_nan_outputs, r.padded_nan_mha_nonfinite_gradients);
+  fmt::print("   The function is handed the padded key and computes its score anyway: NaN, and a mask adds -inf,\n");
+  fmt::print("   but -inf + NaN is NaN; the padded value meets weight 0, and 0 · NaN is NaN. The layer knows\n");
+  fmt::print("   which positions are padding (key_padding_mask) and zeroes their keys and values before the\n");
+  fmt::print("   projection, so nothing of them reaches a score, an output or a gradient. Calling the function\n");
+  fmt::print("   yourself, zero the padding first (masked_fill) or keep it finite.\n\n");
+
+  fmt::print("5. A bool mask with the other convention. cppgrad's scaled_dot_product_attention (like\n");
   fmt::print("   nn.MultiheadAttention) reads true = MASKED OUT; PyTorch 2.x's F.scaled_dot_product_attention\n");
   fmt::print("   reads true = takes part. A padding mask written for PyTorch's (true at real keys), passed as is,\n");
   fmt::print("   for two sequences of 4 keys, sequence 1's last key padding:\n");

@@ -18,7 +18,7 @@ namespace lessons {
 // ---- 1. Is the embedding split between the heads, or copied to each? (lesson1_split.cpp) ----
 struct Lesson1 {
   int64_t d_model = 16, heads = 4;
-  cppgrad::Shape w_q_head_shape;                     // W_Q_i, as the paper writes it: (d_model, d_k)
+  cppgrad::Shape w_q_head_shape;                     // W_Q_i as stored: (d_k, d_model), the paper's transposed
   std::vector<std::vector<double>> gradient_by_head;  // ∂ sum(Q_i) / ∂x_j at token 0, per head i
   std::vector<int64_t> features_read;                // per head: how many of those are nonzero
   std::vector<double> gradient_if_cut;               // the same, had head 0 read only its slice
@@ -43,6 +43,11 @@ struct Lesson2 {
   int64_t timed_d_model = 128, timed_heads = 8;
   int64_t fused_gemm_calls = 0, per_head_gemm_calls = 0;  // BLAS calls in one forward+backward
   double fused_ms = 0.0, per_head_ms = 0.0;               // medians, measured side by side (not asserted)
+  // "The same" needs the same weights: left to their defaults (d_model 512, 8 heads) the two
+  // layers start differently. Standard deviation of the query weights, largest |query bias|.
+  int64_t init_d_model = 512;
+  double fused_init_weight_std = 0.0, per_head_init_weight_std = 0.0;
+  double fused_init_bias_max = 0.0, per_head_init_bias_max = 0.0;
 };
 Lesson2 run_lesson2();
 void print(const Lesson2& r);
@@ -62,6 +67,10 @@ struct Lesson3 {
   // The identity behind it, any weights: the h = 1 score is (1/√h)·Σ of the h heads' scores.
   double score_identity = 0.0;         // max |S(h=1) - (1/√8)·Σ_i S_i(h=8)|, random weights
   double score_identity_size = 0.0;    // max |S(h=1)|, for scale
+  // All ones, over 20 random inputs each of 12 and 64 tokens: how many give h = 1 and h = 8
+  // bit-identical outputs, and the largest difference (relative to the output's size) otherwise.
+  int64_t ones_inputs = 20, ones_identical_12 = 0, ones_identical_64 = 0;
+  double ones_worst_relative_diff = 0.0;
   double ones_smallest_top_gap = 0.0;  // all ones, h = 8: min over rows of (largest - second) score
   double ones_median_top_gap = 0.0;    // ... and its median
   // PyTorch's names and shapes of the d_model 512 layer's parameters, and their counts.
@@ -72,18 +81,26 @@ Lesson3 run_lesson3();
 void print(const Lesson3& r);
 
 // ---- 4. How do heads stay diverse? (lesson4_diversity.cpp) -------------------------------
-struct Lesson4Options {
-  std::string task = "copy";  // or reverse, sort
+// The small seq2seq model and recipe lessons 4 and 8 train (training.h): d_model 32, 1+1 layers,
+// sequences of up to 8 symbols, Adam with the paper's warm-up (factor 1, 100 steps), no dropout.
+struct SmallSeq2Seq {
   int64_t d_model = 32, heads = 4, layers = 1, ff = 64;
   int64_t steps = 200, batch = 32, seq_len = 8, vocab = 12, warmup = 100;
+};
+
+struct Lesson4Options : SmallSeq2Seq {
+  std::string task = "copy";  // or reverse, sort
   uint64_t seed = 1;
+  int64_t seeds = 1;       // --seeds N: the identical-heads comparison on seeds seed .. seed+N-1
   int64_t held_out = 128;  // sequences the figures are measured on
   // A `seq2seq --save` checkpoint to use as the trained model instead of training one here.
   // Its task and sizes replace the ones above; seq_len must match the run that wrote it.
   std::string checkpoint;
 };
-// How alike the heads of each attention layer are, as the mean pairwise cosine similarity
-// (1 = copies, 0 = unrelated, -1 = opposite), averaged over the model's attention layers.
+// How alike the heads of each attention layer are, as the mean pairwise cosine similarity,
+// averaged over the model's attention layers. 1 = copies; what unrelated heads score is the
+// freshly initialised model's figure (about 0 for the weight products, but far above 0 for the
+// attention maps, whose nearly even rows all look alike).
 struct Diversity {
   double w_q = 0.0;           // of the raw query blocks W_Q_i (misleading: see the lesson)
   double query_key = 0.0;     // of the query-key products W_Q_iᵀ·W_K_i (d_model, d_model)
@@ -120,10 +137,24 @@ struct Lesson4 {
     double weights = 0.0;   // W_Q, W_K, W_V rows, the query and value biases, W_O's columns
     double key_bias = 0.0;  // the key bias: no effect on any score, so its exact gradient is 0
   };
-  std::vector<Apart> identical_heads_apart;
+  // One seed's heads started as copies, trained, beside a random start of the same seed.
+  struct SeedRun {
+    uint64_t seed = 0;
+    std::vector<Apart> apart;  // the gap at the steps above
+    double random_accuracy = 0.0, identical_accuracy = 0.0;  // held-out, after training, in %
+    double identical_maps = 0.0;  // identical start, trained: its maps' mean pairwise cosine
+  };
+  std::vector<SeedRun> seed_runs;  // [0] is options.seed, the model measured in full above
   double identical_heads_weight_size = 0.0;  // the largest |weight| of in_proj_weight, for scale
   std::string indivisible_error;             // what MultiheadAttention(30, 4) says
 };
+// What training did to heads started as copies, read from their gap at the last step:
+// exactly 0 (this kernel rounds every head alike), still at float32 rounding (below 1e-3), or
+// amplified into heads that differ (symmetry broken).
+enum class Symmetry { ExactCopies, RoundingLevel, Broken };
+Symmetry symmetry_of(const std::vector<Lesson4::Apart>& apart);
+// The first nonzero gap (the seed rounding planted), 0 if there is none.
+double rounding_seed(const std::vector<Lesson4::Apart>& apart);
 Lesson4 run_lesson4(const Lesson4Options& options = {});
 void print(const Lesson4& r);
 
@@ -148,6 +179,21 @@ struct Lesson5 {
     double k_gradient_norm = 0.0;  // mean per-row |∂L/∂k|
   };
   Softmax unscaled, scaled;
+  // The same for d_k = 64 to 1024 (512 queries, 16 keys, float32): the share of query rows that
+  // are one-hot in float32 (largest weight exactly 1), which pass their scores no usable
+  // gradient, without and with the scale, and the mean largest weight.
+  struct Sweep {
+    int64_t d_k = 0;
+    double largest_dead_row_gradient = 0.0;  // the largest |∂L/∂score| in any one-hot row
+    double dead_rows_unscaled = 0.0, dead_rows_scaled = 0.0;  // fractions of the rows
+    double top_weight_unscaled = 0.0, top_weight_scaled = 0.0;
+  };
+  std::vector<Sweep> sweep;
+  // A NaN at a masked position (uninitialised padding: sequence 1's last memory position, the
+  // keys and values of a cross-attention), the padding mask given. Non-finite outputs of F::scaled_dot_product_attention, and of
+  // nn::MultiheadAttention with key_padding_mask, and its parameters' non-finite gradients.
+  int64_t padded_nan_outputs = 0;
+  int64_t padded_nan_sdpa_nonfinite = 0, padded_nan_mha_nonfinite = 0, padded_nan_mha_nonfinite_gradients = 0;
   // A mask written for PyTorch 2.x's scaled_dot_product_attention (true = takes part), passed
   // to cppgrad's (true = masked out) as it is. Two sequences of 4 keys; sequence 1's last key
   // is padding, sequence 0 has none.
@@ -203,5 +249,52 @@ struct Lesson7 {
 };
 Lesson7 run_lesson7();
 void print(const Lesson7& r);
+
+// ---- 8. Does the number of heads matter on a task? (lesson8_head_count.cpp) ----------------
+struct Lesson8Options : SmallSeq2Seq {
+  std::string task = "reverse";  // or sort, copy
+  std::vector<int64_t> head_counts{1, 2, 4, 8};
+  uint64_t seed = 1;
+  int64_t seeds = 1;        // seeds seed .. seed+seeds-1, each head count trained on each
+  int64_t eval_every = 50;  // held-out accuracy measured every this many steps
+  int64_t held_out = 128;
+  Lesson8Options() { steps = 300; }  // the short run; the lesson's README gives the long one
+};
+struct Lesson8 {
+  Lesson8Options options;
+  std::string blas_kernel;  // OpenBLAS's core: float32 training depends on it and on the threads
+  int threads = 1;
+  struct Run {
+    int64_t heads = 0, d_k = 0;
+    uint64_t seed = 0;
+    int64_t parameters = 0;
+    std::vector<std::pair<int64_t, double>> accuracy_at;  // (step, held-out accuracy %)
+    int64_t steps_to_99 = -1;  // the first measured step at 99% or more; -1 if none
+    double accuracy = 0.0;     // at the last step
+    // Reverse: per head of the cross-attention, the mean weight target position t puts on
+    // source position len-1-t, the symbol it must write.
+    std::vector<double> mirrored_weight;
+  };
+  std::vector<Run> runs;  // head counts in order, for each seed
+  // The first seed's cross-attention maps on one held-out example, per head count:
+  // maps[head][target position][source position], and the example's source symbols.
+  struct Picture {
+    int64_t heads = 0;
+    std::vector<std::vector<std::vector<double>>> maps;
+  };
+  std::vector<Picture> pictures;
+  std::vector<int64_t> example_source, example_target;
+  std::string example_error;  // empty when every model decodes the example right
+};
+Lesson8 run_lesson8(const Lesson8Options& options = {});
+void print(const Lesson8& r);
+// For each head count in order: mean accuracy over the seeds, and the mean steps to 99% over
+// the seeds that got there (-1 if none) with how many did.
+struct HeadCountSummary {
+  int64_t heads = 0;
+  double accuracy = 0.0, steps_to_99 = -1.0;
+  int64_t reached_99 = 0, seeds = 0;
+};
+std::vector<HeadCountSummary> summarise(const Lesson8& r);
 
 }  // namespace lessons

@@ -13,9 +13,10 @@
 int main(int argc, char** argv) {
   std::string which = "all";
   lessons::Lesson4Options lesson4;
+  lessons::Lesson8Options lesson8;
   int threads = 1;
   CLI::App app{"The attention lessons: each answers one learner's question with numbers (see README.md)."};
-  app.add_option("lesson", which, "1 to 7, or all")->check(CLI::IsMember({"1", "2", "3", "4", "5", "6", "7", "all"}));
+  app.add_option("lesson", which, "1 to 8, or all")->check(CLI::IsMember({"1", "2", "3", "4", "5", "6", "7", "8", "all"}));
   app.add_option("--checkpoint", lesson4.checkpoint,
                  "lesson 4: a seq2seq --save checkpoint to use as the trained model")
       ->check(CLI::ExistingFile);
@@ -25,6 +26,12 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"copy", "reverse", "sort"}));
   app.add_option("--steps", lesson4.steps, "lesson 4: training steps")->check(CLI::Range(1, 1'000'000));
   app.add_option("--seed", lesson4.seed, "lesson 4: random seed (weights and data)");
+  app.add_option("--seeds", lesson4.seeds, "lesson 4: compare identical and random starts on this many seeds")
+      ->check(CLI::Range(1, 100));
+  app.add_option("--heads-task", lesson8.task, "lesson 8: reverse, sort or copy")
+      ->check(CLI::IsMember({"copy", "reverse", "sort"}));
+  app.add_option("--heads-steps", lesson8.steps, "lesson 8: training steps per model")->check(CLI::Range(1, 1'000'000));
+  app.add_option("--heads-seeds", lesson8.seeds, "lesson 8: seeds per head count")->check(CLI::Range(1, 100));
   app.add_option("--threads", threads, "threads for BLAS and cppgrad's loops")->check(CLI::Range(1, 256));
   CLI11_PARSE(app, argc, argv);
   cppgrad::set_num_threads(threads);
@@ -45,6 +52,7 @@ int main(int argc, char** argv) {
     timed("5", [] { return lessons::run_lesson5(); });
     timed("6", [] { return lessons::run_lesson6(); });
     timed("7", [] { return lessons::run_lesson7(); });
+    timed("8", [&] { return lessons::run_lesson8(lesson8); });
   } catch (const cppgrad::Error& e) {
     fmt::print(stderr, "lesson: {}\n", e.what());
     return 2;

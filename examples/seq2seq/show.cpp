@@ -2,11 +2,12 @@
 
 #include <fmt/core.h>
 
+#include "distributed/distributed.h"
+
 using namespace cppgrad;
 
 namespace seq2seq {
 
-// The tokens of row `b` up to and including the first <end>.
 std::vector<int64_t> until_end(const Tensor& tokens, int64_t b) {
   std::vector<int64_t> out;
   for (int64_t t = 0; t < tokens.size(1); ++t) {
@@ -26,6 +27,44 @@ std::string show_tokens(const std::vector<int64_t>& tokens) {
   return s;
 }
 
+plot::Canvas training_curves(const Options& o, int64_t step, double accuracy, const plot::Points& train,
+                             const plot::Points& held_out, const plot::Points& held_out_accuracy) {
+  plot::LossCurves figure;
+  figure.title = fmt::format("{} task: training curves", o.task);
+  figure.notes = {fmt::format("d_model {} · {} heads · {}+{} layers · batch {} · length ≤ {} · lr factor {} · seed {}",
+                              o.model.d_model, o.model.heads, o.model.layers, o.model.layers, o.batch, o.seq_len, o.lr,
+                              o.seed),
+                  fmt::format("after {} steps, {:.1f}% of the {} held-out sequences decoded right", step, accuracy,
+                              o.eval_size)};
+  figure.train = train, figure.held_out = held_out;
+  // The training loss is measured with dropout on, the held-out one without: it can lie lower.
+  figure.train_name = o.model.dropout > 0 ? fmt::format("train, dropout {}", o.model.dropout) : "train";
+  figure.held_out_name = fmt::format("held-out ({} sequences)", o.eval_size);
+  figure.loss_title = "cross-entropy loss", figure.y_label = "nats per token";
+  plot::Panel right;
+  right.title = "held-out sequence accuracy", right.y_label = "% of sequences right";
+  right.range = std::pair{0.0, 100.0};
+  right.curves = {{"held-out, averaged weights of that step", held_out_accuracy, "#d62728", plot::CurveStyle::Dots},
+                  {fmt::format("at the end, averaged weights: {:.1f}%", accuracy),
+                   {{static_cast<double>(step), accuracy}}, "#2ca02c", plot::CurveStyle::Ring}};
+  figure.more = {right};
+  return plot::draw_loss_curves(figure);
+}
+
+void StepProfile::before(int64_t step) {
+  if (!on_ || step != step_) return;
+  profile::set_enabled(true);
+  profile::reset();
+}
+
+void StepProfile::after(int64_t step, Progress& progress, int64_t batch) {
+  if (!on_ || step != step_) return;
+  profile::set_enabled(false);
+  if (distributed::rank() != 0) return;
+  progress.finish();
+  fmt::print("\nprofile of step {} (batch {}, {} threads):\n{}\n", step, batch, get_num_threads(), profile::report());
+}
+
 namespace {
 
 std::vector<std::string> token_labels(const Tensor& tokens, int64_t length) {
@@ -37,9 +76,7 @@ std::vector<std::string> token_labels(const Tensor& tokens, int64_t length) {
   return out;
 }
 
-}  // namespace
-
-// The held-out example to draw: the one asked for, or the first of the longest.
+// The held-out example to draw: `asked`, or (when -1) the first of the longest.
 int64_t attention_example(const Batch& data, int64_t asked) {
   if (asked >= 0) return asked;
   int64_t longest = 0;
@@ -49,60 +86,42 @@ int64_t attention_example(const Batch& data, int64_t asked) {
   return longest;
 }
 
-// Every head of every attention layer on one held-out example, as a grid: a row per layer and
-// kind of attention, a column per head.
-examples::AttentionGrid attention_grid(Seq2SeqModel& model, const Batch& data, int64_t example,
-                                              const std::string& title, const std::string& how_chosen) {
+}  // namespace
+
+plot::AttentionGrid attention_grid(Seq2SeqModel& model, const Batch& data, const Options& o, int64_t step) {
+  const int64_t example = attention_example(data, o.attention_example);
+  const std::string title = fmt::format("{} task: attention of every head after {} steps", o.task, step);
+  const std::string how_chosen = o.attention_example >= 0 ? "chosen" : "the longest held out";
   auto one_row = [&](const Tensor& t) { return t.narrow(0, example, 1); };
   const Batch one{one_row(data.src), one_row(data.tgt_in), one_row(data.tgt_out), one_row(data.src_pad),
                   one_row(data.tgt_pad)};
-  const int64_t src_len = static_cast<int64_t>(until_end(one.src, 0).size());  // symbols and </s>
+  const int64_t src_len = static_cast<int64_t>(until_end(one.src, 0).size());      // symbols and </s>
   const int64_t tgt_len = static_cast<int64_t>(until_end(one.tgt_out, 0).size());  // <s> and the answer
-  std::vector<std::pair<std::string, std::shared_ptr<nn::MultiheadAttention>>> layers;
-  for (auto& [name, module] : model.named_modules())
-    if (auto attention = std::dynamic_pointer_cast<nn::MultiheadAttention>(module)) {
-      attention->store_attention = true;
-      layers.emplace_back(name, attention);
-    }
+  const auto src_labels = token_labels(one.src, src_len), tgt_labels = token_labels(one.tgt_in, tgt_len);
+  // "transformer.decoder.layers.0.multihead_attn": the decoder's layer 0, cross-attention.
+  auto label = [&](const std::string& name, int64_t, int64_t) {
+    const std::string where = name.substr(name.find("coder.") - 2);  // "decoder.layers.0.multihead_attn"
+    const bool encoder = where.starts_with("encoder"), cross = where.find("multihead_attn") != std::string::npos;
+    const size_t at = where.find("layers.") + 7;
+    const std::string layer = where.substr(at, where.find('.', at) - at);  // "0"
+    return nn::AttentionRowLabels{fmt::format("{} · layer {}", encoder ? "encoder" : "decoder", layer),
+                                  encoder ? "self-attention" : cross ? "cross-attention" : "self-attention (causal)",
+                                  where, encoder ? src_labels : tgt_labels,
+                                  encoder || cross ? src_labels : tgt_labels};
+  };
+  plot::AttentionGrid grid = nn::attention_grid(
+      model, [&] { model.forward(one.src, one.tgt_in, one.src_pad, one.tgt_pad); }, title, label);
   Tensor decoded;
   {
     NoGradGuard no_grad;
     model.eval();
-    model.forward(one.src, one.tgt_in, one.src_pad, one.tgt_pad);
-    for (auto& [name, attention] : layers) attention->store_attention = false;
     decoded = model.greedy_decode(one.src, one.src_pad, model.config.max_len - 1);
   }
-  examples::AttentionGrid grid{
-      title,
-      {fmt::format("held-out example {} ({} symbols, {}): source {} · expected {} · decoded {}", example, src_len - 1,
-                   how_chosen, show_tokens(until_end(one.src, 0)), show_tokens(until_end(one.tgt_out, 0)),
-                   show_tokens(until_end(decoded, 0))),
-       "rows: queries, the positions that look; columns: keys, the positions looked at; each row of a map sums to 1"},
-      static_cast<int>(model.config.heads),
-      {}};
-  const auto src_labels = token_labels(one.src, src_len), tgt_labels = token_labels(one.tgt_in, tgt_len);
-  for (auto& [name, attention] : layers) {
-    const std::string where = name.substr(name.find("coder.") - 2);  // "encoder.layers.0.self_attn"
-    const bool encoder = where.starts_with("encoder"), cross = where.find("multihead_attn") != std::string::npos;
-    const size_t at = where.find("layers.") + 7;
-    const std::string layer = where.substr(at, where.find('.', at) - at);  // "0"
-    examples::AttentionRow row{fmt::format("{} · layer {}", encoder ? "encoder" : "decoder", layer),
-                               encoder ? "self-attention" : cross ? "cross-attention" : "self-attention (causal)",
-                               where,
-                               encoder ? src_labels : tgt_labels,
-                               encoder || cross ? src_labels : tgt_labels,
-                               {}};
-    Tensor w = attention->last_attention.select(0, 0);  // (H, T, S)
-    for (int64_t h = 0; h < w.size(0); ++h)
-      row.heads.push_back(w.select(0, h)
-                              .narrow(0, 0, static_cast<int64_t>(row.queries.size()))
-                              .narrow(1, 0, static_cast<int64_t>(row.keys.size()))
-                              .to(kFloat64)
-                              .contiguous()
-                              .to_vector<double>());
-    grid.rows.push_back(std::move(row));
-    attention->last_attention = Tensor();
-  }
+  grid.notes = {fmt::format("held-out example {} ({} symbols, {}): source {} · expected {} · decoded {}", example,
+                            src_len - 1, how_chosen, show_tokens(until_end(one.src, 0)),
+                            show_tokens(until_end(one.tgt_out, 0)), show_tokens(until_end(decoded, 0))),
+                "rows: queries, the positions that look; columns: keys, the positions looked at; each row of a map "
+                "sums to 1"};
   return grid;
 }
 

@@ -1,9 +1,11 @@
 // Uses the installed cppgrad through its umbrella header: a matmul (BLAS), a backward pass
-// (autograd) and a printed tensor (fmt). Exits 0 when the gradient is right.
+// (autograd), a printed tensor (fmt) and a loss curve (plot). Exits 0 when the gradient is right
+// and the curve drawn.
 #include <cppgrad/cppgrad.h>
 
 #include <cmath>
 #include <cstdio>
+#include <string>
 #include <vector>
 
 int main() {
@@ -18,6 +20,10 @@ int main() {
   const std::vector<float> got = x.grad().to_vector<float>();
   bool ok = std::abs(y.item<float>() - 8.5f) < 1e-5f && got.size() == expected.size();
   for (size_t i = 0; ok && i < got.size(); ++i) ok = std::abs(got[i] - expected[i]) < 1e-5f;
+
+  // The installed training pictures (runtime/plot/): a loss curve drawn from logged values.
+  const std::string svg = plot::draw_loss_curves({.title = "consumer", .train = {{1, 2.0}, {2, 1.0}}}).svg();
+  ok = ok && svg.starts_with("<svg ") && svg.find(">consumer<") != std::string::npos;
 
   std::printf("y = %g\ndy/dx = %s\n%s\n", y.item<float>(), x.grad().str().c_str(), ok ? "ok" : "WRONG");
   return ok ? 0 : 1;

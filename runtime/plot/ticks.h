@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-namespace examples {
+namespace cppgrad::plot {
 
 // The multiples of a 1-2-5 step (…, 0.1, 0.2, 0.5, 1, 2, 5, 10, …) inside [lo, hi]: the smallest
 // step that gives at most max_count ticks.
@@ -23,4 +23,4 @@ std::string log_tick_label(double value);
 // The next 1-2-5 step above `step`, itself one: 1 -> 2 -> 5 -> 10 -> 20.
 double next_step(double step);
 
-}  // namespace examples
+}  // namespace cppgrad::plot

@@ -7,9 +7,9 @@
 #include <string>
 #include <vector>
 
-#include "common/canvas.h"
+#include "canvas.h"
 
-namespace examples {
+namespace cppgrad::plot {
 
 struct AttentionRow {
   std::string heading;  // named once at the row's start: "encoder · layer 0"
@@ -34,4 +34,4 @@ Canvas draw_attention_grid(const AttentionGrid& grid);
 // The colour of a weight w in [0, 1] as "#rrggbb": white, light blue, blue, navy.
 std::string weight_color(double w);
 
-}  // namespace examples
+}  // namespace cppgrad::plot

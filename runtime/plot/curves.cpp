@@ -1,4 +1,4 @@
-#include "common/curves.h"
+#include "runtime/plot/curves.h"
 
 #include <algorithm>
 #include <cmath>
@@ -6,7 +6,7 @@
 
 #include <fmt/core.h>
 
-namespace examples {
+namespace cppgrad::plot {
 
 namespace {
 
@@ -288,4 +288,20 @@ Canvas draw_training_curves(const TrainingCurves& figure) {
   return canvas;
 }
 
-}  // namespace examples
+Canvas draw_loss_curves(const LossCurves& figure) {
+  // The blue and red of matplotlib's default cycle: training blue, held-out red.
+  const std::string train_color = "#1f77b4", held_out_color = "#d62728";
+  const int window = smoothing_window(figure.train.size());
+  Panel loss;
+  loss.title = figure.loss_title, loss.y_label = figure.y_label;
+  loss.right_scale = figure.right_scale, loss.right_label = figure.right_label;
+  loss.curves = {{figure.train_name + ", each step", figure.train, train_color, CurveStyle::Faint},
+                 {fmt::format("{}, mean of {} steps", figure.train_name, window), running_mean(figure.train, window),
+                  train_color, CurveStyle::Line},
+                 {figure.held_out_name, figure.held_out, held_out_color, CurveStyle::Dots}};
+  TrainingCurves curves{figure.title, figure.notes, figure.x_label, {loss}};
+  curves.panels.insert(curves.panels.end(), figure.more.begin(), figure.more.end());
+  return draw_training_curves(curves);
+}
+
+}  // namespace cppgrad::plot

@@ -1,12 +1,10 @@
-#include "common/progress.h"
+#include "runtime/progress.h"
 
 #include <unistd.h>
 
-#include <cstdio>
-
 #include <fmt/core.h>
 
-namespace examples {
+namespace cppgrad {
 
 std::string format_duration(double seconds) {
   auto s = static_cast<int64_t>(seconds + 0.5);
@@ -15,8 +13,9 @@ std::string format_duration(double seconds) {
   return fmt::format("{:.1f}s", seconds);
 }
 
-Progress::Progress(int64_t total, int64_t first)
-    : total_(total), first_(first), start_(Clock::now()), last_(start_), interactive_(isatty(STDOUT_FILENO) == 1) {}
+Progress::Progress(int64_t total, int64_t first, std::FILE* out)
+    : total_(total), first_(first), out_(out), start_(Clock::now()), last_(start_),
+      interactive_(isatty(fileno(out)) == 1) {}
 
 double Progress::elapsed_seconds() const { return std::chrono::duration<double>(Clock::now() - start_).count(); }
 
@@ -36,20 +35,19 @@ void Progress::update(int64_t step, double loss, double lr, int64_t tokens, bool
     force_line = true;
   }
   if (interactive_ && !force_line) {
-    fmt::print("\r{:<100}", line);
-    std::fflush(stdout);
+    fmt::print(out_, "\r{:<100}", line);
     line_open_ = true;
   } else {
-    if (line_open_) fmt::print("\n");
+    if (line_open_) fmt::print(out_, "\n");
     line_open_ = false;
-    fmt::print("{}\n", line);
-    std::fflush(stdout);
+    fmt::print(out_, "{}\n", line);
   }
+  std::fflush(out_);
 }
 
 void Progress::finish() {
-  if (line_open_) fmt::print("\n");
+  if (line_open_) fmt::print(out_, "\n");
   line_open_ = false;
 }
 
-}  // namespace examples
+}  // namespace cppgrad

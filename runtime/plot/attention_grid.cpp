@@ -1,4 +1,4 @@
-#include "common/attention_grid.h"
+#include "runtime/plot/attention_grid.h"
 
 #include <algorithm>
 #include <array>
@@ -7,10 +7,10 @@
 
 #include <fmt/core.h>
 
-#include "common/ticks.h"
-#include "cppgrad.h"
+#include "runtime/plot/ticks.h"
+#include "runtime/error.h"
 
-namespace examples {
+namespace cppgrad::plot {
 
 namespace {
 
@@ -199,4 +199,4 @@ Canvas draw_attention_grid(const AttentionGrid& grid) {
   return canvas;
 }
 
-}  // namespace examples
+}  // namespace cppgrad::plot

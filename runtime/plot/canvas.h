@@ -1,14 +1,14 @@
-// A canvas for the examples' pictures: it collects text, rectangles, lines and polylines, writes
-// them as SVG (hand-written: a browser opens it, and no library is needed), and remembers the box
-// every text and every drawing area occupies, so that a test can show no label covers another
-// label or a plot, and nothing falls off the canvas.
+// A canvas for the training pictures (loss curves, attention grids): it collects text, rectangles,
+// lines and polylines, writes them as SVG (hand-written: a browser opens it, and no library is
+// needed), and remembers the box every text and every drawing area occupies, so that a test can
+// show no label covers another label or a plot, and nothing falls off the canvas.
 #pragma once
 
 #include <string>
 #include <utility>
 #include <vector>
 
-namespace examples {
+namespace cppgrad::plot {
 
 struct Box {
   double x0 = 0, y0 = 0, x1 = 0, y1 = 0;  // left, top, right, bottom (SVG's y points down)
@@ -103,4 +103,4 @@ class Canvas {
 // check quickly.
 std::vector<std::string> layout_problems(const Canvas& canvas);
 
-}  // namespace examples
+}  // namespace cppgrad::plot

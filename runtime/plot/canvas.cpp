@@ -1,13 +1,13 @@
-#include "common/canvas.h"
+#include "runtime/plot/canvas.h"
 
 #include <algorithm>
 #include <fstream>
 
 #include <fmt/core.h>
 
-#include "cppgrad.h"
+#include "runtime/error.h"
 
-namespace examples {
+namespace cppgrad::plot {
 
 namespace {
 
@@ -204,4 +204,4 @@ std::vector<std::string> layout_problems(const Canvas& canvas) {
   return problems;
 }
 
-}  // namespace examples
+}  // namespace cppgrad::plot

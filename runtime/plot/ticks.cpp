@@ -1,11 +1,11 @@
-#include "common/ticks.h"
+#include "runtime/plot/ticks.h"
 
 #include <algorithm>
 #include <cmath>
 
 #include <fmt/core.h>
 
-namespace examples {
+namespace cppgrad::plot {
 
 double next_step(double step) {
   const double power = std::pow(10.0, std::floor(std::log10(step) + 1e-9));
@@ -54,4 +54,4 @@ std::string tick_label(double value, double step) {
 
 std::string log_tick_label(double value) { return fmt::format("{:g}", value); }
 
-}  // namespace examples
+}  // namespace cppgrad::plot

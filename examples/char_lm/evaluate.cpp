@@ -1,0 +1,44 @@
+#include "char_lm/evaluate.h"
+
+#include <cmath>
+
+using namespace cppgrad;
+namespace F = cppgrad::nn::functional;
+
+namespace char_lm {
+
+data::Batch held_out_windows(const Text& text, int64_t seq_len) {
+  const data::TextDataset windows(std::vector<int64_t>(text.ids.begin() + text.split, text.ids.end()), seq_len);
+  const int64_t count = std::min<int64_t>(windows.size(), 64);
+  std::vector<data::Example> examples;
+  for (int64_t k = 0; k < count; ++k) examples.push_back(windows.get(k * windows.size() / count));
+  return data::stack_collate(examples);
+}
+
+double loss_on(CharLM& model, const data::Batch& b) {
+  NoGradGuard no_grad;
+  model.eval();
+  Tensor logits = model.forward(b["input"]);
+  model.train();
+  return F::cross_entropy(logits.reshape({-1, logits.size(-1)}), b["target"].reshape({-1})).item();
+}
+
+plot::Canvas training_curves(const Options& o, const Text& text, int64_t step, double held_out_loss,
+                             int64_t held_out_windows, const plot::Points& train, const plot::Points& held_out) {
+  const auto& m = o.model;
+  plot::LossCurves figure;
+  figure.title = fmt::format("char_lm on {}: training curves", o.data.substr(o.data.find_last_of('/') + 1));
+  figure.notes = {fmt::format("{} characters, {} distinct, the last tenth held out · d_model {} · {} heads · {} layers "
+                              "· batch {} × {}", text.ids.size(), text.vocab.size(), m.d_model, m.heads, m.layers,
+                              o.batch, m.seq_len),
+                  fmt::format("held-out loss after {} steps: {:.3f} nats = {:.3f} bits per character", step,
+                              held_out_loss, held_out_loss / std::log(2.0))};
+  figure.train = train, figure.held_out = held_out;
+  figure.train_name = m.dropout > 0 ? fmt::format("train, dropout {}", m.dropout) : "train";
+  figure.held_out_name = fmt::format("held-out ({} windows)", held_out_windows);
+  figure.loss_title = "cross-entropy loss", figure.y_label = "nats per character";
+  figure.right_scale = 1 / std::log(2.0), figure.right_label = "bits per character";
+  return plot::draw_loss_curves(figure);
+}
+
+}  // namespace char_lm

@@ -1,0 +1,115 @@
+#include "char_lm/options.h"
+
+#include <cctype>
+
+#include "common/cli.h"
+#include "common/data_parallel.h"
+
+using namespace cppgrad;
+
+namespace char_lm {
+
+namespace {
+
+// The sizes that shape the weights: a checkpoint resumes only into a model of the same ones.
+std::vector<std::pair<std::string, int64_t>> sizes(const Options& o) {
+  return {{"d_model", o.model.d_model}, {"heads", o.model.heads}, {"layers", o.model.layers}, {"ff", o.model.ff}};
+}
+
+}  // namespace
+
+void add_options(CLI::App& app, Options& o) {
+  app.add_option("--data", o.data, "the text to learn (its last 10% is held out)")->check(CLI::ExistingFile);
+  app.add_option("--max-data-mb", o.max_data_mb, "largest --data file read, in MB (each byte takes 9 in memory)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
+  app.add_option("--steps", o.steps, "training steps in all (a resumed run continues up to this; 0 with --resume: "
+                                     "only sample)")->check(CLI::Range(0, 100'000'000));
+  app.add_option("--batch", o.batch, "windows per step, over all processes")->check(CLI::Range(1, 65536));
+  app.add_option("--seq-len", o.model.seq_len, "characters per window, and the longest context")->check(CLI::Range(1, 4096));
+  app.add_option("--d-model", o.model.d_model, "model width d_model")->check(CLI::Range(1, 65536));
+  app.add_option("--heads", o.model.heads, "attention heads (must divide d_model)")->check(CLI::Range(1, 1024));
+  app.add_option("--layers", o.model.layers, "Transformer layers")->check(CLI::Range(1, 1000));
+  app.add_option("--ff", o.model.ff, "feed-forward width")->check(CLI::Range(1, 1 << 20));
+  app.add_option("--dropout", o.model.dropout, "dropout probability")->check(examples::number_in(0.0, 0.99));
+  app.add_option("--lr", o.lr, "peak learning rate of AdamW, reached after the warm-up, then decaying as 1/√step")
+      ->check(examples::number_in(1e-6, 1.0));
+  app.add_option("--warmup", o.warmup, "warm-up steps (the rate rises linearly to --lr)")
+      ->check(CLI::Range(1, 100'000'000));
+  app.add_option("--weight-decay", o.weight_decay, "AdamW's decay of the weight matrices")->check(examples::number_in(0.0, 1.0));
+  app.add_option("--clip", o.clip, "largest gradient norm (larger ones are scaled down to it)")
+      ->check(examples::number_in(1e-6, 1e6));
+  app.add_option("--seed", o.seed, "random seed (weights, windows, dropout, sampling)")->check(examples::digits_only());
+  app.add_option("--threads", o.threads, "threads for BLAS and cppgrad's loops (default: all cores)")
+      ->check(CLI::Range(1, 256));
+  app.add_option("--save", o.save, "write a checkpoint (model, optimizer, schedule, step, RNG, vocabulary) at the end");
+  app.add_option("--resume", o.resume, "continue from a checkpoint written by --save")->check(CLI::ExistingFile);
+  app.add_option("--eval-every", o.eval_every, "steps between held-out evaluations")
+      ->check(CLI::Range(1, 100'000'000));
+  app.add_option("--plot", o.plot, "write the train and held-out loss curves as SVG");
+  app.add_option("--sample-len", o.sample.length, "characters to sample after training")
+      ->check(CLI::Range(0, 10'000'000));
+  app.add_option("--temperature", o.sample.temperature, "sampling temperature (0: always the most likely character)")
+      ->check(examples::number_in(0.0, 100.0));
+  app.add_option("--top-k", o.sample.top_k, "sample among the k most likely characters only (0: all)")
+      ->check(CLI::Range(0, 256));
+  app.add_option("--prompt", o.prompt, "text the sample continues (default: one character of the text, at random)");
+}
+
+int64_t check_options(const Options& o) {
+  if (!o.save.empty()) examples::check_writable("--save", o.save);
+  if (!o.plot.empty()) examples::check_writable("--plot", o.plot);
+  // Parameters: 4 d² + 2 d·ff per layer and the embedding (at most 256 rows); each float is kept
+  // 4 times (weights, gradient, AdamW's two moments).
+  const double d = static_cast<double>(o.model.d_model), ff = static_cast<double>(o.model.ff);
+  examples::check_memory("the model", 4.0 * (256.0 * d + static_cast<double>(o.model.layers) * (4.0 * d * d + 2.0 * d * ff)));
+  const int64_t rank_batch = examples::per_rank_batch("--batch", o.batch);
+  if (o.threads > 0) set_num_threads(o.threads);
+  return rank_batch;
+}
+
+Tensor Text::vocab_tensor() const {
+  return tensor(std::vector<int64_t>(vocab.chars.begin(), vocab.chars.end()), {vocab.size()});
+}
+
+Text read_text(const Options& o) {
+  const std::string text = examples::read_data_file("--data", o.data, o.max_data_mb * 1'000'000);
+  Text t{data::CharVocabulary::of(text), {}, 0, {}};
+  t.ids = t.vocab.encode(text);
+  const auto n = static_cast<int64_t>(t.ids.size());
+  t.split = n - n / 10;
+  CPPGRAD_CHECK(n - t.split > o.model.seq_len, "--data: '{}' has {} characters; its held-out 10% must be longer than "
+                "--seq-len {}", o.data, n, o.model.seq_len);
+  for (unsigned char c : o.prompt) {
+    CPPGRAD_CHECK(t.vocab.contains(c), "--prompt: the character {} does not occur in the text",
+                  std::isprint(c) ? fmt::format("'{}'", static_cast<char>(c)) : fmt::format("byte {}", int{c}));
+    t.prompt.push_back(t.vocab.ids[c]);
+  }
+  return t;
+}
+
+nn::NamedTensors checkpoint_of_this_model(const Options& o, const Text& text) {
+  auto ckpt = nn::load_safetensors(o.resume);
+  // A model only makes sense with the vocabulary it was trained on: token ids are its rows.
+  const Tensor vocab = text.vocab_tensor();
+  CPPGRAD_CHECK(ckpt.contains("data.vocab") && ckpt.at("data.vocab").dtype() == kInt64 &&
+                    ckpt.at("data.vocab").shape() == vocab.shape() &&
+                    ckpt.at("data.vocab").to_vector<int64_t>() == vocab.to_vector<int64_t>(),
+                "--resume: the checkpoint was trained on a text with other characters than '{}'", excerpt(o.data));
+  for (const auto& [name, value] : sizes(o)) {
+    auto saved_size = ckpt.metadata.find(name);
+    CPPGRAD_CHECK(saved_size != ckpt.metadata.end() && saved_size->second == std::to_string(value),
+                  "--resume: the checkpoint's model has {} {}, not {}", name,
+                  saved_size != ckpt.metadata.end() ? excerpt(saved_size->second) : "?", value);
+  }
+  return std::move(ckpt.tensors);
+}
+
+nn::Metadata checkpoint_metadata(const Options& o, double held_out_loss) {
+  nn::Metadata metadata = {{"data", o.data},
+                           {"held_out_loss", fmt::format("{:.4f}", held_out_loss)},
+                           {"processes", std::to_string(distributed::world_size())}};
+  for (const auto& [name, value] : sizes(o)) metadata[name] = std::to_string(value);
+  return metadata;
+}
+
+}  // namespace char_lm

@@ -1,0 +1,234 @@
+// Lesson 8: does the number of heads matter on a task?
+//
+// Lesson 3 shows that the head count changes neither the parameters nor the work, only how the
+// d_model columns of the projections are grouped into softmaxes: h heads of d_k = d_model / h.
+// Whether that grouping matters is a question about learning, so this lesson trains the same
+// small seq2seq model with 1, 2, 4 and 8 heads, everything else equal (the same seeds, data and
+// steps), on a task that needs several things attended at once: reversing a sequence (each
+// output position must find its mirrored source position, whatever the length) or sorting it.
+// It measures the held-out accuracy along the way (steps to 99%) and at the end, and draws each
+// model's cross-attention for one example, a picture per head, so that one sees what the heads
+// of each model learned to look at. The conclusion printed is chosen from the figures.
+#include <cblas.h>  // openblas_get_corename
+#include <fmt/core.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "lessons/lessons.h"
+#include "lessons/measure.h"
+#include "lessons/training.h"
+
+using namespace cppgrad;
+using namespace seq2seq;
+
+namespace lessons {
+
+namespace {
+
+// The (last) cross-attention layer's weights on a batch, (B, H, T, S).
+Tensor cross_attention(Seq2SeqModel& model, const Batch& batch) {
+  std::shared_ptr<nn::MultiheadAttention> cross;
+  for (auto& [name, layer] : attention_layers(model))
+    if (name.find("multihead_attn") != std::string::npos) cross = layer;
+  CPPGRAD_CHECK(cross != nullptr, "lesson 8: the model has no cross-attention layer");
+  NoGradGuard no_grad;
+  cross->store_attention = true;
+  model.forward(batch.src, batch.tgt_in, batch.src_pad, batch.tgt_pad);
+  cross->store_attention = false;
+  Tensor weights = cross->last_attention;
+  cross->last_attention = Tensor();
+  return weights;
+}
+
+// Reverse: per head, the mean weight that target position t (t < len) puts on source position
+// len-1-t, over the held-out sequences. `len` is the number of symbols before <end>.
+std::vector<double> mirrored_weight(const Tensor& weights, const Batch& batch) {
+  const int64_t B = weights.size(0), H = weights.size(1);
+  std::vector<double> total(static_cast<size_t>(H), 0.0);
+  int64_t rows = 0;
+  for (int64_t b = 0; b < B; ++b) {
+    int64_t len = 0;
+    while (len < batch.src.size(1) && batch.src.at<int64_t>({b, len}) >= FIRST_SYMBOL) ++len;
+    for (int64_t t = 0; t < len; ++t, ++rows)
+      for (int64_t h = 0; h < H; ++h) total[static_cast<size_t>(h)] += weights.at<float>({b, h, t, len - 1 - t});
+  }
+  for (double& v : total) v /= static_cast<double>(std::max<int64_t>(rows, 1));
+  return total;
+}
+
+}  // namespace
+
+Lesson8 run_lesson8(const Lesson8Options& options) {
+  Lesson8 r;
+  r.options = options;
+  const Lesson8Options& o = r.options;
+  r.blas_kernel = openblas_get_corename();
+  r.threads = get_num_threads();
+  const Task task = parse_task(o.task);
+  for (int64_t s = 0; s < o.seeds; ++s) {
+    const uint64_t seed = o.seed + static_cast<uint64_t>(s);
+    Generator held_out_gen(seed + 1000);  // never used for training
+    const Batch held_out = make_batch(task, o.held_out, o.seq_len, o.vocab, held_out_gen);
+    // The picture's example: the first held-out sequence of full length.
+    int64_t example = 0;
+    while (example + 1 < o.held_out && held_out.src_pad.at<bool>({example, o.seq_len - 1})) ++example;
+    for (int64_t heads : o.head_counts) {
+      SmallSeq2Seq config = o;
+      config.heads = heads;
+      manual_seed(seed);  // the same initial draw for the shared layers' shapes; the data is the same
+      Seq2SeqModel model(config_of(config));
+      Lesson8::Run run{heads, o.d_model / heads, seed};
+      for (const Tensor& p : model.parameters()) run.parameters += p.numel();
+      Generator data(seed + 1);
+      train(model, task, config, data, [&](int64_t step) {
+        if (step % o.eval_every == 0 || step == o.steps) {
+          const double acc = accuracy(model, held_out);
+          run.accuracy_at.emplace_back(step, acc);
+          if (acc >= 99.0 && run.steps_to_99 < 0) run.steps_to_99 = step;
+        }
+        return true;
+      });
+      run.accuracy = run.accuracy_at.back().second;
+      Tensor weights = cross_attention(model, held_out);  // (B, H, T, S)
+      if (task == Task::Reverse) run.mirrored_weight = mirrored_weight(weights, held_out);
+      if (s == 0) {
+        Lesson8::Picture picture{heads};
+        for (int64_t h = 0; h < heads; ++h) {
+          auto& map = picture.maps.emplace_back();
+          for (int64_t t = 0; t <= o.seq_len; ++t) {
+            auto& row = map.emplace_back();
+            for (int64_t k = 0; k <= o.seq_len; ++k) row.push_back(weights.at<float>({example, h, t, k}));
+          }
+        }
+        r.pictures.push_back(std::move(picture));
+        if (r.example_source.empty()) {
+          for (int64_t k = 0; k <= o.seq_len; ++k) r.example_source.push_back(held_out.src.at<int64_t>({example, k}));
+          for (int64_t k = 0; k <= o.seq_len; ++k) r.example_target.push_back(held_out.tgt_out.at<int64_t>({example, k}));
+        }
+      }
+      r.runs.push_back(std::move(run));
+    }
+  }
+  return r;
+}
+
+std::vector<HeadCountSummary> summarise(const Lesson8& r) {
+  std::vector<HeadCountSummary> out;
+  for (int64_t heads : r.options.head_counts) {
+    HeadCountSummary s{heads};
+    double steps = 0.0;
+    for (const auto& run : r.runs) {
+      if (run.heads != heads) continue;
+      s.accuracy += run.accuracy;
+      ++s.seeds;
+      if (run.steps_to_99 >= 0) {
+        steps += static_cast<double>(run.steps_to_99);
+        ++s.reached_99;
+      }
+    }
+    if (s.seeds > 0) s.accuracy /= static_cast<double>(s.seeds);
+    if (s.reached_99 > 0) s.steps_to_99 = steps / static_cast<double>(s.reached_99);
+    out.push_back(s);
+  }
+  return out;
+}
+
+namespace {
+
+// A symbol as a letter (a, b, ...), <end> as '$', padding as '.'.
+char symbol(int64_t token) {
+  if (token == EOS) return '$';
+  if (token < FIRST_SYMBOL) return '.';
+  return static_cast<char>('a' + (token - FIRST_SYMBOL));
+}
+
+}  // namespace
+
+void print(const Lesson8& r) {
+  const auto& o = r.options;
+  fmt::print("Lesson 8: does the number of heads matter on a task?\n\n");
+  fmt::print("The seq2seq model of lesson 4 (d_model {}, {}+{} layers, feed-forward {}), trained on {} for {} steps\n",
+             o.d_model, o.layers, o.layers, o.ff, o.task, o.steps);
+  fmt::print("with {} heads in turn: the same seeds, data and steps. BLAS kernel {}, {} thread(s): float32\n",
+             fmt::format("{}", fmt::join(o.head_counts, ", ")), r.blas_kernel, r.threads);
+  fmt::print("training depends on both; the conclusion below is chosen from the figures measured here.\n\n");
+
+  fmt::print("1. Held-out accuracy ({} sequences), per seed, at the last step and the first step at 99%:\n",
+             o.held_out);
+  fmt::print("     heads   d_k   parameters   seed   accuracy   steps to 99%\n");
+  for (const auto& run : r.runs)
+    fmt::print("     {:>5}   {:>3}   {:>10}   {:>4}   {:>7.1f}%   {:>12}\n", run.heads, run.d_k, run.parameters, run.seed,
+               run.accuracy, run.steps_to_99 < 0 ? std::string("not reached") : fmt::format("{}", run.steps_to_99));
+  const auto summary = summarise(r);
+  fmt::print("   Mean over {} seed(s):\n", o.seeds);
+  for (const auto& s : summary)
+    fmt::print("     {} head(s): accuracy {:.1f}%, 99% reached by {} of {} seed(s){}\n", s.heads, s.accuracy, s.reached_99,
+               s.seeds, s.reached_99 > 0 ? fmt::format(", after {:.0f} steps on average", s.steps_to_99) : "");
+
+  // The learning curves: mean accuracy over the seeds at (up to) six of the measured steps.
+  const auto& steps_measured = r.runs.front().accuracy_at;
+  const size_t stride = std::max<size_t>(1, (steps_measured.size() + 5) / 6);
+  fmt::print("   Mean held-out accuracy along the way:\n     step   ");
+  for (size_t i = stride - 1; i < steps_measured.size(); i += stride) fmt::print("{:>7}", steps_measured[i].first);
+  fmt::print("\n");
+  for (int64_t heads : o.head_counts) {
+    fmt::print("     {} head(s)", heads);
+    for (size_t i = stride - 1; i < steps_measured.size(); i += stride) {
+      double mean = 0.0;
+      for (const auto& run : r.runs)
+        if (run.heads == heads) mean += run.accuracy_at[i].second / static_cast<double>(o.seeds);
+      fmt::print("{:>6.1f}%", mean);
+    }
+    fmt::print("\n");
+  }
+
+  if (!r.runs.empty() && !r.runs.front().mirrored_weight.empty()) {
+    fmt::print("\n2. Reverse: the weight each cross-attention head puts on the mirrored source position\n");
+    fmt::print("   (len-1-t for output t, the symbol it must write), seed {}:\n", o.seed);
+    for (const auto& run : r.runs) {
+      if (run.seed != o.seed) continue;
+      std::string list;
+      for (double w : run.mirrored_weight) list += fmt::format(" {:.2f}", w);
+      fmt::print("     {} head(s):{}\n", run.heads, list);
+    }
+  }
+
+  fmt::print("\n3. Cross-attention on one held-out example (source {}, target {}), seed {}: a picture\n",
+             [&] { std::string s; for (int64_t t : r.example_source) s += symbol(t); return s; }(),
+             [&] { std::string s; for (int64_t t : r.example_target) s += symbol(t); return s; }(), o.seed);
+  fmt::print("   per head, a row per output position, a column per source position; ' .:-=+*#%@' from\n");
+  fmt::print("   weight 0 to 1.\n");
+  const std::string shades = " .:-=+*#%@";
+  for (const auto& picture : r.pictures) {
+    fmt::print("   {} head(s):\n", picture.heads);
+    const size_t rows = picture.maps.front().size();
+    for (size_t t = 0; t < rows; ++t) {
+      std::string line = "     ";
+      for (const auto& map : picture.maps) {
+        line += '|';
+        for (double w : map[t]) line += shades[static_cast<size_t>(std::clamp(w, 0.0, 0.999) * 10.0)];
+      }
+      fmt::print("{}|\n", line);
+    }
+  }
+
+  // The conclusion, from the means.
+  const HeadCountSummary *best = &summary.front(), *worst = &summary.front();
+  for (const auto& s : summary) {
+    if (s.accuracy > best->accuracy) best = &s;
+    if (s.accuracy < worst->accuracy) worst = &s;
+  }
+  const HeadCountSummary& one = summary.front();
+  fmt::print("\nAnswer: with the parameters and the work the same, ");
+  if (best->heads != one.heads && best->accuracy > one.accuracy + 2.0)
+    fmt::print("{} heads of d_k {} learned {} best here ({:.1f}% against\n{:.1f}% for {} head of d_k {} after {} steps): the grouping into heads changes what the\nmodel learns in a given number of steps.\n",
+               best->heads, o.d_model / best->heads, o.task, best->accuracy, one.accuracy, one.heads,
+               o.d_model / one.heads, o.steps);
+  else
+    fmt::print("the head count made no clear difference on {} after {} steps\n(mean accuracies {:.1f}% to {:.1f}%, one head {:.1f}%).\n",
+               o.task, o.steps, worst->accuracy, best->accuracy, one.accuracy);
+  if (o.seeds < 3) fmt::print("One or two seeds decide little: try --heads-seeds 3 or more.\n");
+}
+
+}  // namespace lessons

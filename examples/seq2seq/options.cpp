@@ -1,0 +1,80 @@
+#include "seq2seq/options.h"
+
+#include "common/cli.h"
+#include "common/data_parallel.h"
+
+using namespace cppgrad;
+
+namespace seq2seq {
+
+void add_options(CLI::App& app, Options& o) {
+  app.add_option("--task", o.task, "copy, reverse or sort")->check(CLI::IsMember({"copy", "reverse", "sort"}));
+  app.add_option("--steps", o.steps, "training steps in all (a resumed run continues up to this)")->check(CLI::Range(1, 100'000'000));
+  app.add_option("--batch", o.batch, "sequences per step, over all processes")->check(CLI::Range(1, 65536));
+  app.add_option("--seq-len", o.seq_len, "longest source sequence, in symbols")->check(CLI::Range(1, 200));
+  app.add_option("--vocab", o.vocab, "vocabulary size, including the 3 special tokens")->check(CLI::Range(4, 100000));
+  app.add_option("--train-size", o.train_size, "training sequences per epoch (each drawn from the seed and its index)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 30));
+  app.add_option("--d-model", o.model.d_model, "model width d_model")->check(CLI::Range(1, 65536));
+  app.add_option("--heads", o.model.heads, "attention heads (must divide d_model)")->check(CLI::Range(1, 1024));
+  app.add_option("--layers", o.model.layers, "encoder layers, and as many decoder layers")->check(CLI::Range(1, 1000));
+  app.add_option("--ff", o.model.ff, "feed-forward width")->check(CLI::Range(1, 1 << 20));
+  app.add_option("--dropout", o.model.dropout, "dropout probability")->check(examples::number_in(0.0, 0.99));
+  app.add_option("--lr", o.lr, "factor of the paper's schedule: lr = factor · d_model^-0.5 · min(n^-0.5, n · warmup^-1.5)")
+      ->check(examples::number_in(1e-6, 1e3));
+  app.add_option("--warmup", o.warmup, "warm-up steps of the schedule")->check(CLI::Range(1, 100'000'000));
+  app.add_option("--seed", o.seed, "random seed (weights, data, dropout)")->check(examples::digits_only());
+  app.add_option("--threads", o.threads, "threads for BLAS and cppgrad's loops (default: all cores)")->check(CLI::Range(1, 256));
+  app.add_option("--save", o.save, "write a checkpoint (model, optimizer, schedule, step, RNG, averaged weights) at the end");
+  app.add_option("--resume", o.resume, "continue from a checkpoint written by --save")->check(CLI::ExistingFile);
+  app.add_option("--eval-every", o.eval_every, "steps between held-out evaluations")->check(CLI::Range(1, 100'000'000));
+  app.add_option("--target-accuracy", o.target_accuracy,
+                 "stop at the first held-out evaluation whose sequence accuracy (in %) reaches this")
+      ->check(examples::number_in(0.0, 100.0));
+  app.add_flag("--checkpoint", o.checkpoint_layers,
+               "recompute each layer's activations in backward instead of keeping them (less memory, more time)");
+  app.add_option("--plot", o.plot, "write the train and held-out loss curves as SVG");
+  app.add_option("--attention", o.attention, "write every head's attention for one held-out example as an SVG grid");
+  app.add_option("--attention-example", o.attention_example,
+                 "which held-out example --attention draws (default: the longest)")
+      ->check(CLI::Range(int64_t{0}, o.eval_size - 1));
+  app.add_option("--average", o.average, "decay of the moving average of the weights used for decoding (0: the last weights)")
+      ->check(examples::number_in(0.0, 0.9999));
+  app.add_flag("--profile", o.profile, "print the time per kernel kind of one training step (the 10th of this run)");
+}
+
+int64_t check_options(Options& o) {
+  if (!o.save.empty()) examples::check_writable("--save", o.save);
+  if (!o.plot.empty()) examples::check_writable("--plot", o.plot);
+  if (!o.attention.empty()) examples::check_writable("--attention", o.attention);
+  // Parameters: embedding and output layer, 4 d² + 2 d·ff per encoder layer and 8 d² + 2 d·ff per
+  // decoder layer; each float is kept 5 times (weights, gradient, Adam's two moments, the average).
+  const double d = static_cast<double>(o.model.d_model), ff = static_cast<double>(o.model.ff);
+  const double layers = static_cast<double>(o.model.layers), vocab = static_cast<double>(o.vocab);
+  examples::check_memory("the model", 5.0 * (2.0 * vocab * d + layers * (12.0 * d * d + 4.0 * d * ff)));
+  const int64_t rank_batch = examples::per_rank_batch("--batch", o.batch);
+  CPPGRAD_CHECK(o.train_size >= o.batch, "--train-size {} is smaller than one --batch of {}", o.train_size, o.batch);
+  if (o.threads > 0) set_num_threads(o.threads);
+  o.model.vocab = o.vocab;
+  o.model.max_len = o.seq_len + 2;
+  return rank_batch;
+}
+
+nn::NamedTensors checkpoint_of_task(const Options& o) {
+  auto ckpt = nn::load_safetensors(o.resume);
+  CPPGRAD_CHECK(ckpt.metadata.count("task") && ckpt.metadata.at("task") == o.task,
+                "--resume: the checkpoint was trained on '{}', not '{}'",
+                ckpt.metadata.count("task") ? excerpt(ckpt.metadata.at("task")) : "?", o.task);
+  return std::move(ckpt.tensors);
+}
+
+nn::Metadata checkpoint_metadata(const Options& o, double accuracy) {
+  return {{"task", o.task},
+          {"d_model", std::to_string(o.model.d_model)},
+          {"heads", std::to_string(o.model.heads)},
+          {"layers", std::to_string(o.model.layers)},
+          {"processes", std::to_string(distributed::world_size())},
+          {"accuracy", fmt::format("{:.2f}", accuracy)}};
+}
+
+}  // namespace seq2seq
