@@ -139,11 +139,17 @@ Work all_reduce_async(const Tensor& tensor, ReduceOp op) {
   check_op(tensor, op, "all_reduce");
   if (!is_initialized() || tensor.numel() == 0) return finished();  // x / 1 == x
   auto state = std::make_unique<Work::State>();
-  Tensor buffer = contiguous_buffer(tensor);
-  MPI_Iallreduce(MPI_IN_PLACE, buffer.raw_data(), static_cast<int>(buffer.numel()), mpi_type(buffer, "all_reduce"),
+  // Out of place, at the cost of one copy back: given MPI_IN_PLACE, Open MPI's non-blocking
+  // all-reduce (4.1's libnbc) always takes a binomial tree, which sends every byte log2(N)
+  // times; with a separate result buffer it may choose reduce-scatter + all-gather
+  // (Rabenseifner's algorithm), whose bytes per rank do not grow with N, when N >= 4 and the
+  // message is at least 64 KiB. (With 2 or 3 ranks it keeps the tree either way.)
+  Tensor send = contiguous_buffer(tensor);
+  Tensor result = empty(send.shape(), send.dtype());
+  MPI_Iallreduce(send.raw_data(), result.raw_data(), static_cast<int>(send.numel()), mpi_type(send, "all_reduce"),
                  mpi_op(op), MPI_COMM_WORLD, &state->request);
-  state->finish = write_back(tensor, buffer, op == ReduceOp::Average);
-  state->buffers = {buffer};
+  state->finish = write_back(tensor, result, op == ReduceOp::Average);
+  state->buffers = {send, result};
   return Work(std::move(state));
 }
 

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <numeric>
 #include <vector>
 
 #include "collectives.h"
@@ -18,18 +19,28 @@ struct DistributedDataParallel::Reducer {
     int64_t bucket = 0;
     int64_t offset = 0;  // into the bucket's flat buffer
     bool ready = false;  // its gradient of this backward is in the bucket
+    // A no_sync() backward reached it since the last synchronised one: its .grad holds a
+    // local sum that must be averaged even if the synchronised backward does not reach it.
+    bool accumulated = false;
   };
   struct Bucket {
     Tensor flat;                  // the gradients of its parameters, back to back
     std::vector<int64_t> params;  // indices into `params`
     int64_t pending = 0;          // parameters not ready yet
     bool started = false;
+    int64_t ready_at_start = 0;  // gradients of this backward that had arrived when it started
     Work work;
   };
 
   std::vector<Param> params;
   std::vector<Bucket> buckets;
+  double bucket_cap_bytes = 0;
   bool find_unused = false;
+  // The buckets are laid out once more after the first synchronised backward, in the order
+  // its gradients became ready (PyTorch's rebuilt buckets): then the first bucket fills first.
+  bool buckets_rebuilt = false;
+  std::vector<int64_t> ready_order;  // this backward's parameters in the order they became ready
+  int64_t overlapped_buckets = 0;    // the last backward's buckets started before its last gradient
   bool sync_enabled = true;  // false inside no_sync()
   // Alive while this backward's end callback is queued: the callback owns it. A backward that
   // throws half-way drops its callbacks, so the next hook sees it expired and starts afresh.
@@ -38,7 +49,10 @@ struct DistributedDataParallel::Reducer {
   double last_wait_seconds = 0;
 
   void on_gradient(int64_t i) {
-    if (!sync_enabled) return;
+    if (!sync_enabled) {
+      params[i].accumulated = true;
+      return;
+    }
     if (backward_token.expired()) begin_backward();
     Param& p = params[i];
     if (p.ready) return;  // (one leaf is delivered once per backward)
@@ -47,6 +61,7 @@ struct DistributedDataParallel::Reducer {
       bucket_slice(p).copy_(p.tensor.grad());
     }
     p.ready = true;
+    ready_order.push_back(i);
     --buckets[p.bucket].pending;
     start_ready_buckets();
     for (int64_t b = 0; b < next_bucket; ++b) buckets[b].work.is_completed();  // MPI progresses in calls
@@ -57,6 +72,7 @@ struct DistributedDataParallel::Reducer {
     // let them land before this backward's gradients go in.
     for (Bucket& b : buckets) b.work.wait();
     next_bucket = 0;
+    ready_order.clear();
     for (Param& p : params) p.ready = false;
     for (Bucket& b : buckets) {
       b.pending = static_cast<int64_t>(b.params.size());
@@ -65,6 +81,54 @@ struct DistributedDataParallel::Reducer {
     auto token = std::make_shared<int>(0);
     backward_token = token;
     autograd::queue_callback([this, token] { end_backward(); });
+  }
+
+  // Packs the parameters, taken in `order`, into buckets of about bucket_cap_bytes (the first
+  // bucket `first_cap_bytes`), one dtype per bucket.
+  void lay_out_buckets(const std::vector<int64_t>& order, double first_cap_bytes) {
+    buckets.clear();
+    std::vector<int64_t> sizes;  // elements per bucket
+    std::vector<DType> dtypes;
+    double bucket_bytes = 0;
+    for (int64_t i : order) {
+      Param& p = params[i];
+      const double bytes = static_cast<double>(p.tensor.numel()) * dtype_size(p.tensor.dtype());
+      const double cap = buckets.size() == 1 ? first_cap_bytes : bucket_cap_bytes;
+      if (buckets.empty() || dtypes.back() != p.tensor.dtype() || (bucket_bytes > 0 && bucket_bytes + bytes > cap)) {
+        buckets.emplace_back();
+        sizes.push_back(0);
+        dtypes.push_back(p.tensor.dtype());
+        bucket_bytes = 0;
+      }
+      p.bucket = static_cast<int64_t>(buckets.size()) - 1;
+      p.offset = sizes.back();
+      sizes.back() += p.tensor.numel();
+      bucket_bytes += bytes;
+      buckets.back().params.push_back(i);
+    }
+    for (size_t b = 0; b < buckets.size(); ++b) buckets[b].flat = zeros({sizes[b]}, dtypes[b]);
+  }
+
+  // After the first synchronised backward: rank 0's ready order (the parameters its backward did
+  // not reach go last, in their old order) becomes every rank's bucket layout, so buckets still start in the
+  // same order everywhere. Its first bucket is capped at 1 MiB as in PyTorch, so that the
+  // first all-reduce starts early in backward.
+  void rebuild_buckets() {
+    buckets_rebuilt = true;
+    const auto count = static_cast<int64_t>(params.size());
+    Tensor order = zeros({count}, kInt64);
+    std::vector<bool> listed(params.size(), false);
+    int64_t n = 0;
+    for (int64_t i : ready_order) {
+      order.data<int64_t>()[n++] = i;
+      listed[i] = true;
+    }
+    for (const Bucket& b : buckets)
+      for (int64_t i : b.params)
+        if (!listed[i]) order.data<int64_t>()[n++] = i;
+    broadcast(order, 0);
+    lay_out_buckets(std::vector<int64_t>(order.data<int64_t>(), order.data<int64_t>() + count),
+                    std::min(bucket_cap_bytes, 1024.0 * 1024.0));
   }
 
   Tensor bucket_slice(const Param& p) {
@@ -76,15 +140,26 @@ struct DistributedDataParallel::Reducer {
       Bucket& b = buckets[next_bucket++];
       b.work = all_reduce_async(b.flat, ReduceOp::Average);
       b.started = true;
+      b.ready_at_start = static_cast<int64_t>(ready_order.size());
     }
   }
 
   // Run by the engine once backward has updated every .grad.
   void end_backward() {
     backward_token.reset();
-    std::vector<int64_t> unused;
-    for (int64_t i = 0; i < static_cast<int64_t>(params.size()); ++i)
-      if (!params[i].ready) unused.push_back(i);
+    const auto count = static_cast<int64_t>(params.size());
+    // Not reached by this backward: those an earlier no_sync() micro-batch reached bring their
+    // accumulated .grad (as PyTorch's DDP does); the others are unused since the last sync.
+    std::vector<int64_t> late, unused;
+    for (int64_t i = 0; i < count; ++i)
+      if (!params[i].ready) (params[i].accumulated ? late : unused).push_back(i);
+    // Whether this rank has a gradient for it since the last sync; reduced with Max below so
+    // that the ranks agree on which parameters get an average.
+    Tensor used = zeros({count}, kInt64);
+    for (int64_t i = 0; i < count; ++i) {
+      used.data<int64_t>()[i] = params[i].ready || params[i].accumulated;
+      params[i].accumulated = false;
+    }
     if (!unused.empty() && !find_unused) {
       std::vector<std::string> names;
       for (int64_t i : unused) names.push_back(params[i].name);
@@ -94,28 +169,39 @@ struct DistributedDataParallel::Reducer {
           "when some are not used in every step",
           rank(), names.size(), fmt::join(names, ", ")));
     }
-    // An unused parameter contributes zeros; whether any rank used it is reduced beside it.
-    Tensor used;
-    Work used_work;
-    if (find_unused) {
-      used = zeros({static_cast<int64_t>(params.size())}, kInt64);
-      for (int64_t i = 0; i < static_cast<int64_t>(params.size()); ++i) used.data<int64_t>()[i] = params[i].ready;
-      for (int64_t i : unused) {
-        NoGradGuard no_grad;
-        bucket_slice(params[i]).zero_();
+    // A late parameter contributes its accumulated gradient, an unused one zeros.
+    {
+      NoGradGuard no_grad;
+      for (int64_t i : late) {
+        const Tensor& grad = params[i].tensor.grad();
+        if (grad.defined())
+          bucket_slice(params[i]).copy_(grad);
+        else
+          bucket_slice(params[i]).zero_();  // zero_grad() in between set it to none
+      }
+      for (int64_t i : unused) bucket_slice(params[i]).zero_();
+    }
+    for (const auto& indices : {late, unused})
+      for (int64_t i : indices) {
         params[i].ready = true;
         --buckets[params[i].bucket].pending;
       }
-      start_ready_buckets();
+    start_ready_buckets();
+    Work used_work;
+    if (find_unused)
       used_work = all_reduce_async(used, ReduceOp::Max);
-    }
+    else
+      used = Tensor();  // every rank used every parameter
+    overlapped_buckets = 0;
+    for (const Bucket& b : buckets)
+      overlapped_buckets += b.ready_at_start < static_cast<int64_t>(ready_order.size());
     const auto start = std::chrono::steady_clock::now();
     for (Bucket& b : buckets) b.work.wait();
     used_work.wait();
     last_wait_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 
     NoGradGuard no_grad;
-    for (int64_t i = 0; i < static_cast<int64_t>(params.size()); ++i) {
+    for (int64_t i = 0; i < count; ++i) {
       Param& p = params[i];
       if (used.defined() && used.data<int64_t>()[i] == 0) continue;  // no rank used it: .grad stays
       Tensor average = bucket_slice(p);
@@ -124,6 +210,7 @@ struct DistributedDataParallel::Reducer {
       else
         p.tensor.set_grad(average.clone());
     }
+    if (!buckets_rebuilt) rebuild_buckets();
   }
 };
 
@@ -140,31 +227,16 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::Module> mod
   for (const auto& [name, t] : module_->named_parameters()) broadcast(t, 0);
   for (const auto& [name, t] : module_->named_buffers()) broadcast(t, 0);
 
-  // named_parameters lists a tied tensor once. Buckets take them in reverse order of
-  // registration (the output layer's gradients come first in backward), one dtype per bucket.
+  // named_parameters lists a tied tensor once. Until the first backward shows the order the
+  // gradients come in, the buckets take them in reverse order of registration (roughly the
+  // order backward reaches them: the output layer's first).
   for (const auto& [name, t] : module_->named_parameters())
     if (t.requires_grad()) r.params.push_back({name, t});
   std::reverse(r.params.begin(), r.params.end());
-  const double cap_bytes = options.bucket_cap_mb() * 1024 * 1024;
-  std::vector<int64_t> sizes;  // elements per bucket
-  std::vector<DType> dtypes;
-  double bucket_bytes = 0;
-  for (int64_t i = 0; i < static_cast<int64_t>(r.params.size()); ++i) {
-    Reducer::Param& p = r.params[i];
-    const double bytes = static_cast<double>(p.tensor.numel()) * dtype_size(p.tensor.dtype());
-    if (sizes.empty() || dtypes.back() != p.tensor.dtype() || (bucket_bytes > 0 && bucket_bytes + bytes > cap_bytes)) {
-      sizes.push_back(0);
-      dtypes.push_back(p.tensor.dtype());
-      r.buckets.emplace_back();
-      bucket_bytes = 0;
-    }
-    p.bucket = static_cast<int64_t>(r.buckets.size()) - 1;
-    p.offset = sizes.back();
-    sizes.back() += p.tensor.numel();
-    bucket_bytes += bytes;
-    r.buckets.back().params.push_back(i);
-  }
-  for (size_t b = 0; b < r.buckets.size(); ++b) r.buckets[b].flat = zeros({sizes[b]}, dtypes[b]);
+  r.bucket_cap_bytes = options.bucket_cap_mb() * 1024 * 1024;
+  std::vector<int64_t> order(r.params.size());
+  std::iota(order.begin(), order.end(), 0);
+  r.lay_out_buckets(order, r.bucket_cap_bytes);
 
   // In a world of one the gradients are already the global batch's: no hooks, nothing to copy
   // (the buckets are still laid out, for bucket_parameter_names()).
@@ -195,5 +267,6 @@ std::vector<std::vector<std::string>> DistributedDataParallel::bucket_parameter_
 }
 
 double DistributedDataParallel::last_wait_seconds() const { return reducer_->last_wait_seconds; }
+int64_t DistributedDataParallel::last_overlapped_buckets() const { return reducer_->overlapped_buckets; }
 
 }  // namespace cppgrad::distributed

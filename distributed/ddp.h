@@ -15,10 +15,13 @@
 //   }
 //
 // How: a post-accumulate-grad hook on every parameter copies its gradient into a bucket (a
-// flat buffer of about bucket_cap_mb, parameters in reverse order of registration, roughly the
-// order backward reaches them) the moment it is final; a full bucket starts its non-blocking
-// all-reduce at once, so communication overlaps the rest of backward. Buckets start in the
-// same order on every rank, as MPI requires. When backward has updated every gradient, a
+// flat buffer of about bucket_cap_mb) the moment it is final; a full bucket starts its
+// non-blocking all-reduce at once, so communication overlaps the rest of backward. Buckets
+// start in the same order on every rank, as MPI requires. At first the parameters go into
+// buckets in reverse order of registration; after the first synchronised backward the buckets
+// are laid out again in the order rank 0 saw the gradients become ready (as PyTorch rebuilds
+// its buckets), the first one capped at 1 MiB, so that an embedding registered first but
+// ready last no longer holds back every bucket until the end of backward. When backward has updated every gradient, a
 // callback it runs before returning waits for every bucket and writes the averages into .grad:
 // when backward() returns the gradients are final, so no optimizer, clipping or user code can
 // read a half-reduced gradient, and nothing needs to be called in between.
@@ -26,8 +29,10 @@
 // Rules, as PyTorch's DDP: every rank runs the same number of backward passes; a parameter
 // shared by two modules (tied weights) is one tensor and is reduced once; a parameter that got
 // no gradient on a rank is an error unless find_unused_parameters(true), which counts it as
-// a zero gradient on that rank (and leaves .grad untouched where no rank used it). Each
-// backward must reach at least one parameter on every rank. In a world of one (no mpirun) the
+// a zero gradient on that rank (and leaves .grad untouched where no rank used it). Under
+// no_sync() "used" means used since the last synchronised backward: a parameter that only an
+// earlier micro-batch reached is averaged with its accumulated gradient. Each backward must
+// reach at least one parameter on every rank. In a world of one (no mpirun) the
 // wrapper hooks nothing: backward() is exactly what it is without it.
 #pragma once
 
@@ -79,6 +84,9 @@ class DistributedDataParallel {
   // The parameters of each bucket by name, in the order their all-reduces start.
   std::vector<std::vector<std::string>> bucket_parameter_names() const;
   double last_wait_seconds() const;  // blocked in backward's end, waiting for the all-reduces
+  // How many of the last synchronised backward's buckets started their all-reduce while some
+  // gradient was still to come, i.e. overlapped backward (0 in a world of one).
+  int64_t last_overlapped_buckets() const;
 
   struct Reducer;  // the buckets and the per-backward state (ddp.cpp)
 

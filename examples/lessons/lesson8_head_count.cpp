@@ -221,10 +221,10 @@ void print(const Lesson8& r) {
   }
   const HeadCountSummary& one = summary.front();
   fmt::print("\nAnswer: with the parameters and the work the same, ");
-  if (best->heads != one.heads && best->accuracy > one.accuracy + 2.0)
-    fmt::print("{} heads of d_k {} learned {} best here ({:.1f}% against\n{:.1f}% for {} head of d_k {} after {} steps): the grouping into heads changes what the\nmodel learns in a given number of steps.\n",
-               best->heads, o.d_model / best->heads, o.task, best->accuracy, one.accuracy, one.heads,
-               o.d_model / one.heads, o.steps);
+  if (best->accuracy > worst->accuracy + 2.0)
+    fmt::print("{} head(s) of d_k {} learned {} best here ({:.1f}% against\n{:.1f}% for {} head(s), {:.1f}% for one head, after {} steps): the grouping into heads\nchanged what the model learned in this many steps.\n",
+               best->heads, o.d_model / best->heads, o.task, best->accuracy, worst->accuracy, worst->heads,
+               one.accuracy, o.steps);
   else
     fmt::print("the head count made no clear difference on {} after {} steps\n(mean accuracies {:.1f}% to {:.1f}%, one head {:.1f}%).\n",
                o.task, o.steps, worst->accuracy, best->accuracy, one.accuracy);

@@ -297,4 +297,22 @@ struct HeadCountSummary {
 };
 std::vector<HeadCountSummary> summarise(const Lesson8& r);
 
+// ---- 9. "My Transformer doesn't learn": a checklist, each item measured (lesson9_checklist.cpp) --
+struct Lesson9 {
+  // Positions: an encoder layer (float64, no dropout) fed a permuted sequence.
+  double no_positions_equivariance = 0.0;    // max |f(P·x) - P·f(x)|: 0 up to rounding
+  double with_positions_equivariance = 0.0;  // the same with sinusoidal positions added: far from 0
+  // Causal mask: how much output 0 moves when the last input token changes.
+  double causal_leak = 0.0, no_causal_leak = 0.0;
+  // Overfit one batch first: the small seq2seq model on one fixed copy batch, 150 steps.
+  double one_batch_loss_start = 0.0, one_batch_loss_end = 0.0;
+  // Learning rate: the same model and batches, 150 steps, the recipe (factor 1, warm-up 100)
+  // against factor 10 and no warm-up: the loss at the end.
+  double recipe_loss = 0.0, hot_loss = 0.0;
+  // Gradient norms per part of the model at initialisation, one batch: (name, norm).
+  std::vector<std::pair<std::string, double>> gradient_norms;
+};
+Lesson9 run_lesson9();
+void print(const Lesson9& r);
+
 }  // namespace lessons
