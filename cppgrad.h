@@ -26,6 +26,8 @@
 #include "nn/transformer.h"
 #include "nn/rmsnorm.h"
 #include "nn/rotary.h"
+#include "nn/swiglu.h"
+#include "nn/decoder.h"
 #include "nn/safetensors.h"
 #include "nn/attention_maps.h"
 #include "optim/optimizer.h"

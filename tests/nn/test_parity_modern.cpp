@@ -1,6 +1,6 @@
 // Parity of the modern decoder's pieces with their formulas written out in PyTorch 1.13
 // (scripts/make_parity_refs.py; the files in tests/data are described in tests/data/README.md):
-// RMSNorm, rotary embeddings in both layouts, grouped-query scaled_dot_product_attention (with
+// RMSNorm, rotary embeddings in both layouts, SwiGLU, grouped-query scaled_dot_product_attention (with
 // masks, causal, padding, a window and ALiBi) on both attention paths, and MultiheadAttention
 // with num_kv_heads and rotary positions. Outputs and every gradient of L = sum(out ⊙ G), in
 // float64 to 1e-10 relative and in float32 to 1e-5 (float32's rounding, 6e-8 an operation, over
@@ -89,6 +89,23 @@ TEST_CASE("parity with PyTorch: rotary embeddings, Meta's interleaved pairs and 
     backward_with_G(y, c);
     expect_near(y, c, "out.output");
     expect_near(x.grad(), c, "grad.x");
+  }
+}
+
+TEST_CASE("parity with PyTorch: SwiGLU, w2(silu(w1 x) * w3 x), with and without biases, float64 and float32") {
+  for (const char* name : {"swiglu_f64", "swiglu_bias_f64", "swiglu_f32"}) {
+    INFO(name);
+    Case c = open_case(name);
+    SwiGLU block(meta_int(c.file, "dim"), meta_int(c.file, "hidden_dim"), meta_flag(c.file, "bias"));
+    block.to(c.dtype);
+    block.load_state_dict(params_of(c.file));
+    Tensor x = input(c.file, "x");
+    Tensor y = block.forward(x);
+    backward_with_G(y, c);
+    expect_near(y, c, "out.output");
+    expect_near(x.grad(), c, "grad.x");
+    for (const auto& [pname, p] : block.named_parameters()) expect_near(p.grad(), c, "grad.param." + pname);
+    CHECK(block.named_parameters().size() == params_of(c.file).size());
   }
 }
 
