@@ -8,6 +8,12 @@
 // grad(outputs, inputs) runs only the nodes on a path from the outputs to the inputs (as
 // torch.autograd.grad does): the rest of the graph is neither run nor freed, its hooks do
 // not fire, and no .grad is written, retain_grad's included.
+//
+// The Engine reads in sections: the walk (run, run_node: the textbook algorithm), grad()'s
+// pruning (follows, mark_needed), and the leaves (their gradients summed over the pass and
+// delivered once, early for a leaf whose post-accumulate hooks data-parallel training uses).
+// Summing in place, and adding a slice's gradient where it was cut, are fast forms kept in
+// autograd/fast/accumulate.h.
 #include <algorithm>
 #include <atomic>
 #include <cctype>
@@ -17,7 +23,9 @@
 #include <unordered_set>
 #include <utility>
 
+#include "autograd/fast/accumulate.h"
 #include "autograd/node.h"
+#include "runtime/reference_mode.h"
 #include "tensor/kernels.h"
 
 namespace cppgrad::autograd {
@@ -179,6 +187,22 @@ struct LaterFirst {
 // The callbacks queued by the backward running on this thread (queue_callback).
 thread_local std::vector<std::function<void()>>* t_queued_callbacks = nullptr;
 
+// For the length of one backward, queue_callback appends here; run() calls them at its end.
+class CallbackQueue {
+ public:
+  CallbackQueue() : outer_(std::exchange(t_queued_callbacks, &callbacks_)) {}
+  ~CallbackQueue() { t_queued_callbacks = outer_; }
+  CallbackQueue(const CallbackQueue&) = delete;
+  CallbackQueue& operator=(const CallbackQueue&) = delete;
+  void run_all() {
+    for (size_t i = 0; i < callbacks_.size(); ++i) callbacks_[i]();  // a callback may queue more
+  }
+
+ private:
+  std::vector<std::function<void()>> callbacks_;
+  std::vector<std::function<void()>>* outer_;
+};
+
 class Engine {
  public:
   // create_graph keeps the graph, as PyTorch's default does: the graph of the gradients runs
@@ -191,32 +215,15 @@ class Engine {
   std::vector<Tensor> run(const std::vector<Tensor>& roots, const std::vector<Tensor>& root_grads,
                           const std::vector<Tensor>* inputs) {
     GradModeGuard mode(create_graph_);
-    std::vector<std::function<void()>> callbacks;
-    auto* outer_callbacks = std::exchange(t_queued_callbacks, &callbacks);
-    struct Restore {
-      std::vector<std::function<void()>>*& slot;
-      std::vector<std::function<void()>>* previous;
-      ~Restore() { slot = previous; }
-    } restore{t_queued_callbacks, outer_callbacks};
-    if (inputs) {
-      captured_.resize(inputs->size());
-      for (size_t i = 0; i < inputs->size(); ++i) {
-        const Tensor& in = (*inputs)[i];
-        CPPGRAD_CHECK(in.requires_grad(), "grad: input {} of shape {} does not require grad", i, shape_str(in.shape()));
-        if (in.grad_fn())
-          capture_node_[in.grad_fn().get()].push_back(i);
-        else
-          capture_leaf_[meta_of(in).get()].push_back(i);
-      }
-      capturing_ = true;
-    }
+    CallbackQueue callbacks;
+    if (inputs) capture(*inputs);
     std::vector<Node*> starts;
     for (size_t i = 0; i < roots.size(); ++i) {
       if (roots[i].grad_fn()) {
         add_to(pending_[roots[i].grad_fn().get()], root_grads[i]);
         starts.push_back(roots[i].grad_fn().get());
       } else {
-        add_to_leaf(meta_of(roots[i]), root_grads[i]);
+        add_to(leaf_slot(meta_of(roots[i])), root_grads[i]);
       }
     }
     if (capturing_) {
@@ -237,20 +244,137 @@ class Engine {
     }
     for (auto& [leaf, g] : leaf_grads_)
       if (g.defined()) deliver_to_leaf(*leaf, std::move(g));  // (undefined: delivered early)
-    for (size_t i = 0; i < callbacks.size(); ++i) callbacks[i]();  // a callback may queue more
+    callbacks.run_all();
     return std::move(captured_);
   }
 
  private:
-  // The sum of the gradients arriving at one place. Without create_graph the sum is taken in
-  // place when nothing else holds the running total: no new tensor for every term.
+  // ---- the walk ---------------------------------------------------------------------------
+  // Counts, for every node below `starts`, the edges that lead into it.
+  void count_dependencies(const std::vector<Node*>& starts) {
+    std::vector<Node*> stack(starts.begin(), starts.end());
+    std::unordered_set<Node*> seen(starts.begin(), starts.end());
+    while (!stack.empty()) {
+      Node* n = stack.back();
+      stack.pop_back();
+      for (const Edge& e : n->next) {
+        if (e.leaf) ++leaf_edges_left_[e.leaf.get()];
+        if (!e.node || !follows(e)) continue;
+        ++dependencies_[e.node.get()];
+        if (seen.insert(e.node.get()).second) stack.push_back(e.node.get());
+      }
+    }
+  }
+
+  // Runs one node: the sum of the gradients that reached its output goes through its backward,
+  // and each input's gradient is sent along that input's edge. on_done(next) tells the walk
+  // that one more edge into `next` has run.
+  template <class OnDone>
+  void run_node(Node& node, OnDone on_done) {
+    Tensor grad;
+    if (auto it = pending_.find(&node); it != pending_.end()) {
+      grad = std::move(it->second);
+      pending_.erase(it);
+    }
+    const Grads input_grads = grad.defined() ? gradients_of_inputs(node, grad) : Grads();
+    for (size_t i = 0; i < node.next.size(); ++i) {
+      const Edge& edge = node.next[i];
+      if (!follows(edge)) continue;
+      if (i < input_grads.size() && input_grads[i].defined()) send(node, i, input_grads[i]);
+      if (edge.node) on_done(edge.node.get());
+      if (edge.leaf) leaf_edge_done(edge.leaf.get());
+    }
+  }
+
+  // The gradients of a node's inputs, from the gradient of its output.
+  Grads gradients_of_inputs(Node& node, Tensor grad) {
+    grad = apply_hooks(node.pre_hooks, grad);
+    if (auto it = capture_node_.find(&node); it != capture_node_.end())
+      for (size_t i : it->second) captured_[i] = grad;
+    if (!capturing_) retain(node, grad);
+    // (An input of grad() with nothing else to reach below it stops here: its graph is kept.)
+    if (std::none_of(node.next.begin(), node.next.end(), [&](const Edge& e) { return follows(e); })) return {};
+    if (node.released)
+      throw Error(fmt::format(
+          "backward: trying to backward through the graph a second time ('{}' already freed its saved "
+          "tensors); pass retain_graph=true to the first backward if you need to run backward twice",
+          node.op));
+    if (adds_slice_in_place(node)) {  // send() adds the gradient in where the slice was cut
+      release(node);
+      return {grad};
+    }
+    return call_backward(node, grad);
+  }
+
+  // Adds input i's gradient g to what has reached that input so far.
+  void send(const Node& node, size_t i, Tensor g) {
+    const Edge& edge = node.next[i];
+    Tensor& slot = edge.node ? pending_[edge.node.get()] : leaf_slot(edge.leaf);
+    if (adds_slice_in_place(node)) return fast::add_slice(slot, g, node.input_shapes[i], *node.slice_of);
+    // Broadcasting and dtype promotion in the forward are undone here, once for every op.
+    if (g.shape() != node.input_shapes[i]) g = sum_to(g, node.input_shapes[i]);
+    if (g.dtype() != node.input_dtypes[i]) g = g.to(node.input_dtypes[i]);
+    add_to(slot, g);
+  }
+
+  // The sum of the gradients arriving at one place.
   void add_to(Tensor& slot, const Tensor& g) {
     if (!slot.defined())
       slot = g;
-    else if (!create_graph_ && owned(slot) && slot.shape() == g.shape() && slot.dtype() == g.dtype())
-      kernels::binary_(kernels::Binary::Add, slot, g);
-    else
+    else if (create_graph_ || reference_mode() || !fast::add_in_place(slot, g))
       slot = slot + g;
+  }
+
+  // The fast form of a slice's backward (autograd/fast/accumulate.h): its gradient is added
+  // straight into its input's at the sliced positions, unless it must be differentiable again
+  // or checked for NaN as the backward's own result.
+  bool adds_slice_in_place(const Node& node) const {
+    return node.slice_of && !create_graph_ && !AnomalyMode::is_enabled() && !reference_mode();
+  }
+
+  Grads call_backward(Node& node, const Tensor& grad) {
+    std::vector<Tensor> saved;
+    for (size_t i = 0; i < node.saved.size(); ++i) saved.push_back(unpack(node, i));
+    std::vector<bool> needs;
+    for (const Edge& e : node.next) needs.push_back(follows(e));
+    Grads grads = node.backward(grad, Saved(std::move(saved), std::move(needs)));
+    CPPGRAD_CHECK(grads.size() == node.next.size(), "backward: '{}' returned {} gradients for {} inputs", node.op,
+          grads.size(), node.next.size());
+    if (AnomalyMode::is_enabled()) {
+      for (size_t i = 0; i < grads.size(); ++i) {
+        if (grads[i].defined() && !all_finite(grads[i])) {
+          std::vector<std::string> shapes;
+          for (const Shape& s : node.input_shapes) shapes.push_back(shape_str(s));
+          throw Error(fmt::format("anomaly: the backward of '{}' (inputs {}) produced NaN or Inf in the gradient "
+                                  "of input {}",
+                                  node.op, fmt::join(shapes, ", "), i));
+        }
+      }
+    }
+    release(node);
+    return grads;
+  }
+
+  // Without retain_graph, a node frees what it saved once its backward has run.
+  void release(Node& node) {
+    if (retain_graph_) return;
+    node.saved.clear();
+    node.backward = nullptr;
+    node.released = true;
+  }
+
+  // ---- grad(): only the nodes on a path to an input run -----------------------------------
+  void capture(const std::vector<Tensor>& inputs) {
+    captured_.resize(inputs.size());
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      const Tensor& in = inputs[i];
+      CPPGRAD_CHECK(in.requires_grad(), "grad: input {} of shape {} does not require grad", i, shape_str(in.shape()));
+      if (in.grad_fn())
+        capture_node_[in.grad_fn().get()].push_back(i);
+      else
+        capture_leaf_[meta_of(in).get()].push_back(i);
+    }
+    capturing_ = true;
   }
 
   // Whether the engine follows this edge: always for backward; for grad, only towards an input.
@@ -286,149 +410,18 @@ class Engine {
     }
   }
 
-  void count_dependencies(const std::vector<Node*>& starts) {
-    std::vector<Node*> stack(starts.begin(), starts.end());
-    std::unordered_set<Node*> seen(starts.begin(), starts.end());
-    while (!stack.empty()) {
-      Node* n = stack.back();
-      stack.pop_back();
-      for (const Edge& e : n->next) {
-        if (!e.node || !follows(e)) continue;
-        ++dependencies_[e.node.get()];
-        if (seen.insert(e.node.get()).second) stack.push_back(e.node.get());
-      }
-      for (const Edge& e : n->next)
-        if (e.leaf) ++leaf_edges_left_[e.leaf.get()];
-    }
-  }
-
-  template <class OnDone>
-  void run_node(Node& node, OnDone on_done) {
-    Tensor grad;
-    if (auto it = pending_.find(&node); it != pending_.end()) {
-      grad = std::move(it->second);
-      pending_.erase(it);
-    }
-    Grads input_grads(node.next.size());
-    const bool goes_on = std::any_of(node.next.begin(), node.next.end(), [&](const Edge& e) { return follows(e); });
-    // A slice's gradient goes straight into its input's gradient (add_slice), unless it must be
-    // differentiable again or checked for NaN as the backward's own result.
-    const bool place_slice = node.slice_of && !create_graph_ && !AnomalyMode::is_enabled();
-    if (grad.defined()) {
-      grad = apply_hooks(node.pre_hooks, grad);
-      if (auto it = capture_node_.find(&node); it != capture_node_.end())
-        for (size_t i : it->second) captured_[i] = grad;
-      if (!capturing_) retain(node, grad);
-      // (An input of grad() with nothing else to reach below it stops here: its graph is kept.)
-      if (goes_on) {
-        if (node.released)
-          throw Error(fmt::format(
-              "backward: trying to backward through the graph a second time ('{}' already freed its saved "
-              "tensors); pass retain_graph=true to the first backward if you need to run backward twice",
-              node.op));
-        if (place_slice) {
-          input_grads = {grad};
-          release(node);
-        } else {
-          input_grads = call_backward(node, grad);
-        }
-      }
-    }
-    for (size_t i = 0; i < node.next.size(); ++i) {
-      const Edge& edge = node.next[i];
-      if (!follows(edge)) continue;
-      Tensor g = i < input_grads.size() ? input_grads[i] : Tensor();
-      if (g.defined() && place_slice) {
-        add_slice(edge.node ? pending_[edge.node.get()] : leaf_slot(edge.leaf), g, node.input_shapes[i],
-                  *node.slice_of);
-      } else if (g.defined()) {
-        // Broadcasting and dtype promotion in the forward are undone here, once for every op.
-        if (g.shape() != node.input_shapes[i]) g = sum_to(g, node.input_shapes[i]);
-        if (g.dtype() != node.input_dtypes[i]) g = g.to(node.input_dtypes[i]);
-        if (edge.node)
-          add_to(pending_[edge.node.get()], g);
-        else
-          add_to_leaf(edge.leaf, g);
-      }
-      if (edge.node) on_done(edge.node.get());
-      if (edge.leaf) leaf_edge_done(edge.leaf.get());
-    }
-  }
-
-  Grads call_backward(Node& node, const Tensor& grad) {
-    std::vector<Tensor> saved;
-    for (size_t i = 0; i < node.saved.size(); ++i) saved.push_back(unpack(node, i));
-    std::vector<bool> needs;
-    for (const Edge& e : node.next) needs.push_back(follows(e));
-    Grads grads = node.backward(grad, Saved(std::move(saved), std::move(needs)));
-    CPPGRAD_CHECK(grads.size() == node.next.size(), "backward: '{}' returned {} gradients for {} inputs", node.op,
-          grads.size(), node.next.size());
-    if (AnomalyMode::is_enabled()) {
-      for (size_t i = 0; i < grads.size(); ++i) {
-        if (grads[i].defined() && !all_finite(grads[i])) {
-          std::vector<std::string> shapes;
-          for (const Shape& s : node.input_shapes) shapes.push_back(shape_str(s));
-          throw Error(fmt::format("anomaly: the backward of '{}' (inputs {}) produced NaN or Inf in the gradient "
-                                  "of input {}",
-                                  node.op, fmt::join(shapes, ", "), i));
-        }
-      }
-    }
-    release(node);
-    return grads;
-  }
-
-  // Without retain_graph, a node frees what it saved once its backward has run.
-  void release(Node& node) {
-    if (retain_graph_) return;
-    node.saved.clear();
-    node.backward = nullptr;
-    node.released = true;
-  }
-
+  // ---- leaves: gradients summed over the pass, then handed over once ------------------------
   // Gradients reaching a leaf are summed over the whole backward and handed over once at the
   // end, so the leaf's hooks see its total gradient, as a non-leaf's hooks do.
-  void add_to_leaf(const std::shared_ptr<AutogradMeta>& leaf, const Tensor& g) {
-    if (!leaf) return;
-    add_to(leaf_slot(leaf), g);
-  }
-
-  // Where the gradients reaching a leaf are summed during this backward.
   Tensor& leaf_slot(const std::shared_ptr<AutogradMeta>& leaf) {
     auto [it, inserted] = leaf_index_.try_emplace(leaf.get(), leaf_grads_.size());
     if (inserted) leaf_grads_.emplace_back(leaf, Tensor());
     return leaf_grads_[it->second].second;
   }
 
-  // The gradient `piece` of a slice, added into the gradient `slot` of the sliced input (of
-  // `shape`) at the sliced positions: dA[slice] += dC. This is what the slice's backward
-  // (zeros with dC written at the positions) followed by add_to would give, but it writes only
-  // the slice's elements, and the slices of one tensor (the q, k and v of a fused projection)
-  // share one gradient instead of each padding its own with zeros.
-  void add_slice(Tensor& slot, const Tensor& piece, const Shape& shape, const Node::SliceOf& at) {
-    const bool fresh = !slot.defined();
-    if (fresh)
-      slot = zeros(shape, piece.dtype());
-    else if (!owned(slot) || slot.shape() != shape || slot.dtype() != piece.dtype())
-      slot = kernels::to(slot, piece.dtype()).contiguous().clone();
-    const int64_t length = piece.shape()[static_cast<size_t>(at.dim)];
-    Tensor positions = kernels::slice(slot, at.dim, at.start, at.start + length * at.step, at.step);
-    if (fresh)
-      kernels::copy_(positions, piece);
-    else
-      kernels::binary_(kernels::Binary::Add, positions, piece);
-  }
-
-  // Whether a gradient this backward holds may be changed in place: nothing else refers to it
-  // or to its memory (a gradient handed to two inputs, or kept by a hook, is shared), it is
-  // laid out densely, and it is not part of a graph.
-  static bool owned(const Tensor& t) {
-    return t.impl_ptr().use_count() == 1 && t.storage().use_count() == 1 && t.is_contiguous() && !t.requires_grad();
-  }
-
   // The last edge into a leaf has run: its gradient is final. A leaf with post-accumulate hooks
   // gets it now, so that the hooks run while backward goes on (data-parallel training sends
-  // the gradient from there); the others get theirs at the end, as before.
+  // the gradient from there); the others get theirs at the end.
   void leaf_edge_done(AutogradMeta* leaf) {
     if (--leaf_edges_left_[leaf] != 0 || leaf->post_accumulate_grad_hooks.empty()) return;
     auto it = leaf_index_.find(leaf);
@@ -479,16 +472,18 @@ class Engine {
   }
 
   bool retain_graph_, create_graph_;
+  std::unordered_map<Node*, Tensor> pending_;         // the gradient summed so far at each node's output
+  std::unordered_map<Node*, int64_t> dependencies_;   // edges into each node not yet run
+  // grad(): which inputs are captured where, and the nodes that lead to one
   bool capturing_ = false;
-  std::unordered_map<Node*, Tensor> pending_;
-  std::unordered_map<Node*, int64_t> dependencies_;
   std::unordered_map<Node*, std::vector<size_t>> capture_node_;
   std::unordered_map<AutogradMeta*, std::vector<size_t>> capture_leaf_;
+  std::vector<Tensor> captured_;
+  std::unordered_set<Node*> needed_;
+  // leaves: the gradient summed so far at each, and the edges into each not yet run
   std::vector<std::pair<std::shared_ptr<AutogradMeta>, Tensor>> leaf_grads_;  // in order of first arrival
   std::unordered_map<AutogradMeta*, size_t> leaf_index_;
-  std::unordered_map<AutogradMeta*, int64_t> leaf_edges_left_;  // edges into each leaf not yet run
-  std::vector<Tensor> captured_;
-  std::unordered_set<Node*> needed_;  // grad(): the nodes that lead to an input
+  std::unordered_map<AutogradMeta*, int64_t> leaf_edges_left_;
 };
 
 std::vector<Tensor> root_gradients(const std::vector<Tensor>& outputs, const std::vector<Tensor>& grad_outputs,

@@ -1,12 +1,13 @@
-// Differentiable ops that are not Tensor methods: the inverses that views and indexing need
-// for their backward (and that are useful on their own), plus gradcheck's helpers.
+// Differentiable ops that are not Tensor methods: the nn layers' ops (linear, layer_norm,
+// masked_softmax, attention, dropout), and the inverses that views and indexing need for their
+// backward (and that are useful on their own).
 #pragma once
 
 #include "node.h"
 
 namespace cppgrad {
 
-// ---- fused ops for the nn layers (autograd/ops_nn.cpp) ----
+// ---- the nn layers' ops (autograd/ops_nn.cpp, ops_attention.cpp) ----
 // y = x·Wᵀ + b, x (..., in), W (out, in), b (out) or undefined: Linear's op, one GEMM.
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = {});
 // (x - mean) / √(var + eps) ⊙ weight + bias over the last `normalized_dims` dims (weight and
@@ -18,8 +19,8 @@ Tensor layer_norm(const Tensor& x, int64_t normalized_dims, const Tensor& weight
 // makes its row NaN, as softmax does.
 Tensor masked_softmax(const Tensor& scores, const Tensor& mask, bool is_causal, double scale);
 
-// softmax(scale · q·kᵀ + mask) · v without building the (T, S) weights (FlashAttention's recipe,
-// autograd/ops_attention.cpp): q (..., T, d), k (..., S, d), v (..., S, dv), same leading dims;
+// softmax(scale · q·kᵀ + mask) · v as one op (autograd/ops_attention.cpp); its fast form never
+// builds the (T, S) weights (FlashAttention's recipe): q (..., T, d), k (..., S, d), v (..., S, dv), same leading dims;
 // mask bool (true = hidden) or float (added, no gradient), broadcast to (..., T, S), or
 // undefined. A fully hidden row gives zeros. dropout_p > 0 drops weights as dropout() would
 // with the same generator state.

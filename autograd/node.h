@@ -84,9 +84,9 @@ struct Node : std::enable_shared_from_this<Node> {
   Shape output_shape;                   // what the op produced (for to_dot's picture)
   DType output_dtype = kFloat32;
   // Set by slice (and so narrow, split, chunk): the output is positions start, start + step, ...
-  // of dim `dim` of the input. A backward without create_graph then adds the gradient straight
-  // into the input's gradient at those positions, instead of calling `backward`, which pads it
-  // with zeros to the input's shape first (see the engine's add_slice).
+  // of dim `dim` of the input. The engine's fast form then adds the gradient straight into the
+  // input's gradient at those positions, instead of calling `backward`, which pads it with zeros
+  // to the input's shape first (autograd/fast/accumulate.h).
   struct SliceOf {
     int64_t dim, start, step;
   };
@@ -155,7 +155,8 @@ class AnomalyModeGuard {
 Tensor record(std::string op, Tensor out, const std::vector<Tensor>& inputs, const std::vector<Tensor>& to_save,
               BackwardFn backward);
 
-// The same, for an op with a list of inputs (cat).
+// Whether any of `tensors` requires grad (record asks it of an op's inputs; an op with a list of
+// inputs, as cat, asks it too).
 bool any_requires_grad(const std::vector<Tensor>& tensors);
 
 // ---- running backward (autograd/engine.cpp) --------------------------------------------------

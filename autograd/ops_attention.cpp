@@ -1,40 +1,23 @@
-// The fused attention op: kernels::fused_attention's forward, and a backward that rebuilds the
-// weights block by block from the saved log-sum-exp instead of storing them.
+// Attention as one op: softmax(scale · q·kᵀ + mask) ⊙ M · v, M dropout's mask on the weights.
+//
+// Below is its reference, written as the formula reads: it builds the (..., T, S) weights and
+// lets the ops it is made of (matmul, masked_softmax, a product with the mask) record their own
+// backward. The fast form (autograd/fast/attention.cpp, FlashAttention's recipe) never holds
+// the weights; it runs unless reference mode is on, and draws the same mask from the same key.
+#include "autograd/fast/attention.h"
 #include "autograd/functions.h"
+#include "runtime/reference_mode.h"
 #include "tensor/kernels.h"
 
 namespace cppgrad {
 
-using autograd::GradMode;
-using autograd::Grads;
-using autograd::record;
-using autograd::Saved;
-
 Tensor fused_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask, bool is_causal,
                        double scale, double dropout_p, Generator& gen) {
-  kernels::FusedDropout drop;
-  if (dropout_p > 0.0) drop = {dropout_p, gen.next_u64()};  // one draw, as kernels::dropout takes
-  kernels::FusedAttention r = kernels::fused_attention(q, k, v, mask, is_causal, scale, drop);
-  // P = softmax(scale·q·kᵀ + mask) ⊙ M (M: dropout's mask), out = P·v;
-  // dv = Pᵀ·g,  dz = P̂ ⊙ (g·vᵀ ⊙ M − Σ_row g ⊙ out),  dq = scale·dz·k,  dk = scale·dzᵀ·q  (P̂: before dropout)
-  return record("fused_attention", r.output, {q, k, v}, {q, k, v, mask, r.output, r.lse},
-                [is_causal, scale, drop](const Tensor& g, const Saved& s) -> Grads {
-                  const Tensor &q = s[0], &k = s[1], &v = s[2], &mask = s[3];
-                  if (!GradMode::is_enabled()) {
-                    kernels::FusedAttentionGrads d =
-                        kernels::fused_attention_backward(g, q, k, v, mask, s[4], s[5], is_causal, scale, drop);
-                    return {d.dq, d.dk, d.dv};
-                  }
-                  // create_graph: the same formulas with differentiable ops, so they can be
-                  // differentiated again. This builds the (T, S) weights: second derivatives are
-                  // for checking, not for long sequences.
-                  CPPGRAD_CHECK(drop.p == 0.0,
-                                "fused_attention: double backward with dropout on the weights is not supported");
-                  Tensor p = masked_softmax(q.matmul(k.mT()), mask, is_causal, scale);  // (..., T, S)
-                  Tensor dp = g.matmul(v.mT());
-                  Tensor dz = p * (dp - (dp * p).sum({-1}, true));
-                  return {dz.matmul(k) * scale, dz.mT().matmul(q) * scale, p.mT().matmul(g)};
-                });
+  const uint64_t key = dropout_p > 0.0 ? gen.next_u64() : 0;  // one draw, as dropout() takes
+  if (!reference_mode()) return fast::fused_attention(q, k, v, mask, is_causal, scale, dropout_p, key);
+  Tensor weights = masked_softmax(q.matmul(k.mT()), mask, is_causal, scale);  // (..., T, d) @ (..., d, S) -> (..., T, S)
+  if (dropout_p > 0.0) weights = weights * kernels::dropout_mask(weights.shape(), weights.dtype(), dropout_p, key);
+  return weights.matmul(v);  // (..., T, S) @ (..., S, dv) -> (..., T, dv)
 }
 
 }  // namespace cppgrad

@@ -1,7 +1,9 @@
 // Fused ops for the nn layers: each is one kernel forward and one backward, where the same math
 // written with separate tensor ops would make many passes over memory. When create_graph asks
 // for a differentiable backward, each falls back to the formula in plain differentiable ops.
+#include "autograd/fast/relu_dropout.h"
 #include "autograd/functions.h"
+#include "runtime/reference_mode.h"
 #include "tensor/kernels.h"
 
 namespace cppgrad {
@@ -71,8 +73,7 @@ Tensor masked_softmax(const Tensor& scores, const Tensor& mask, bool is_causal, 
 }
 
 Tensor dropout(const Tensor& x, double p, Generator& gen) {
-  CPPGRAD_CHECK(p >= 0.0 && p < 1.0, "dropout: probability must be in [0, 1), got {}", p);
-  const uint64_t key = gen.next_u64();  // the mask is word i of this key's stream for element i
+  const uint64_t key = gen.next_u64();  // the mask is word i of this key's stream for element i (p: checked by the kernel)
   // y = x ⊙ m, m = 0 or 1/(1-p);  dx = dy ⊙ m, m made again from the key rather than kept
   return record("dropout", kernels::dropout(x, p, key), {x}, {}, [p, key](const Tensor& g, const Saved&) -> Grads {
     if (!GradMode::is_enabled()) return {kernels::dropout(g, p, key)};
@@ -81,15 +82,8 @@ Tensor dropout(const Tensor& x, double p, Generator& gen) {
 }
 
 Tensor relu_dropout(const Tensor& x, double p, Generator& gen) {
-  const uint64_t key = gen.next_u64();  // the draw dropout makes: the same mask as dropout(relu(x))
-  // y = relu(x) ⊙ m, m = 0 or 1/(1-p);  dx = dy ⊙ m where x > 0, else 0 (m made again from the key)
-  return record("relu_dropout", kernels::relu_dropout(x, p, key), {x}, {x}, [p, key](const Tensor& g, const Saved& s) -> Grads {
-    const Tensor& X = s[0];
-    if (!GradMode::is_enabled()) return {kernels::relu_dropout_backward(g, X, p, key)};
-    // create_graph: as dropout's and relu's backward ops would compute it
-    Tensor off = kernels::logical_not(kernels::compare(kernels::Compare::Gt, X, zeros({}, X.dtype())));
-    return {(g * kernels::dropout_mask(X.shape(), X.dtype(), p, key)).masked_fill(off, 0.0)};
-  });
+  if (reference_mode()) return dropout(x.relu(), p, gen);  // the two ops it fuses
+  return fast::relu_dropout(x, p, gen.next_u64());         // the draw dropout makes: the same mask
 }
 
 }  // namespace cppgrad

@@ -5,17 +5,13 @@
 #include <limits>
 
 #include "autograd/functions.h"
+#include "runtime/reference_mode.h"
 #include "tensor/kernels.h"
 
 namespace cppgrad::nn::functional {
 
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
-  CPPGRAD_CHECK(weight.dim() == 2, "linear: weight must be 2-D (out, in), got {}", shape_str(weight.shape()));
-  CPPGRAD_CHECK(x.dim() >= 1 && x.size(-1) == weight.size(1), "linear: input {} has {} features, weight {} expects {}",
-        shape_str(x.shape()), x.dim() >= 1 ? x.size(-1) : 0, shape_str(weight.shape()), weight.size(1));
-  CPPGRAD_CHECK(!bias.defined() || (bias.dim() == 1 && bias.size(0) == weight.size(0)),
-                "linear: bias {} does not match weight {}", shape_str(bias.shape()), shape_str(weight.shape()));
-  return cppgrad::linear(x, weight, bias);  // (..., in) -> (..., out), bias added inside the GEMM
+  return cppgrad::linear(x, weight, bias);  // (..., in) -> (..., out), bias added inside the GEMM; checked by its kernel
 }
 
 Tensor embedding(const Tensor& indices, const Tensor& weight, std::optional<int64_t> padding_idx) {
@@ -53,6 +49,11 @@ Tensor dropout(const Tensor& x, double p, bool training, Generator& gen) {
   if (!training || p == 0.0) return x;
   if (p == 1.0) return x * 0.0;
   return cppgrad::dropout(x, p, gen);  // x ⊙ mask, mask 0 or 1/(1-p), in one pass
+}
+
+Tensor relu_dropout(const Tensor& x, double p, bool training, Generator& gen) {
+  if (!training || p == 0.0 || p == 1.0) return dropout(x.relu(), p, training, gen);
+  return cppgrad::relu_dropout(x, p, gen);
 }
 
 Tensor relu(const Tensor& x) { return x.relu(); }
@@ -139,7 +140,7 @@ constexpr int64_t kFusedMinSize = 256 * 256;
 
 bool use_fused(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask, bool need_weights) {
   const AttentionBackend backend = g_attention_backend.load();
-  if (backend == AttentionBackend::Materialize || need_weights) return false;
+  if (reference_mode() || backend == AttentionBackend::Materialize || need_weights) return false;
   if (mask.defined() && mask.requires_grad()) return false;
   const Shape lead_q(q.shape().begin(), q.shape().end() - 2), lead_k(k.shape().begin(), k.shape().end() - 2),
       lead_v(v.shape().begin(), v.shape().end() - 2);

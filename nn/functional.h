@@ -19,6 +19,9 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
                   double eps = 1e-5);
 // Zeroes each element with probability p and scales the rest by 1/(1-p); identity when not training.
 Tensor dropout(const Tensor& x, double p, bool training, Generator& gen = default_generator());
+// dropout(x.relu(), p, training), in training one op (cppgrad::relu_dropout): the same numbers
+// from the same generator state, one pass over x each way instead of two, saving x alone.
+Tensor relu_dropout(const Tensor& x, double p, bool training, Generator& gen = default_generator());
 Tensor relu(const Tensor& x);
 // approximate: "none" (x·Φ(x)) or "tanh" (PyTorch's tanh approximation), as F.gelu.
 Tensor gelu(const Tensor& x, std::string_view approximate = "none");
@@ -102,8 +105,9 @@ Tensor attention_bias(const AttentionOptions& options, int64_t heads, int64_t ta
 //   cppgrad::fused_attention), never holding the (T, S) weights; the backward recomputes them.
 // - Auto (the default): Fused when T·S reaches fused_attention_min_size(), from where it is as
 //   fast and smaller, faster from T ≈ 1024 (measured by bench/bench_attention); else Materialize.
-// The weights (need_weights), a float mask that requires grad, and leading dims of q and k that
-// only broadcast always take the materialising path. Process-wide, like set_num_threads.
+// The weights (need_weights), a float mask that requires grad, leading dims of q and k that
+// only broadcast, and reference mode (runtime/reference_mode.h) always take the materialising
+// path. Process-wide, like set_num_threads.
 enum class AttentionBackend { Auto, Fused, Materialize };
 void set_attention_backend(AttentionBackend backend);
 AttentionBackend attention_backend();

@@ -60,6 +60,8 @@ class Dropout : public UnaryModule {
  public:
   explicit Dropout(double p = 0.5);
   Tensor forward(const Tensor& x) override;
+  // forward(x.relu()): the same numbers, in training one op (functional::relu_dropout).
+  Tensor relu_forward(const Tensor& x);
   std::string type_name() const override { return "Dropout"; }
   std::string extra_repr() const override;
   double p;

@@ -3,7 +3,6 @@
 #include <cmath>
 
 #include "autograd/checkpoint.h"
-#include "autograd/functions.h"
 #include "nn/init.h"
 
 namespace cppgrad::nn {
@@ -18,12 +17,9 @@ Tensor activate(Activation a, const Tensor& x) {
   throw Error("TransformerLayer: unknown activation");
 }
 
-// The feed-forward block's activation then dropout. With ReLU in training, one fused op
-// (relu_dropout): the same numbers from the same generator state, with one pass over the block's
-// widest tensor each way instead of two, and x saved instead of relu's output and the mask.
+// The feed-forward block's activation, then its dropout (after ReLU, as one op: relu_forward).
 Tensor activate_and_drop(Activation a, const Tensor& x, Dropout& dropout) {
-  if (a == Activation::ReLU && dropout.is_training() && dropout.p > 0.0 && dropout.p < 1.0)
-    return cppgrad::relu_dropout(x, dropout.p, default_generator());
+  if (a == Activation::ReLU) return dropout.relu_forward(x);  // = dropout.forward(x.relu())
   return dropout.forward(activate(a, x));
 }
 

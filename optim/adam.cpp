@@ -3,38 +3,12 @@
 #include <algorithm>
 #include <cmath>
 
-#include "runtime/profile.h"
+#include "runtime/reference_mode.h"
 #include "tensor/iterate.h"
-#include "runtime/simd_clones.h"
 
 namespace cppgrad::optim {
 
 namespace {
-
-template <class T>
-struct AdamConstants {
-  T b1, one_minus_b1, b2, one_minus_b2, wd, decay, sqrt_bias2, eps, step_size;
-};
-
-// One element at a time, the same arithmetic as the formulas above; the branches are hoisted out
-// of the loop and the pointers do not alias, so the compiler vectorises it, once per vector unit.
-template <class T, bool Decoupled, bool Amsgrad>
-CPPGRAD_SIMD_CLONES void adam_range(const AdamConstants<T>& c, int64_t begin, int64_t end, T* __restrict p, const T* __restrict dp,
-                T* __restrict m, T* __restrict v, T* __restrict v_max) {
-  for (int64_t i = begin; i < end; ++i) {
-    T g = dp[i];
-    if constexpr (Decoupled)
-      p[i] *= c.decay;
-    else
-      g += c.wd * p[i];
-    m[i] = c.b1 * m[i] + c.one_minus_b1 * g;
-    v[i] = c.b2 * v[i] + c.one_minus_b2 * g * g;
-    T second = v[i];
-    if constexpr (Amsgrad) second = v_max[i] = std::max(v_max[i], v[i]);
-    T denom = std::sqrt(second) / c.sqrt_bias2 + c.eps;
-    p[i] -= c.step_size * m[i] / denom;
-  }
-}
 
 // The options every group starts from (and the only ones an Adam group may set).
 ParamGroup adam_defaults(const AdamOptions& o) {
@@ -67,28 +41,31 @@ void Adam::update(const Tensor& param, const Tensor& grad, const ParamGroup& gro
   const double bias1 = 1.0 - std::pow(b1, static_cast<double>(t));
   const double sqrt_bias2 = std::sqrt(1.0 - std::pow(b2, static_cast<double>(t)));
   const double step_size = lr / bias1;
+  const Tensor& m_buf = state["exp_avg"];
+  const Tensor& v_buf = state["exp_avg_sq"];
+  const Tensor v_max_buf = *group.amsgrad ? state["max_exp_avg_sq"] : Tensor();
+  if (!reference_mode()) {  // the fast form: queued, and run with the others by finish_step
+    queue_.push({b1, b2, lr, wd, eps, sqrt_bias2, step_size, decoupled_}, param, grad, m_buf, v_buf, v_max_buf);
+    return;
+  }
   dispatch_floating(param.dtype(), "Adam", [&](auto tag) {
     using T = decltype(tag);
-    const AdamConstants<T> c{static_cast<T>(b1),          static_cast<T>(1.0 - b1), static_cast<T>(b2),
-                             static_cast<T>(1.0 - b2),    static_cast<T>(wd),       static_cast<T>(1.0 - lr * wd),
-                             static_cast<T>(sqrt_bias2),  static_cast<T>(eps), static_cast<T>(step_size)};
     T* p = param.data<T>();
-    const T* g = grad.data<T>();
-    T* m = state["exp_avg"].data<T>();
-    T* v = state["exp_avg_sq"].data<T>();
-    T* v_max = *group.amsgrad ? state["max_exp_avg_sq"].data<T>() : nullptr;
-    const bool decoupled = decoupled_;
-    pending_.push_back({{param, grad, state["exp_avg"], state["exp_avg_sq"]},
-                        param.numel(),
-                        [=](int64_t begin, int64_t end) {
-                          if (decoupled)
-                            v_max ? adam_range<T, true, true>(c, begin, end, p, g, m, v, v_max)
-                                  : adam_range<T, true, false>(c, begin, end, p, g, m, v, v_max);
-                          else
-                            v_max ? adam_range<T, false, true>(c, begin, end, p, g, m, v, v_max)
-                                  : adam_range<T, false, false>(c, begin, end, p, g, m, v, v_max);
-                        }});
-    if (v_max) pending_.back().tensors.push_back(state["max_exp_avg_sq"]);
+    const T* dp = grad.data<T>();
+    T *m = m_buf.data<T>(), *v = v_buf.data<T>();
+    T* v_max = v_max_buf.defined() ? v_max_buf.data<T>() : nullptr;
+    for (int64_t i = 0; i < param.numel(); ++i) {
+      T g = dp[i];
+      if (decoupled_)
+        p[i] *= static_cast<T>(1.0 - lr * wd);  // AdamW: p = p·(1 - lr·λ)
+      else
+        g += static_cast<T>(wd) * p[i];  // g = ∇p + λ·p
+      m[i] = static_cast<T>(b1) * m[i] + static_cast<T>(1.0 - b1) * g;      // m = β1·m + (1-β1)·g
+      v[i] = static_cast<T>(b2) * v[i] + static_cast<T>(1.0 - b2) * g * g;  // v = β2·v + (1-β2)·g²
+      const T v_hat = v_max ? (v_max[i] = std::max(v_max[i], v[i])) : v[i];
+      // p = p - lr/(1-β1ᵗ) · m / (√v̂ / √(1-β2ᵗ) + ε)
+      p[i] -= static_cast<T>(step_size) * m[i] / (std::sqrt(v_hat) / static_cast<T>(sqrt_bias2) + static_cast<T>(eps));
+    }
   });
 }
 
@@ -112,26 +89,6 @@ void Adam::check_state(size_t index, const Tensor& param, const ParamGroup& grou
   if (amsgrad) check_buffer(index, "max_exp_avg_sq", state.at("max_exp_avg_sq"), param, true);
 }
 
-// Every queued update, cut into chunks that one parallel loop shares out: a model's parameters
-// are mostly too small to be worth a parallel loop each (seq2seq's largest has 65,536
-// elements), but together they are. Each element's update is independent of the others, so the
-// result is the same at any thread count.
-void Adam::finish_step() {
-  CPPGRAD_PROFILE_SCOPE("adam update");
-  constexpr int64_t chunk = 16384;
-  struct Chunk {
-    size_t update;
-    int64_t begin, end;
-  };
-  std::vector<Chunk> chunks;
-  for (size_t u = 0; u < pending_.size(); ++u)
-    for (int64_t begin = 0; begin < pending_[u].size; begin += chunk)
-      chunks.push_back({u, begin, std::min(pending_[u].size, begin + chunk)});
-  parallel_for(static_cast<int64_t>(chunks.size()), chunk, [&](int64_t i) {
-    const Chunk& c = chunks[static_cast<size_t>(i)];
-    pending_[c.update].run(c.begin, c.end);
-  });
-  pending_.clear();
-}
+void Adam::finish_step() { queue_.run(); }
 
 }  // namespace cppgrad::optim

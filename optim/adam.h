@@ -1,8 +1,7 @@
 #pragma once
 
-#include <functional>
-
 #include "../nn/options.h"
+#include "fast/adam.h"
 #include "optimizer.h"
 
 namespace cppgrad::optim {
@@ -30,7 +29,8 @@ class Adam : public Optimizer {
 
  protected:
   Adam(std::vector<ParamGroup> groups, const AdamOptions& options, bool decoupled_weight_decay);
-  // Queues the parameter's update; finish_step() runs the whole queue in one parallel loop.
+  // Updates the parameter as the formulas above read (reference mode), or queues its update
+  // (optim/fast/adam.h), which finish_step() runs with the others in one parallel loop.
   void update(const Tensor& param, const Tensor& grad, const ParamGroup& group,
               std::map<std::string, Tensor>& state) override;
   void finish_step() override;
@@ -40,14 +40,7 @@ class Adam : public Optimizer {
 
  private:
   bool decoupled_;
-  // One queued update: the elements [0, size) of one parameter, and the tensors it writes and
-  // reads, kept alive until it has run.
-  struct PendingUpdate {
-    std::vector<Tensor> tensors;
-    int64_t size = 0;
-    std::function<void(int64_t begin, int64_t end)> run;
-  };
-  std::vector<PendingUpdate> pending_;
+  fast::AdamQueue queue_;  // the fast form's queued updates
 };
 
 // Adam with decoupled weight decay (Loshchilov & Hutter); PyTorch's default decay is 0.01.

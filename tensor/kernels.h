@@ -1,7 +1,9 @@
 // The graph-free kernels: tensors in, tensors out, no autograd.
 //
 // autograd/ wraps each of these in a differentiable op; users normally call the Tensor methods
-// instead. Every kernel checks its arguments and throws cppgrad::Error naming itself.
+// instead. Every kernel checks its arguments and throws cppgrad::Error naming itself. The fast
+// forms (fused or vectorised kernels) are declared in kernels/fast/*.h: skip them on a first
+// reading; reference mode (runtime/reference_mode.h) runs without them.
 #pragma once
 
 #include <vector>
@@ -25,7 +27,7 @@ Tensor select(const Tensor& t, int64_t dim, int64_t index);
 Tensor expand(const Tensor& t, const Shape& shape);
 // Resolves one -1 in a requested shape and checks the element count ("reshape"/"view" name it).
 Shape infer_shape(const Shape& requested, int64_t numel, std::string_view op);
-// The strides that view `t` as `shape` without copying, or an empty result when impossible.
+// The strides that view `t` as `shape` without copying, in `out`; false when impossible.
 bool view_strides(const Tensor& t, const Shape& shape, Strides& out);
 
 // ---- copies and conversions (tensor/kernels/copy.cpp) --------------------------------------
@@ -76,28 +78,6 @@ Tensor masked_softmax(const Tensor& scores, const Tensor& mask, bool causal, dou
 // y ⊙ (g - Σ_dim g ⊙ y): softmax's backward from its output y.
 Tensor softmax_backward(const Tensor& output, const Tensor& grad, int64_t dim);
 
-// ---- fused attention (tensor/kernels/attention.cpp): never builds the (T, S) weights ----------
-// Dropout on the attention weights: probability p, and the key of its counter-based stream
-// (the same stream dropout_mask draws, so the weights (..., T, S) get dropout_mask's mask).
-struct FusedDropout {
-  double p = 0.0;
-  uint64_t key = 0;
-};
-struct FusedAttention {
-  Tensor output;  // softmax(scale·q·kᵀ + mask) · v: (..., T, dv)
-  Tensor lse;     // each row's log-sum-exp of the masked scores (..., T); -inf for a fully hidden row
-};
-// q (..., T, d), k (..., S, d), v (..., S, dv) with the same leading dims; mask bool (true =
-// hidden) or float (added), broadcastable to (..., T, S), or undefined; causal hides key j > i.
-FusedAttention fused_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask, bool causal,
-                               double scale, const FusedDropout& dropout = {});
-struct FusedAttentionGrads {
-  Tensor dq, dk, dv;
-};
-FusedAttentionGrads fused_attention_backward(const Tensor& grad, const Tensor& q, const Tensor& k, const Tensor& v,
-                                             const Tensor& mask, const Tensor& output, const Tensor& lse, bool causal,
-                                             double scale, const FusedDropout& dropout = {});
-
 // ---- layer norm (tensor/kernels/norm.cpp): rows of the last N elements ---------------------
 struct LayerNormResult {
   Tensor y, mean, rstd;  // mean and 1/std per row, kept for the backward
@@ -115,23 +95,14 @@ Tensor matmul(const Tensor& a, const Tensor& b);
 // x·Wᵀ + b with the bias added inside the GEMM (b may be undefined).
 Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b);
 
-// ---- random masks (tensor/factory.cpp) -------------------------------------------------------
-// Each element 0 with probability p, else 1/(1-p): dropout's mask, made in one pass. It takes
-// one draw from gen and hashes it with each element's index, so any thread count gives the same mask.
-Tensor dropout_mask(const Shape& shape, DType dtype, double p, Generator& gen);
-// x ⊙ mask and the mask (the same mask dropout_mask would make from the same generator state).
-struct DropoutResult {
-  Tensor output, mask;
-};
-DropoutResult dropout(const Tensor& x, double p, Generator& gen);
-// The mask of the stream `key` (dropout_mask above draws its key with gen.next_u64()), and x ⊙
-// that mask without keeping it: dropout's forward, and on the gradient its backward.
+// ---- dropout (tensor/kernels/dropout.cpp) ---------------------------------------------------
+// Each element 0 with probability p, else 1/(1-p): dropout's mask. Element i's draw is word i
+// of the counter-based stream `key` (kernels/counter_rng.h), so any thread count gives the same
+// mask, and the backward makes it again from the key instead of keeping it.
 Tensor dropout_mask(const Shape& shape, DType dtype, double p, uint64_t key);
+Tensor dropout_mask(const Shape& shape, DType dtype, double p, Generator& gen);  // key: gen.next_u64()
+// x ⊙ dropout_mask(x's shape, p, key): dropout's forward, and on the gradient its backward.
 Tensor dropout(const Tensor& x, double p, uint64_t key);
-// dropout(relu(x)) in one pass, the mask that of the stream `key`; and its gradient, dy ⊙ mask
-// where x > 0, else 0, the mask made again from the key rather than kept.
-Tensor relu_dropout(const Tensor& x, double p, uint64_t key);
-Tensor relu_dropout_backward(const Tensor& grad, const Tensor& x, double p, uint64_t key);
 
 // ---- joining and indexing (tensor/kernels/index.cpp) ----------------------------------------
 Tensor cat(const std::vector<Tensor>& tensors, int64_t dim);

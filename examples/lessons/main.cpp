@@ -9,6 +9,7 @@
 #include <fmt/core.h>
 
 #include "lessons/lessons.h"
+#include "lessons/lesson10_sharing.h"
 
 int main(int argc, char** argv) {
   std::string which = "all";
@@ -16,7 +17,7 @@ int main(int argc, char** argv) {
   lessons::Lesson8Options lesson8;
   int threads = 1;
   CLI::App app{"The attention lessons: each answers one learner's question with numbers (see README.md)."};
-  app.add_option("lesson", which, "1 to 9, or all")->check(CLI::IsMember({"1", "2", "3", "4", "5", "6", "7", "8", "9", "all"}));
+  app.add_option("lesson", which, "1 to 10, or all")->check(CLI::IsMember({"1", "2", "3", "4", "5", "6", "7", "8", "9", "10", "all"}));
   app.add_option("--checkpoint", lesson4.checkpoint,
                  "lesson 4: a seq2seq --save checkpoint to use as the trained model")
       ->check(CLI::ExistingFile);
@@ -54,6 +55,7 @@ int main(int argc, char** argv) {
     timed("7", [] { return lessons::run_lesson7(); });
     timed("8", [&] { return lessons::run_lesson8(lesson8); });
     timed("9", [] { return lessons::run_lesson9(); });
+    timed("10", [] { return lessons::run_lesson10(); });
   } catch (const cppgrad::Error& e) {
     fmt::print(stderr, "lesson: {}\n", e.what());
     return 2;

@@ -12,14 +12,28 @@
 #include <cmath>
 #include <limits>
 
-#include "tensor/kernels/exp_rows.h"
 #include "runtime/profile.h"
+#include "runtime/reference_mode.h"
 #include "tensor/iterate.h"
 #include "tensor/kernels.h"
+#include "tensor/kernels/fast/exp_rows.h"
 
 namespace cppgrad::kernels {
 
 namespace {
+
+// row[j] = exp(row[j] - shift) for j < n, in place, and the sum of the results. The fast form
+// (fast/exp_rows.h) is a vectorised float exp within 2 ulp of std::exp.
+template <class T>
+double exp_shifted(T* row, int64_t n, T shift) {
+  if (!reference_mode()) return fast::exp_shifted_row(row, n, shift);
+  double total = 0;
+  for (int64_t j = 0; j < n; ++j) {
+    row[j] = std::exp(row[j] - shift);
+    total += row[j];
+  }
+  return total;
+}
 
 // The value of every entry of a row whose max is -inf: NaN when the row holds a NaN (std::max
 // skipped it), otherwise the row is masked throughout and gives `masked`.
@@ -47,7 +61,7 @@ void softmax_rows(const T* in, T* out, int64_t rows, int64_t inner, int64_t size
     double total = 0;
     if (inner == 1) {  // a contiguous row: the vectorised exp, in y (log_softmax overwrites it below)
       std::copy(x, x + size, y);
-      total = exp_shifted_row(y, size, m);
+      total = exp_shifted(y, size, m);
     } else {
       for (int64_t j = 0; j < size; ++j) {
         T e = std::exp(x[j * inner] - m);
@@ -154,7 +168,7 @@ Tensor masked_softmax(const Tensor& scores, const Tensor& mask, bool causal, dou
         for (int64_t j = 0; j < S; ++j) yr[j] = v;
         return;
       }
-      const double total = exp_shifted_row(yr, S, top);
+      const double total = exp_shifted(yr, S, top);
       const T inv = static_cast<T>(1.0 / total);
       for (int64_t j = 0; j < S; ++j) yr[j] *= inv;
     });

@@ -19,11 +19,16 @@ using cppgrad::check::max_abs_diff;  // NaN-safe: a NaN anywhere is an infinite 
 
 namespace {
 
-// Sets the attention backend for a scope.
+// Sets the attention backend for a scope; Fused also turns reference mode off there, so these
+// cases test the fused kernel when CTest runs the suite with CPPGRAD_REFERENCE=1.
 struct BackendGuard {
-  explicit BackendGuard(F::AttentionBackend b) : previous(F::attention_backend()) { F::set_attention_backend(b); }
+  explicit BackendGuard(F::AttentionBackend b)
+      : previous(F::attention_backend()), mode(b == F::AttentionBackend::Fused ? false : reference_mode()) {
+    F::set_attention_backend(b);
+  }
   ~BackendGuard() { F::set_attention_backend(previous); }
   F::AttentionBackend previous;
+  ReferenceModeGuard mode;
 };
 
 
@@ -146,6 +151,7 @@ TEST_CASE("fused attention: gradcheck and gradgradcheck (the second derivative t
 }
 
 TEST_CASE("fused attention: Auto fuses long sequences only, and the weights always materialise") {
+  ReferenceModeGuard fast_forms(false);
   BackendGuard automatic(F::AttentionBackend::Auto);
   Tensor small = randn({1, 8, 4}).requires_grad_();
   CHECK(F::scaled_dot_product_attention(small, small, small).output.grad_fn()->name() != "FusedAttentionBackward");
@@ -154,4 +160,42 @@ TEST_CASE("fused attention: Auto fuses long sequences only, and the weights alwa
   BackendGuard fused(F::AttentionBackend::Fused);
   auto with_weights = F::scaled_dot_product_attention(small, small, small, {}, 0.0, false, std::nullopt, true);
   CHECK(with_weights.weights.defined());
+}
+
+// The op itself, cppgrad::fused_attention, in its two forms: the fused kernel, and in reference
+// mode the materialising formula (autograd/ops_attention.cpp). Same inputs, same dropout key.
+namespace {
+Result attention_op(bool reference, const Tensor& q0, const Tensor& k0, const Tensor& v0, const Tensor& mask,
+                    bool causal, double dropout) {
+  ReferenceModeGuard mode(reference);
+  Tensor q = q0.detach().requires_grad_(), k = k0.detach().requires_grad_(), v = v0.detach().requires_grad_();
+  Generator gen(7);
+  Tensor out = fused_attention(q, k, v, mask, causal, 0.3, dropout, gen);
+  Generator g_gen(99);
+  (out * randn(out.shape(), out.dtype(), g_gen)).sum().backward();
+  return {out.detach(), q.grad(), k.grad(), v.grad()};
+}
+}  // namespace
+
+TEST_CASE("fused attention op: the fast form equals its reference, values and gradients, with dropout") {
+  Generator gen(8);
+  Tensor q = randn({2, 2, 150, 8}, kFloat64, gen), k = randn({2, 2, 270, 8}, kFloat64, gen);
+  Tensor v = randn({2, 2, 270, 6}, kFloat64, gen);
+  Tensor mask = rand({150, 270}, kFloat64, gen).lt(full({}, 0.2, kFloat64));
+  for (const double dropout : {0.0, 0.25}) {
+    INFO("dropout ", dropout);
+    const Result reference = attention_op(true, q, k, v, mask, true, dropout);
+    // Both forms sum the same float64 products of order-1 values in different groupings: they
+    // differ by rounding, some 1e-15 per term over ~270 terms, far under 1e-12.
+    check_same(attention_op(false, q, k, v, mask, true, dropout), reference, 1e-12);
+  }
+  {
+    ReferenceModeGuard reference(true);
+    Tensor leaf = q.detach().requires_grad_();
+    CHECK(fused_attention(leaf, k, v, mask, false, 0.3).grad_fn()->name() == "MatmulBackward");
+    // Auto would fuse 300 x 300 scores (as the case above shows); reference mode materialises them.
+    BackendGuard automatic(F::AttentionBackend::Auto);
+    Tensor large = randn({1, 300, 4}, kFloat64, gen).requires_grad_();
+    CHECK(F::scaled_dot_product_attention(large, large, large).output.grad_fn()->name() == "MatmulBackward");
+  }
 }

@@ -1,9 +1,9 @@
 // The float row exp of softmax, out of line so that it is compiled once per vector unit.
-#include "tensor/kernels/exp_rows.h"
+#include "tensor/kernels/fast/exp_rows.h"
 
 #include "runtime/simd_clones.h"
 
-namespace cppgrad::kernels {
+namespace cppgrad::kernels::fast {
 
 CPPGRAD_SIMD_CLONES double exp_shifted_row(float* row, int64_t n, float shift) {
   constexpr int64_t block = 256;
@@ -19,4 +19,4 @@ CPPGRAD_SIMD_CLONES double exp_shifted_row(float* row, int64_t n, float shift) {
   return total;
 }
 
-}  // namespace cppgrad::kernels
+}  // namespace cppgrad::kernels::fast

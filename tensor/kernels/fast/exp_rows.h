@@ -1,4 +1,5 @@
-// exp over a contiguous row of floats, written so the compiler turns the loop into SIMD code.
+// The fast form of softmax's exp: exp over a contiguous row of floats, written so the compiler
+// turns the loop into SIMD code. The reference (softmax.cpp's exp_shifted) calls std::exp.
 //
 // std::exp is a call into libm per element, which no compiler vectorises without -ffast-math;
 // softmax spends most of its time there (5 ns an element measured on an attention score
@@ -18,7 +19,7 @@
 #include <cstdint>
 #include <limits>
 
-namespace cppgrad::kernels {
+namespace cppgrad::kernels::fast {
 
 inline float exp_float(float x) {
   constexpr float log2e = 1.44269504088896341f;
@@ -61,4 +62,4 @@ inline double exp_shifted_row(double* row, int64_t n, double shift) {
   return total;
 }
 
-}  // namespace cppgrad::kernels
+}  // namespace cppgrad::kernels::fast

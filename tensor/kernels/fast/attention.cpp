@@ -1,3 +1,6 @@
+// The fast form of attention (skip it on a first reading: its reference, the materialising
+// softmax(scale · Q·Kᵀ + mask) · V of nn/functional.cpp, computes the same numbers).
+//
 // Memory-efficient attention: softmax(scale · Q·Kᵀ + mask) · V computed block by block, the
 // recipe of FlashAttention (Dao et al. 2022), on the CPU with BLAS for the block products.
 //
@@ -31,10 +34,11 @@
 #include "tensor/iterate.h"
 #include "tensor/kernels.h"
 #include "tensor/kernels/counter_rng.h"
-#include "tensor/kernels/exp_rows.h"
+#include "tensor/kernels/fast/attention.h"
+#include "tensor/kernels/fast/exp_rows.h"
 #include "tensor/kernels/gemm.h"
 
-namespace cppgrad::kernels {
+namespace cppgrad::kernels::fast {
 
 namespace {
 
@@ -316,4 +320,4 @@ FusedAttentionGrads fused_attention_backward(const Tensor& grad, const Tensor& q
   return grads;
 }
 
-}  // namespace cppgrad::kernels
+}  // namespace cppgrad::kernels::fast

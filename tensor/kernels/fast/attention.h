@@ -1,0 +1,32 @@
+// The fast form of attention: softmax(scale·q·kᵀ + mask)·v computed block by block, never
+// holding the (..., T, S) weights (attention.cpp says how). Its reference is the materialising
+// path (nn/functional.cpp's scaled_dot_product_attention: masked_softmax, then a matmul), which
+// reference mode runs instead; tests/nn/test_fused_attention.cpp compares the two.
+#pragma once
+
+#include "../../tensor.h"
+
+namespace cppgrad::kernels::fast {
+
+// Dropout on the attention weights: probability p, and the key of its counter-based stream
+// (the same stream dropout_mask draws, so the weights (..., T, S) get dropout_mask's mask).
+struct FusedDropout {
+  double p = 0.0;
+  uint64_t key = 0;
+};
+struct FusedAttention {
+  Tensor output;  // softmax(scale·q·kᵀ + mask) · v: (..., T, dv)
+  Tensor lse;     // each row's log-sum-exp of the masked scores (..., T); -inf for a fully hidden row
+};
+// q (..., T, d), k (..., S, d), v (..., S, dv) with the same leading dims; mask bool (true =
+// hidden) or float (added), broadcastable to (..., T, S), or undefined; causal hides key j > i.
+FusedAttention fused_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask, bool causal,
+                               double scale, const FusedDropout& dropout = {});
+struct FusedAttentionGrads {
+  Tensor dq, dk, dv;
+};
+FusedAttentionGrads fused_attention_backward(const Tensor& grad, const Tensor& q, const Tensor& k, const Tensor& v,
+                                             const Tensor& mask, const Tensor& output, const Tensor& lse, bool causal,
+                                             double scale, const FusedDropout& dropout = {});
+
+}  // namespace cppgrad::kernels::fast

@@ -1,0 +1,21 @@
+// The fast forms of dropout (skip them on a first reading: the reference is tensor/kernels/
+// dropout.cpp, and for relu_dropout, dropout(relu(x))). One pass over memory each, shared
+// between the threads, vectorised; the same mask, bit for bit, as the reference's.
+#pragma once
+
+#include <cstdint>
+
+#include "../../tensor.h"
+
+namespace cppgrad::kernels::fast {
+
+// Fills `mask` (contiguous, floating) with the mask of the stream `key`, and returns it.
+Tensor fill_dropout_mask(const Tensor& mask, double p, uint64_t key);
+// x ⊙ that mask without making it: dropout's forward, and on the gradient its backward.
+Tensor dropout(const Tensor& x, double p, uint64_t key);
+// dropout(relu(x)) in one pass, the mask that of the stream `key`; and its gradient, dy ⊙ mask
+// where x > 0, else 0, the mask made again from the key rather than kept.
+Tensor relu_dropout(const Tensor& x, double p, uint64_t key);
+Tensor relu_dropout_backward(const Tensor& grad, const Tensor& x, double p, uint64_t key);
+
+}  // namespace cppgrad::kernels::fast

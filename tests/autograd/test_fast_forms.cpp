@@ -1,0 +1,102 @@
+// Each fast form of the autograd floor against its reference (runtime/reference_mode.h), on the
+// same inputs: values and gradients. Each case sets the mode itself, so it compares the two
+// forms whichever mode CTest runs the suite in.
+#include <doctest/doctest.h>
+
+#include <utility>
+#include <vector>
+
+#include "cppgrad.h"
+#include "helpers.h"
+
+using namespace cppgrad;
+using check::max_abs_diff;
+
+namespace {
+
+// The output and input gradient of f(x) · G (G fixed), with reference mode on or off.
+template <class F>
+std::pair<Tensor, std::vector<Tensor>> run_in_mode(bool reference, const std::vector<Tensor>& inputs, F f) {
+  ReferenceModeGuard mode(reference);
+  std::vector<Tensor> leaves;
+  for (const Tensor& t : inputs) leaves.push_back(t.detach().requires_grad_());
+  Tensor out = f(leaves);
+  Generator gen(99);
+  (out * randn(out.shape(), out.dtype(), gen)).sum().backward();
+  std::vector<Tensor> grads;
+  for (const Tensor& t : leaves) grads.push_back(t.grad());
+  return {out.detach(), grads};
+}
+
+template <class F>
+void check_forms_agree(const std::vector<Tensor>& inputs, F f, double tolerance) {
+  auto [fast_out, fast_grads] = run_in_mode(false, inputs, f);
+  auto [ref_out, ref_grads] = run_in_mode(true, inputs, f);
+  CHECK(max_abs_diff(fast_out, ref_out) <= tolerance);
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    INFO("gradient of input ", i);
+    CHECK(max_abs_diff(fast_grads[i], ref_grads[i]) <= tolerance);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("fast forms: layer_norm's vectorised rows equal the plain loops, with and without affine") {
+  Generator gen(1);
+  for (DType dtype : {kFloat64, kFloat32}) {
+    // The two forms sum each row of 37 order-1 values in a different order (eight lanes against
+    // one): float64 results differ by a few ulps of 1, under 1e-12; float32 ones by a few ulps of
+    // 1e-7, under 1e-5.
+    const double tolerance = dtype == kFloat64 ? 1e-12 : 1e-5;
+    INFO("dtype ", dtype_name(dtype));
+    Tensor x = randn({5, 3, 37}, dtype, gen), w = randn({37}, dtype, gen), b = randn({37}, dtype, gen);
+    check_forms_agree({x, w, b}, [](const std::vector<Tensor>& in) { return layer_norm(in[0], 1, in[1], in[2], 1e-5); },
+                      tolerance);
+    check_forms_agree({x}, [](const std::vector<Tensor>& in) { return layer_norm(in[0], 1, {}, {}, 1e-5); }, tolerance);
+  }
+}
+
+TEST_CASE("fast forms: relu_dropout and dropout's vectorised loops give the reference's numbers") {
+  Generator gen(2);
+  Tensor x = randn({40, 33}, kFloat32, gen);
+  // The mask is word i of an integer stream in both forms, and each output one product with it:
+  // the same bits.
+  auto relu_drop = [](const std::vector<Tensor>& in) {
+    Generator g(17);
+    return relu_dropout(in[0], 0.3, g);
+  };
+  auto drop = [](const std::vector<Tensor>& in) {
+    Generator g(17);
+    return dropout(in[0], 0.3, g);
+  };
+  check_forms_agree({x}, relu_drop, 0.0);
+  check_forms_agree({x}, drop, 0.0);
+}
+
+TEST_CASE("fast forms: the engine's in-place sums of slices equal the slices' own backward") {
+  // The q, k and v slices of one projection, a strided slice, a slice of a leaf, and a
+  // gradient shared by two inputs: the fast form adds each slice's gradient in place, the
+  // reference pads it with zeros and adds out of place. The same additions of the same values
+  // in the same order (x + 0 is x exactly): equal, the tolerance only rounding's margin.
+  auto f = [](const std::vector<Tensor>& in) {
+    Tensor y = in[0] * 2.0;
+    std::vector<Tensor> qkv = y.chunk(3, 1);
+    Tensor every_other = y.slice(0, 1, 4, 2);
+    Tensor shared = qkv[0] + qkv[0];
+    return (shared * qkv[1]).sum() + (qkv[2] * 3.0).sum() + (every_other * every_other).sum() + (y * y).sum() +
+           (in[1].narrow(0, 2, 3) * in[1].narrow(0, 2, 3)).sum();
+  };
+  Generator gen(3);
+  check_forms_agree({randn({4, 6}, kFloat64, gen), randn({6, 2}, kFloat64, gen)}, f, 1e-12);
+}
+
+TEST_CASE("fast forms: softmax's vectorised exp is within float32 rounding of std::exp") {
+  Generator gen(4);
+  Tensor x = randn({6, 300}, kFloat32, gen) * 4.0;
+  Tensor mask = rand({6, 300}, kFloat32, gen).lt(full({}, 0.2, kFloat32));
+  // exp_float is within 2 ulp of the exact exp (tests/tensor/test_softmax.cpp); sums of 300
+  // weights of at most 1 in float32 round to a few 1e-7: 1e-6 bounds both.
+  check_forms_agree({x}, [](const std::vector<Tensor>& in) { return in[0].softmax(1); }, 1e-6);
+  check_forms_agree({x}, [](const std::vector<Tensor>& in) { return in[0].log_softmax(1); }, 1e-5);
+  check_forms_agree({x}, [&](const std::vector<Tensor>& in) { return masked_softmax(in[0], mask, false, 0.5); }, 1e-6);
+}
