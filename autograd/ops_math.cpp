@@ -8,6 +8,7 @@
 #include <numbers>
 
 #include "autograd/functions.h"
+#include "runtime/reference_mode.h"
 #include "tensor/kernels.h"
 
 namespace cppgrad {
@@ -18,40 +19,49 @@ using autograd::Saved;
 using kernels::Binary;
 using kernels::Unary;
 
-// ---- unary ----------------------------------------------------------------------------------
+// ---- unary: one op per row of CPPGRAD_UNARY_OPS (tensor/op_tables.h) -------------------------
 
-Tensor Tensor::neg() const {
-  // dA = -dC
-  return record("neg", kernels::unary(Unary::Neg, *this), {*this}, {},
-                [](const Tensor& g, const Saved&) -> Grads { return {-g}; });
+namespace {
+enum class Saves { Nothing, Input, Output };
+
+// C = forward(A), recorded with dA = derivative(g, A, C), where A or C is what the row saves
+// (the other is undefined).
+template <class Derivative>
+Tensor unary_op(kernels::Unary op, Saves saves, const Tensor& input, Derivative derivative) {
+  Tensor out = kernels::unary(op, input);
+  std::vector<Tensor> to_save;
+  if (saves == Saves::Input) to_save = {input};
+  if (saves == Saves::Output) to_save = {out};
+  return record(kernels::unary_name(op), out, {input}, to_save,
+                [op, saves, derivative](const Tensor& g, const Saved& s) -> Grads {
+                  const Tensor none;
+                  const Tensor& A = saves == Saves::Input ? s[0] : none;
+                  const Tensor& C = saves == Saves::Output ? s[0] : none;
+                  // A fast form of the backward, where the row has one and no graph is recorded.
+                  if (saves != Saves::Nothing && !autograd::GradMode::is_enabled() && !reference_mode())
+                    if (Tensor fast = kernels::unary_backward_fast(op, g, s[0]); fast.defined()) return {fast};
+                  return {derivative(g, A, C)};
+                });
 }
+}  // namespace
 
-Tensor Tensor::abs() const {
-  // dA = dC ⊙ sign(A)
-  return record("abs", kernels::unary(Unary::Abs, *this), {*this}, {*this},
-                [](const Tensor& g, const Saved& s) -> Grads { return {g * s[0].sign()}; });
+using namespace op_constants;
+#define CPPGRAD_UNARY_OP(name, Enum, dtypes, forward, saves, dA, domain)                            \
+  Tensor Tensor::name() const {                                                                      \
+    return unary_op(Unary::Enum, Saves::saves, *this,                                                \
+                    [](const Tensor& g, [[maybe_unused]] const Tensor& A, [[maybe_unused]] const Tensor& C) { \
+                      return dA;                                                                     \
+                    });                                                                              \
+  }                                                                                                  \
+  Tensor name(const Tensor& t) { return t.name(); }
+CPPGRAD_UNARY_OPS(CPPGRAD_UNARY_OP)
+#undef CPPGRAD_UNARY_OP
+
+Tensor Tensor::gelu(std::string_view approximate) const {
+  CPPGRAD_CHECK(approximate == "none" || approximate == "tanh",
+                "gelu: approximate must be \"none\" or \"tanh\", got \"{}\"", approximate);
+  return approximate == "tanh" ? gelu_tanh() : gelu();
 }
-
-Tensor Tensor::sign() const {
-  // sign is flat almost everywhere: dA = 0
-  return record("sign", kernels::unary(Unary::Sign, *this), {*this}, {},
-                [](const Tensor& g, const Saved&) -> Grads { return {zeros_like(g)}; });
-}
-
-Tensor Tensor::sin() const {
-  // dA = dC ⊙ cos(A)
-  return record("sin", kernels::unary(Unary::Sin, *this), {*this}, {*this},
-                [](const Tensor& g, const Saved& s) -> Grads { return {g * s[0].cos()}; });
-}
-
-Tensor Tensor::cos() const {
-  // dA = -dC ⊙ sin(A)
-  return record("cos", kernels::unary(Unary::Cos, *this), {*this}, {*this},
-                [](const Tensor& g, const Saved& s) -> Grads { return {-(g * s[0].sin())}; });
-}
-
-Tensor sin(const Tensor& t) { return t.sin(); }
-Tensor cos(const Tensor& t) { return t.cos(); }
 
 Tensor Tensor::clamp(std::optional<double> min, std::optional<double> max) const {
   CPPGRAD_CHECK(min || max, "clamp: give at least one of min and max");
@@ -71,89 +81,6 @@ Tensor Tensor::clamp(std::optional<double> min, std::optional<double> max) const
 
 Tensor clamp(const Tensor& t, std::optional<double> min, std::optional<double> max) { return t.clamp(min, max); }
 
-Tensor Tensor::exp() const {
-  Tensor out = kernels::unary(Unary::Exp, *this);
-  // dA = dC ⊙ exp(A) = dC ⊙ C
-  return record("exp", out, {*this}, {out}, [](const Tensor& g, const Saved& s) -> Grads { return {g * s[0]}; });
-}
-
-Tensor Tensor::log() const {
-  // dA = dC / A
-  return record("log", kernels::unary(Unary::Log, *this), {*this}, {*this},
-                [](const Tensor& g, const Saved& s) -> Grads { return {g / s[0]}; });
-}
-
-Tensor Tensor::sqrt() const {
-  Tensor out = kernels::unary(Unary::Sqrt, *this);
-  // dA = dC / (2 √A) = dC / (2 C)
-  return record("sqrt", out, {*this}, {out},
-                [](const Tensor& g, const Saved& s) -> Grads { return {g / (2.0 * s[0])}; });
-}
-
-Tensor Tensor::rsqrt() const {
-  Tensor out = kernels::unary(Unary::Rsqrt, *this);
-  // dA = dC ⊙ (-½ A^(-3/2)) = -½ dC ⊙ C³
-  return record("rsqrt", out, {*this}, {out},
-                [](const Tensor& g, const Saved& s) -> Grads { return {-0.5 * g * s[0] * s[0] * s[0]}; });
-}
-
-Tensor Tensor::tanh() const {
-  Tensor out = kernels::unary(Unary::Tanh, *this);
-  // dA = dC ⊙ (1 - C²)
-  return record("tanh", out, {*this}, {out},
-                [](const Tensor& g, const Saved& s) -> Grads { return {g * (1.0 - s[0] * s[0])}; });
-}
-
-Tensor Tensor::sigmoid() const {
-  Tensor out = kernels::unary(Unary::Sigmoid, *this);
-  // dA = dC ⊙ C ⊙ (1 - C)
-  return record("sigmoid", out, {*this}, {out},
-                [](const Tensor& g, const Saved& s) -> Grads { return {g * s[0] * (1.0 - s[0])}; });
-}
-
-Tensor Tensor::relu() const {
-  Tensor out = kernels::unary(Unary::Relu, *this);
-  // dA = dC where C > 0, else 0
-  return record("relu", out, {*this}, {out}, [](const Tensor& g, const Saved& s) -> Grads {
-    if (!autograd::GradMode::is_enabled()) return {kernels::relu_backward(g, s[0])};  // one pass
-    return {g.masked_fill(kernels::compare(kernels::Compare::Le, s[0], zeros({}, s[0].dtype())), 0.0)};
-  });
-}
-
-Tensor Tensor::gelu(std::string_view approximate) const {
-  CPPGRAD_CHECK(approximate == "none" || approximate == "tanh",
-                "gelu: approximate must be \"none\" or \"tanh\", got \"{}\"", approximate);
-  if (approximate == "tanh") {
-    // GELU(x) ≈ ½x(1 + tanh u),  u = k(x + c x³),  k = √(2/π),  c = 0.044715;
-    // dA = dC ⊙ (½(1 + tanh u) + ½A (1 - tanh² u) k (1 + 3c A²))
-    return record("gelu_tanh", kernels::unary(Unary::GeluTanh, *this), {*this}, {*this},
-                  [](const Tensor& g, const Saved& s) -> Grads {
-                    constexpr double k = std::numbers::sqrt2 * std::numbers::inv_sqrtpi, c = 0.044715;
-                    const Tensor& x = s[0];
-                    Tensor x2 = x * x;
-                    Tensor t = (k * (x + c * x2 * x)).tanh();
-                    Tensor du_dx = k * (1.0 + 3.0 * c * x2);
-                    return {g * (0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * du_dx)};
-                  });
-  }
-  // GELU(x) = x Φ(x);  dA = dC ⊙ (Φ(A) + A φ(A)),  φ(x) = exp(-x²/2) / √(2π)
-  return record("gelu", kernels::unary(Unary::Gelu, *this), {*this}, {*this},
-                [](const Tensor& g, const Saved& s) -> Grads {
-                  const Tensor& x = s[0];
-                  Tensor cdf = 0.5 * (1.0 + (x * (std::numbers::sqrt2 / 2)).erf());
-                  Tensor pdf = (-0.5 * x * x).exp() * (0.5 * std::numbers::inv_sqrtpi * std::numbers::sqrt2);
-                  return {g * (cdf + x * pdf)};
-                });
-}
-
-Tensor Tensor::erf() const {
-  // dA = dC ⊙ 2/√π exp(-A²)
-  return record("erf", kernels::unary(Unary::Erf, *this), {*this}, {*this},
-                [](const Tensor& g, const Saved& s) -> Grads {
-                  return {g * (2.0 * std::numbers::inv_sqrtpi) * (-(s[0] * s[0])).exp()};
-                });
-}
-
 Tensor Tensor::pow(double p) const {
   // dA = dC ⊙ p A^(p-1)
   return record("pow", kernels::pow(*this, p), {*this}, {*this}, [p](const Tensor& g, const Saved& s) -> Grads {
@@ -164,55 +91,39 @@ Tensor Tensor::pow(double p) const {
   });
 }
 
-// ---- binary, with broadcasting --------------------------------------------------------------
-
-Tensor add(const Tensor& a, const Tensor& b) {
-  // dA = dC,  dB = dC
-  return record("add", kernels::binary(Binary::Add, a, b), {a, b}, {},
-                [](const Tensor& g, const Saved&) -> Grads { return {g, g}; });
-}
-
-Tensor sub(const Tensor& a, const Tensor& b) {
-  // dA = dC,  dB = -dC
-  return record("sub", kernels::binary(Binary::Sub, a, b), {a, b}, {},
-                [](const Tensor& g, const Saved& s) -> Grads { return {g, s.needs_grad(1) ? -g : Tensor()}; });
-}
-
-Tensor mul(const Tensor& a, const Tensor& b) {
-  // dA = dC ⊙ B,  dB = dC ⊙ A
-  return record("mul", kernels::binary(Binary::Mul, a, b), {a, b}, {a, b},
-                [](const Tensor& g, const Saved& s) -> Grads {
-                  return {s.needs_grad(0) ? g * s[1] : Tensor(), s.needs_grad(1) ? g * s[0] : Tensor()};
-                });
-}
-
-Tensor div(const Tensor& a, const Tensor& b) {
-  // dA = dC / B,  dB = -dC ⊙ A / B²
-  return record("div", kernels::binary(Binary::Div, a, b), {a, b}, {a, b},
-                [](const Tensor& g, const Saved& s) -> Grads {
-                  return {s.needs_grad(0) ? g / s[1] : Tensor(),
-                          s.needs_grad(1) ? -(g * s[0]) / (s[1] * s[1]) : Tensor()};
-                });
-}
+// ---- binary, with broadcasting: one op per row of CPPGRAD_BINARY_OPS ---------------------------
 
 namespace {
-// maximum/minimum send the gradient to the winner, and half to each on a tie (as PyTorch).
-Tensor extremum2(const char* op, Binary kind, kernels::Compare wins, const Tensor& a, const Tensor& b) {
-  // dA = dC ⊙ w,  dB = dC ⊙ (1 - w),  w = 1 where A wins, ½ on a tie, 0 where B wins
-  return record(op, kernels::binary(kind, a, b), {a, b}, {a, b}, [wins](const Tensor& g, const Saved& s) -> Grads {
-    DType dt = g.dtype();
-    Tensor w = kernels::binary(Binary::Add, kernels::to(kernels::compare(wins, s[0], s[1]), dt),
-                               kernels::binary(Binary::Mul, kernels::to(kernels::compare(kernels::Compare::Eq, s[0], s[1]), dt),
-                                               full({}, 0.5, dt)));
-    return {g * w, g * (1.0 - w)};
-  });
+enum class BinarySaves { Nothing, Inputs };
+
+// C = forward(A, B), recorded with dA = derivative_a(g, A, B) and dB = derivative_b(g, A, B), each
+// computed only when its input needs it.
+template <class DerivativeA, class DerivativeB>
+Tensor binary_op(Binary op, BinarySaves saves, const Tensor& a, const Tensor& b, DerivativeA derivative_a,
+                 DerivativeB derivative_b) {
+  std::vector<Tensor> to_save;
+  if (saves == BinarySaves::Inputs) to_save = {a, b};
+  return record(kernels::binary_name(op), kernels::binary(op, a, b), {a, b}, to_save,
+                [saves, derivative_a, derivative_b](const Tensor& g, const Saved& s) -> Grads {
+                  const Tensor none;
+                  const Tensor& A = saves == BinarySaves::Inputs ? s[0] : none;
+                  const Tensor& B = saves == BinarySaves::Inputs ? s[1] : none;
+                  return {s.needs_grad(0) ? derivative_a(g, A, B) : Tensor(),
+                          s.needs_grad(1) ? derivative_b(g, A, B) : Tensor()};
+                });
 }
 }  // namespace
 
-Tensor maximum(const Tensor& a, const Tensor& b) { return extremum2("maximum", Binary::Maximum, kernels::Compare::Gt, a, b); }
-Tensor minimum(const Tensor& a, const Tensor& b) { return extremum2("minimum", Binary::Minimum, kernels::Compare::Lt, a, b); }
-Tensor Tensor::maximum(const Tensor& other) const { return cppgrad::maximum(*this, other); }
-Tensor Tensor::minimum(const Tensor& other) const { return cppgrad::minimum(*this, other); }
+#define CPPGRAD_BINARY_OP(name, Enum, forward, saves, dA, dB, domain)                                         \
+  Tensor name(const Tensor& a, const Tensor& b) {                                                              \
+    return binary_op(                                                                                          \
+        Binary::Enum, BinarySaves::saves, a, b,                                                                \
+        [](const Tensor& g, [[maybe_unused]] const Tensor& A, [[maybe_unused]] const Tensor& B) { return dA; }, \
+        [](const Tensor& g, [[maybe_unused]] const Tensor& A, [[maybe_unused]] const Tensor& B) { return dB; }); \
+  }                                                                                                            \
+  Tensor Tensor::name(const Tensor& other) const { return cppgrad::name(*this, other); }
+CPPGRAD_BINARY_OPS(CPPGRAD_BINARY_OP)
+#undef CPPGRAD_BINARY_OP
 
 // A scalar operand becomes a 0-d tensor of the other side's dtype (float32 for a fractional
 // scalar with an integer tensor), so `x * 2.0` keeps x's dtype as in PyTorch.
@@ -237,20 +148,7 @@ Tensor operator-(double a, const Tensor& b) { return sub(scalar_for(b, a), b); }
 Tensor operator*(double a, const Tensor& b) { return mul(scalar_for(b, a), b); }
 Tensor operator/(double a, const Tensor& b) { return div(scalar_for(b, a), b); }
 
-// ---- comparisons: bool results, no gradient ---------------------------------------------------
-Tensor Tensor::eq(const Tensor& o) const { return kernels::compare(kernels::Compare::Eq, *this, o); }
-Tensor Tensor::ne(const Tensor& o) const { return kernels::compare(kernels::Compare::Ne, *this, o); }
-Tensor Tensor::lt(const Tensor& o) const { return kernels::compare(kernels::Compare::Lt, *this, o); }
-Tensor Tensor::le(const Tensor& o) const { return kernels::compare(kernels::Compare::Le, *this, o); }
-Tensor Tensor::gt(const Tensor& o) const { return kernels::compare(kernels::Compare::Gt, *this, o); }
-Tensor Tensor::ge(const Tensor& o) const { return kernels::compare(kernels::Compare::Ge, *this, o); }
-Tensor Tensor::logical_not() const { return kernels::logical_not(*this); }
-Tensor operator==(const Tensor& a, const Tensor& b) { return a.eq(b); }
-Tensor operator!=(const Tensor& a, const Tensor& b) { return a.ne(b); }
-Tensor operator<(const Tensor& a, const Tensor& b) { return a.lt(b); }
-Tensor operator<=(const Tensor& a, const Tensor& b) { return a.le(b); }
-Tensor operator>(const Tensor& a, const Tensor& b) { return a.gt(b); }
-Tensor operator>=(const Tensor& a, const Tensor& b) { return a.ge(b); }
+// ---- comparisons: one per row of CPPGRAD_COMPARE_OPS; bool results, no gradient -----------------
 
 // A number compared with a tensor: in the tensor's dtype when that holds it exactly, else in
 // float64 (an integer tensor against 0.5), so `t == 0.5` is false for every integer t.
@@ -259,18 +157,16 @@ static Tensor compare_scalar_for(const Tensor& t, double v) {
   if (v == std::floor(v) && t.dtype() == kInt64) return full({}, v, kInt64);
   return full({}, v, kFloat64);
 }
-Tensor operator==(const Tensor& a, double b) { return a.eq(compare_scalar_for(a, b)); }
-Tensor operator!=(const Tensor& a, double b) { return a.ne(compare_scalar_for(a, b)); }
-Tensor operator<(const Tensor& a, double b) { return a.lt(compare_scalar_for(a, b)); }
-Tensor operator<=(const Tensor& a, double b) { return a.le(compare_scalar_for(a, b)); }
-Tensor operator>(const Tensor& a, double b) { return a.gt(compare_scalar_for(a, b)); }
-Tensor operator>=(const Tensor& a, double b) { return a.ge(compare_scalar_for(a, b)); }
-Tensor operator==(double a, const Tensor& b) { return b == a; }
-Tensor operator!=(double a, const Tensor& b) { return b != a; }
-Tensor operator<(double a, const Tensor& b) { return b > a; }
-Tensor operator<=(double a, const Tensor& b) { return b >= a; }
-Tensor operator>(double a, const Tensor& b) { return b < a; }
-Tensor operator>=(double a, const Tensor& b) { return b <= a; }
+
+#define CPPGRAD_COMPARE_OP(name, Enum, symbol)                                                         \
+  Tensor name(const Tensor& a, const Tensor& b) { return kernels::compare(kernels::Compare::Enum, a, b); } \
+  Tensor Tensor::name(const Tensor& other) const { return cppgrad::name(*this, other); }              \
+  Tensor operator symbol(const Tensor& a, const Tensor& b) { return name(a, b); }                      \
+  Tensor operator symbol(const Tensor& a, double b) { return name(a, compare_scalar_for(a, b)); }      \
+  Tensor operator symbol(double a, const Tensor& b) { return name(compare_scalar_for(b, a), b); }
+CPPGRAD_COMPARE_OPS(CPPGRAD_COMPARE_OP)
+#undef CPPGRAD_COMPARE_OP
+Tensor Tensor::logical_not() const { return kernels::logical_not(*this); }
 
 // ---- selection --------------------------------------------------------------------------------
 

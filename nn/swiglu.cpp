@@ -4,9 +4,8 @@ namespace cppgrad::nn {
 
 namespace functional {
 
-// x·σ(x) as the formula reads, from two differentiable ops (so gradgradcheck holds); the
-// one-op Tensor::silu of the unary table takes its place once it is on main.
-Tensor silu(const Tensor& x) { return x * x.sigmoid(); }
+// x·σ(x): the silu row of the unary table (tensor/op_tables.h), one op.
+Tensor silu(const Tensor& x) { return x.silu(); }
 
 Tensor swiglu(const Tensor& x, const Tensor& w1, const Tensor& w2, const Tensor& w3, const Tensor& b1, const Tensor& b2,
               const Tensor& b3) {
@@ -14,7 +13,7 @@ Tensor swiglu(const Tensor& x, const Tensor& w1, const Tensor& w2, const Tensor&
                     w2.size(1) == w1.size(0),
                 "swiglu: w1 {}, w3 {} must be (hidden, dim) and w2 {} (dim, hidden)", shape_str(w1.shape()),
                 shape_str(w3.shape()), shape_str(w2.shape()));
-  Tensor gate = silu(linear(x, w1, b1));    // (..., dim) -> (..., hidden)
+  Tensor gate = linear(x, w1, b1).silu();   // (..., dim) -> (..., hidden)
   return linear(gate * linear(x, w3, b3), w2, b2);  // (..., hidden) -> (..., dim)
 }
 

@@ -38,19 +38,32 @@ Tensor to(const Tensor& t, DType dtype);
 void fill_(const Tensor& t, double value);
 
 // ---- elementwise (tensor/kernels/elementwise.cpp) ------------------------------------------
-enum class Unary { Neg, Abs, Exp, Log, Sqrt, Rsqrt, Tanh, Sigmoid, Relu, Gelu, GeluTanh, Erf, Sign, Sin, Cos };
+// One enumerator per row of CPPGRAD_UNARY_OPS (tensor/op_tables.h): Unary::Neg, ..., Unary::Sin.
+#define CPPGRAD_UNARY_ENUM(name, Enum, ...) Enum,
+enum class Unary { CPPGRAD_UNARY_OPS(CPPGRAD_UNARY_ENUM) };
+#undef CPPGRAD_UNARY_ENUM
+const char* unary_name(Unary op);  // the row's name: "sin"
 Tensor unary(Unary op, const Tensor& t);
 Tensor pow(const Tensor& t, double exponent);
 
-enum class Binary { Add, Sub, Mul, Div, Maximum, Minimum };
+// One enumerator per row of CPPGRAD_BINARY_OPS: Binary::Add, ..., Binary::Minimum.
+#define CPPGRAD_BINARY_ENUM(name, Enum, ...) Enum,
+enum class Binary { CPPGRAD_BINARY_OPS(CPPGRAD_BINARY_ENUM) };
+#undef CPPGRAD_BINARY_ENUM
+const char* binary_name(Binary op);  // the row's name: "add"
 Tensor binary(Binary op, const Tensor& a, const Tensor& b);
 // In place: a = a (op) b, with b broadcast to a's shape; a keeps its dtype.
 void binary_(Binary op, const Tensor& a, const Tensor& b);
 
-// grad where output > 0, else 0: relu's backward in one pass.
-Tensor relu_backward(const Tensor& grad, const Tensor& output);
+// The fast form of a unary row's backward where the row has one (relu: dC where C > 0, in one
+// pass), given what the row saves; undefined for the other rows (tensor/kernels/fast/elementwise.cpp).
+Tensor unary_backward_fast(Unary op, const Tensor& grad, const Tensor& saved);
 
-enum class Compare { Eq, Ne, Lt, Le, Gt, Ge };
+// One enumerator per row of CPPGRAD_COMPARE_OPS: Compare::Eq, ..., Compare::Ge.
+#define CPPGRAD_COMPARE_ENUM(name, Enum, ...) Enum,
+enum class Compare { CPPGRAD_COMPARE_OPS(CPPGRAD_COMPARE_ENUM) };
+#undef CPPGRAD_COMPARE_ENUM
+const char* compare_name(Compare op);  // the row's name: "lt"
 Tensor compare(Compare op, const Tensor& a, const Tensor& b);  // bool
 Tensor logical_not(const Tensor& t);
 

@@ -25,6 +25,7 @@
 #include "dtype.h"
 #include "../runtime/error.h"
 #include "generator.h"
+#include "op_tables.h"
 #include "shape.h"
 #include "storage.h"
 
@@ -147,30 +148,26 @@ class Tensor {
   Tensor to(DType dtype) const;  // itself when already of that dtype
 
   // ---- math (autograd/ops_*.cpp) -----------------------------------------------------------
-  Tensor neg() const;
-  Tensor abs() const;
-  Tensor exp() const;
-  Tensor log() const;
-  Tensor sqrt() const;
-  Tensor rsqrt() const;
-  Tensor tanh() const;
-  Tensor sigmoid() const;
-  Tensor relu() const;
-  // GELU(x) = x·Φ(x) with Φ the normal CDF (approximate = "none"), or PyTorch's tanh
-  // approximation 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))) (approximate = "tanh").
-  Tensor gelu(std::string_view approximate = "none") const;
-  Tensor erf() const;
-  Tensor sign() const;  // no gradient
-  Tensor sin() const;
-  Tensor cos() const;
+  // One method per row of CPPGRAD_UNARY_OPS (tensor/op_tables.h, which gives each one's formula
+  // and derivative): t.neg(), t.abs(), t.sign() (no gradient), t.exp(), t.log(), t.sqrt(),
+  // t.rsqrt(), t.tanh(), t.sigmoid(), t.relu(), t.erf(), t.sin(), t.cos(), t.gelu(), ...
+#define CPPGRAD_UNARY_METHOD(name, ...) Tensor name() const;
+  CPPGRAD_UNARY_OPS(CPPGRAD_UNARY_METHOD)
+#undef CPPGRAD_UNARY_METHOD
+  // GELU(x) = x·Φ(x) with Φ the normal CDF (approximate = "none", the gelu row), or PyTorch's tanh
+  // approximation 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))) (approximate = "tanh", the gelu_tanh row).
+  Tensor gelu(std::string_view approximate) const;
   // Each element limited to [min, max] (either bound may be left out); the gradient passes where
   // min ≤ x ≤ max, as in PyTorch.
   Tensor clamp(std::optional<double> min, std::optional<double> max = std::nullopt) const;
   Tensor pow(double exponent) const;
   Tensor square() const { return pow(2.0); }
   Tensor matmul(const Tensor& other) const;
-  Tensor maximum(const Tensor& other) const;
-  Tensor minimum(const Tensor& other) const;
+  // One method per row of CPPGRAD_BINARY_OPS: a.add(b), a.sub(b), a.mul(b), a.div(b),
+  // a.maximum(b), a.minimum(b) (the operators +, -, *, / are below).
+#define CPPGRAD_BINARY_METHOD(name, ...) Tensor name(const Tensor& other) const;
+  CPPGRAD_BINARY_OPS(CPPGRAD_BINARY_METHOD)
+#undef CPPGRAD_BINARY_METHOD
 
   Tensor sum() const;
   Tensor sum(const std::vector<int64_t>& dims, bool keepdim = false) const;
@@ -198,12 +195,11 @@ class Tensor {
   Tensor softmax(int64_t dim) const;
   Tensor log_softmax(int64_t dim) const;
 
-  Tensor eq(const Tensor& other) const;  // comparisons give bool and have no gradient
-  Tensor ne(const Tensor& other) const;
-  Tensor lt(const Tensor& other) const;
-  Tensor le(const Tensor& other) const;
-  Tensor gt(const Tensor& other) const;
-  Tensor ge(const Tensor& other) const;
+  // One method per row of CPPGRAD_COMPARE_OPS: a.eq(b), a.ne(b), a.lt(b), a.le(b), a.gt(b),
+  // a.ge(b). Comparisons give bool and have no gradient.
+#define CPPGRAD_COMPARE_METHOD(name, ...) Tensor name(const Tensor& other) const;
+  CPPGRAD_COMPARE_OPS(CPPGRAD_COMPARE_METHOD)
+#undef CPPGRAD_COMPARE_METHOD
   Tensor logical_not() const;
 
   Tensor masked_fill(const Tensor& mask, double value) const;  // where mask is true
@@ -250,37 +246,27 @@ Tensor operator+(double a, const Tensor& b);
 Tensor operator-(double a, const Tensor& b);
 Tensor operator*(double a, const Tensor& b);
 Tensor operator/(double a, const Tensor& b);
-Tensor operator==(const Tensor& a, const Tensor& b);
-Tensor operator!=(const Tensor& a, const Tensor& b);
-Tensor operator<(const Tensor& a, const Tensor& b);
-Tensor operator<=(const Tensor& a, const Tensor& b);
-Tensor operator>(const Tensor& a, const Tensor& b);
-Tensor operator>=(const Tensor& a, const Tensor& b);
-// Against a number: `t == 0`, `x > 0.0` (bool results). The number is compared exactly: an
-// integer tensor against 0.5 compares in float64.
-Tensor operator==(const Tensor& a, double b);
-Tensor operator!=(const Tensor& a, double b);
-Tensor operator<(const Tensor& a, double b);
-Tensor operator<=(const Tensor& a, double b);
-Tensor operator>(const Tensor& a, double b);
-Tensor operator>=(const Tensor& a, double b);
-Tensor operator==(double a, const Tensor& b);
-Tensor operator!=(double a, const Tensor& b);
-Tensor operator<(double a, const Tensor& b);
-Tensor operator<=(double a, const Tensor& b);
-Tensor operator>(double a, const Tensor& b);
-Tensor operator>=(double a, const Tensor& b);
+// One function and three operators per row of CPPGRAD_COMPARE_OPS: lt(a, b), a < b, and against
+// a number, `t == 0`, `x > 0.0` (bool results). The number is compared exactly: an integer tensor
+// against 0.5 compares in float64.
+#define CPPGRAD_COMPARE_FUNCTIONS(name, Enum, symbol) \
+  Tensor name(const Tensor& a, const Tensor& b);       \
+  Tensor operator symbol(const Tensor& a, const Tensor& b); \
+  Tensor operator symbol(const Tensor& a, double b);   \
+  Tensor operator symbol(double a, const Tensor& b);
+CPPGRAD_COMPARE_OPS(CPPGRAD_COMPARE_FUNCTIONS)
+#undef CPPGRAD_COMPARE_FUNCTIONS
 
-Tensor add(const Tensor& a, const Tensor& b);
-Tensor sub(const Tensor& a, const Tensor& b);
-Tensor mul(const Tensor& a, const Tensor& b);
-Tensor div(const Tensor& a, const Tensor& b);
+// One free function per row of CPPGRAD_BINARY_OPS: add(a, b), ..., maximum(a, b), minimum(a, b).
+#define CPPGRAD_BINARY_FUNCTION(name, ...) Tensor name(const Tensor& a, const Tensor& b);
+CPPGRAD_BINARY_OPS(CPPGRAD_BINARY_FUNCTION)
+#undef CPPGRAD_BINARY_FUNCTION
 Tensor matmul(const Tensor& a, const Tensor& b);
-Tensor maximum(const Tensor& a, const Tensor& b);
-Tensor minimum(const Tensor& a, const Tensor& b);
 Tensor where(const Tensor& condition, const Tensor& a, const Tensor& b);
-Tensor sin(const Tensor& t);
-Tensor cos(const Tensor& t);
+// One free function per row of CPPGRAD_UNARY_OPS: sin(t) is t.sin(), as torch.sin.
+#define CPPGRAD_UNARY_FUNCTION(name, ...) Tensor name(const Tensor& t);
+CPPGRAD_UNARY_OPS(CPPGRAD_UNARY_FUNCTION)
+#undef CPPGRAD_UNARY_FUNCTION
 Tensor clamp(const Tensor& t, std::optional<double> min, std::optional<double> max = std::nullopt);
 Tensor cat(const std::vector<Tensor>& tensors, int64_t dim = 0);
 Tensor stack(const std::vector<Tensor>& tensors, int64_t dim = 0);

@@ -1,9 +1,16 @@
 // Elementwise kernels: unary maps, binary ops with NumPy broadcasting, comparisons, where.
+//
+// The ops themselves are rows of tensor/op_tables.h; this file turns each row's forward column
+// into a loop over the elements. These loops are the reference, one element at a time; the
+// fast form of each (fast/elementwise.h) runs the same scalar function in loops the compiler
+// vectorises, and is what runs unless reference_mode() is on.
 #include <algorithm>
 #include <cmath>
 #include <numbers>
 
 #include "runtime/profile.h"
+#include "runtime/reference_mode.h"
+#include "tensor/kernels/fast/elementwise.h"
 #include "tensor/iterate.h"
 #include "tensor/kernels.h"
 
@@ -11,110 +18,31 @@ namespace cppgrad::kernels {
 
 namespace {
 
-const char* unary_name(Unary op) {
-  switch (op) {
-    case Unary::Neg: return "neg";
-    case Unary::Abs: return "abs";
-    case Unary::Exp: return "exp";
-    case Unary::Log: return "log";
-    case Unary::Sqrt: return "sqrt";
-    case Unary::Rsqrt: return "rsqrt";
-    case Unary::Tanh: return "tanh";
-    case Unary::Sigmoid: return "sigmoid";
-    case Unary::Relu: return "relu";
-    case Unary::Gelu: return "gelu";
-    case Unary::GeluTanh: return "gelu_tanh";
-    case Unary::Erf: return "erf";
-    case Unary::Sign: return "sign";
-    case Unary::Sin: return "sin";
-    case Unary::Cos: return "cos";
-  }
-  return "unary";
-}
-
-const char* binary_name(Binary op) {
-  switch (op) {
-    case Binary::Add: return "add";
-    case Binary::Sub: return "sub";
-    case Binary::Mul: return "mul";
-    case Binary::Div: return "div";
-    case Binary::Maximum: return "maximum";
-    case Binary::Minimum: return "minimum";
-  }
-  return "binary";
-}
-
-const char* compare_name(Compare op) {
-  switch (op) {
-    case Compare::Eq: return "eq";
-    case Compare::Ne: return "ne";
-    case Compare::Lt: return "lt";
-    case Compare::Le: return "le";
-    case Compare::Gt: return "gt";
-    case Compare::Ge: return "ge";
-  }
-  return "compare";
-}
-
-// out = f(in), elementwise, out and in of the same shape.
+// out = f(in), elementwise, out and in of the same shape: one element at a time. Unless
+// reference mode is on, the fast form runs instead (fast/elementwise.h: the same f on each
+// element, in loops the compiler vectorises).
 template <class Out, class In, class F>
 void map_into(const Tensor& out, const Tensor& in, F f) {
+  if (!reference_mode()) return fast::map_into<Out, In>(out, in, f);
   StridedLoop<2> loop(out.shape(), {out.strides(), in.strides()});
   Out* o = out.data<Out>();
   const In* i = in.data<In>();
   loop.for_each_run([&](const auto& off, int64_t n, const auto& st) {
-    Out* po = o + off[0];
-    const In* pi = i + off[1];
-    if (st[0] == 1 && st[1] == 1)
-      for (int64_t k = 0; k < n; ++k) po[k] = f(pi[k]);
-    else
-      for (int64_t k = 0; k < n; ++k) po[k * st[0]] = f(pi[k * st[1]]);
+    for (int64_t k = 0; k < n; ++k) o[off[0] + k * st[0]] = f(i[off[1] + k * st[1]]);
   });
 }
 
 // out = f(a, b), elementwise; a and b already expanded to out's shape.
 template <class Out, class In, class F>
 void zip_into(const Tensor& out, const Tensor& a, const Tensor& b, F f) {
+  if (!reference_mode()) return fast::zip_into<Out, In>(out, a, b, f);
   StridedLoop<3> loop(out.shape(), {out.strides(), a.strides(), b.strides()});
   Out* o = out.data<Out>();
-  const In* pa = a.data<In>();
-  const In* pb = b.data<In>();
+  const In* x = a.data<In>();
+  const In* y = b.data<In>();
   loop.for_each_run([&](const auto& off, int64_t n, const auto& st) {
-    Out* po = o + off[0];
-    const In* x = pa + off[1];
-    const In* y = pb + off[2];
-    if (st[0] == 1 && st[1] == 1 && st[2] == 1)
-      for (int64_t k = 0; k < n; ++k) po[k] = f(x[k], y[k]);
-    else if (st[0] == 1 && st[1] == 1 && st[2] == 0)
-      for (int64_t k = 0; k < n; ++k) po[k] = f(x[k], y[0]);
-    else
-      for (int64_t k = 0; k < n; ++k) po[k * st[0]] = f(x[k * st[1]], y[k * st[2]]);
+    for (int64_t k = 0; k < n; ++k) o[off[0] + k * st[0]] = f(x[off[1] + k * st[1]], y[off[2] + k * st[2]]);
   });
-}
-
-template <class T>
-T apply_unary(Unary op, T x) {
-  switch (op) {
-    case Unary::Neg: return -x;
-    case Unary::Abs: return std::abs(x);
-    case Unary::Exp: return std::exp(x);
-    case Unary::Log: return std::log(x);
-    case Unary::Sqrt: return std::sqrt(x);
-    case Unary::Rsqrt: return T(1) / std::sqrt(x);
-    case Unary::Tanh: return std::tanh(x);
-    case Unary::Sigmoid: return T(1) / (T(1) + std::exp(-x));
-    case Unary::Relu: return x > T(0) ? x : T(0);
-    case Unary::Gelu: return T(0.5) * x * (T(1) + std::erf(x * T(std::numbers::sqrt2 / 2)));  // x·Φ(x)
-    case Unary::GeluTanh: {  // 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³)))
-      const T u = T(std::numbers::sqrt2 * std::numbers::inv_sqrtpi) * (x + T(0.044715) * x * x * x);
-      return T(0.5) * x * (T(1) + std::tanh(u));
-    }
-    case Unary::Erf: return std::erf(x);
-    case Unary::Sign: return static_cast<T>((x > T(0)) - (x < T(0)));
-    case Unary::Sin: return std::sin(x);
-    case Unary::Cos: return std::cos(x);
-  }
-  return x;
 }
 
 // The dtype of a binary op's result, by PyTorch's rule (torch.result_type). Dtypes come in
@@ -144,27 +72,35 @@ Operands broadcast_operands(const Tensor& a, const Tensor& b, std::string_view o
 
 }  // namespace
 
+// ---- unary: one case per row of CPPGRAD_UNARY_OPS (tensor/op_tables.h) ----------------------
+
+const char* unary_name(Unary op) {
+  switch (op) {
+#define CPPGRAD_UNARY_NAME(name, Enum, ...) \
+    case Unary::Enum: return #name;
+    CPPGRAD_UNARY_OPS(CPPGRAD_UNARY_NAME)
+#undef CPPGRAD_UNARY_NAME
+  }
+  return "unary";
+}
+
+// out = forward(x) for each element x, in the dtypes the row allows (dispatch_floating or
+// dispatch_numeric names the op when given another).
 Tensor unary(Unary op, const Tensor& t) {
   CPPGRAD_PROFILE_SCOPE(unary_name(op));
-  if (op == Unary::Neg || op == Unary::Abs || op == Unary::Sign) {
-    Tensor out = empty(t.shape(), t.dtype());
-    dispatch_numeric(t.dtype(), unary_name(op), [&](auto tag) {
-      using T = decltype(tag);
-      map_into<T, T>(out, t, [op](T x) { return apply_unary(op, x); });
-    });
-    return out;
-  }
+  using namespace op_constants;
   Tensor out = empty(t.shape(), t.dtype());
-  dispatch_floating(t.dtype(), unary_name(op), [&](auto tag) {
-    using T = decltype(tag);
-    // A switch per element would stop vectorisation: pick the loop once.
-    switch (op) {
-      case Unary::Exp: map_into<T, T>(out, t, [](T x) { return std::exp(x); }); break;
-      case Unary::Relu: map_into<T, T>(out, t, [](T x) { return x > T(0) ? x : T(0); }); break;
-      case Unary::Tanh: map_into<T, T>(out, t, [](T x) { return std::tanh(x); }); break;
-      default: map_into<T, T>(out, t, [op](T x) { return apply_unary(op, x); });
-    }
-  });
+  switch (op) {
+#define CPPGRAD_UNARY_KERNEL(name, Enum, dtypes, forward, ...)                     \
+    case Unary::Enum:                                                              \
+      dispatch_##dtypes(t.dtype(), #name, [&](auto tag) {                          \
+        using T = decltype(tag);                                                   \
+        map_into<T, T>(out, t, [](T x) { return static_cast<T>(forward); });      \
+      });                                                                          \
+      break;
+    CPPGRAD_UNARY_OPS(CPPGRAD_UNARY_KERNEL)
+#undef CPPGRAD_UNARY_KERNEL
+  }
   return out;
 }
 
@@ -182,21 +118,27 @@ Tensor pow(const Tensor& t, double exponent) {
   return out;
 }
 
+// ---- binary: one case per row of CPPGRAD_BINARY_OPS ------------------------------------------
+
+const char* binary_name(Binary op) {
+  switch (op) {
+#define CPPGRAD_BINARY_NAME(name, Enum, ...) \
+    case Binary::Enum: return #name;
+    CPPGRAD_BINARY_OPS(CPPGRAD_BINARY_NAME)
+#undef CPPGRAD_BINARY_NAME
+  }
+  return "binary";
+}
+
 namespace {
+// out = forward(x, y) for each pair of elements.
 template <class T>
 void binary_loop(Binary op, const Tensor& out, const Tensor& a, const Tensor& b) {
   switch (op) {
-    case Binary::Add: zip_into<T, T>(out, a, b, [](T x, T y) { return x + y; }); break;
-    case Binary::Sub: zip_into<T, T>(out, a, b, [](T x, T y) { return x - y; }); break;
-    case Binary::Mul: zip_into<T, T>(out, a, b, [](T x, T y) { return x * y; }); break;
-    case Binary::Div: zip_into<T, T>(out, a, b, [](T x, T y) { return x / y; }); break;
-    // NaN propagates, as in torch.maximum.
-    case Binary::Maximum:
-      zip_into<T, T>(out, a, b, [](T x, T y) { return (x != x || x > y) ? x : y; });
-      break;
-    case Binary::Minimum:
-      zip_into<T, T>(out, a, b, [](T x, T y) { return (x != x || x < y) ? x : y; });
-      break;
+#define CPPGRAD_BINARY_KERNEL(name, Enum, forward, ...) \
+    case Binary::Enum: zip_into<T, T>(out, a, b, [](T x, T y) { return static_cast<T>(forward); }); break;
+    CPPGRAD_BINARY_OPS(CPPGRAD_BINARY_KERNEL)
+#undef CPPGRAD_BINARY_KERNEL
   }
 }
 }  // namespace
@@ -226,35 +168,31 @@ void binary_(Binary op, const Tensor& a, const Tensor& b) {
   a.bump_version();
 }
 
-Tensor relu_backward(const Tensor& grad, const Tensor& output) {
-  CPPGRAD_PROFILE_SCOPE("relu_backward");
-  CPPGRAD_CHECK(grad.shape() == output.shape() && grad.dtype() == output.dtype(),
-                "relu_backward: grad {} {} and output {} {} differ", shape_str(grad.shape()), dtype_name(grad.dtype()),
-                shape_str(output.shape()), dtype_name(output.dtype()));
-  Tensor out = empty(grad.shape(), grad.dtype());
-  dispatch_floating(grad.dtype(), "relu_backward", [&](auto tag) {
-    using T = decltype(tag);
-    zip_into<T, T>(out, grad, output, [](T g, T y) { return y > T(0) ? g : T(0); });
-  });
-  return out;
+// ---- comparisons: one case per row of CPPGRAD_COMPARE_OPS -------------------------------------
+
+const char* compare_name(Compare op) {
+  switch (op) {
+#define CPPGRAD_COMPARE_NAME(name, Enum, ...) \
+    case Compare::Enum: return #name;
+    CPPGRAD_COMPARE_OPS(CPPGRAD_COMPARE_NAME)
+#undef CPPGRAD_COMPARE_NAME
+  }
+  return "compare";
 }
 
+// out = (x op y) for each pair of elements, in their common dtype; out is bool.
 Tensor compare(Compare op, const Tensor& a, const Tensor& b) {
   CPPGRAD_PROFILE_SCOPE("compare");
   Operands ops = broadcast_operands(a, b, compare_name(op));
   const Tensor &x = ops.a, &y = ops.b;
-  const Shape& shape = ops.shape;
-  const DType dtype = ops.dtype;
-  Tensor out = empty(shape, kBool);
-  dispatch(dtype, [&](auto tag) {
+  Tensor out = empty(ops.shape, kBool);
+  dispatch(ops.dtype, [&](auto tag) {
     using T = decltype(tag);
     switch (op) {
-      case Compare::Eq: zip_into<bool, T>(out, x, y, [](T p, T q) { return p == q; }); break;
-      case Compare::Ne: zip_into<bool, T>(out, x, y, [](T p, T q) { return p != q; }); break;
-      case Compare::Lt: zip_into<bool, T>(out, x, y, [](T p, T q) { return p < q; }); break;
-      case Compare::Le: zip_into<bool, T>(out, x, y, [](T p, T q) { return p <= q; }); break;
-      case Compare::Gt: zip_into<bool, T>(out, x, y, [](T p, T q) { return p > q; }); break;
-      case Compare::Ge: zip_into<bool, T>(out, x, y, [](T p, T q) { return p >= q; }); break;
+#define CPPGRAD_COMPARE_KERNEL(name, Enum, symbol) \
+      case Compare::Enum: zip_into<bool, T>(out, x, y, [](T p, T q) { return p symbol q; }); break;
+      CPPGRAD_COMPARE_OPS(CPPGRAD_COMPARE_KERNEL)
+#undef CPPGRAD_COMPARE_KERNEL
     }
   });
   return out;

@@ -35,6 +35,17 @@ inline Tensor away_from_zero_leaf(const Shape& shape, uint64_t seed) {
   return (x + x.sign() * 0.2).requires_grad_();
 }
 
+// The domain column of an op table's row (tensor/op_tables.h): where gradcheck draws its inputs.
+enum class Domain { Any, Positive, AwayFromZero };
+inline Tensor leaf_in(Domain domain, const Shape& shape, uint64_t seed) {
+  switch (domain) {
+    case Domain::Positive: return positive_leaf(shape, seed);
+    case Domain::AwayFromZero: return away_from_zero_leaf(shape, seed);
+    case Domain::Any: break;
+  }
+  return leaf(shape, seed);
+}
+
 // The same values as `leaf(shape, seed)` stored transposed: a non-contiguous leaf of shape
 // [shape[1], shape[0]] whose strides are [1, shape[1]].
 inline Tensor transposed_leaf(const Shape& shape, uint64_t seed) {

@@ -17,30 +17,30 @@ using V = std::vector<double>;
 
 namespace {
 
+using test::Domain;
+
 struct BinaryCase {
   std::string name;
   std::function<Tensor(const Tensor&, const Tensor&)> fn;
-  bool positive_rhs;  // div: keep the divisor away from 0
+  Domain rhs_domain;  // div: Positive keeps the divisor away from 0
 };
 
 std::vector<BinaryCase> binary_cases() {
   return {
-      {"add", [](const Tensor& a, const Tensor& b) { return a + b; }, false},
-      {"sub", [](const Tensor& a, const Tensor& b) { return a - b; }, false},
-      {"mul", [](const Tensor& a, const Tensor& b) { return a * b; }, false},
-      {"div", [](const Tensor& a, const Tensor& b) { return a / b; }, true},
-      {"maximum", [](const Tensor& a, const Tensor& b) { return maximum(a, b); }, false},
-      {"minimum", [](const Tensor& a, const Tensor& b) { return a.minimum(b); }, false},
-      {"add function", [](const Tensor& a, const Tensor& b) { return add(a, b); }, false},
-      {"sub function", [](const Tensor& a, const Tensor& b) { return sub(a, b); }, false},
-      {"mul function", [](const Tensor& a, const Tensor& b) { return mul(a, b); }, false},
-      {"div function", [](const Tensor& a, const Tensor& b) { return div(a, b); }, true},
+  // Every row of CPPGRAD_BINARY_OPS (tensor/op_tables.h), as a function and as a method.
+#define BINARY_CASE(name, Enum, forward, saves, dA, dB, domain)                                  \
+      {#name, [](const Tensor& a, const Tensor& b) { return cppgrad::name(a, b); }, Domain::domain}, \
+      {#name " method", [](const Tensor& a, const Tensor& b) { return a.name(b); }, Domain::domain},
+      CPPGRAD_BINARY_OPS(BINARY_CASE)
+#undef BINARY_CASE
+      {"a + b", [](const Tensor& a, const Tensor& b) { return a + b; }, Domain::Any},
+      {"a - b", [](const Tensor& a, const Tensor& b) { return a - b; }, Domain::Any},
+      {"a * b", [](const Tensor& a, const Tensor& b) { return a * b; }, Domain::Any},
+      {"a / b", [](const Tensor& a, const Tensor& b) { return a / b; }, Domain::Positive},
   };
 }
 
-Tensor rhs(const Shape& shape, uint64_t seed, bool positive) {
-  return positive ? test::positive_leaf(shape, seed) : leaf(shape, seed);
-}
+Tensor rhs(const Shape& shape, uint64_t seed, Domain domain) { return test::leaf_in(domain, shape, seed); }
 
 }  // namespace
 
@@ -56,7 +56,7 @@ TEST_CASE("gradcheck binary: same shapes and every broadcast pattern") {
       CAPTURE(shape_str(sa));
       CAPTURE(shape_str(sb));
       Tensor a = leaf(sa, seed++);
-      Tensor b = rhs(sb, seed++, c.positive_rhs);
+      Tensor b = rhs(sb, seed++, c.rhs_domain);
       CHECK(check2(c.fn, a, b));
     }
   }
@@ -67,12 +67,12 @@ TEST_CASE("gradcheck binary: non-contiguous operands") {
   for (const BinaryCase& c : binary_cases()) {
     CAPTURE(c.name);
     Tensor a = transposed(leaf({4, 3}, seed++));                 // [3,4], strides [1,3]
-    Tensor b = transposed(rhs({4, 3}, seed++, c.positive_rhs));  // [3,4], strides [1,3]
+    Tensor b = transposed(rhs({4, 3}, seed++, c.rhs_domain));  // [3,4], strides [1,3]
     CHECK(check2(c.fn, a, b));
-    Tensor row = rhs({4}, seed++, c.positive_rhs);
+    Tensor row = rhs({4}, seed++, c.rhs_domain);
     CHECK(check2(c.fn, a, row));
     // A strided slice broadcast against a transposed leaf.
-    Tensor wide = rhs({2, 8}, seed++, c.positive_rhs);
+    Tensor wide = rhs({2, 8}, seed++, c.rhs_domain);
     CHECK(check2([&](const Tensor& x, const Tensor& y) { return c.fn(x, y.slice(1, 0, 8, 2).select(0, 1)); }, a,
                  wide));
   }
@@ -83,12 +83,12 @@ TEST_CASE("gradcheck binary: one operand without grad and both operands the same
   for (const BinaryCase& c : binary_cases()) {
     CAPTURE(c.name);
     Tensor a = leaf({3, 4}, seed++);
-    Tensor b = rhs({4}, seed++, c.positive_rhs).detach();  // a constant
+    Tensor b = rhs({4}, seed++, c.rhs_domain).detach();  // a constant
     CHECK(check2(c.fn, a, b));
-    Tensor p = rhs({3, 4}, seed++, c.positive_rhs);
+    Tensor p = rhs({3, 4}, seed++, c.rhs_domain);
     CHECK(check1([&](const Tensor& x) { return c.fn(x, x); }, p));
     Tensor k = leaf({3, 4}, seed++).detach();
-    Tensor q = rhs({1, 4}, seed++, c.positive_rhs);
+    Tensor q = rhs({1, 4}, seed++, c.rhs_domain);
     CHECK(check1([&](const Tensor& y) { return c.fn(k, y); }, q));  // only the right side checked
   }
 }

@@ -25,7 +25,7 @@ constexpr int kSteps = 4;
 // micro-batches add, and `spare`, which nobody uses.
 class Net : public nn::Module {
  public:
-  explicit Net(bool tied) {
+  explicit Net(bool tied, bool with_spare = true) {
     fc1 = register_module("fc1", std::make_shared<nn::Linear>(6, 6));
     if (tied)
       shared_weight = register_parameter("fc2_weight", fc1->weight);  // the same tensor, twice
@@ -33,7 +33,7 @@ class Net : public nn::Module {
       fc2 = register_module("fc2", std::make_shared<nn::Linear>(6, 6));
     head = register_module("head", std::make_shared<nn::Linear>(6, 3));
     branch = register_module("branch", std::make_shared<nn::Linear>(6, 3));
-    spare = register_module("spare", std::make_shared<nn::Linear>(6, 3));
+    if (with_spare) spare = register_module("spare", std::make_shared<nn::Linear>(6, 3));
   }
   Tensor forward(const Tensor& x, bool use_branch) {
     Tensor h = fc1->forward(x).tanh();
@@ -46,9 +46,9 @@ class Net : public nn::Module {
   Tensor shared_weight;
 };
 
-std::shared_ptr<Net> make_net(uint64_t seed, bool tied) {
+std::shared_ptr<Net> make_net(uint64_t seed, bool tied, bool with_spare) {
   manual_seed(seed);
-  auto net = std::make_shared<Net>(tied);
+  auto net = std::make_shared<Net>(tied, with_spare);
   net->to(kFloat64);
   return net;
 }
@@ -69,15 +69,18 @@ using UsesBranch = std::function<bool(int64_t step, int64_t rank, int micro)>;
 
 // kSteps of SGD with momentum; each rank takes its kBatch/W rows in kMicro micro-batches, all
 // but the last under no_sync(). Checks every rank's gradients and weights against the one
-// process after every step, and that no rank's `spare` ever got a gradient.
-void accumulation_against_one_process(const UsesBranch& uses_branch, bool tied) {
+// process after every step, and that no rank's `spare` ever got a gradient. Without
+// find_unused_parameters the net has no `spare`, and every parameter must have been used
+// since the last sync on every rank.
+void accumulation_against_one_process(const UsesBranch& uses_branch, bool tied, bool find_unused = true) {
   const int64_t world = world_size(), share = kBatch / world, part = share / kMicro;
   REQUIRE(part * kMicro * world == kBatch);
-  auto reference = make_net(21, tied);
-  auto model = make_net(21 + rank(), tied);  // DDP's broadcast gives it rank 0's weights
-  DistributedDataParallel ddp(model, DistributedDataParallelOptions().find_unused_parameters(true).bucket_cap_mb(0.0002));
+  auto reference = make_net(21, tied, find_unused);
+  auto model = make_net(21 + rank(), tied, find_unused);  // DDP's broadcast gives it rank 0's weights
+  DistributedDataParallel ddp(model,
+                              DistributedDataParallelOptions().find_unused_parameters(find_unused).bucket_cap_mb(0.0002));
   CHECK(ddp.bucket_count() > 1);
-  auto initial = make_net(21, tied);
+  auto initial = make_net(21, tied, find_unused);
   optim::SGD opt_ref(reference->parameters(), optim::SGDOptions(0.1).momentum(0.9));
   optim::SGD opt(model->parameters(), optim::SGDOptions(0.1).momentum(0.9));
   for (int64_t step = 0; step < kSteps; ++step) {
@@ -129,7 +132,7 @@ void accumulation_against_one_process(const UsesBranch& uses_branch, bool tied) 
     CHECK(max_difference(*model, *reference) < 1e-12);
   }
   CHECK(max_difference(*model, *initial) > 1e-3);  // training moved the weights
-  CHECK_FALSE(model->spare->weight.grad().defined());
+  if (model->spare) CHECK_FALSE(model->spare->weight.grad().defined());
 }
 }  // namespace
 
@@ -152,5 +155,14 @@ TEST_CASE("ddp accumulation: ranks that used a parameter in different micro-batc
         tied);
     // Every micro-batch on every rank uses it: the ordinary path, for contrast.
     accumulation_against_one_process([](int64_t, int64_t, int) { return true; }, tied);
+  }
+}
+
+TEST_CASE("ddp accumulation: without find_unused_parameters, a parameter used since the last sync is not unused") {
+  // Every rank uses the branch in its first micro-batch only; every parameter has a gradient
+  // since the last sync, so this is no error, and the average is the one process's.
+  for (bool tied : {false, true}) {
+    CAPTURE(tied);
+    accumulation_against_one_process([](int64_t, int64_t, int m) { return m == 0; }, tied, /*find_unused=*/false);
   }
 }

@@ -59,6 +59,16 @@ TEST_CASE("unary: tanh and sigmoid saturate without NaN") {
                  {0.5, 0.8807970779778823, 0.11920292202211755, 1, 0}, 1e-12) == "");
 }
 
+// silu(x) = x / (1 + e⁻ˣ), as torch.nn.functional.silu; the values are x·σ(x) in float64
+// (Python's math module). A large negative x makes e⁻ˣ overflow float32 to inf: x / inf is -0, not NaN.
+TEST_CASE("unary: silu, and it saturates without NaN") {
+  CHECK(mismatch(tensor({-1, 0, 1, 2}, kFloat64).silu(), {4},
+                 {-0.2689414213699951, 0, 0.7310585786300049, 1.7615941559557646}, 1e-15) == "");
+  Tensor big = tensor({-100, 100});
+  CHECK(mismatch(big.silu(), {2}, {0, 100}) == "");
+  CHECK(mismatch_with(silu(big), big.silu(), 0) == "");
+}
+
 TEST_CASE("unary: relu gelu and erf") {
   CHECK(mismatch(tensor({-1, 0, 2.5}).relu(), {3}, {0, 0, 2.5}) == "");
   // gelu(x) = x Φ(x), the exact (erf) form, as torch's default
