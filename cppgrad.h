@@ -36,4 +36,5 @@
 #include "optim/schedule.h"
 #include "optim/clip.h"
 #include "optim/average.h"
+#include "optim/training_state.h"
 #include "data/data.h"

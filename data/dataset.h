@@ -25,8 +25,7 @@
 
 namespace cppgrad::data {
 
-// Name → tensor, in order: the same type as nn::NamedTensors (a state_dict, a safetensors file).
-using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
+using NamedTensors = cppgrad::NamedTensors;  // name → tensor, in order (tensor/state_dict.h)
 
 class Example {
  public:

@@ -153,28 +153,6 @@ class Prefetcher {
   }
 }
 
-NamedTensors::const_iterator find_entry(const NamedTensors& state, const std::string& name) {
-  auto it = std::find_if(state.begin(), state.end(), [&](const auto& entry) { return entry.first == name; });
-  if (it == state.end()) {
-    std::vector<std::string> names;
-    for (const auto& entry : state) names.push_back(entry.first);
-    throw Error(fmt::format("DataLoader::load_state_dict: no '{}' in the state (it has: {})", name, fmt::join(names, ", ")));
-  }
-  return it;
-}
-
-const Tensor& entry(const NamedTensors& state, const std::string& name, DType dtype, const Shape& shape) {
-  const Tensor& t = find_entry(state, name)->second;
-  CPPGRAD_CHECK(t.defined() && t.dtype() == dtype && t.shape() == shape,
-                "DataLoader::load_state_dict: '{}' must be {} {}, got {}", name, dtype_name(dtype), shape_str(shape),
-                t.defined() ? fmt::format("{} {}", dtype_name(t.dtype()), shape_str(t.shape())) : "undefined");
-  return t;
-}
-
-int64_t int_entry(const NamedTensors& state, const std::string& name) {
-  return entry(state, name, kInt64, {}).to_vector<int64_t>()[0];
-}
-
 Tensor int_scalar(int64_t value) { return tensor(std::vector<int64_t>{value}, {}); }
 
 }  // namespace
@@ -252,36 +230,32 @@ Batch DataLoader::next() {
 
 NamedTensors DataLoader::state_dict() const {
   const Position& p = internals_->position;
-  std::vector<int64_t> words;
-  for (uint64_t w : p.epoch_start.s) words.push_back(std::bit_cast<int64_t>(w));
-  return {{"epoch", int_scalar(p.epoch)},
-          {"batch", int_scalar(p.batch)},
-          {"generator.state", tensor(words, {4})},
-          {"generator.seed", int_scalar(std::bit_cast<int64_t>(p.epoch_start.seed))},
-          {"generator.cached_normal", tensor(std::vector<double>{p.epoch_start.cached_normal}, {})},
-          {"generator.has_cached_normal", tensor(std::vector<bool>{p.epoch_start.has_cached_normal}, {})},
-          {"batch_size", int_scalar(options_.batch_size())},
-          {"samples_per_epoch", int_scalar(sampler_->size())}};
+  Generator epoch_start;  // the generator as it stood when the epoch began
+  epoch_start.set_state(p.epoch_start);
+  NamedTensors state = {{"epoch", int_scalar(p.epoch)}, {"batch", int_scalar(p.batch)}};
+  for (auto& entry : with_prefix("generator.", epoch_start.state_dict())) state.push_back(std::move(entry));
+  state.emplace_back("batch_size", int_scalar(options_.batch_size()));
+  state.emplace_back("samples_per_epoch", int_scalar(sampler_->size()));
+  return state;
 }
 
 void DataLoader::load_state_dict(const NamedTensors& state) {
-  const int64_t batch_size = int_entry(state, "batch_size"), samples = int_entry(state, "samples_per_epoch");
+  StateReader in(state, "DataLoader::load_state_dict");
+  const int64_t batch_size = in.int64("batch_size"), samples = in.int64("samples_per_epoch");
   CPPGRAD_CHECK(batch_size == options_.batch_size() && samples == sampler_->size(),
                 "DataLoader::load_state_dict: the state is of a loader of batch_size {} over {} samples per epoch, "
                 "this one has batch_size {} and {}: it would not resume the same batches",
                 batch_size, samples, options_.batch_size(), sampler_->size());
   Position p;
-  p.epoch = int_entry(state, "epoch");
-  p.batch = int_entry(state, "batch");
+  p.epoch = in.int64("epoch");
+  p.batch = in.int64("batch");
   CPPGRAD_CHECK(p.epoch >= 0, "DataLoader::load_state_dict: epoch {} is negative", p.epoch);
   CPPGRAD_CHECK(p.batch >= 0 && (p.batch < size() || p.batch == 0),
                 "DataLoader::load_state_dict: batch {} out of range for {} batches per epoch", p.batch, size());
-  const auto words = entry(state, "generator.state", kInt64, {4}).to_vector<int64_t>();
-  for (size_t i = 0; i < 4; ++i) p.epoch_start.s[i] = std::bit_cast<uint64_t>(words[i]);
-  CPPGRAD_CHECK(words != std::vector<int64_t>(4, 0), "DataLoader::load_state_dict: the generator state is all zeros");
-  p.epoch_start.seed = std::bit_cast<uint64_t>(int_entry(state, "generator.seed"));
-  p.epoch_start.cached_normal = entry(state, "generator.cached_normal", kFloat64, {}).to_vector<double>()[0];
-  p.epoch_start.has_cached_normal = entry(state, "generator.has_cached_normal", kBool, {}).to_vector<bool>()[0];
+  Generator epoch_start;
+  in.load_part("generator.", [&](const NamedTensors& part) { epoch_start.load_state_dict(part); });
+  in.finish();
+  p.epoch_start = epoch_start.state();
   stop_background();
   internals_->position = p;
 }

@@ -79,8 +79,9 @@ class DataLoader {
   int64_t epoch() const;
   int64_t batch_index() const;
 
-  // The position as tensors ("epoch", "batch", "generator.*", and the batch and dataset sizes,
-  // which load_state_dict checks: another size would not resume the same batches).
+  // The position as tensors ("epoch", "batch", "generator.*" in Generator::state_dict's layout,
+  // and the batch and dataset sizes, which load_state_dict checks: another size would not resume
+  // the same batches). Load refuses an entry of any other name.
   NamedTensors state_dict() const;
   void load_state_dict(const NamedTensors& state);
 

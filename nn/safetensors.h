@@ -21,8 +21,7 @@
 
 namespace cppgrad::nn {
 
-// Name → tensor, in a fixed order (a module's state_dict order).
-using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
+using NamedTensors = cppgrad::NamedTensors;  // name → tensor, in order (tensor/state_dict.h)
 using Metadata = std::map<std::string, std::string>;
 
 struct SafetensorsContents {

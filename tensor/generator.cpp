@@ -1,9 +1,11 @@
 #include "tensor/generator.h"
 
+#include <bit>
 #include <cmath>
 #include <numbers>
 
 #include "runtime/error.h"
+#include "tensor/tensor.h"
 
 namespace cppgrad {
 
@@ -34,6 +36,28 @@ void Generator::set_state(const State& st) {
   seed_ = st.seed;
   cached_normal_ = st.cached_normal;
   has_cached_normal_ = st.has_cached_normal;
+}
+
+NamedTensors Generator::state_dict() const {
+  std::vector<int64_t> words;
+  for (uint64_t w : s_) words.push_back(std::bit_cast<int64_t>(w));
+  return {{"state", tensor(words, {4})},
+          {"seed", tensor(std::vector<int64_t>{std::bit_cast<int64_t>(seed_)}, {})},
+          {"cached_normal", tensor(std::vector<double>{cached_normal_}, {})},
+          {"has_cached_normal", tensor(std::vector<bool>{has_cached_normal_}, {})}};
+}
+
+void Generator::load_state_dict(const NamedTensors& state) {
+  StateReader in(state, "Generator::load_state_dict");
+  State st{};
+  const auto words = in.tensor("state", kInt64, {4}).to_vector<int64_t>();
+  for (size_t i = 0; i < 4; ++i) st.s[i] = std::bit_cast<uint64_t>(words[i]);
+  CPPGRAD_CHECK(st.s != decltype(st.s){}, "Generator::load_state_dict: 'state' is all zeros, which xoshiro256** never leaves");
+  st.seed = std::bit_cast<uint64_t>(in.int64("seed"));
+  st.cached_normal = in.float64("cached_normal");  // finite: a Box–Muller draw is
+  st.has_cached_normal = in.boolean("has_cached_normal");
+  in.finish();
+  set_state(st);
 }
 
 double Generator::uniform() { return static_cast<double>(next_u64() >> 11) * 0x1.0p-53; }

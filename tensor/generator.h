@@ -5,6 +5,8 @@
 #include <array>
 #include <cstdint>
 
+#include "state_dict.h"
+
 namespace cppgrad {
 
 class Generator {
@@ -37,6 +39,15 @@ class Generator {
   };
   State state() const { return {s_, seed_, cached_normal_, has_cached_normal_}; }
   void set_state(const State& st);
+
+  // The state as a state_dict, the one layout every checkpoint uses for a generator:
+  //   "state" int64 [4] (the xoshiro256** words), "seed" int64 [] (both the uint64 bits),
+  //   "cached_normal" float64 [], "has_cached_normal" bool [] (Box–Muller's second draw).
+  // load_state_dict checks every entry and refuses a state no generator reaches (all-zero
+  // words, a cached normal that is not finite) or an entry of another name, leaving the
+  // generator as it was.
+  NamedTensors state_dict() const;
+  void load_state_dict(const NamedTensors& state);
 
  private:
   static uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }

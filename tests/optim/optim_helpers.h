@@ -1,5 +1,5 @@
 // Shared helpers for the optim tests: a small quadratic problem with its gradient in plain
-// doubles, comparisons against reference values, checkpoint prefixes and error messages.
+// doubles, comparisons against reference values, state dicts and error messages.
 #pragma once
 
 #include <doctest/doctest.h>
@@ -82,18 +82,6 @@ struct Quadratic {
 inline void check_quadratic(const Quadratic& q, const std::vector<double>& expected, double rel = 1e-12) {
   check_values(q.x, {expected[0], expected[1]}, rel);
   check_values(q.y, {expected[2], expected[3], expected[4]}, rel);
-}
-
-// Checkpoint helpers: several state dicts in one file, told apart by a prefix.
-inline void append_prefixed(nn::NamedTensors& out, const std::string& prefix, const nn::NamedTensors& in) {
-  for (const auto& [name, t] : in) out.emplace_back(prefix + name, t);
-}
-
-inline nn::NamedTensors take_prefixed(const nn::NamedTensors& in, const std::string& prefix) {
-  nn::NamedTensors out;
-  for (const auto& [name, t] : in)
-    if (name.starts_with(prefix)) out.emplace_back(name.substr(prefix.size()), t);
-  return out;
 }
 
 // The whole-tensor bits of two state dicts agree: same names, shapes, dtypes and values.

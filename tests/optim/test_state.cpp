@@ -57,17 +57,16 @@ struct Run {
   }
 
   nn::NamedTensors checkpoint() const {
-    nn::NamedTensors all;
-    optimtest::append_prefixed(all, "model.", model->state_dict());
-    optimtest::append_prefixed(all, "optim.", opt->state_dict());
-    optimtest::append_prefixed(all, "sched.", sched->state_dict());
+    nn::NamedTensors all = with_prefix("model.", model->state_dict());
+    for (auto& entry : with_prefix("optim.", opt->state_dict())) all.push_back(entry);
+    for (auto& entry : with_prefix("sched.", sched->state_dict())) all.push_back(entry);
     return all;
   }
 
   void restore(const nn::NamedTensors& all) {
-    model->load_state_dict(optimtest::take_prefixed(all, "model."));
-    opt->load_state_dict(optimtest::take_prefixed(all, "optim."));
-    sched->load_state_dict(optimtest::take_prefixed(all, "sched."));
+    model->load_state_dict(under_prefix("model.", all));
+    opt->load_state_dict(under_prefix("optim.", all));
+    sched->load_state_dict(under_prefix("sched.", all));
   }
 };
 

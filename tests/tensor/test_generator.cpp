@@ -1,6 +1,7 @@
 // Generator: a seed fixes every draw, on every run and every thread count.
 #include <cmath>
 #include <cstdint>
+#include <limits>
 
 #include "helpers.h"
 #include "tensor/kernels.h"
@@ -74,6 +75,47 @@ TEST_CASE("generator: a saved state resumes the exact stream") {
   other.set_state(st);
   CHECK(other.seed() == 9);
   CHECK(randn({5}, kFloat64, other).to_vector<double>() == expected);
+}
+
+TEST_CASE("generator: state_dict is the one layout, and load_state_dict checks every entry") {
+  Generator gen(9);
+  gen.normal();  // a cached second draw, carried by the state_dict
+  const NamedTensors saved = gen.state_dict();
+  std::vector<std::string> names;
+  for (const auto& [name, t] : saved) names.push_back(name);
+  CHECK(names == std::vector<std::string>{"state", "seed", "cached_normal", "has_cached_normal"});
+  const std::vector<double> expected = randn({5}, kFloat64, gen).to_vector<double>();
+
+  Generator other(1);
+  other.load_state_dict(saved);
+  CHECK(other.seed() == 9);
+  CHECK(randn({5}, kFloat64, other).to_vector<double>() == expected);
+
+  // `state` with one entry replaced (or, with an undefined value, removed).
+  auto with = [&](const std::string& key, const Tensor& value) {
+    NamedTensors out;
+    for (const auto& [name, t] : saved)
+      if (name != key) out.emplace_back(name, t);
+      else if (value.defined()) out.emplace_back(name, value);
+    if (key == "extra") out.emplace_back(key, value);
+    return out;
+  };
+  const double inf = std::numeric_limits<double>::infinity();
+  const std::vector<std::pair<NamedTensors, std::string>> refused = {
+      {with("state", zeros({4}, kInt64)), "'state' is all zeros"},
+      {with("state", zeros({2, 2}, kInt64)), "'state' must be int64 [4], got int64 [2,2]"},
+      {with("seed", scalar_tensor(1.0, kFloat64)), "'seed' must be int64 [], got float64 []"},
+      {with("cached_normal", scalar_tensor(inf, kFloat64)), "'cached_normal' is inf, must be finite"},
+      {with("has_cached_normal", Tensor()), "'has_cached_normal' is missing"},
+      {with("extra", scalar_tensor(1.0)), "unexpected entry 'extra'"},
+  };
+  for (const auto& [state, phrase] : refused) {
+    CAPTURE(phrase);
+    Generator target(3);
+    const uint64_t first_draw = Generator(3).next_u64();
+    CHECK_THROWS_WITH_AS(target.load_state_dict(state), doctest::Contains(("Generator::load_state_dict: " + phrase).c_str()), Error);
+    CHECK(target.next_u64() == first_draw);  // refused: the generator is as it was
+  }
 }
 
 TEST_CASE("generator: randn is the same on one thread and on two") {

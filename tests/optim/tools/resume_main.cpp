@@ -7,12 +7,11 @@
 //
 // The run: a float32 MLP with dropout, a fresh random batch every step (drawn from the default
 // generator, as dropout's masks are), AdamW with two parameter groups and AMSGrad, and a
-// warm-up + cosine schedule. A checkpoint holds the model ("model."), the optimizer
-// ("optim."), the schedule ("sched.") and the default generator's state ("rng."), in one
-// safetensors file. The output file holds the same four parts after the last step.
+// warm-up + cosine schedule. A checkpoint (optim::TrainingState) holds the model ("model."), the
+// optimizer ("optim."), the schedule ("sched.") and the default generator's state ("rng."), in
+// one safetensors file. The output file holds the same four parts after the last step.
 // --skip-rng resumes without restoring the generator: the run then diverges, which shows that
 // the generator state is what makes the resumed run exact.
-#include <bit>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
@@ -70,42 +69,6 @@ Args parse(int argc, char** argv) {
   return a;
 }
 
-// The generator's state as tensors: the four xoshiro words and the seed as int64 (same bits),
-// the cached Box–Muller value as float64, and its flag as bool.
-nn::NamedTensors generator_state(const Generator& gen) {
-  Generator::State st = gen.state();
-  std::vector<int64_t> words;
-  for (uint64_t w : st.s) words.push_back(std::bit_cast<int64_t>(w));
-  Tensor flag = zeros({}, kBool);
-  flag.data<bool>()[0] = st.has_cached_normal;
-  return {{"s", tensor(words, {4})},
-          {"seed", tensor(std::vector<int64_t>{std::bit_cast<int64_t>(st.seed)}, {})},
-          {"cached_normal", scalar_tensor(st.cached_normal, kFloat64)},
-          {"has_cached_normal", flag}};
-}
-
-void set_generator_state(Generator& gen, const nn::SafetensorsContents& file, const std::string& prefix) {
-  const Tensor& s = file.at(prefix + "s");
-  require(s.dtype() == kInt64 && s.shape() == Shape{4}, prefix + "s must be int64 [4]");
-  Generator::State st{};
-  for (size_t i = 0; i < 4; ++i) st.s[i] = std::bit_cast<uint64_t>(s.data<int64_t>()[i]);
-  st.seed = std::bit_cast<uint64_t>(file.at(prefix + "seed").item<int64_t>());
-  st.cached_normal = file.at(prefix + "cached_normal").item<double>();
-  st.has_cached_normal = file.at(prefix + "has_cached_normal").item<bool>();
-  gen.set_state(st);
-}
-
-nn::NamedTensors take_prefixed(const nn::NamedTensors& all, const std::string& prefix) {
-  nn::NamedTensors out;
-  for (const auto& [name, t] : all)
-    if (name.starts_with(prefix)) out.emplace_back(name.substr(prefix.size()), t);
-  return out;
-}
-
-void append_prefixed(nn::NamedTensors& out, const std::string& prefix, const nn::NamedTensors& in) {
-  for (const auto& [name, t] : in) out.emplace_back(prefix + name, t);
-}
-
 constexpr int64_t kIn = 32, kHidden = 256, kOut = 8, kBatch = 128;
 
 struct Training {
@@ -145,21 +108,18 @@ struct Training {
     }
   }
 
-  void save(const std::string& path) const {
-    nn::NamedTensors all;
-    append_prefixed(all, "model.", model->state_dict());
-    append_prefixed(all, "optim.", opt->state_dict());
-    append_prefixed(all, "sched.", sched->state_dict());
-    append_prefixed(all, "rng.", generator_state(default_generator()));
-    nn::save_safetensors(path, all);
+  // Everything a checkpoint holds; the "rng." entries go to and come from `rng`.
+  optim::TrainingState state(Generator& rng) {
+    optim::TrainingState s;
+    s.add("model", *model).add("optim", *opt).add("sched", *sched).add("rng", rng);
+    return s;
   }
 
+  void save(const std::string& path) { state(default_generator()).save(path); }
+
   void load(const std::string& path, bool restore_generator) {
-    nn::SafetensorsContents file = nn::load_safetensors(path);
-    model->load_state_dict(take_prefixed(file.tensors, "model."));
-    opt->load_state_dict(take_prefixed(file.tensors, "optim."));
-    sched->load_state_dict(take_prefixed(file.tensors, "sched."));
-    if (restore_generator) set_generator_state(default_generator(), file, "rng.");
+    Generator discarded;  // --skip-rng: the entries are read and checked, then not used
+    state(restore_generator ? default_generator() : discarded).load(path);
   }
 };
 

@@ -1,0 +1,81 @@
+#include "tensor/state_dict.h"
+
+#include <cmath>
+
+#include "tensor/tensor.h"
+
+namespace cppgrad {
+
+NamedTensors with_prefix(const std::string& prefix, const NamedTensors& tensors) {
+  NamedTensors out;
+  for (const auto& [name, t] : tensors) out.emplace_back(prefix + name, t);
+  return out;
+}
+
+NamedTensors under_prefix(const std::string& prefix, const NamedTensors& tensors) {
+  NamedTensors out;
+  for (const auto& [name, t] : tensors)
+    if (name.starts_with(prefix)) out.emplace_back(name.substr(prefix.size()), t);
+  return out;
+}
+
+bool Bounds::contains(double v) const {
+  return (min_open ? v > min : v >= min) && (max_open ? v < max : v <= max);  // false for NaN
+}
+
+std::string Bounds::str() const {
+  constexpr double kLargest = std::numeric_limits<double>::max();
+  const bool no_min = min <= -kLargest, no_max = max >= kLargest;
+  if (no_min && no_max) return std::isinf(min) || std::isinf(max) ? "a number" : "finite";
+  if (no_max) return fmt::format("{} {}", min_open ? ">" : ">=", min);
+  if (no_min) return fmt::format("{} {}", max_open ? "<" : "<=", max);
+  return fmt::format("in {}{}, {}{}", min_open ? "(" : "[", min, max, max_open ? ")" : "]");
+}
+
+StateReader::StateReader(const NamedTensors& state, std::string owner) : state_(state), owner_(std::move(owner)) {}
+
+bool StateReader::contains(const std::string& name) const {
+  for (const auto& entry : state_)
+    if (entry.first == name) return true;
+  return false;
+}
+
+const Tensor& StateReader::tensor(const std::string& name, DType dtype, const Shape& shape) {
+  for (const auto& [key, t] : state_) {
+    if (key != name) continue;
+    CPPGRAD_CHECK(t.defined() && t.dtype() == dtype && t.shape() == shape, "{}: '{}' must be {} {}, got {}", owner_,
+                  name, dtype_name(dtype), shape_str(shape),
+                  t.defined() ? fmt::format("{} {}", dtype_name(t.dtype()), excerpt(shape_str(t.shape()), 40))
+                              : "an undefined tensor");
+    read_.insert(name);
+    return t;
+  }
+  throw Error(fmt::format("{}: '{}' is missing", owner_, name));
+}
+
+int64_t StateReader::int64(const std::string& name, Bounds bounds) {
+  const int64_t v = tensor(name, kInt64, {}).item<int64_t>();
+  CPPGRAD_CHECK(bounds.contains(static_cast<double>(v)), "{}: '{}' is {}, must be {}", owner_, name, v, bounds.str());
+  return v;
+}
+
+double StateReader::float64(const std::string& name, Bounds bounds) {
+  const double v = tensor(name, kFloat64, {}).item<double>();
+  CPPGRAD_CHECK(bounds.contains(v), "{}: '{}' is {}, must be {}", owner_, name, v, bounds.str());
+  return v;
+}
+
+bool StateReader::boolean(const std::string& name) { return tensor(name, kBool, {}).item<bool>(); }
+
+NamedTensors StateReader::under(const std::string& prefix) {
+  for (const auto& entry : state_)
+    if (entry.first.starts_with(prefix)) read_.insert(entry.first);
+  return under_prefix(prefix, state_);
+}
+
+void StateReader::finish() const {
+  for (const auto& entry : state_)
+    CPPGRAD_CHECK(read_.count(entry.first), "{}: unexpected entry '{}'", owner_, excerpt(entry.first));
+}
+
+}  // namespace cppgrad

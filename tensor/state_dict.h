@@ -1,0 +1,92 @@
+// A state_dict: what an object saves so that a run can resume it exactly (a module's weights, an
+// optimizer's moments, a generator's words, a data loader's position), as named tensors in a
+// fixed order, the form a safetensors file holds. Every floor's state_dict() returns one.
+//
+// Loading a state_dict is reading untrusted input. StateReader is how a load_state_dict reads
+// it: each entry is asked for with the dtype and shape it must have and, for a number, the
+// range its meaning allows; finish() refuses the entries nobody asked for. Every refusal is one
+// Error naming the loader and the entry:
+//
+//   StateReader in(state, "DataLoader::load_state_dict");
+//   const int64_t epoch = in.int64("epoch", Bounds::at_least(0));
+//   const double eps = in.float64("eps", Bounds::above(0));
+//   in.finish();   // "DataLoader::load_state_dict: unexpected entry 'epoch '"
+#pragma once
+
+#include <cstdint>
+#include <limits>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "../runtime/error.h"
+#include "dtype.h"
+#include "shape.h"
+
+namespace cppgrad {
+
+class Tensor;
+
+// Name → tensor, in order: a state_dict, a safetensors file's contents.
+using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
+
+// Prepends `prefix` to every name ("model." + "fc.weight").
+NamedTensors with_prefix(const std::string& prefix, const NamedTensors& tensors);
+// The entries whose names start with `prefix`, with it removed.
+NamedTensors under_prefix(const std::string& prefix, const NamedTensors& tensors);
+
+// The values a number may take: [min, max], either end open. A NaN is in no bounds, and an
+// infinity only in bounds that reach it.
+struct Bounds {
+  double min = -std::numeric_limits<double>::infinity();
+  double max = std::numeric_limits<double>::infinity();
+  bool min_open = false, max_open = false;
+
+  static Bounds finite() { return {-std::numeric_limits<double>::max(), std::numeric_limits<double>::max()}; }
+  static Bounds at_least(double v) { return {v, std::numeric_limits<double>::max()}; }
+  static Bounds above(double v) { return {v, std::numeric_limits<double>::max(), true, false}; }
+  static Bounds between(double lo, double hi) { return {lo, hi}; }
+  static Bounds from_up_to(double lo, double hi_excluded) { return {lo, hi_excluded, false, true}; }
+
+  bool contains(double v) const;
+  std::string str() const;  // "[0, 1)", "> 0", "finite"
+};
+
+class StateReader {
+ public:
+  // `owner` starts every message ("Generator::load_state_dict").
+  StateReader(const NamedTensors& state, std::string owner);
+
+  bool contains(const std::string& name) const;
+  // Entry `name`, of this dtype and shape (missing, undefined or another: an Error naming it).
+  const Tensor& tensor(const std::string& name, DType dtype, const Shape& shape);
+  // A 0-d int64 entry in `bounds` (whole numbers: the default takes any int64).
+  int64_t int64(const std::string& name, Bounds bounds = {});
+  // A 0-d float64 entry in `bounds` (the default: any finite number).
+  double float64(const std::string& name, Bounds bounds = Bounds::finite());
+  bool boolean(const std::string& name);
+  // The entries under `prefix`, with it removed, for a part's own load_state_dict to check
+  // (a loader's generator); they count as read. The part's errors are prefixed with `prefix`.
+  NamedTensors under(const std::string& prefix);
+  template <class Load>
+  void load_part(const std::string& prefix, Load&& load) {
+    NamedTensors part = under(prefix);
+    try {
+      load(part);
+    } catch (const Error& e) {
+      throw Error(fmt::format("{}: in '{}*': {}", owner_, prefix, e.what()));
+    }
+  }
+  // Refuses the first entry no call above asked for.
+  void finish() const;
+
+  const std::string& owner() const { return owner_; }
+
+ private:
+  const NamedTensors& state_;
+  std::string owner_;
+  std::set<std::string> read_;
+};
+
+}  // namespace cppgrad
