@@ -22,7 +22,6 @@
 #include "char_lm/model.h"
 #include "char_lm/options.h"
 #include "char_lm/sample.h"
-#include "common/checkpoint.h"
 #include "common/data_parallel.h"
 
 using namespace cppgrad;
@@ -65,9 +64,10 @@ int main(int argc, char** argv) {
     data::DataLoader loader(train_set, data::DataLoaderOptions(rank_batch).drop_last(true).seed(o.seed),
                             data::stack_collate, sampler);  // no prefetch thread, as in seq2seq
 
-    examples::Run run{*model, opt, schedule, loader};
     examples::TrainingLog log;
-    if (!o.resume.empty()) log = examples::resume_run(o.resume, checkpoint_of_this_model(o, text), run, {"data.vocab"});
+    optim::TrainingState state = examples::training_state({*model, opt, schedule, loader}, log);
+    state.add_constant("data.vocab", text.vocab_tensor());  // a model only makes sense with its characters
+    if (!o.resume.empty()) examples::resume_run(o.resume, checkpoint_of_this_model(o, text), state);
     if (lead && !o.resume.empty()) fmt::print("resumed from {} at step {}\n", o.resume, log.step);
     const data::Batch held_out = held_out_windows(text, o.model.seq_len);
     if (lead)
@@ -117,7 +117,7 @@ int main(int argc, char** argv) {
     }
 
     // ---- what the run leaves: a checkpoint, the curves, a sample -------------------------------
-    if (!o.save.empty()) examples::save_run_file(o.save, run, log, {{"data.vocab", text.vocab_tensor()}}, checkpoint_metadata(o, held));
+    if (!o.save.empty()) examples::save_run_file(o.save, state, checkpoint_metadata(o, held));
     if (!lead) return 0;
     if (!o.plot.empty()) {
       training_curves(o, text, log.step, held, held_out["input"].size(0), log.train_curve, log.eval_curve).write(o.plot);

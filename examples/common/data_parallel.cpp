@@ -41,13 +41,13 @@ int run_program(const std::string& program, const std::string& smaller, const st
   }
 }
 
-TrainingLog resume_run(const std::string& path, const NamedTensors& checkpoint, const Run& run,
-                       const std::set<std::string>& extra_keys) {
+void resume_run(const std::string& path, const NamedTensors& checkpoint, optim::TrainingState& state) {
   try {
     check_same_processes(checkpoint);
-    TrainingLog log = load_run(checkpoint, run, extra_keys, {"rng.ranks."});
-    restore_dropout_stream(checkpoint);
-    return log;
+    NamedTensors ranks, rest;  // the per-rank streams are this program's; the rest is the state's
+    for (const auto& entry : checkpoint) (entry.first.starts_with("rng.ranks.") ? ranks : rest).push_back(entry);
+    state.load_state_dict(rest);
+    restore_dropout_stream(under_prefix("rng.ranks.", ranks));
   } catch (const Error& e) {
     throw Error(fmt::format("--resume: {}: {}", excerpt(path), e.what()));
   }
@@ -63,7 +63,7 @@ int64_t per_rank_batch(const std::string& option, int64_t global_batch) {
 NamedTensors gather_dropout_streams() {
   if (distributed::world_size() == 1) return {};
   NamedTensors gathered;
-  for (const auto& [name, t] : generator_state(default_generator())) {
+  for (const auto& [name, t] : default_generator().state_dict()) {
     // (bool travels as int64: the collectives move numbers, not flags)
     Tensor as_number = t.dtype() == kBool ? t.to(kInt64) : t;
     gathered.emplace_back("rng.ranks." + name, distributed::all_gather(as_number));  // (world, ...)
@@ -74,7 +74,7 @@ NamedTensors gather_dropout_streams() {
 void check_same_processes(const NamedTensors& checkpoint) {
   const Tensor* words = nullptr;
   for (const auto& [name, t] : checkpoint)
-    if (name == "rng.ranks.words") words = &t;
+    if (name == "rng.ranks.state") words = &t;
   const int64_t saved_world = words == nullptr ? 1 : words->dim() >= 1 ? words->size(0) : -1;
   CPPGRAD_CHECK(saved_world == distributed::world_size(),
                 "checkpoint: it was written by a run of {} processes, and this one has {}; resume on as many "
@@ -82,29 +82,33 @@ void check_same_processes(const NamedTensors& checkpoint) {
                 saved_world < 0 ? "?" : std::to_string(saved_world), distributed::world_size());
 }
 
-void restore_dropout_stream(const NamedTensors& checkpoint) {
-  check_same_processes(checkpoint);
+void restore_dropout_stream(const NamedTensors& ranks) {
   const int world = distributed::world_size(), rank = distributed::rank();
-  if (world == 1) return;  // rng.default. is the stream, set by load_run
+  if (world == 1) {  // rng.default. is the stream; a run of one process writes no other
+    CPPGRAD_CHECK(ranks.empty(), "checkpoint: unexpected entry 'rng.ranks.{}' in a checkpoint of 1 process",
+                  excerpt(ranks.front().first));
+    return;
+  }
   NamedTensors mine;
-  const NamedTensors ranks = under_prefix("rng.ranks.", checkpoint);
   for (const auto& [name, t] : ranks) {
     CPPGRAD_CHECK(t.dim() >= 1 && t.size(0) == world, "checkpoint: rng.ranks.{} must have a row per process ({}), got "
-                  "shape {}", excerpt(name), world, shape_str(t.shape()));
+                  "shape {}", excerpt(name), world, excerpt(shape_str(t.shape()), 40));
     Tensor row = t.select(0, rank).contiguous();
     mine.emplace_back(name, name == "has_cached_normal" ? row.to(kBool) : row);
   }
-  set_generator_state(default_generator(), mine, "rng.ranks.");
+  try {
+    default_generator().load_state_dict(mine);
+  } catch (const Error& e) {
+    throw Error(fmt::format("checkpoint: in the entries under \"rng.ranks.\": {}", e.what()));
+  }
 }
 
-void save_run_file(const std::string& path, const Run& run, const TrainingLog& log, const NamedTensors& extra,
-                   const nn::Metadata& metadata) {
-  NamedTensors state = save_run(run, log);
-  state.insert(state.end(), extra.begin(), extra.end());
+void save_run_file(const std::string& path, const optim::TrainingState& state, const nn::Metadata& metadata) {
+  NamedTensors entries = state.state_dict();
   const NamedTensors streams = gather_dropout_streams();  // a collective: every rank
-  state.insert(state.end(), streams.begin(), streams.end());
+  entries.insert(entries.end(), streams.begin(), streams.end());
   if (distributed::rank() != 0) return;
-  nn::save_safetensors(path, state, metadata);
+  nn::save_safetensors(path, entries, metadata);
   fmt::print("checkpoint written to {}\n", path);
 }
 

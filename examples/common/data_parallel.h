@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "checkpoint.h"
+#include "run_state.h"
 #include "distributed/distributed.h"
 
 namespace examples {
@@ -33,29 +33,28 @@ std::optional<int> parse_command_line(CLI::App& app, int argc, char** argv, cons
 // names `smaller`); under mpirun either ends the whole job.
 int run_program(const std::string& program, const std::string& smaller, const std::function<int()>& body);
 
-// Loads a checkpoint written by save_run plus gather_dropout_streams into `run`: the number of
-// processes first, then every entry (load_run), then this rank's dropout stream. Errors name the
+// Loads a checkpoint written by save_run_file into `state`: the number of processes first, then
+// every entry (TrainingState::load_state_dict), then this rank's dropout stream. Errors name the
 // file.
-TrainingLog resume_run(const std::string& path, const NamedTensors& checkpoint, const Run& run,
-                       const std::set<std::string>& extra_keys = {});
+void resume_run(const std::string& path, const NamedTensors& checkpoint, cppgrad::optim::TrainingState& state);
 
 // This rank's share of a global batch: `global_batch` / world size, or an Error naming `option`
 // when it does not divide.
 int64_t per_rank_batch(const std::string& option, int64_t global_batch);
 
 // The entries under "rng.ranks." of a data-parallel checkpoint: every rank's default generator
-// (dropout), each tensor of generator_state with a leading dim of world size. A collective: all
-// ranks call it; in a world of one it is empty (rng.default. is the only stream).
+// (dropout), each entry of Generator::state_dict with a leading dim of world size. A collective:
+// all ranks call it; in a world of one it is empty (rng.default. is the only stream).
 NamedTensors gather_dropout_streams();
 // Refuses a checkpoint of another number of processes than this run's: its batches and
 // dropout streams would not continue the same run. (Checked before anything else is loaded.)
 void check_same_processes(const NamedTensors& checkpoint);
-// Sets this rank's default generator from those entries (after load_run, which sets rng.default.).
-void restore_dropout_stream(const NamedTensors& checkpoint);
+// Sets this rank's default generator from the "rng.ranks." entries (after rng.default. is loaded).
+void restore_dropout_stream(const NamedTensors& ranks);
 
-// Writes what save_run holds, then `extra`, then every rank's dropout stream, to `path` with
-// `metadata`, and says so. A collective: every rank calls it; rank 0 writes.
-void save_run_file(const std::string& path, const Run& run, const TrainingLog& log, const NamedTensors& extra,
+// Writes `state`, then every rank's dropout stream, to `path` with `metadata`, and says so. A
+// collective: every rank calls it; rank 0 writes.
+void save_run_file(const std::string& path, const cppgrad::optim::TrainingState& state,
                    const cppgrad::nn::Metadata& metadata);
 
 // Sums each value over the ranks (a collective; the values themselves in a world of one).

@@ -6,7 +6,7 @@
 
 #include <memory>
 
-#include "common/checkpoint.h"
+#include "common/run_state.h"
 #include "seq2seq/model.h"
 #include "seq2seq/tasks.h"
 

@@ -31,7 +31,6 @@
 #include <cmath>
 #include <functional>
 
-#include "common/checkpoint.h"
 #include "lessons/lessons.h"
 #include "lessons/measure.h"
 #include "lessons/training.h"
@@ -168,7 +167,7 @@ std::shared_ptr<Seq2SeqModel> load_checkpoint(Lesson4Options& o, Task& task) {
   o.vocab = ckpt.at("model.embed.weight").size(0);
   o.ff = ckpt.at("model.transformer.encoder.layers.0.linear1.weight").size(0);
   auto model = std::make_shared<Seq2SeqModel>(config_of(o));
-  model->load_state_dict(examples::under_prefix("model.", ckpt.tensors));
+  model->load_state_dict(under_prefix("model.", ckpt.tensors));
   return model;
 }
 

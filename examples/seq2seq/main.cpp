@@ -16,7 +16,6 @@
 #include <CLI/CLI.hpp>
 #include <fmt/core.h>
 
-#include "common/checkpoint.h"
 #include "common/data_parallel.h"
 #include "seq2seq/evaluate.h"
 #include "seq2seq/model.h"
@@ -57,9 +56,9 @@ int main(int argc, char** argv) {
                             task_collate(), sampler);
     const Batch held_out = held_out_batch(task, o.eval_size, o.seq_len, o.vocab, o.seed + 1000003);  // never trained on
 
-    examples::Run run{*model, opt, schedule, loader, &average};
     examples::TrainingLog log;
-    if (!o.resume.empty()) log = examples::resume_run(o.resume, checkpoint_of_task(o), run);
+    optim::TrainingState state = examples::training_state({*model, opt, schedule, loader, &average}, log);
+    if (!o.resume.empty()) examples::resume_run(o.resume, checkpoint_of_task(o), state);
     if (lead && !o.resume.empty()) fmt::print("resumed from {} at step {}\n", o.resume, log.step);
     if (lead)
       fmt::print("task {} · {} parameters · d_model {} · {} heads · {}+{} layers · batch {}{} · length ≤ {} · {} threads{}\n",
@@ -127,7 +126,7 @@ int main(int argc, char** argv) {
     }
 
     // ---- what the run leaves: a checkpoint, the curves, the attention of every head ------------
-    if (!o.save.empty()) examples::save_run_file(o.save, run, log, {}, checkpoint_metadata(o, accuracy));
+    if (!o.save.empty()) examples::save_run_file(o.save, state, checkpoint_metadata(o, accuracy));
     if (!lead) return 0;
     if (!o.plot.empty()) {
       training_curves(o, log.step, accuracy, log.train_curve, log.eval_curve, log.accuracy_curve).write(o.plot);

@@ -1,6 +1,6 @@
 // libFuzzer target for whole training checkpoints: the bytes are parsed as a safetensors file
 // and loaded into a seq2seq run as `seq2seq --resume` builds it (model, Adam, the paper's
-// schedule, the moving average, both generators; examples::load_run), then, when accepted,
+// schedule, the moving average, both generators; optim::TrainingState::load_state_dict), then, when accepted,
 // that run trains one step.
 //
 // Property: a checkpoint is refused with cppgrad::Error, or it trains a step with no Error and no
@@ -14,7 +14,7 @@
 #include <cstdlib>
 #include <memory>
 
-#include "common/checkpoint.h"
+#include "common/run_state.h"
 #include "common/tiny_run.h"
 #include "framed_mutator.h"
 #include "seq2seq/model.h"
@@ -36,7 +36,7 @@ extern "C" int LLVMFuzzerInitialize(int* /*argc*/, char*** /*argv*/) {
     for (; log.step < 3; ++log.step) tiny.train_step();
     log.train_curve = {{1, 1.9}, {2, 1.8}, {3, 1.7}};
     log.eval_curve = {{3, 1.75}};
-    nn::save_safetensors(path, examples::save_run(tiny.run(), log), {{"task", "copy"}});
+    examples::training_state(tiny.run(), log).save(path, {{"task", "copy"}});
     std::exit(0);
   }
   return 0;
@@ -50,8 +50,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     return 0;  // a malformed container
   }
   TinyRun tiny;
+  examples::TrainingLog log;
   try {
-    examples::load_run(contents.tensors, tiny.run());
+    examples::training_state(tiny.run(), log).load_state_dict(contents.tensors);
   } catch (const Error&) {
     return 0;  // a clean refusal: what a bad checkpoint must get
   }

@@ -1,0 +1,69 @@
+#include "common/run_state.h"
+
+using namespace cppgrad;
+
+namespace examples {
+
+namespace {
+
+Tensor flatten(const std::vector<std::pair<double, double>>& curve) {
+  std::vector<double> v;
+  for (auto [x, y] : curve) v.insert(v.end(), {x, y});
+  return tensor(v, {static_cast<int64_t>(v.size())});
+}
+
+// The curve `t` holds as (step, value) pairs, each at a step the run has taken.
+std::vector<std::pair<double, double>> read_curve(const Tensor& t, const std::string& name, int64_t step) {
+  CPPGRAD_CHECK(t.dtype() == kFloat64 && t.dim() == 1 && t.numel() % 2 == 0,
+                "checkpoint: {} must be a float64 vector of (step, loss) pairs, got {} of shape {}", name,
+                dtype_name(t.dtype()), excerpt(shape_str(t.shape()), 40));
+  CPPGRAD_CHECK(t.numel() / 2 <= step, "checkpoint: {} holds {} points, more than the {} steps taken", name,
+                t.numel() / 2, step);
+  const std::vector<double> v = t.to_vector<double>();
+  std::vector<std::pair<double, double>> curve;
+  for (size_t i = 0; i < v.size(); i += 2) {
+    CPPGRAD_CHECK(v[i] >= 1 && v[i] <= static_cast<double>(step), "checkpoint: {} has a point at step {}, not in [1, {}]",
+                  name, v[i], step);
+    curve.emplace_back(v[i], v[i + 1]);  // a loss may be anything a diverging run printed
+  }
+  return curve;
+}
+
+}  // namespace
+
+optim::TrainingState training_state(const Run& run, TrainingLog& log) {
+  optim::TrainingState state;
+  state.add("model", run.model).add("optim", run.optimizer);
+  if (run.average) state.add("average", *run.average);
+  state.add("sched", run.schedule).add("rng.default", default_generator()).add("loader", run.loader);
+  state.add_scalar("train.step", log.step, Bounds::at_least(0));
+  using Curve = std::vector<std::pair<double, double>>;
+  const std::pair<std::string, Curve*> curves[] = {
+      {"train.loss_curve", &log.train_curve}, {"train.eval_curve", &log.eval_curve},
+      {"train.accuracy_curve", &log.accuracy_curve}};
+  for (const auto& entry : curves) {
+    const std::string name = entry.first;
+    Curve* curve = entry.second;
+    state.add_tensor(name, [curve] { return flatten(*curve); },
+                     [curve, name, &log](const Tensor& t) { *curve = read_curve(t, name, log.step); });  // after train.step
+  }
+  // The schedule steps once per training step, from 0: the two counts agree in any checkpoint
+  // the program wrote (and the loop's bound, the schedule's rate, stay sane).
+  const optim::LRScheduler* schedule = &run.schedule;
+  state.require([schedule, &log] {
+    CPPGRAD_CHECK(log.step == schedule->last_step(),
+                  "checkpoint: train.step is {}, but sched.last_step is {}; they count the same steps", log.step,
+                  schedule->last_step());
+  });
+  // An optimizer counts the updates each parameter had: at most one per training step.
+  const optim::Optimizer* optimizer = &run.optimizer;
+  state.require([optimizer, &log] {
+    for (const auto& [name, t] : optimizer->state_dict())
+      if (name.starts_with("state.") && name.ends_with(".step") && t.dim() == 0 && t.dtype() == kInt64)
+        CPPGRAD_CHECK(t.item<int64_t>() <= log.step, "checkpoint: optim.{} is {}, more than the {} steps taken", name,
+                      t.item<int64_t>(), log.step);
+  });
+  return state;
+}
+
+}  // namespace examples

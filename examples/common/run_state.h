@@ -1,0 +1,37 @@
+// What the example programs save to resume a run exactly: the library's parts (model, optimizer,
+// schedule, moving average, data loader, default generator) in one optim::TrainingState, and
+// what the loop itself counts (the step, and the curves --plot draws).
+#pragma once
+
+#include <utility>
+#include <vector>
+
+#include "cppgrad.h"
+
+namespace examples {
+
+using cppgrad::NamedTensors;
+
+// The parts of a training run that a checkpoint holds.
+struct Run {
+  cppgrad::nn::Module& model;
+  cppgrad::optim::Optimizer& optimizer;
+  cppgrad::optim::LRScheduler& schedule;  // stepped once per training step
+  cppgrad::data::DataLoader& loader;      // the default generator is saved too (weights, dropout)
+  cppgrad::optim::ExponentialMovingAverage* average = nullptr;
+};
+
+// What the loop itself counts: steps taken, and the (step, value) curves drawn by --plot: the
+// losses, and the held-out accuracy (seq2seq; empty for char_lm).
+struct TrainingLog {
+  int64_t step = 0;
+  std::vector<std::pair<double, double>> train_curve, eval_curve, accuracy_curve;
+};
+
+// Every part under its name: model., optim., average. (when there is one), sched., rng.default.,
+// loader., then train.step, train.loss_curve, train.eval_curve and train.accuracy_curve. Its load
+// also refuses a step count the schedule or the optimizer disagrees with, and a curve point
+// past the step. `run` and `log` must outlive it.
+cppgrad::optim::TrainingState training_state(const Run& run, TrainingLog& log);
+
+}  // namespace examples
