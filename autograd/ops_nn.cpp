@@ -26,15 +26,8 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b) {
 }
 
 Tensor layer_norm(const Tensor& x, int64_t normalized_dims, const Tensor& weight, const Tensor& bias, double eps) {
-  CPPGRAD_CHECK(normalized_dims >= 1 && normalized_dims <= x.dim(), "layer_norm: cannot normalise the last {} dims of {}",
-                normalized_dims, shape_str(x.shape()));
+  kernels::LayerNormResult r = kernels::layer_norm(x, normalized_dims, weight, bias, eps);  // checks the arguments
   const Shape row_shape(x.shape().end() - normalized_dims, x.shape().end());
-  for (const Tensor* t : {&weight, &bias})
-    CPPGRAD_CHECK(!t->defined() || t->shape() == row_shape, "layer_norm: weight or bias {} should be {} for input {}",
-                  shape_str(t->shape()), shape_str(row_shape), shape_str(x.shape()));
-  int64_t width = 1;
-  for (int64_t n : row_shape) width *= n;
-  kernels::LayerNormResult r = kernels::layer_norm(x, width, weight, bias, eps);
   // x̂ = (x - mean)·rstd, y = x̂ ⊙ w + b;  ĝ = dy ⊙ w:
   // dx = rstd·(ĝ - mean(ĝ) - x̂·mean(ĝ ⊙ x̂)),  dw = Σ_rows dy ⊙ x̂,  db = Σ_rows dy
   return record("layer_norm", r.y, {x, weight, bias}, {x, weight, r.mean, r.rstd},

@@ -44,8 +44,12 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
   return cppgrad::layer_norm(x, k, weight, bias, eps);  // one fused op, forward and backward
 }
 
+void check_dropout_probability(const char* op, double p) {
+  CPPGRAD_CHECK(p >= 0.0 && p <= 1.0, "{}: probability must be in [0, 1], got {}", op, p);
+}
+
 Tensor dropout(const Tensor& x, double p, bool training, Generator& gen) {
-  CPPGRAD_CHECK(p >= 0.0 && p <= 1.0, "dropout: probability must be in [0, 1], got {}", p);
+  check_dropout_probability("dropout", p);
   if (!training || p == 0.0) return x;
   if (p == 1.0) return x * 0.0;
   return cppgrad::dropout(x, p, gen);  // x ⊙ mask, mask 0 or 1/(1-p), in one pass

@@ -19,6 +19,8 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
                   double eps = 1e-5);
 // Zeroes each element with probability p and scales the rest by 1/(1-p); identity when not training.
 Tensor dropout(const Tensor& x, double p, bool training, Generator& gen = default_generator());
+// dropout's p, checked in this one place (nn::Dropout checks its own when built): in [0, 1].
+void check_dropout_probability(const char* op, double p);
 // dropout(x.relu(), p, training), in training one op (cppgrad::relu_dropout): the same numbers
 // from the same generator state, one pass over x each way instead of two, saving x alone.
 Tensor relu_dropout(const Tensor& x, double p, bool training, Generator& gen = default_generator());

@@ -71,7 +71,7 @@ std::string LayerNorm::extra_repr() const {
   return fmt::format("{}, eps={}, elementwise_affine={}", shape_str(normalized_shape), eps, weight.defined());
 }
 
-Dropout::Dropout(double p_) : p(p_) { CPPGRAD_CHECK(p >= 0.0 && p <= 1.0, "Dropout: probability must be in [0, 1], got {}", p); }
+Dropout::Dropout(double p_) : p(p_) { functional::check_dropout_probability("Dropout", p); }
 
 Tensor Dropout::forward(const Tensor& x) { return functional::dropout(x, p, is_training()); }
 Tensor Dropout::relu_forward(const Tensor& x) { return functional::relu_dropout(x, p, is_training()); }

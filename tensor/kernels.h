@@ -95,7 +95,10 @@ Tensor softmax_backward(const Tensor& output, const Tensor& grad, int64_t dim);
 struct LayerNormResult {
   Tensor y, mean, rstd;  // mean and 1/std per row, kept for the backward
 };
-LayerNormResult layer_norm(const Tensor& x, int64_t normalized_numel, const Tensor& weight, const Tensor& bias,
+// Normalises rows of x's last `normalized_dims` dims. The one place layer_norm's arguments are
+// checked: x floating, 1 <= normalized_dims <= x.dim(), weight and bias undefined or of a row's
+// shape and x's dtype.
+LayerNormResult layer_norm(const Tensor& x, int64_t normalized_dims, const Tensor& weight, const Tensor& bias,
                            double eps);
 struct LayerNormGrads {
   Tensor dx, dweight, dbias;  // dweight, dbias flat (N)
@@ -113,6 +116,9 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b);
 // of the counter-based stream `key` (kernels/counter_rng.h), so any thread count gives the same
 // mask, and the backward makes it again from the key instead of keeping it.
 Tensor dropout_mask(const Shape& shape, DType dtype, double p, uint64_t key);
+// The dropout kernels' arguments, checked in this one place for each of them (the fast forms
+// too): 0 <= p < 1 (at p = 1 the caller returns zeros) and, when x is given, x floating.
+void check_dropout(const char* op, double p, const Tensor& x = {});
 Tensor dropout_mask(const Shape& shape, DType dtype, double p, Generator& gen);  // key: gen.next_u64()
 // x ⊙ dropout_mask(x's shape, p, key): dropout's forward, and on the gradient its backward.
 Tensor dropout(const Tensor& x, double p, uint64_t key);

@@ -67,10 +67,15 @@ double StateReader::float64(const std::string& name, Bounds bounds) {
 
 bool StateReader::boolean(const std::string& name) { return tensor(name, kBool, {}).item<bool>(); }
 
-NamedTensors StateReader::under(const std::string& prefix) {
+void StateReader::load_part(const std::string& prefix, const std::function<void(const NamedTensors&)>& load) {
   for (const auto& entry : state_)
     if (entry.first.starts_with(prefix)) read_.insert(entry.first);
-  return under_prefix(prefix, state_);
+  const NamedTensors part = under_prefix(prefix, state_);
+  try {
+    load(part);
+  } catch (const Error& e) {
+    throw Error(fmt::format("{}: in '{}*': {}", owner_, prefix, e.what()));
+  }
 }
 
 void StateReader::finish() const {

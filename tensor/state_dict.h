@@ -14,13 +14,13 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <limits>
 #include <set>
 #include <string>
 #include <utility>
 #include <vector>
 
-#include "../runtime/error.h"
 #include "dtype.h"
 #include "shape.h"
 
@@ -66,18 +66,9 @@ class StateReader {
   // A 0-d float64 entry in `bounds` (the default: any finite number).
   double float64(const std::string& name, Bounds bounds = Bounds::finite());
   bool boolean(const std::string& name);
-  // The entries under `prefix`, with it removed, for a part's own load_state_dict to check
-  // (a loader's generator); they count as read. The part's errors are prefixed with `prefix`.
-  NamedTensors under(const std::string& prefix);
-  template <class Load>
-  void load_part(const std::string& prefix, Load&& load) {
-    NamedTensors part = under(prefix);
-    try {
-      load(part);
-    } catch (const Error& e) {
-      throw Error(fmt::format("{}: in '{}*': {}", owner_, prefix, e.what()));
-    }
-  }
+  // Runs `load`, a part's own load_state_dict (a loader's generator), on the entries under
+  // `prefix` with it removed; they count as read, and its errors name the owner and `prefix`.
+  void load_part(const std::string& prefix, const std::function<void(const NamedTensors&)>& load);
   // Refuses the first entry no call above asked for.
   void finish() const;
 

@@ -41,8 +41,9 @@ int run_program(const std::string& program, const std::string& smaller, const st
   }
 }
 
-void resume_run(const std::string& path, const NamedTensors& checkpoint, optim::TrainingState& state) {
+void resume_run(const std::string& path, const NamedTensors& saved, optim::TrainingState& state) {
   try {
+    const NamedTensors checkpoint = with_generators_of_today(saved);  // older files
     check_same_processes(checkpoint);
     NamedTensors ranks, rest;  // the per-rank streams are this program's; the rest is the state's
     for (const auto& entry : checkpoint) (entry.first.starts_with("rng.ranks.") ? ranks : rest).push_back(entry);

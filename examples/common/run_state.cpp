@@ -1,5 +1,8 @@
 #include "common/run_state.h"
 
+#include <algorithm>
+#include <set>
+
 using namespace cppgrad;
 
 namespace examples {
@@ -30,6 +33,24 @@ std::vector<std::pair<double, double>> read_curve(const Tensor& t, const std::st
 }
 
 }  // namespace
+
+NamedTensors with_generators_of_today(const NamedTensors& checkpoint) {
+  std::set<std::string> names;
+  for (const auto& entry : checkpoint) names.insert(entry.first);
+  NamedTensors out;
+  for (const auto& [name, t] : checkpoint) {
+    const std::string prefix = name.substr(0, name.size() - std::min(name.size(), std::string("words").size()));
+    const bool old_words = (name == "rng.default.words" || name == "rng.ranks.words") && t.dtype() == kInt64 &&
+                           t.dim() >= 1 && t.size(-1) == 5 && !names.count(prefix + "state");  // else: refused
+    if (!old_words) {
+      out.emplace_back(name, t);
+      continue;
+    }
+    out.emplace_back(prefix + "state", t.narrow(-1, 0, 4).contiguous());
+    out.emplace_back(prefix + "seed", t.select(-1, 4).contiguous());
+  }
+  return out;
+}
 
 optim::TrainingState training_state(const Run& run, TrainingLog& log) {
   optim::TrainingState state;

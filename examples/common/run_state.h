@@ -34,4 +34,10 @@ struct TrainingLog {
 // past the step. `run` and `log` must outlive it.
 cppgrad::optim::TrainingState training_state(const Run& run, TrainingLog& log);
 
+// Checkpoints written before Generator::state_dict held the default generator and the per-rank
+// streams as "rng.default.words" int64 [5] and "rng.ranks.words" [world, 5] (one row per rank):
+// the four xoshiro words, then the seed. This reads them as today's "state" and "seed" entries,
+// so that the checkpoints users have still resume; every other entry is left as it is.
+NamedTensors with_generators_of_today(const NamedTensors& checkpoint);
+
 }  // namespace examples

@@ -12,12 +12,18 @@
 
 namespace cppgrad::kernels {
 
+void check_dropout(const char* op, double p, const Tensor& x) {
+  CPPGRAD_CHECK(p >= 0.0 && p < 1.0, "{}: probability must be in [0, 1), got {}", op, p);
+  CPPGRAD_CHECK(!x.defined() || x.is_floating_point(), "{}: expected a floating dtype, got {}", op,
+                dtype_name(x.dtype()));
+}
+
 Tensor dropout_mask(const Shape& shape, DType dtype, double p, Generator& gen) {
   return dropout_mask(shape, dtype, p, gen.next_u64());
 }
 
 Tensor dropout_mask(const Shape& shape, DType dtype, double p, uint64_t key) {
-  CPPGRAD_CHECK(p >= 0.0 && p < 1.0, "dropout_mask: probability must be in [0, 1), got {}", p);
+  check_dropout("dropout_mask", p);
   Tensor mask = empty(shape, dtype);
   if (!reference_mode()) return fast::fill_dropout_mask(mask, p, key);
   dispatch_floating(dtype, "dropout_mask", [&](auto tag) {
@@ -31,9 +37,8 @@ Tensor dropout_mask(const Shape& shape, DType dtype, double p, uint64_t key) {
 }
 
 Tensor dropout(const Tensor& x, double p, uint64_t key) {
-  CPPGRAD_CHECK(p >= 0.0 && p < 1.0, "dropout: probability must be in [0, 1), got {}", p);
-  CPPGRAD_CHECK(x.is_floating_point(), "dropout: expected a floating dtype, got {}", dtype_name(x.dtype()));
-  if (!reference_mode()) return fast::dropout(x, p, key);
+  if (!reference_mode()) return fast::dropout(x, p, key);  // which checks its arguments
+  check_dropout("dropout", p, x);
   return binary(Binary::Mul, x, dropout_mask(x.shape(), x.dtype(), p, key));  // x ⊙ mask
 }
 

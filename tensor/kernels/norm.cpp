@@ -42,6 +42,19 @@ void check_affine(const Tensor& t, const Tensor& x, int64_t width, const char* w
                 what, shape_str(t.shape()), dtype_name(t.dtype()), width, dtype_name(x.dtype()));
 }
 
+// layer_norm's arguments checked; the shape of a row.
+Shape layer_norm_row_shape(const Tensor& x, int64_t normalized_dims, const Tensor& weight, const Tensor& bias) {
+  CPPGRAD_CHECK(x.is_floating_point(), "layer_norm: expected a floating dtype, got {}", dtype_name(x.dtype()));
+  CPPGRAD_CHECK(normalized_dims >= 1 && normalized_dims <= x.dim(), "layer_norm: cannot normalise the last {} dims of {}",
+                normalized_dims, shape_str(x.shape()));
+  const Shape row_shape(x.shape().end() - normalized_dims, x.shape().end());
+  for (const Tensor* t : {&weight, &bias})
+    CPPGRAD_CHECK(!t->defined() || (t->shape() == row_shape && t->dtype() == x.dtype()),
+                  "layer_norm: weight or bias {} {} should be {} {} for input {}", shape_str(t->shape()),
+                  dtype_name(t->dtype()), shape_str(row_shape), dtype_name(x.dtype()), shape_str(x.shape()));
+  return row_shape;
+}
+
 // The mean of a row of values x·scale, and the sum of their squared distances to it. Two
 // passes: Σ(x - mean)² does not cancel as Σx² - N·mean² can.
 template <class T>
@@ -120,13 +133,12 @@ void layer_norm_affine_grads(int64_t rows, int64_t width, const T* x, const T* g
 
 }  // namespace
 
-LayerNormResult layer_norm(const Tensor& input, int64_t normalized_numel, const Tensor& weight, const Tensor& bias,
+LayerNormResult layer_norm(const Tensor& input, int64_t normalized_dims, const Tensor& weight, const Tensor& bias,
                            double eps) {
   CPPGRAD_PROFILE_SCOPE("layer_norm");
-  CPPGRAD_CHECK(input.is_floating_point(), "layer_norm: expected a floating dtype, got {}", dtype_name(input.dtype()));
-  const Rows r = rows_of(input, normalized_numel, "layer_norm");
-  check_affine(weight, input, r.width, "weight");
-  check_affine(bias, input, r.width, "bias");
+  int64_t width = 1;
+  for (int64_t n : layer_norm_row_shape(input, normalized_dims, weight, bias)) width *= n;
+  const Rows r = rows_of(input, width, "layer_norm");
   Tensor x = contiguous(input);
   LayerNormResult out{empty(x.shape(), x.dtype()), empty({r.count}, x.dtype()), empty({r.count}, x.dtype())};
   // A weight without a bias (or the reverse) runs as affine with the missing one 1 (or 0):

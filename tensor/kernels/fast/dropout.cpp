@@ -64,8 +64,7 @@ void relu_dropout_all(int64_t n, double p, uint64_t key, const T* x, const T* g,
 // dropout(x) or dropout(relu(x)) with the mask the key makes: one checked body for both ops.
 template <bool Relu>
 Tensor masked_by_key(const char* op, const Tensor& input, double p, uint64_t key) {
-  CPPGRAD_CHECK(p >= 0.0 && p < 1.0, "{}: probability must be in [0, 1), got {}", op, p);
-  CPPGRAD_CHECK(input.is_floating_point(), "{}: expected a floating dtype, got {}", op, dtype_name(input.dtype()));
+  check_dropout(op, p, input);
   Tensor x = contiguous(input);
   Tensor out = empty(x.shape(), x.dtype());
   dispatch_floating(x.dtype(), op, [&](auto tag) {
