@@ -86,11 +86,9 @@ int main(int argc, char** argv) {
   const int64_t H = 8, d = 64;
   const char* coretype = std::getenv("OPENBLAS_CORETYPE");
   fmt::print("scaled_dot_product_attention fwd+bwd: batch 1, {} query heads of d {}, causal, float32, {} threads; "
-             "OPENBLAS_CORETYPE={}; load average {:.2f} at start
-",
+             "OPENBLAS_CORETYPE={}; load average {:.2f} at start\n",
              H, d, get_num_threads(), coretype ? coretype : "(unset)", load_average());
-  fmt::print("{:>6} {:>12} | {:>12} {:>12} {:>8} | {:>10} {:>10}
-", "T", "path", "g=8 med ms", "g=2 med ms",
+  fmt::print("{:>6} {:>12} | {:>12} {:>12} {:>8} | {:>10} {:>10}\n", "T", "path", "g=8 med ms", "g=2 med ms",
              "g2 / g8", "g=8 MB", "g=2 MB");
   for (int64_t T : lens) {
     for (auto [name, backend] : {std::pair{"fused", F::AttentionBackend::Fused},
@@ -100,8 +98,7 @@ int main(int argc, char** argv) {
       const double multi_mb = peak_mb(multi), grouped_mb = peak_mb(grouped);
       const auto [tm, tg] = bench::measure_interleaved([&] { multi.step(); }, [&] { grouped.step(); },
                                                        {.budget_s = T > 2048 ? 6.0 : 2.0, .warm_up = 1, .min_reps = 3});
-      fmt::print("{:>6} {:>12} | {:>12.1f} {:>12.1f} {:>8.2f} | {:>10.1f} {:>10.1f}
-", T, name, tm.median_s * 1e3,
+      fmt::print("{:>6} {:>12} | {:>12.1f} {:>12.1f} {:>8.2f} | {:>10.1f} {:>10.1f}\n", T, name, tm.median_s * 1e3,
                  tg.median_s * 1e3, tg.median_s / tm.median_s, multi_mb, grouped_mb);
       std::fflush(stdout);
     }
@@ -109,18 +106,14 @@ int main(int argc, char** argv) {
   // A causal window of 256 keys on the fused path, g = 2: the tiles outside the band are skipped,
   // so the time grows as T·window rather than T²/2.
   F::set_attention_backend(F::AttentionBackend::Fused);
-  fmt::print("
-fused, g = {}, causal window 256 against causal alone:
-", H / 4);
-  fmt::print("{:>6} | {:>14} {:>14} {:>8} | {:>10}
-", "T", "causal med ms", "window med ms", "ratio", "window MB");
+  fmt::print("\nfused, g = {}, causal window 256 against causal alone:\n", H / 4);
+  fmt::print("{:>6} | {:>14} {:>14} {:>8} | {:>10}\n", "T", "causal med ms", "window med ms", "ratio", "window MB");
   for (int64_t T : lens) {
     Problem causal = make(H, H / 4, T, d), windowed = make(H, H / 4, T, d, 256);
     const double window_mb = peak_mb(windowed);
     const auto [tc, tw] = bench::measure_interleaved([&] { causal.step(); }, [&] { windowed.step(); },
                                                      {.budget_s = T > 2048 ? 4.0 : 1.5, .warm_up = 1, .min_reps = 3});
-    fmt::print("{:>6} | {:>14.1f} {:>14.1f} {:>8.2f} | {:>10.1f}
-", T, tc.median_s * 1e3, tw.median_s * 1e3,
+    fmt::print("{:>6} | {:>14.1f} {:>14.1f} {:>8.2f} | {:>10.1f}\n", T, tc.median_s * 1e3, tw.median_s * 1e3,
                tw.median_s / tc.median_s, window_mb);
     std::fflush(stdout);
   }

@@ -253,9 +253,9 @@ void print(const Lesson11& r) {
   bool all_reached = true;
   for (size_t i = 1; i < r.schemes.size(); ++i)
     for (int64_t st : r.steps_to_99[i]) all_reached = all_reached && st > 0;
-  fmt::print("   Of the schemes with positions, {} reached 99% in the fewest steps ({}mean {:.0f}){}.\n",
+  fmt::print("   Of the schemes with positions, {} reached 99% in the fewest steps ({}mean {:.0f});\n   {}.\n",
              scheme_name(r.schemes[fastest]), r.steps_to_99[fastest].size() > 1 ? "" : "one seed, ", mean_steps[fastest],
-             all_reached ? ", and every scheme with positions got there" : "; not every scheme reached 99% within the budget");
+             all_reached ? "every scheme with positions got there" : "not every scheme reached 99% within the budget");
   const size_t rotary = 3;
   if (mean_steps[rotary] > mean_steps[fastest])
     fmt::print("   Rotary positions are relative: reversing needs the absolute position (token i goes to n - 1 - i),\n"
