@@ -21,17 +21,7 @@ using nntest::randn64;
 
 namespace {
 
-// Sets the attention backend for a scope; Fused also turns reference mode off there, so these
-// cases test the fused kernel when CTest runs the suite with CPPGRAD_REFERENCE=1.
-struct BackendGuard {
-  explicit BackendGuard(F::AttentionBackend b)
-      : previous(F::attention_backend()), mode(b == F::AttentionBackend::Fused ? false : reference_mode()) {
-    F::set_attention_backend(b);
-  }
-  ~BackendGuard() { F::set_attention_backend(previous); }
-  F::AttentionBackend previous;
-  ReferenceModeGuard mode;
-};
+using BackendGuard = nntest::AttentionBackendGuard;
 
 struct Result {
   Tensor out, dq, dk, dv;
