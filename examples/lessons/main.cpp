@@ -27,16 +27,21 @@ int main(int argc, char** argv) {
       ->check(CLI::ExistingFile);
   app.add_option("--seq-len", lesson4.seq_len, "lesson 4: longest held-out sequence (match the checkpoint's run)")
       ->check(CLI::Range(1, 200));
-  app.add_option("--task", lesson4.task, "lesson 4: copy, reverse or sort")
-      ->check(CLI::IsMember({"copy", "reverse", "sort"}));
+  app.add_option("--task", lesson4.task, "lesson 4: copy, reverse, sort or mirror-sum")
+      ->check(CLI::IsMember({"copy", "reverse", "sort", "mirror-sum"}));
   app.add_option("--steps", lesson4.steps, "lesson 4: training steps")->check(CLI::Range(1, 1'000'000));
   app.add_option("--seed", lesson4.seed, "lesson 4: random seed (weights and data)");
   app.add_option("--seeds", lesson4.seeds, "lesson 4: compare identical and random starts on this many seeds")
       ->check(CLI::Range(1, 100));
-  app.add_option("--heads-task", lesson8.task, "lesson 8: reverse, sort or copy")
-      ->check(CLI::IsMember({"copy", "reverse", "sort"}));
+  app.add_option("--heads-task", lesson8.task, "lesson 8: reverse, sort, copy or mirror-sum")
+      ->check(CLI::IsMember({"copy", "reverse", "sort", "mirror-sum"}));
   app.add_option("--heads-steps", lesson8.steps, "lesson 8: training steps per model")->check(CLI::Range(1, 1'000'000));
   app.add_option("--heads-seeds", lesson8.seeds, "lesson 8: seeds per head count")->check(CLI::Range(1, 100));
+  app.add_option("--heads-symbols", lesson8.vocab, "lesson 8: number of distinct symbols (plus 3 special tokens)")
+      ->check(CLI::Range(2, 1000))
+      ->transform([](std::string s) { return std::to_string(std::stoll(s) + 3); });
+  app.add_option("--heads-d-model", lesson8.d_model, "lesson 8: d_model (divisible by every head count)")
+      ->check(CLI::Range(8, 1024));
   app.add_option("--positions-steps", lesson11.max_steps, "lesson 11: most training steps per model")
       ->check(CLI::Range(1, 1'000'000));
   app.add_option("--positions-seeds", lesson11.seeds, "lesson 11: seeds per position scheme")->check(CLI::Range(1, 100));
