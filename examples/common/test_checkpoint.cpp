@@ -8,6 +8,7 @@
 #include <limits>
 #include <memory>
 
+#include "../../tests/common/check.h"
 #include "common/run_state.h"
 #include "common/tiny_run.h"
 #include "seq2seq/model.h"
@@ -17,9 +18,9 @@ using namespace cppgrad;
 using cppgrad::nn::NamedTensors;
 using doctest::Contains;
 using examples::TinyRun;
+using cppgrad::check::with_entry;
 
 namespace {
-
 
 // A checkpoint of a tiny run after two steps, as seq2seq --save writes it.
 NamedTensors good_checkpoint() {
@@ -30,21 +31,6 @@ NamedTensors good_checkpoint() {
     log.train_curve.emplace_back(static_cast<double>(log.step + 1), 1.5);
   }
   return examples::training_state(tiny.run(), log).state_dict();
-}
-
-// `state` with entry `key` replaced by `value` (removed when undefined, added when new).
-NamedTensors with_entry(NamedTensors state, const std::string& key, const Tensor& value) {
-  NamedTensors out;
-  bool found = false;
-  for (auto& [name, t] : state) {
-    if (name != key) {
-      out.emplace_back(name, t);
-    } else if ((found = true), value.defined()) {
-      out.emplace_back(name, value);
-    }
-  }
-  if (!found && value.defined()) out.emplace_back(key, value);
-  return out;
 }
 
 // The one-line message the checked load gives for `state`, loaded into a fresh run.

@@ -107,4 +107,20 @@ inline bool contains(const std::string& haystack, const std::string& needle) {
   return haystack.find(needle) != std::string::npos;
 }
 
+// `state` with entry `key` replaced by `value` (removed when `value` is undefined, appended when
+// `key` is new): one tampered entry of a checkpoint, for the tests of checked loads.
+inline NamedTensors with_entry(const NamedTensors& state, const std::string& key, const Tensor& value) {
+  NamedTensors out;
+  bool found = false;
+  for (const auto& [name, t] : state) {
+    if (name != key) {
+      out.emplace_back(name, t);
+    } else if ((found = true), value.defined()) {
+      out.emplace_back(name, value);
+    }
+  }
+  if (!found && value.defined()) out.emplace_back(key, value);
+  return out;
+}
+
 }  // namespace cppgrad::check

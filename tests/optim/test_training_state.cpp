@@ -17,6 +17,7 @@ using namespace cppgrad::optim;
 using optimtest::contains;
 using optimtest::error_message;
 using optimtest::identical;
+using check::with_entry;
 namespace fs = std::filesystem;
 
 namespace {
@@ -74,21 +75,6 @@ struct Run {
     }
   }
 };
-
-// `state` with entry `key` replaced by `value` (removed when undefined, added when new).
-NamedTensors with_entry(NamedTensors state, const std::string& key, const Tensor& value) {
-  NamedTensors out;
-  bool found = false;
-  for (auto& [name, t] : state) {
-    if (name != key) {
-      out.emplace_back(name, t);
-    } else if ((found = true), value.defined()) {
-      out.emplace_back(name, value);
-    }
-  }
-  if (!found && value.defined()) out.emplace_back(key, value);
-  return out;
-}
 
 }  // namespace
 
