@@ -74,6 +74,7 @@ class BPETokenizer {
   bool operator==(const BPETokenizer& other) const { return tokens_ == other.tokens_ && merges_ == other.merges_; }
 
  private:
+  BPETokenizer() = default;  // made only by train() and the loaders: never without its 256 bytes
   struct Merge {
     int32_t rank;
     int32_t result;
