@@ -3,6 +3,7 @@
 //   lesson 1                 # is the embedding split between the heads, or copied?
 //   lesson 4 --checkpoint run.safetensors   # lesson 4 on a model trained by seq2seq --save
 //   lesson 7                 # the backward pass of an encoder layer, by hand
+//   lesson 11 --positions-seeds 5   # positions: none, sinusoidal, learned, rotary
 //   lesson all
 #include <CLI/CLI.hpp>
 #include <chrono>
@@ -10,14 +11,17 @@
 
 #include "lessons/lessons.h"
 #include "lessons/lesson10_sharing.h"
+#include "lessons/lesson11_positions.h"
 
 int main(int argc, char** argv) {
   std::string which = "all";
   lessons::Lesson4Options lesson4;
   lessons::Lesson8Options lesson8;
+  lessons::Lesson11Options lesson11;
   int threads = 1;
   CLI::App app{"The attention lessons: each answers one learner's question with numbers (see README.md)."};
-  app.add_option("lesson", which, "1 to 10, or all")->check(CLI::IsMember({"1", "2", "3", "4", "5", "6", "7", "8", "9", "10", "all"}));
+  app.add_option("lesson", which, "1 to 11, or all")
+      ->check(CLI::IsMember({"1", "2", "3", "4", "5", "6", "7", "8", "9", "10", "11", "all"}));
   app.add_option("--checkpoint", lesson4.checkpoint,
                  "lesson 4: a seq2seq --save checkpoint to use as the trained model")
       ->check(CLI::ExistingFile);
@@ -38,6 +42,9 @@ int main(int argc, char** argv) {
       ->transform([](std::string s) { return std::to_string(std::stoll(s) + 3); });
   app.add_option("--heads-d-model", lesson8.d_model, "lesson 8: d_model (divisible by every head count)")
       ->check(CLI::Range(8, 1024));
+  app.add_option("--positions-steps", lesson11.max_steps, "lesson 11: most training steps per model")
+      ->check(CLI::Range(1, 1'000'000));
+  app.add_option("--positions-seeds", lesson11.seeds, "lesson 11: seeds per position scheme")->check(CLI::Range(1, 100));
   app.add_option("--threads", threads, "threads for BLAS and cppgrad's loops")->check(CLI::Range(1, 256));
   CLI11_PARSE(app, argc, argv);
   cppgrad::set_num_threads(threads);
@@ -61,6 +68,7 @@ int main(int argc, char** argv) {
     timed("8", [&] { return lessons::run_lesson8(lesson8); });
     timed("9", [] { return lessons::run_lesson9(); });
     timed("10", [] { return lessons::run_lesson10(); });
+    timed("11", [&] { return lessons::run_lesson11(lesson11); });
   } catch (const cppgrad::Error& e) {
     fmt::print(stderr, "lesson: {}\n", e.what());
     return 2;
