@@ -79,7 +79,7 @@ RMSNormGrads rms_norm_backward(const Tensor& grad, const Tensor& input, const Te
         const double r = rs[i];
         for (int64_t j = 0; j < width; ++j) dw[static_cast<size_t>(j)] += double(gr[j]) * xr[j] * r;
       }
-      out.dweight = tensor(dw, Shape{width}).to(x.dtype());
+      out.dweight = kernels::to(tensor(dw, Shape{width}), x.dtype());  // kernels::to: tensor/ may not call autograd's Tensor::to
     }
   });
   return out;
