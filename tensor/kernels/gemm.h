@@ -37,19 +37,21 @@ void blas_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const T* a, in
 // How a product of m × n × k is cut: blocks of `size` rows (or columns) of C, from the shape
 // alone. Below kWholeWork multiply-adds the product is one block (splitting it costs more calls
 // than it saves). Each block repacks the operand that is not cut (BLAS packs it per call), so
-// the longer side of C is the one cut, and into at most 8 blocks of at least 64 (in multiples of
-// 16, a whole number of the micro-kernels' tiles).
+// the longer side of C is the one cut, and into at most 4 blocks (2 per thread on 2 cores; each
+// more repacks that operand once more, where OpenBLAS alone packs it once per call) of at least
+// 64 (in multiples of 16, a whole number of the micro-kernels' tiles).
 struct GemmBlocks {
   bool by_rows;
   int64_t size, count;
 };
 inline GemmBlocks gemm_blocks(int64_t m, int64_t n, int64_t k) {
-  constexpr int64_t kWholeWork = int64_t{1} << 21, kMaxBlocks = 8, kMinBlock = 64;
+  constexpr int64_t kWholeWork = int64_t{1} << 21, kMinBlock = 64;
   const bool by_rows = m >= n;
   const int64_t side = by_rows ? m : n;
+  auto rounded = [](int64_t size) { return (size + 15) / 16 * 16; };
   if (m * n * k < kWholeWork || side < 2 * kMinBlock) return {by_rows, side, 1};
-  int64_t size = std::max(kMinBlock, (side + kMaxBlocks - 1) / kMaxBlocks);
-  size = (size + 15) / 16 * 16;
+  // 4 blocks where each has 64 rows, else 2 (never 3: on 2 threads one would wait a whole block)
+  const int64_t size = side >= 4 * kMinBlock ? rounded((side + 3) / 4) : rounded((side + 1) / 2);
   return {by_rows, size, (side + size - 1) / size};
 }
 }  // namespace detail
