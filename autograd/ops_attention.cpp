@@ -1,9 +1,14 @@
 // Attention as one op: softmax(scale · q·kᵀ + mask) ⊙ M · v, M dropout's mask on the weights.
 //
-// Below is its reference, written as the formula reads: it builds the (..., T, S) weights and
-// lets the ops it is made of (matmul, masked_softmax, a product with the mask) record their own
-// backward. The fast form (autograd/fast/attention.cpp, FlashAttention's recipe) never holds
-// the weights; it runs unless reference mode is on, and draws the same mask from the same key.
+// Below is its reference, written as the formula reads: it builds the (..., h, T, S) weights,
+// repeats each shared key/value head for the query heads that read it, and lets the ops it is
+// made of (matmul, masked_softmax, expand, a product with the mask) record their own backward.
+// The fast form (autograd/fast/attention.cpp, FlashAttention's recipe) never holds the weights
+// nor copies a shared head; it runs unless reference mode is on, and draws the same mask from
+// the same key.
+#include <cmath>
+#include <limits>
+
 #include "autograd/fast/attention.h"
 #include "autograd/functions.h"
 #include "runtime/reference_mode.h"
@@ -11,13 +16,76 @@
 
 namespace cppgrad {
 
+Tensor attention_position_bias(const AttentionPositions& o, bool is_causal, int64_t heads, int64_t target_len,
+                               int64_t source_len, DType dtype) {
+  const bool positional = o.window.has_value() || (is_causal && o.query_offset != 0);
+  const bool alibi = o.alibi_slopes.defined();
+  if (!positional && !alibi) return {};
+  constexpr double kNegInf = -std::numeric_limits<double>::infinity();
+  // How far query i stands after key j: (T, 1) − (1, S) -> (T, S)
+  Tensor query_pos = arange(static_cast<double>(o.query_offset), static_cast<double>(o.query_offset + target_len),
+                            1.0, kFloat64)
+                         .reshape({target_len, 1});
+  Tensor distance = query_pos - arange(static_cast<double>(source_len), kFloat64).reshape({1, source_len});
+  Tensor bias = zeros({target_len, source_len}, kFloat64);
+  if (is_causal) bias = bias.masked_fill(distance.lt(zeros({}, kFloat64)), kNegInf);  // key after the query
+  if (o.window) bias = bias.masked_fill(distance.abs().ge(full({}, static_cast<double>(*o.window), kFloat64)), kNegInf);
+  if (alibi) {
+    CPPGRAD_CHECK(o.alibi_slopes.dim() == 1 && o.alibi_slopes.size(0) == heads,
+                  "scaled_dot_product_attention: alibi_slopes {} must hold one slope for each of the {} query heads",
+                  shape_str(o.alibi_slopes.shape()), heads);
+    Tensor slopes = o.alibi_slopes.to(kFloat64).reshape({heads, 1, 1});
+    bias = bias - slopes * distance.abs();  // (T, S) − (h, 1, 1)·(T, S) -> (h, T, S)
+  }
+  return bias.to(dtype);
+}
+
+Tensor additive_mask(const Tensor& mask, DType dtype) {
+  if (mask.dtype() == kBool) return zeros(mask.shape(), dtype).masked_fill(mask, -std::numeric_limits<double>::infinity());
+  return mask.to(dtype);
+}
+
+Tensor repeat_kv_heads(const Tensor& kv, int64_t r) {
+  if (r == 1) return kv;
+  CPPGRAD_CHECK(kv.dim() >= 3 && r > 1, "repeat_kv_heads: {} has no heads dim to repeat {} times", shape_str(kv.shape()), r);
+  Shape expanded = kv.shape(), repeated = kv.shape();
+  expanded.insert(expanded.end() - 2, r);  // (..., g, 1, S, d) -> (..., g, r, S, d)
+  repeated[repeated.size() - 3] *= r;      // -> (..., g·r, S, d)
+  return kv.unsqueeze(-3).expand(expanded).reshape(repeated);
+}
+
+namespace {
+// Query heads per key/value head: q (..., h, T, d) against k (..., g, S, d).
+int64_t heads_per_kv_head(const Tensor& q, const Tensor& k) {
+  if (q.dim() < 3 || k.dim() < 3 || k.size(-3) == q.size(-3)) return 1;
+  CPPGRAD_CHECK(k.size(-3) > 0 && q.size(-3) % k.size(-3) == 0,
+                "fused_attention: q {} has {} heads, not a multiple of the {} key/value heads of k {}",
+                shape_str(q.shape()), q.size(-3), k.size(-3), shape_str(k.shape()));
+  return q.size(-3) / k.size(-3);
+}
+}  // namespace
+
+Tensor attention_weights(const Tensor& q, const Tensor& k, const Tensor& mask, bool is_causal, double scale,
+                         const AttentionPositions& positions) {
+  Tensor keys = repeat_kv_heads(k, heads_per_kv_head(q, k));  // (..., g, S, d) -> (..., h, S, d)
+  Tensor full_mask = mask;
+  bool causal = is_causal;
+  const int64_t heads = q.dim() >= 3 ? q.size(-3) : 1;
+  if (Tensor bias = attention_position_bias(positions, is_causal, heads, q.size(-2), k.size(-2), q.dtype());
+      bias.defined()) {
+    full_mask = mask.defined() ? additive_mask(mask, q.dtype()) + bias : bias;  // -inf + anything stays -inf
+    causal = false;  // the bias hides the keys after each query
+  }
+  return masked_softmax(q.matmul(keys.mT()), full_mask, causal, scale);  // (..., T, d) @ (..., d, S) -> (..., T, S)
+}
+
 Tensor fused_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask, bool is_causal,
-                       double scale, double dropout_p, Generator& gen) {
+                       double scale, double dropout_p, Generator& gen, const AttentionPositions& positions) {
   const uint64_t key = dropout_p > 0.0 ? gen.next_u64() : 0;  // one draw, as dropout() takes
-  if (!reference_mode()) return fast::fused_attention(q, k, v, mask, is_causal, scale, dropout_p, key);
-  Tensor weights = masked_softmax(q.matmul(k.mT()), mask, is_causal, scale);  // (..., T, d) @ (..., d, S) -> (..., T, S)
+  if (!reference_mode()) return fast::fused_attention(q, k, v, mask, is_causal, scale, dropout_p, key, positions);
+  Tensor weights = attention_weights(q, k, mask, is_causal, scale, positions);
   if (dropout_p > 0.0) weights = weights * kernels::dropout_mask(weights.shape(), weights.dtype(), dropout_p, key);
-  return weights.matmul(v);  // (..., T, S) @ (..., S, dv) -> (..., T, dv)
+  return weights.matmul(repeat_kv_heads(v, heads_per_kv_head(q, v)));  // (..., T, S) @ (..., S, dv) -> (..., T, dv)
 }
 
 }  // namespace cppgrad

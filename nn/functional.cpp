@@ -138,12 +138,15 @@ std::atomic<AttentionBackend> g_attention_backend{AttentionBackend::Auto};
 // threshold stays at T = S = 256, where memory is already 3x smaller (5 MB against 14 MB).
 constexpr int64_t kFusedMinSize = 256 * 256;
 
-bool use_fused(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask, bool need_weights) {
+// grouped: k and v have g heads where q has h (enable_gqa, already checked); the fused kernel
+// reads them shared, so their leading dims equal q's but for the heads.
+bool use_fused(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask, bool need_weights, bool grouped) {
   const AttentionBackend backend = g_attention_backend.load();
   if (reference_mode() || backend == AttentionBackend::Materialize || need_weights) return false;
   if (mask.defined() && mask.requires_grad()) return false;
-  const Shape lead_q(q.shape().begin(), q.shape().end() - 2), lead_k(k.shape().begin(), k.shape().end() - 2),
-      lead_v(v.shape().begin(), v.shape().end() - 2);
+  const int64_t lead_end = grouped ? 3 : 2;
+  const Shape lead_q(q.shape().begin(), q.shape().end() - lead_end), lead_k(k.shape().begin(), k.shape().end() - lead_end),
+      lead_v(v.shape().begin(), v.shape().end() - lead_end);
   if (lead_q != lead_k || lead_k != lead_v || !q.is_floating_point()) return false;
   if (q.size(-1) == 0 || v.size(-1) == 0 || k.size(-2) == 0 || q.size(-2) == 0) return false;
   return backend == AttentionBackend::Fused || q.size(-2) * k.size(-2) >= kFusedMinSize;
@@ -181,37 +184,18 @@ Tensor alibi_slopes(int64_t num_heads) {
   return tensor(slopes, Shape{num_heads});
 }
 
+namespace {
+// The options other than the mask, as the attention op takes them.
+AttentionPositions positions_of(const AttentionOptions& o) {
+  return {.query_offset = o.query_offset(), .window = o.window(), .alibi_slopes = o.alibi_slopes()};
+}
+}  // namespace
+
 Tensor attention_bias(const AttentionOptions& o, int64_t heads, int64_t target_len, int64_t source_len, DType dtype) {
-  const bool positional = o.window().has_value() || (o.is_causal() && o.query_offset() != 0);
-  const bool alibi = o.alibi_slopes().defined();
-  if (!positional && !alibi) return {};
-  constexpr double kNegInf = -std::numeric_limits<double>::infinity();
-  // How far query i stands after key j: (T, 1) − (1, S) -> (T, S)
-  Tensor query_pos = arange(static_cast<double>(o.query_offset()), static_cast<double>(o.query_offset() + target_len),
-                            1.0, kFloat64)
-                         .reshape({target_len, 1});
-  Tensor distance = query_pos - arange(static_cast<double>(source_len), kFloat64).reshape({1, source_len});
-  Tensor bias = zeros({target_len, source_len}, kFloat64);
-  if (o.is_causal()) bias = bias.masked_fill(distance.lt(zeros({}, kFloat64)), kNegInf);  // key after the query
-  if (o.window())
-    bias = bias.masked_fill(distance.abs().ge(full({}, static_cast<double>(*o.window()), kFloat64)), kNegInf);
-  if (alibi) {
-    CPPGRAD_CHECK(o.alibi_slopes().dim() == 1 && o.alibi_slopes().size(0) == heads,
-                  "scaled_dot_product_attention: alibi_slopes {} must hold one slope for each of the {} query heads",
-                  shape_str(o.alibi_slopes().shape()), heads);
-    Tensor slopes = o.alibi_slopes().to(kFloat64).reshape({heads, 1, 1});
-    bias = bias - slopes * distance.abs();  // (T, S) − (h, 1, 1)·(T, S) -> (h, T, S)
-  }
-  return bias.to(dtype);
+  return attention_position_bias(positions_of(o), o.is_causal(), heads, target_len, source_len, dtype);
 }
 
 namespace {
-
-// A bool mask as 0 / −inf, to be added to other masks; a float mask as it is.
-Tensor additive_mask(const Tensor& mask, DType dtype) {
-  if (mask.dtype() == kBool) return zeros(mask.shape(), dtype).masked_fill(mask, -std::numeric_limits<double>::infinity());
-  return mask.to(dtype);
-}
 
 // A mask that broadcasts to (..., h, T, S), read as (..., g, r, T, S) for the grouped scores:
 // its heads dim, when it has one, splits into g groups of r.
@@ -264,9 +248,12 @@ AttentionOutput scaled_dot_product_attention(const Tensor& q, const Tensor& k, c
                   shape_str(o.attn_mask().shape()), shape_str(scores_shape));
     broadcast_shapes(scores_shape, o.attn_mask().shape(), "scaled_dot_product_attention (mask)");
   }
-  const bool plain = group == 1 && !o.window() && !o.alibi_slopes().defined() && o.query_offset() == 0;
-  if (plain && use_fused(q, k, v, o.attn_mask(), o.need_weights()))
-    return {fused_attention(q, k, v, o.attn_mask(), o.is_causal(), s, dropout_p, gen), Tensor()};
+  CPPGRAD_CHECK(!o.alibi_slopes().defined() || (o.alibi_slopes().dim() == 1 && o.alibi_slopes().size(0) == heads),
+                "scaled_dot_product_attention: alibi_slopes {} must hold one slope for each of the {} query heads",
+                shape_str(o.alibi_slopes().shape()), heads);
+  // The fast path: block by block, shared key/value heads read in place, windows and ALiBi per tile.
+  if (use_fused(q, k, v, o.attn_mask(), o.need_weights(), group > 1))
+    return {fused_attention(q, k, v, o.attn_mask(), o.is_causal(), s, dropout_p, gen, positions_of(o)), Tensor()};
 
   // The reference: the scores, masked, softmax, times V, as the formula reads. The window, the
   // decoding offset and ALiBi join the mask as one float bias.

@@ -103,6 +103,8 @@ Tensor attention_bias(const AttentionOptions& options, int64_t heads, int64_t ta
 //   kept for the backward pass: memory grows as T·S per head.
 // - Fused: block by block with a running max and sum (FlashAttention's recipe,
 //   cppgrad::fused_attention), never holding the (T, S) weights; the backward recomputes them.
+//   Grouped key/value heads are read in place (never repeated), and a window, ALiBi and
+//   query_offset are applied tile by tile (tiles outside a window are skipped).
 // - Auto (the default): Fused when T·S reaches fused_attention_min_size(), from where it is as
 //   fast and smaller, faster from T ≈ 1024 (measured by bench/bench_attention); else Materialize.
 // The weights (need_weights), a float mask that requires grad, leading dims of q and k that

@@ -6,12 +6,13 @@
 
 #include <cstdint>
 
-#include "../node.h"
+#include "../functions.h"
 
 namespace cppgrad::fast {
 
-// dropout_key: the stream of the dropout mask on the weights (unused when dropout_p is 0).
+// dropout_key: the stream of the dropout mask on the weights (unused when dropout_p is 0). k and
+// v may have fewer heads than q (grouped-query attention), as cppgrad::fused_attention says.
 Tensor fused_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask, bool is_causal,
-                       double scale, double dropout_p, uint64_t dropout_key);
+                       double scale, double dropout_p, uint64_t dropout_key, const AttentionPositions& positions);
 
 }  // namespace cppgrad::fast

@@ -4,11 +4,13 @@
 // d_model columns of the projections are grouped into softmaxes: h heads of d_k = d_model / h.
 // Whether that grouping matters is a question about learning, so this lesson trains the same
 // small seq2seq model with 1, 2, 4 and 8 heads, everything else equal (the same seeds, data and
-// steps), on a task that needs several things attended at once: reversing a sequence (each
-// output position must find its mirrored source position, whatever the length) or sorting it.
-// It measures the held-out accuracy along the way (steps to 99%) and at the end, and draws each
-// model's cross-attention for one example, a picture per head, so that one sees what the heads
-// of each model learned to look at. The conclusion printed is chosen from the figures.
+// steps), on a task: reversing a sequence (each output position must find its mirrored source
+// position, whatever the length), sorting it, or mirror-sum (output t is the sum of symbols t and
+// len-1-t: two source positions needed at once for every output). It measures the held-out
+// accuracy along the way (steps to 99%) and at the end, the weight each cross-attention head puts
+// on the positions the task needs, and draws each model's cross-attention for one example, a
+// picture per head, so that one sees what the heads of each model learned to look at. The
+// conclusions printed are chosen from the figures.
 #include <cblas.h>  // openblas_get_corename
 #include <fmt/core.h>
 
@@ -41,9 +43,11 @@ Tensor cross_attention(Seq2SeqModel& model, const Batch& batch) {
   return weights;
 }
 
-// Reverse: per head, the mean weight that target position t (t < len) puts on source position
-// len-1-t, over the held-out sequences. `len` is the number of symbols before <end>.
-std::vector<double> mirrored_weight(const Tensor& weights, const Batch& batch) {
+// Per head, the mean weight that target position t (t < len) puts on source position
+// source_of(t, len), over the held-out sequences. `len` is the number of symbols before <end>.
+// Reverse reads source len-1-t; mirror-sum reads both t and len-1-t.
+template <class SourceOf>
+std::vector<double> weight_on(const Tensor& weights, const Batch& batch, SourceOf source_of) {
   const int64_t B = weights.size(0), H = weights.size(1);
   std::vector<double> total(static_cast<size_t>(H), 0.0);
   int64_t rows = 0;
@@ -51,7 +55,7 @@ std::vector<double> mirrored_weight(const Tensor& weights, const Batch& batch) {
     int64_t len = 0;
     while (len < batch.src.size(1) && batch.src.at<int64_t>({b, len}) >= FIRST_SYMBOL) ++len;
     for (int64_t t = 0; t < len; ++t, ++rows)
-      for (int64_t h = 0; h < H; ++h) total[static_cast<size_t>(h)] += weights.at<float>({b, h, t, len - 1 - t});
+      for (int64_t h = 0; h < H; ++h) total[static_cast<size_t>(h)] += weights.at<double>({b, h, t, source_of(t, len)});
   }
   for (double& v : total) v /= static_cast<double>(std::max<int64_t>(rows, 1));
   return total;
@@ -78,7 +82,10 @@ Lesson8 run_lesson8(const Lesson8Options& options) {
       config.heads = heads;
       manual_seed(seed);  // the same initial draw for the shared layers' shapes; the data is the same
       Seq2SeqModel model(config_of(config));
-      Lesson8::Run run{heads, o.d_model / heads, seed};
+      Lesson8::Run run;
+      run.heads = heads;
+      run.d_k = o.d_model / heads;
+      run.seed = seed;
       for (const Tensor& p : model.parameters()) run.parameters += p.numel();
       Generator data(seed + 1);
       train(model, task, config, data, [&](int64_t step) {
@@ -90,15 +97,19 @@ Lesson8 run_lesson8(const Lesson8Options& options) {
         return true;
       });
       run.accuracy = run.accuracy_at.back().second;
-      Tensor weights = cross_attention(model, held_out);  // (B, H, T, S)
-      if (task == Task::Reverse) run.mirrored_weight = mirrored_weight(weights, held_out);
+      const Tensor weights = cross_attention(model, held_out).to(kFloat64);  // (B, H, T, S)
+      if (task == Task::Reverse || task == Task::MirrorSum)
+        run.mirrored_weight = weight_on(weights, held_out, [](int64_t t, int64_t len) { return len - 1 - t; });
+      if (task == Task::MirrorSum)
+        run.same_weight = weight_on(weights, held_out, [](int64_t t, int64_t) { return t; });
       if (s == 0) {
-        Lesson8::Picture picture{heads};
+        Lesson8::Picture picture;
+        picture.heads = heads;
         for (int64_t h = 0; h < heads; ++h) {
           auto& map = picture.maps.emplace_back();
           for (int64_t t = 0; t <= o.seq_len; ++t) {
             auto& row = map.emplace_back();
-            for (int64_t k = 0; k <= o.seq_len; ++k) row.push_back(weights.at<float>({example, h, t, k}));
+            for (int64_t k = 0; k <= o.seq_len; ++k) row.push_back(weights.at<double>({example, h, t, k}));
           }
         }
         r.pictures.push_back(std::move(picture));
@@ -184,13 +195,38 @@ void print(const Lesson8& r) {
   }
 
   if (!r.runs.empty() && !r.runs.front().mirrored_weight.empty()) {
-    fmt::print("\n2. Reverse: the weight each cross-attention head puts on the mirrored source position\n");
-    fmt::print("   (len-1-t for output t, the symbol it must write), seed {}:\n", o.seed);
+    const bool two_operands = !r.runs.front().same_weight.empty();
+    if (two_operands) {
+      fmt::print("\n2. Mirror-sum: the weight each cross-attention head puts on the two source positions output t\n");
+      fmt::print("   must add, t and len-1-t (mean over held-out positions), seed {}:\n", o.seed);
+    } else {
+      fmt::print("\n2. Reverse: the weight each cross-attention head puts on the mirrored source position\n");
+      fmt::print("   (len-1-t for output t, the symbol it must write), seed {}:\n", o.seed);
+    }
     for (const auto& run : r.runs) {
       if (run.seed != o.seed) continue;
       std::string list;
-      for (double w : run.mirrored_weight) list += fmt::format(" {:.2f}", w);
+      for (size_t h = 0; h < run.mirrored_weight.size(); ++h)
+        list += two_operands ? fmt::format("  t {:.2f} / mirror {:.2f}", run.same_weight[h], run.mirrored_weight[h])
+                             : fmt::format(" {:.2f}", run.mirrored_weight[h]);
       fmt::print("     {} head(s):{}\n", run.heads, list);
+    }
+    if (two_operands) {
+      // A head specialises when it puts at least twice the weight on one operand as on the other.
+      int64_t specialised = 0, heads = 0;
+      for (const auto& run : r.runs) {
+        if (run.seed != o.seed || run.heads == 1) continue;
+        for (size_t h = 0; h < run.mirrored_weight.size(); ++h, ++heads)
+          specialised += std::max(run.same_weight[h], run.mirrored_weight[h]) >=
+                         2.0 * std::min(run.same_weight[h], run.mirrored_weight[h]);
+      }
+      fmt::print("   {} of the {} heads of the models with several heads put twice the weight on one operand as on\n",
+                 specialised, heads);
+      fmt::print("   the other; {}\n",
+                 2 * specialised > heads
+                     ? "most heads took one operand each: the relations were divided among the heads."
+                     : "most heads read both operands, each through its own projections: the heads did not divide\n"
+                       "   the two positions between them, they gave the output layer several views of the pair.");
     }
   }
 
@@ -222,9 +258,9 @@ void print(const Lesson8& r) {
   const HeadCountSummary& one = summary.front();
   fmt::print("\nAnswer: with the parameters and the work the same, ");
   if (best->accuracy > worst->accuracy + 2.0)
-    fmt::print("{} head(s) of d_k {} learned {} best here ({:.1f}% against\n{:.1f}% for {} head(s), {:.1f}% for one head, after {} steps): the grouping into heads\nchanged what the model learned in this many steps.\n",
+    fmt::print("{} head(s) of d_k {} learned {} best here ({:.1f}% against\n{:.1f}% for {} head(s){}, after {} steps): the grouping into heads\nchanged what the model learned in this many steps.\n",
                best->heads, o.d_model / best->heads, o.task, best->accuracy, worst->accuracy, worst->heads,
-               one.accuracy, o.steps);
+               worst == &one ? std::string() : fmt::format(", {:.1f}% for one head", one.accuracy), o.steps);
   else
     fmt::print("the head count made no clear difference on {} after {} steps\n(mean accuracies {:.1f}% to {:.1f}%, one head {:.1f}%).\n",
                o.task, o.steps, worst->accuracy, best->accuracy, one.accuracy);

@@ -252,7 +252,7 @@ void print(const Lesson7& r);
 
 // ---- 8. Does the number of heads matter on a task? (lesson8_head_count.cpp) ----------------
 struct Lesson8Options : SmallSeq2Seq {
-  std::string task = "reverse";  // or sort, copy
+  std::string task = "reverse";  // or sort, copy, mirror-sum
   std::vector<int64_t> head_counts{1, 2, 4, 8};
   uint64_t seed = 1;
   int64_t seeds = 1;        // seeds seed .. seed+seeds-1, each head count trained on each
@@ -274,6 +274,8 @@ struct Lesson8 {
     // Reverse: per head of the cross-attention, the mean weight target position t puts on
     // source position len-1-t, the symbol it must write.
     std::vector<double> mirrored_weight;
+    // Mirror-sum: the same for source position t, the task's other operand.
+    std::vector<double> same_weight;
   };
   std::vector<Run> runs;  // head counts in order, for each seed
   // The first seed's cross-attention maps on one held-out example, per head count:

@@ -3,6 +3,7 @@
 //   lesson 1                 # is the embedding split between the heads, or copied?
 //   lesson 4 --checkpoint run.safetensors   # lesson 4 on a model trained by seq2seq --save
 //   lesson 7                 # the backward pass of an encoder layer, by hand
+//   lesson 11 --positions-seeds 5   # positions: none, sinusoidal, learned, rotary
 //   lesson all
 #include <CLI/CLI.hpp>
 #include <chrono>
@@ -10,29 +11,40 @@
 
 #include "lessons/lessons.h"
 #include "lessons/lesson10_sharing.h"
+#include "lessons/lesson11_positions.h"
 
 int main(int argc, char** argv) {
   std::string which = "all";
   lessons::Lesson4Options lesson4;
   lessons::Lesson8Options lesson8;
+  lessons::Lesson11Options lesson11;
   int threads = 1;
   CLI::App app{"The attention lessons: each answers one learner's question with numbers (see README.md)."};
-  app.add_option("lesson", which, "1 to 10, or all")->check(CLI::IsMember({"1", "2", "3", "4", "5", "6", "7", "8", "9", "10", "all"}));
+  app.add_option("lesson", which, "1 to 11, or all")
+      ->check(CLI::IsMember({"1", "2", "3", "4", "5", "6", "7", "8", "9", "10", "11", "all"}));
   app.add_option("--checkpoint", lesson4.checkpoint,
                  "lesson 4: a seq2seq --save checkpoint to use as the trained model")
       ->check(CLI::ExistingFile);
   app.add_option("--seq-len", lesson4.seq_len, "lesson 4: longest held-out sequence (match the checkpoint's run)")
       ->check(CLI::Range(1, 200));
-  app.add_option("--task", lesson4.task, "lesson 4: copy, reverse or sort")
-      ->check(CLI::IsMember({"copy", "reverse", "sort"}));
+  app.add_option("--task", lesson4.task, "lesson 4: copy, reverse, sort or mirror-sum")
+      ->check(CLI::IsMember({"copy", "reverse", "sort", "mirror-sum"}));
   app.add_option("--steps", lesson4.steps, "lesson 4: training steps")->check(CLI::Range(1, 1'000'000));
   app.add_option("--seed", lesson4.seed, "lesson 4: random seed (weights and data)");
   app.add_option("--seeds", lesson4.seeds, "lesson 4: compare identical and random starts on this many seeds")
       ->check(CLI::Range(1, 100));
-  app.add_option("--heads-task", lesson8.task, "lesson 8: reverse, sort or copy")
-      ->check(CLI::IsMember({"copy", "reverse", "sort"}));
+  app.add_option("--heads-task", lesson8.task, "lesson 8: reverse, sort, copy or mirror-sum")
+      ->check(CLI::IsMember({"copy", "reverse", "sort", "mirror-sum"}));
   app.add_option("--heads-steps", lesson8.steps, "lesson 8: training steps per model")->check(CLI::Range(1, 1'000'000));
   app.add_option("--heads-seeds", lesson8.seeds, "lesson 8: seeds per head count")->check(CLI::Range(1, 100));
+  app.add_option("--heads-symbols", lesson8.vocab, "lesson 8: number of distinct symbols (plus 3 special tokens)")
+      ->check(CLI::Range(2, 1000))
+      ->transform([](std::string s) { return std::to_string(std::stoll(s) + 3); });
+  app.add_option("--heads-d-model", lesson8.d_model, "lesson 8: d_model (divisible by every head count)")
+      ->check(CLI::Range(8, 1024));
+  app.add_option("--positions-steps", lesson11.max_steps, "lesson 11: most training steps per model")
+      ->check(CLI::Range(1, 1'000'000));
+  app.add_option("--positions-seeds", lesson11.seeds, "lesson 11: seeds per position scheme")->check(CLI::Range(1, 100));
   app.add_option("--threads", threads, "threads for BLAS and cppgrad's loops")->check(CLI::Range(1, 256));
   CLI11_PARSE(app, argc, argv);
   cppgrad::set_num_threads(threads);
@@ -56,6 +68,7 @@ int main(int argc, char** argv) {
     timed("8", [&] { return lessons::run_lesson8(lesson8); });
     timed("9", [] { return lessons::run_lesson9(); });
     timed("10", [] { return lessons::run_lesson10(); });
+    timed("11", [&] { return lessons::run_lesson11(lesson11); });
   } catch (const cppgrad::Error& e) {
     fmt::print(stderr, "lesson: {}\n", e.what());
     return 2;

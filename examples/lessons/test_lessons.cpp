@@ -351,6 +351,31 @@ TEST_CASE("lesson 8: the head count changes neither the parameters nor the model
   for (size_t i = 0; i < summary.size(); ++i) CHECK(summary[i].accuracy == r.runs[i].accuracy);  // one seed
 }
 
+// Mirror-sum needs two source positions for every output: the lesson measures, for each head,
+// the weight on each. Which head count learns it best is a matter of many seeds and steps (the
+// lessons README gives the long runs); this checks the measurement itself on a short run.
+TEST_CASE("lesson 8: on mirror-sum, each head's weight on both operands is measured") {
+  Lesson8Options o;
+  o.task = "mirror-sum";
+  o.vocab = 3 + 4;  // 4 symbols
+  o.steps = 100;
+  o.head_counts = {1, 4};
+  const Lesson8 r = run_lesson8(o);
+  REQUIRE(r.runs.size() == 2);
+  for (const auto& run : r.runs) {
+    INFO("heads " << run.heads);
+    REQUIRE(run.same_weight.size() == static_cast<size_t>(run.heads));
+    REQUIRE(run.mirrored_weight.size() == static_cast<size_t>(run.heads));
+    for (size_t h = 0; h < run.same_weight.size(); ++h) {
+      // Two positions' weights in one softmax row: each in [0, 1], together at most 1 (plus
+      // rounding); at t = len-1-t (the middle of an odd length) both count the same position.
+      CHECK((run.same_weight[h] >= 0.0 && run.mirrored_weight[h] >= 0.0));
+      CHECK(run.same_weight[h] <= 1.0);
+      CHECK(run.mirrored_weight[h] <= 1.0);
+    }
+  }
+}
+
 TEST_CASE("lesson 9: the checklist's measurements say what its items claim") {
   const Lesson9 r = run_lesson9();
   // Without positions the layer is permutation-equivariant up to float64 rounding (measured

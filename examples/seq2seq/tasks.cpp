@@ -10,7 +10,8 @@ Task parse_task(const std::string& name) {
   if (name == "copy") return Task::Copy;
   if (name == "reverse") return Task::Reverse;
   if (name == "sort") return Task::Sort;
-  throw Error("unknown task '" + name + "' (expected copy, reverse or sort)");
+  if (name == "mirror-sum") return Task::MirrorSum;
+  throw Error("unknown task '" + name + "' (expected copy, reverse, sort or mirror-sum)");
 }
 
 std::string task_name(Task task) {
@@ -18,6 +19,7 @@ std::string task_name(Task task) {
     case Task::Copy: return "copy";
     case Task::Reverse: return "reverse";
     case Task::Sort: return "sort";
+    case Task::MirrorSum: return "mirror-sum";
   }
   return "?";
 }
@@ -29,6 +31,13 @@ data::Example make_example(Task task, int64_t seq_len, int64_t vocab, Generator&
   std::vector<int64_t> answer = symbols;
   if (task == Task::Reverse) std::reverse(answer.begin(), answer.end());
   if (task == Task::Sort) std::sort(answer.begin(), answer.end());
+  if (task == Task::MirrorSum) {  // answer t = symbol t + symbol len-1-t, modulo the symbols
+    const int64_t symbols_count = vocab - FIRST_SYMBOL;
+    for (int64_t t = 0; t < len; ++t)
+      answer[static_cast<size_t>(t)] = FIRST_SYMBOL + (symbols[static_cast<size_t>(t)] - FIRST_SYMBOL +
+                                                       symbols[static_cast<size_t>(len - 1 - t)] - FIRST_SYMBOL) %
+                                                          symbols_count;
+  }
   std::vector<int64_t> src = symbols, tgt_in = {BOS}, tgt_out = answer;
   src.push_back(EOS);
   tgt_in.insert(tgt_in.end(), answer.begin(), answer.end());

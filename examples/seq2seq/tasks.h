@@ -1,4 +1,6 @@
-// The synthetic tasks: copy, reverse or sort a random sequence of symbols.
+// The synthetic tasks: copy, reverse or sort a random sequence of symbols, or mirror-sum it:
+// output t is the sum of symbols t and len-1-t (counting symbols from 0, modulo their number), a
+// task that needs two source positions at once for every output.
 //
 // Tokens: 0 = padding, 1 = start, 2 = end, 3 .. vocab-1 = symbols. For a source "5 3 7":
 //   src     = 5 3 7 <end> <pad> ...        what the encoder reads
@@ -19,7 +21,7 @@ namespace seq2seq {
 
 constexpr int64_t PAD = 0, BOS = 1, EOS = 2, FIRST_SYMBOL = 3;
 
-enum class Task { Copy, Reverse, Sort };
+enum class Task { Copy, Reverse, Sort, MirrorSum };
 Task parse_task(const std::string& name);  // throws cppgrad::Error on an unknown name
 std::string task_name(Task task);
 

@@ -32,6 +32,23 @@ TEST_CASE("seq2seq: example i of the task dataset is the same every time, and we
   CHECK_THROWS_WITH_AS(copy.get(100), doctest::Contains("TaskDataset"), Error);
 }
 
+TEST_CASE("seq2seq: mirror-sum's output t is symbol t plus symbol len-1-t, modulo the symbols") {
+  const int64_t vocab = FIRST_SYMBOL + 4;  // 4 symbols
+  Generator gen(5);
+  for (int trial = 0; trial < 20; ++trial) {
+    auto example = make_example(Task::MirrorSum, 8, vocab, gen);
+    const auto src = example["src"].to_vector<int64_t>();
+    const auto out = example["tgt_out"].to_vector<int64_t>();
+    const int64_t len = static_cast<int64_t>(src.size()) - 1;
+    for (int64_t t = 0; t < len; ++t)
+      CHECK(out[static_cast<size_t>(t)] - FIRST_SYMBOL ==
+            (src[static_cast<size_t>(t)] - FIRST_SYMBOL + src[static_cast<size_t>(len - 1 - t)] - FIRST_SYMBOL) % 4);
+    CHECK(out.back() == EOS);
+  }
+  CHECK(parse_task("mirror-sum") == Task::MirrorSum);
+  CHECK(task_name(Task::MirrorSum) == "mirror-sum");
+}
+
 TEST_CASE("seq2seq: batches are padded to their longest sequence, with masks that mark the padding") {
   auto dataset = std::make_shared<TaskDataset>(Task::Sort, 64, 9, 10, 1);
   data::DataLoader loader(dataset, data::DataLoaderOptions(8).seed(0), task_collate());

@@ -30,6 +30,19 @@ using check::max_abs_diff;
 using check::max_rel_diff;
 using check::values;
 
+// Sets the attention backend for a scope; Fused also turns reference mode off there, so that
+// cases meant for the fused kernel test it when CTest runs the suite with CPPGRAD_REFERENCE=1.
+struct AttentionBackendGuard {
+  explicit AttentionBackendGuard(nn::functional::AttentionBackend b)
+      : previous(nn::functional::attention_backend()),
+        mode(b == nn::functional::AttentionBackend::Fused ? false : reference_mode()) {
+    nn::functional::set_attention_backend(b);
+  }
+  ~AttentionBackendGuard() { nn::functional::set_attention_backend(previous); }
+  nn::functional::AttentionBackend previous;
+  ReferenceModeGuard mode;
+};
+
 // Checks that `t` holds `expected` (row-major) to within `tol`.
 inline void check_values(const Tensor& t, const std::vector<double>& expected, double tol = 1e-12) {
   std::vector<double> got = values(t);

@@ -12,6 +12,7 @@
 
 #include "../common/check.h"
 #include "cppgrad.h"
+#include "nn_helpers.h"
 
 using namespace cppgrad;
 namespace F = cppgrad::nn::functional;
@@ -19,17 +20,7 @@ using cppgrad::check::max_abs_diff;  // NaN-safe: a NaN anywhere is an infinite 
 
 namespace {
 
-// Sets the attention backend for a scope; Fused also turns reference mode off there, so these
-// cases test the fused kernel when CTest runs the suite with CPPGRAD_REFERENCE=1.
-struct BackendGuard {
-  explicit BackendGuard(F::AttentionBackend b)
-      : previous(F::attention_backend()), mode(b == F::AttentionBackend::Fused ? false : reference_mode()) {
-    F::set_attention_backend(b);
-  }
-  ~BackendGuard() { F::set_attention_backend(previous); }
-  F::AttentionBackend previous;
-  ReferenceModeGuard mode;
-};
+using BackendGuard = nntest::AttentionBackendGuard;
 
 
 struct Result {

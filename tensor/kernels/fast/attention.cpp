@@ -20,6 +20,16 @@
 // so element (n, i, j) of the weights gets the very mask dropout_mask would give it, and the
 // backward regenerates it instead of storing it.
 //
+// Grouped key/value heads (GQA, MQA): query slice n reads key/value slice n / r, r = h / g the
+// query heads per key/value head, through a pointer: nothing is repeated. In the backward one
+// item owns a key/value slice and runs its r query slices one after the other, so the gradient
+// of a shared key, Σ over its r query heads of scale·dSᵀ·Q, accumulates in place without a race
+// (the backward's parallelism is batch × g items).
+//
+// Windows, ALiBi and a decoding offset are computed per tile as the causal mask is: a query
+// block scans only the keys its window may see, and a key block only the queries that may see
+// it, so tiles a window excludes are skipped like the tiles above the diagonal.
+//
 // Where the time goes: the seven block products per tile (two forward, five backward: the
 // materialising path does six, it keeps S) are BLAS calls on 128 × 256 tiles, which run near
 // sgemm's peak; the exp of each tile is the vectorised float exp of softmax (exp_rows.h); a
@@ -67,11 +77,13 @@ class Scratch {
   T* data_;
 };
 
-// Everything a block needs to know about the problem, flattened to N = Π leading dims.
+// Everything a block needs to know about the problem, flattened to N = Π leading dims of q.
 template <class T>
 struct Problem {
   int64_t N, Tq, S, d, dv;
-  const T *q, *k, *v;  // (N, Tq, d), (N, S, d), (N, S, dv), contiguous
+  int64_t group = 1;    // r: query slices per key/value slice (query slice n reads slice n / r)
+  int64_t heads = 1;    // h, the query heads (dim −3 of q): slice n is head n % h, for ALiBi
+  const T *q, *k, *v;  // (N, Tq, d), (N / r, S, d), (N / r, S, dv), contiguous
   // The mask as an additive float or a bool (true = hidden), read through strides so that a
   // broadcast (T, S) mask is never expanded in memory. mask_offset[n] is row n's base.
   Tensor mask;  // holds the (expanded, converted) mask's storage while the pointers below are used
@@ -81,31 +93,47 @@ struct Problem {
   int64_t mask_stride_t = 0, mask_stride_s = 0;
   bool causal = false;
   T scale = 1;
+  int64_t offset = 0;          // query i stands at key position i + offset
+  int64_t window = 0;          // > 0: keys with |i + offset − j| ≥ window hidden
+  std::vector<double> alibi;   // one slope per head, or empty
   // Dropout on the weights: keep with probability 1 − p, scaled by 1/(1 − p).
   bool dropout = false;
   uint64_t key = 0, threshold = 0;
   T keep_scale = 1;
 
+  const T* keys(int64_t n, int64_t j0) const { return k + ((n / group) * S + j0) * d; }
+  const T* values(int64_t n, int64_t j0) const { return v + ((n / group) * S + j0) * dv; }
+
   // Turns a tile of raw products q_i·k_j (queries i0.., keys j0..; `rows` × `cols`, row-major)
-  // into masked scores: scale · q·k + the float mask, -inf where hidden (bool mask, or causal:
-  // key j > query i).
+  // into masked scores: scale · q·k + the float mask − ALiBi's slope · distance, -inf where
+  // hidden (bool mask, causal: key j > query position i + offset, or outside the window).
   void scores(int64_t n, int64_t i0, int64_t rows, int64_t j0, int64_t cols, T* tile) const {
+    constexpr T kMinusInf = -std::numeric_limits<T>::infinity();
+    const double slope = alibi.empty() ? 0.0 : alibi[static_cast<size_t>(n % heads)];
     for (int64_t r = 0; r < rows; ++r) {
       T* row = tile + r * cols;
-      const int64_t i = i0 + r;
+      const int64_t i = i0 + r, position = i + offset;
       if (add_mask) {
         const T* m = add_mask + mask_offset[n] + i * mask_stride_t + j0 * mask_stride_s;
         for (int64_t c = 0; c < cols; ++c) row[c] = row[c] * scale + m[c * mask_stride_s];
       } else {
         for (int64_t c = 0; c < cols; ++c) row[c] *= scale;
       }
+      if (!alibi.empty())
+        for (int64_t c = 0; c < cols; ++c)
+          row[c] -= static_cast<T>(slope * static_cast<double>(std::abs(position - (j0 + c))));
       if (bool_mask) {
         const bool* hidden = bool_mask + mask_offset[n] + i * mask_stride_t + j0 * mask_stride_s;
         for (int64_t c = 0; c < cols; ++c)
-          if (hidden[c * mask_stride_s]) row[c] = -std::numeric_limits<T>::infinity();
+          if (hidden[c * mask_stride_s]) row[c] = kMinusInf;
       }
-      if (causal)
-        for (int64_t c = std::max<int64_t>(0, i - j0 + 1); c < cols; ++c) row[c] = -std::numeric_limits<T>::infinity();
+      // Visible keys j: first ≤ j < last (causal: j ≤ position; window: |position − j| < window).
+      int64_t first = j0, last = j0 + cols;
+      if (causal) last = std::min(last, position + 1);
+      if (window > 0) first = std::max(first, position - window + 1), last = std::min(last, position + window);
+      last = std::max(last, first);
+      for (int64_t c = 0; c < std::min(cols, first - j0); ++c) row[c] = kMinusInf;
+      for (int64_t c = std::max<int64_t>(0, last - j0); c < cols; ++c) row[c] = kMinusInf;
     }
   }
   // The dropout factor of weight (n, i, j): 0 or 1/(1 − p), as dropout_mask on (N, Tq, S).
@@ -113,8 +141,22 @@ struct Problem {
     const auto index = static_cast<uint64_t>((n * Tq + i) * S + j);
     return dropout_keeps(key, index, threshold) ? keep_scale : T(0);
   }
-  // Keys past the last one a query block may see (causal blocks above the diagonal are skipped).
-  int64_t key_end(int64_t query_end) const { return causal ? std::min(S, query_end) : S; }
+  // The keys queries i0..i1 − 1 may see, [begin, end): the tiles above the diagonal (causal) and
+  // outside the window are skipped.
+  std::pair<int64_t, int64_t> key_range(int64_t i0, int64_t i1) const {
+    int64_t begin = 0, end = S;
+    if (causal) end = std::min(end, i1 - 1 + offset + 1);
+    if (window > 0) begin = std::max<int64_t>(0, i0 + offset - window + 1), end = std::min(end, i1 - 1 + offset + window);
+    return {begin, std::max(begin, end)};
+  }
+  // The queries that may see some key of j0..j1 − 1, [begin, end).
+  std::pair<int64_t, int64_t> query_range(int64_t j0, int64_t j1) const {
+    int64_t begin = 0, end = Tq;
+    if (causal) begin = std::max<int64_t>(begin, j0 - offset);
+    if (window > 0) begin = std::max(begin, j0 - offset - window + 1), end = std::min(end, j1 - 1 - offset + window);
+    begin = std::min(begin, Tq);
+    return {begin, std::max(begin, end)};
+  }
 };
 
 // The largest of a row; a NaN may or may not win (the caller looks for NaN apart).
@@ -144,10 +186,10 @@ void forward_block(const Problem<T>& P, int64_t n, int64_t i0, int64_t i1, T* ou
   T* o = out + (n * P.Tq + i0) * P.dv;  // this block's output rows, used as the accumulator
   std::fill(o, o + rows * P.dv, T(0));
   const T* q = P.q + (n * P.Tq + i0) * P.d;
-  const int64_t key_end = P.key_end(i1);
-  for (int64_t j0 = 0; j0 < key_end; j0 += kb) {
+  const auto [key_begin, key_end] = P.key_range(i0, i1);
+  for (int64_t j0 = key_begin; j0 < key_end; j0 += kb) {
     const int64_t cols = std::min(kb, key_end - j0);
-    gemm<T>(false, true, rows, cols, P.d, q, P.d, P.k + (n * P.S + j0) * P.d, P.d, s.data(), cols);  // Q_i·K_jᵀ
+    gemm<T>(false, true, rows, cols, P.d, q, P.d, P.keys(n, j0), P.d, s.data(), cols);  // Q_i·K_jᵀ
     P.scores(n, i0, rows, j0, cols, s.data());
     for (int64_t r = 0; r < rows; ++r) {
       T* row = s.data() + r * cols;
@@ -169,7 +211,7 @@ void forward_block(const Problem<T>& P, int64_t n, int64_t i0, int64_t i1, T* ou
       if (rescale != T(1))
         for (int64_t c = 0; c < P.dv; ++c) o[r * P.dv + c] *= rescale;
     }
-    gemm<T>(false, false, rows, P.dv, cols, s.data(), cols, P.v + (n * P.S + j0) * P.dv, P.dv, o, P.dv, T(1));
+    gemm<T>(false, false, rows, P.dv, cols, s.data(), cols, P.values(n, j0), P.dv, o, P.dv, T(1));
   }
   for (int64_t r = 0; r < rows; ++r) {
     if (l[r] == 0) {  // a fully hidden row: zeros, and a log-sum-exp of -inf that the backward knows
@@ -183,71 +225,91 @@ void forward_block(const Problem<T>& P, int64_t n, int64_t i0, int64_t i1, T* ou
   }
 }
 
-// One slice n of the backward: every key block against every query block that sees it.
+// Key/value slice m of the backward and the r query slices that read it, one after the other:
+// each query slice runs every key block against every query block that sees it, as a slice of
+// multi-head attention would, its dQ its own, while dK and dV of the shared slice sum the r
+// contributions in place without a race. (A query slice at a time keeps its Q, dO and dQ in
+// the cache across key blocks; running the r slices inside each key block instead was 18%
+// slower at T = 1024.)
 template <class T>
-void backward_slice(const Problem<T>& P, int64_t n, const T* out, const T* lse, const T* dout, T* dq, T* dk, T* dv) {
+void backward_group(const Problem<T>& P, int64_t m, const T* out, const T* lse, const T* dout, T* dq, T* dk, T* dv) {
   const int64_t qb = kQueryBlock, kb = kKeyBlock;
   std::vector<T> D(static_cast<size_t>(P.Tq));
-  for (int64_t i = 0; i < P.Tq; ++i) {
-    double acc = 0;
-    for (int64_t c = 0; c < P.dv; ++c) acc += double(dout[(n * P.Tq + i) * P.dv + c]) * out[(n * P.Tq + i) * P.dv + c];
-    D[i] = static_cast<T>(acc);
-  }
   Scratch<T> p(qb * kb), dp(qb * kb);
-  for (int64_t j0 = 0; j0 < P.S; j0 += kb) {
-    const int64_t cols = std::min(kb, P.S - j0);
-    const T* k = P.k + (n * P.S + j0) * P.d;
-    const T* v = P.v + (n * P.S + j0) * P.dv;
-    T* dk_j = dk + (n * P.S + j0) * P.d;
-    T* dv_j = dv + (n * P.S + j0) * P.dv;
-    // Causal: queries before j0 see none of these keys.
-    for (int64_t i0 = P.causal ? j0 : 0; i0 < P.Tq; i0 += qb) {
-      const int64_t rows = std::min(qb, P.Tq - i0);
-      const T* q = P.q + (n * P.Tq + i0) * P.d;
-      const T* g = dout + (n * P.Tq + i0) * P.dv;
-      gemm<T>(false, true, rows, cols, P.d, q, P.d, k, P.d, p.data(), cols);      // S = Q_i·K_jᵀ
-      gemm<T>(false, true, rows, cols, P.dv, g, P.dv, v, P.dv, dp.data(), cols);  // dP' = dO_i·V_jᵀ
-      P.scores(n, i0, rows, j0, cols, p.data());
-      for (int64_t r = 0; r < rows; ++r) {
-        T* w = p.data() + r * cols;
-        T* dw = dp.data() + r * cols;
-        const T L = lse[n * P.Tq + i0 + r], Di = D[i0 + r], scale = P.scale;
-        if (L == -std::numeric_limits<T>::infinity()) {  // a fully hidden row: no weight, no gradient
-          std::fill(w, w + cols, T(0));
-          std::fill(dw, dw + cols, T(0));
-          continue;
+  for (int64_t n = m * P.group; n < (m + 1) * P.group; ++n) {
+    for (int64_t i = 0; i < P.Tq; ++i) {  // D_i = Σ_c dO_ic·O_ic
+      double acc = 0;
+      for (int64_t c = 0; c < P.dv; ++c) acc += double(dout[(n * P.Tq + i) * P.dv + c]) * out[(n * P.Tq + i) * P.dv + c];
+      D[static_cast<size_t>(i)] = static_cast<T>(acc);
+    }
+    for (int64_t j0 = 0; j0 < P.S; j0 += kb) {
+      const int64_t cols = std::min(kb, P.S - j0);
+      const T* k = P.k + (m * P.S + j0) * P.d;
+      const T* v = P.v + (m * P.S + j0) * P.dv;
+      T* dk_j = dk + (m * P.S + j0) * P.d;
+      T* dv_j = dv + (m * P.S + j0) * P.dv;
+      // Only the queries that may see these keys: causal, none before j0 (+ offset); a window, a band.
+      const auto [query_begin, query_end] = P.query_range(j0, j0 + cols);
+      for (int64_t i0 = query_begin; i0 < query_end; i0 += qb) {
+        const int64_t rows = std::min(qb, query_end - i0);
+        const T* q = P.q + (n * P.Tq + i0) * P.d;
+        const T* g = dout + (n * P.Tq + i0) * P.dv;
+        gemm<T>(false, true, rows, cols, P.d, q, P.d, k, P.d, p.data(), cols);      // S = Q_i·K_jᵀ
+        gemm<T>(false, true, rows, cols, P.dv, g, P.dv, v, P.dv, dp.data(), cols);  // dP' = dO_i·V_jᵀ
+        P.scores(n, i0, rows, j0, cols, p.data());
+        for (int64_t r = 0; r < rows; ++r) {
+          T* w = p.data() + r * cols;
+          T* dw = dp.data() + r * cols;
+          const T L = lse[n * P.Tq + i0 + r], Di = D[i0 + r], scale = P.scale;
+          if (L == -std::numeric_limits<T>::infinity()) {  // a fully hidden row: no weight, no gradient
+            std::fill(w, w + cols, T(0));
+            std::fill(dw, dw + cols, T(0));
+            continue;
+          }
+          exp_shifted_row(w, cols, L);  // P = exp(S − L)
+          if (!P.dropout) {
+            for (int64_t c = 0; c < cols; ++c) dw[c] = w[c] * (dw[c] - Di) * scale;  // scale · dS = scale · P ⊙ (dP − D)
+            continue;
+          }
+          for (int64_t c = 0; c < cols; ++c) {
+            // dP = dP' ⊙ M (dropout's mask), dS = P ⊙ (dP − D); V was multiplied by P ⊙ M
+            const T factor = P.dropout_factor(n, i0 + r, j0 + c);
+            dw[c] = w[c] * (dw[c] * factor - Di) * scale;
+            w[c] *= factor;
+          }
         }
-        exp_shifted_row(w, cols, L);  // P = exp(S − L)
-        if (!P.dropout) {
-          for (int64_t c = 0; c < cols; ++c) dw[c] = w[c] * (dw[c] - Di) * scale;  // scale · dS = scale · P ⊙ (dP − D)
-          continue;
-        }
-        for (int64_t c = 0; c < cols; ++c) {
-          // dP = dP' ⊙ M (dropout's mask), dS = P ⊙ (dP − D); V was multiplied by P ⊙ M
-          const T factor = P.dropout_factor(n, i0 + r, j0 + c);
-          dw[c] = w[c] * (dw[c] * factor - Di) * scale;
-          w[c] *= factor;
-        }
+        gemm<T>(true, false, cols, P.dv, rows, p.data(), cols, g, P.dv, dv_j, P.dv, T(1));  // dV_j += (P⊙M)ᵀ·dO_i
+        gemm<T>(true, false, cols, P.d, rows, dp.data(), cols, q, P.d, dk_j, P.d, T(1));    // dK_j += scale·dSᵀ·Q_i
+        gemm<T>(false, false, rows, P.d, cols, dp.data(), cols, k, P.d, dq + (n * P.Tq + i0) * P.d, P.d,
+                T(1));  // dQ_i += scale·dS·K_j
       }
-      gemm<T>(true, false, cols, P.dv, rows, p.data(), cols, g, P.dv, dv_j, P.dv, T(1));  // dV_j += (P⊙M)ᵀ·dO_i
-      gemm<T>(true, false, cols, P.d, rows, dp.data(), cols, q, P.d, dk_j, P.d, T(1));    // dK_j += scale·dSᵀ·Q_i
-      gemm<T>(false, false, rows, P.d, cols, dp.data(), cols, k, P.d, dq + (n * P.Tq + i0) * P.d, P.d,
-              T(1));  // dQ_i += scale·dS·K_j
     }
   }
 }
 
-// Flattens q (..., T, d), k (..., S, d), v (..., S, dv) and the mask into a Problem.
+// Flattens q (..., h, T, d), k (..., g, S, d), v (..., g, S, dv) and the mask into a Problem.
 template <class T>
 Problem<T> make_problem(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask, bool causal,
-                        double scale, const FusedDropout& drop) {
+                        double scale, const FusedDropout& drop, const FusedPositions& positions) {
   Problem<T> P;
   const int64_t nd = q.dim();
   P.Tq = q.size(-2), P.S = k.size(-2), P.d = q.size(-1), P.dv = v.size(-1);
   P.N = numel(Shape(q.shape().begin(), q.shape().end() - 2));
+  P.heads = nd >= 3 ? q.size(-3) : 1;
+  if (nd >= 3 && k.dim() == nd && k.size(-3) > 0 && k.size(-3) != P.heads) P.group = P.heads / k.size(-3);
+  const int64_t kv_slices = numel(Shape(k.shape().begin(), k.shape().end() - 2));
+  CPPGRAD_CHECK(k.dim() == nd && v.dim() == nd && kv_slices * P.group == P.N && P.heads % P.group == 0 &&
+                    numel(Shape(v.shape().begin(), v.shape().end() - 2)) == kv_slices,
+                "fused_attention: q {}, k {}, v {}: k and v must have q's leading dims, or g heads dividing q's h",
+                shape_str(q.shape()), shape_str(k.shape()), shape_str(v.shape()));
   P.q = q.data<T>(), P.k = k.data<T>(), P.v = v.data<T>();
   P.causal = causal;
   P.scale = static_cast<T>(scale);
+  P.offset = positions.query_offset;
+  P.window = positions.window;
+  P.alibi = positions.alibi;
+  CPPGRAD_CHECK(P.alibi.empty() || static_cast<int64_t>(P.alibi.size()) == P.heads,
+                "fused_attention: {} ALiBi slopes for {} query heads", P.alibi.size(), P.heads);
   if (drop.p > 0) {
     P.dropout = true;
     P.key = drop.key;
@@ -281,7 +343,8 @@ Problem<T> make_problem(const Tensor& q, const Tensor& k, const Tensor& v, const
 }  // namespace
 
 FusedAttention fused_attention(const Tensor& query, const Tensor& key, const Tensor& value, const Tensor& mask,
-                               bool causal, double scale, const FusedDropout& drop) {
+                               bool causal, double scale, const FusedDropout& drop,
+                               const FusedPositions& positions) {
   Tensor q = contiguous(query), k = contiguous(key), v = contiguous(value);
   Shape out_shape(q.shape().begin(), q.shape().end() - 1);
   Shape lse_shape = out_shape;
@@ -289,7 +352,7 @@ FusedAttention fused_attention(const Tensor& query, const Tensor& key, const Ten
   FusedAttention result{empty(out_shape, q.dtype()), empty(lse_shape, q.dtype())};
   dispatch_floating(q.dtype(), "fused_attention", [&](auto tag) {
     using T = decltype(tag);
-    const Problem<T> P = make_problem<T>(q, k, v, mask, causal, scale, drop);
+    const Problem<T> P = make_problem<T>(q, k, v, mask, causal, scale, drop, positions);
     const int64_t qb = kQueryBlock, blocks = (P.Tq + qb - 1) / qb;
     T* out = result.output.data<T>();
     T* lse = result.lse.data<T>();
@@ -303,18 +366,20 @@ FusedAttention fused_attention(const Tensor& query, const Tensor& key, const Ten
 
 FusedAttentionGrads fused_attention_backward(const Tensor& grad, const Tensor& query, const Tensor& key,
                                              const Tensor& value, const Tensor& mask, const Tensor& output,
-                                             const Tensor& lse, bool causal, double scale, const FusedDropout& drop) {
+                                             const Tensor& lse, bool causal, double scale, const FusedDropout& drop,
+                                             const FusedPositions& positions) {
   Tensor q = contiguous(query), k = contiguous(key), v = contiguous(value), g = contiguous(grad);
   Tensor o = contiguous(output), L = contiguous(lse);
   FusedAttentionGrads grads{zeros(q.shape(), q.dtype()), zeros(k.shape(), k.dtype()), zeros(v.shape(), v.dtype())};
   dispatch_floating(q.dtype(), "fused_attention_backward", [&](auto tag) {
     using T = decltype(tag);
-    const Problem<T> P = make_problem<T>(q, k, v, mask, causal, scale, drop);
+    const Problem<T> P = make_problem<T>(q, k, v, mask, causal, scale, drop, positions);
     const T *out = o.data<T>(), *lse_p = L.data<T>(), *dout = g.data<T>();
     T *dq = grads.dq.data<T>(), *dk = grads.dk.data<T>(), *dv = grads.dv.data<T>();
-    // One slice (batch entry and head) per item: each writes only its own dQ, dK and dV.
-    parallel_for(P.N, P.Tq * P.S * (P.d + P.dv) * 2, [&P, out, lse_p, dout, dq, dk, dv](int64_t n) {
-      backward_slice(P, n, out, lse_p, dout, dq, dk, dv);
+    // One key/value slice (batch entry and key/value head) per item, with the r query slices
+    // that read it: each item writes only its own dK and dV, and its query slices' dQ.
+    parallel_for(P.N / P.group, P.group * P.Tq * P.S * (P.d + P.dv) * 2, [&P, out, lse_p, dout, dq, dk, dv](int64_t m) {
+      backward_group(P, m, out, lse_p, dout, dq, dk, dv);
     });
   });
   return grads;

@@ -4,6 +4,8 @@
 // reference mode runs instead; tests/nn/test_fused_attention.cpp compares the two.
 #pragma once
 
+#include <vector>
+
 #include "../../tensor.h"
 
 namespace cppgrad::kernels::fast {
@@ -14,19 +16,31 @@ struct FusedDropout {
   double p = 0.0;
   uint64_t key = 0;
 };
+// What the modern decoders add besides the mask, computed tile by tile instead of as a (T, S)
+// bias: query i stands at position i + query_offset of the keys (causal then hides keys
+// j > i + offset); window > 0 hides keys with |i + offset − j| ≥ window; alibi, when not empty,
+// holds one slope per query head, and −slope · |i + offset − j| is added to that head's scores.
+struct FusedPositions {
+  int64_t query_offset = 0;
+  int64_t window = 0;  // 0: no window
+  std::vector<double> alibi;
+};
 struct FusedAttention {
   Tensor output;  // softmax(scale·q·kᵀ + mask) · v: (..., T, dv)
   Tensor lse;     // each row's log-sum-exp of the masked scores (..., T); -inf for a fully hidden row
 };
-// q (..., T, d), k (..., S, d), v (..., S, dv) with the same leading dims; mask bool (true =
-// hidden) or float (added), broadcastable to (..., T, S), or undefined; causal hides key j > i.
+// q (..., T, d), k (..., S, d), v (..., S, dv) with the same leading dims, except that k and v
+// may have g heads (dim −3) where q has h, g dividing h: query head i reads key/value head
+// i / (h / g), which is never copied. mask bool (true = hidden) or float (added),
+// broadcastable to q's (..., T, S), or undefined; causal hides key j > i (+ query_offset).
 FusedAttention fused_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask, bool causal,
-                               double scale, const FusedDropout& dropout = {});
+                               double scale, const FusedDropout& dropout = {}, const FusedPositions& positions = {});
 struct FusedAttentionGrads {
   Tensor dq, dk, dv;
 };
 FusedAttentionGrads fused_attention_backward(const Tensor& grad, const Tensor& q, const Tensor& k, const Tensor& v,
                                              const Tensor& mask, const Tensor& output, const Tensor& lse, bool causal,
-                                             double scale, const FusedDropout& dropout = {});
+                                             double scale, const FusedDropout& dropout = {},
+                                             const FusedPositions& positions = {});
 
 }  // namespace cppgrad::kernels::fast
