@@ -26,16 +26,22 @@ std::atomic<bool> g_deterministic{deterministic_from_env()};
 // OpenMP's and OpenBLAS's counts (OpenBLAS's OpenMP build reads omp_get_max_threads too, but
 // once it is at one thread it stops looking). In deterministic mode BLAS stays on one thread:
 // our threads split the products (tensor/kernels/gemm.h).
-// OpenBLAS's OpenMP build sets OpenMP's count too, so it goes first.
+// OpenBLAS's OpenMP build takes OpenMP's count as its own at every call (0.3.21 resets its count
+// to omp_get_max_threads()), so in deterministic mode OpenMP's default count is 1 too: our own
+// regions name their thread count (tensor/iterate.h), from get_num_threads().
 void apply_threads(int n) {
-  openblas_set_num_threads(g_deterministic.load() ? 1 : n);
-  omp_set_num_threads(n);
+  const int blas = g_deterministic.load() ? 1 : n;
+  openblas_set_num_threads(blas);
+  omp_set_num_threads(blas);
 }
-// From the start, not only from the first set_num_threads: OpenBLAS on one thread, OpenMP's
-// default count kept.
+// From the start, not only from the first set_num_threads, with OpenMP's default count kept as
+// the count set.
 struct BlasOnOneThread {
   BlasOnOneThread() {
-    if (g_deterministic.load()) apply_threads(omp_get_max_threads());
+    if (g_deterministic.load()) {
+      g_threads.store(omp_get_max_threads());
+      apply_threads(g_threads.load());
+    }
   }
 } g_blas_on_one_thread;
 
@@ -137,7 +143,7 @@ int region_threads() {
   LoadState& state = load_state();
   if (!threads_adapt_to_load()) {
     std::lock_guard lock(state.mutex);
-    return state.forced ? 1 : omp_get_max_threads();
+    return state.forced ? 1 : wanted;
   }
   std::lock_guard lock(state.mutex);
   if (state.forced) return 1;

@@ -24,7 +24,9 @@ void set_parallel_grain(int64_t work);  // tests lower it to exercise the thread
 // back-off below does, for a given BLAS kernel: BLAS always runs on one thread, and cppgrad's own
 // threads split each large matrix product into blocks of rows (or columns) of the result at
 // boundaries set by the shapes alone (tensor/kernels/gemm.h), as every other parallel loop of
-// cppgrad does. Off, BLAS runs on the set count and splits each product its own way, which
+// cppgrad does. (OpenBLAS's OpenMP build takes OpenMP's default count as its own at every call,
+// so OpenMP's default count, omp_get_max_threads(), is 1 in this mode; cppgrad's own regions ask
+// for get_num_threads().) Off, BLAS runs on the set count and splits each product its own way, which
 // rounds differently at 1 and 2 threads (OpenBLAS's Haswell kernel does). The environment's
 // CPPGRAD_DETERMINISTIC=0 starts it off. bench/README.md measures what it costs.
 bool deterministic_threads();
