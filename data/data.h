@@ -5,8 +5,10 @@
 //   collate.h  stack_collate, pad_collate (padding masks), pad_sequences
 //   loader.h   DataLoader: batches, shuffle, drop_last, prefetch, resumable position
 //   npy.h      NumPy .npy and .npz files
+//   bpe.h      BPETokenizer: byte-level BPE, trained or loaded from GPT-2's files
 #pragma once
 
+#include "bpe.h"
 #include "collate.h"
 #include "dataset.h"
 #include "loader.h"

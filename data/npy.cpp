@@ -126,6 +126,9 @@ class HeaderParser {
     skip_space();
     if (peek() == '-') fail(fmt::format("negative dimension in 'shape' at byte {}", pos_));
     if (peek() < '0' || peek() > '9') fail(fmt::format("expected a dimension in 'shape', found {}", found()));
+    // Python (and so NumPy's reader) refuses an integer with a leading zero, such as 02.
+    if (peek() == '0' && pos_ + 1 < text_.size() && text_[pos_ + 1] >= '0' && text_[pos_ + 1] <= '9')
+      fail(fmt::format("a dimension in 'shape' has a leading zero at byte {} (Python reads no such integer)", pos_));
     int64_t value = 0;
     while (peek() >= '0' && peek() <= '9') {
       const int digit = peek() - '0';
@@ -165,22 +168,31 @@ class HeaderParser {
     if (descr.find('O') != std::string::npos)
       fail(fmt::format("object arrays ('descr' '{}') are not supported: they hold pickled Python objects, which are "
                        "never loaded", descr));
-    const char order = descr.empty() ? '\0' : descr[0];
-    const std::string_view kind = descr.empty() ? std::string_view() : std::string_view(descr).substr(1);
+    // numpy.dtype's spellings of the four dtypes: a byte order ('<' little, '>' big, '=' native,
+    // '|' not applicable, or none: native) and a code ('f4', 'f', 'float32', ...). Native is
+    // little-endian on every CPU cppgrad runs on (x86-64).
+    std::string_view code = descr;
+    char order = '=';
+    if (!code.empty() && (code[0] == '<' || code[0] == '>' || code[0] == '=' || code[0] == '|')) {
+      order = code[0];
+      code.remove_prefix(1);
+    }
     auto unsupported = [&] {
       fail(fmt::format("dtype '{}' is not supported: float32 ('<f4'), float64 ('<f8'), int64 ('<i8') and bool ('|b1') "
-                       "are, either byte order; convert with .astype() before saving", descr));
+                       "are, in any byte order; convert with .astype() before saving", descr));
     };
-    if (kind == "b1" && (order == '|' || order == '<' || order == '>')) {
-      h.dtype = kBool;
+    auto is = [&](std::initializer_list<std::string_view> spellings) {
+      return std::find(spellings.begin(), spellings.end(), code) != spellings.end();
+    };
+    if (is({"b1", "?", "bool"})) {
+      h.dtype = kBool;  // one byte: every byte order reads the same
       return;
     }
-    if (order != '<' && order != '>') unsupported();
-    h.big_endian = order == '>';
-    if (kind == "f4") h.dtype = kFloat32;
-    else if (kind == "f8") h.dtype = kFloat64;
-    else if (kind == "i8") h.dtype = kInt64;
+    if (is({"f4", "f", "float32"})) h.dtype = kFloat32;
+    else if (is({"f8", "d", "float64"})) h.dtype = kFloat64;
+    else if (is({"i8", "q", "l", "int64"})) h.dtype = kInt64;
     else unsupported();
+    h.big_endian = order == '>';
   }
 
   std::string_view text_;

@@ -27,7 +27,7 @@ class Linear : public UnaryModule {
   void reset_parameters(Generator& gen = default_generator());
 
   int64_t in_features, out_features;
-  Tensor weight, bias;  // bias undefined when bias=false
+  Parameter weight, bias;  // bias undefined when bias=false
 };
 
 // A lookup table: row i of `weight` (num_embeddings, embedding_dim) for index i; weight ~ N(0, 1),
@@ -41,7 +41,7 @@ class Embedding : public UnaryModule {
 
   int64_t num_embeddings, embedding_dim;
   std::optional<int64_t> padding_idx;
-  Tensor weight;
+  Parameter weight;
 };
 
 class LayerNorm : public UnaryModule {
@@ -53,7 +53,7 @@ class LayerNorm : public UnaryModule {
 
   Shape normalized_shape;
   double eps;
-  Tensor weight, bias;  // ones and zeros; undefined without elementwise_affine
+  Parameter weight, bias;  // ones and zeros; undefined without elementwise_affine
 };
 
 class Dropout : public UnaryModule {

@@ -21,13 +21,42 @@ void check_name(const std::string& name, std::string_view what) {
 }
 }  // namespace
 
-Tensor Module::register_parameter(const std::string& name, Tensor tensor, bool requires_grad) {
+Parameter Module::register_parameter(const std::string& name, Tensor tensor, bool requires_grad) {
   check_name(name, "parameter");
   CPPGRAD_CHECK(tensor.defined(), "register_parameter: '{}' is an undefined tensor", name);
   for (const Entry& e : parameters_) CPPGRAD_CHECK(e.name != name, "register_parameter: '{}' is already registered", name);
   if (requires_grad && !tensor.requires_grad()) tensor.requires_grad_(true);
   parameters_.push_back({name, tensor, true});
-  return tensor;
+  return Parameter(tensor, this, name);
+}
+
+void Module::replace_parameter(const std::string& name, const Tensor& tensor) {
+  CPPGRAD_CHECK(tensor.defined(), "{}: cannot assign an undefined tensor to the parameter '{}'", type_name(), name);
+  CPPGRAD_CHECK(tensor.is_leaf(), "{}: the tensor assigned to the parameter '{}' is computed (it has a grad_fn): "
+                "assign a parameter, e.g. another module's weight", type_name(), name);
+  for (Entry& e : parameters_)
+    if (e.name == name) {
+      e.tensor = tensor;
+      return;
+    }
+  throw Error(fmt::format("{}: no parameter '{}' to assign to", type_name(), name));
+}
+
+Parameter& Parameter::operator=(const Tensor& other) {
+  if (owner_ != nullptr) owner_->replace_parameter(name_, other);  // checks first: a refused tie changes nothing
+  Tensor::operator=(other);
+  return *this;
+}
+
+Parameter& Parameter::operator=(Parameter&& other) {
+  if (owner_ == nullptr && other.owner_ != nullptr) {  // `weight = register_parameter(...)`: bind
+    Tensor::operator=(static_cast<const Tensor&>(other));
+    owner_ = other.owner_;
+    name_ = std::move(other.name_);
+    other.owner_ = nullptr;
+    return *this;
+  }
+  return *this = static_cast<const Tensor&>(other);
 }
 
 Tensor Module::register_buffer(const std::string& name, Tensor tensor, bool persistent) {
@@ -137,10 +166,24 @@ void Module::to(DType dtype) {
 
 NamedTensors Module::state_dict() const {
   NamedTensors out;
+  std::unordered_set<const TensorImpl*> seen;
   walk("", true, [&](const std::string& name, const Entry& e, bool is_param) {
-    if (e.tensor.defined() && (is_param || e.persistent)) out.emplace_back(name, e.tensor);
+    if (e.tensor.defined() && (is_param || e.persistent) && seen.insert(e.tensor.impl()).second)
+      out.emplace_back(name, e.tensor);
   });
   return out;
+}
+
+// The other names of tied tensors: name -> the name state_dict() lists the tensor under.
+static std::map<std::string, std::string> tied_aliases(const NamedTensors& own, const NamedTensors& all) {
+  std::map<const TensorImpl*, std::string> first;
+  for (const auto& [name, t] : own) first.emplace(t.impl(), name);
+  std::map<std::string, std::string> aliases;
+  for (const auto& [name, t] : all) {
+    const auto it = first.find(t.impl());
+    if (it != first.end() && it->second != name) aliases.emplace(name, it->second);
+  }
+  return aliases;
 }
 
 // A list of names for an error message: the first few, each an excerpt, then how many more
@@ -156,10 +199,20 @@ static std::string name_list(const std::vector<std::string>& names) {
 
 void Module::load_state_dict(const NamedTensors& state, bool strict) {
   NamedTensors own = state_dict();
+  NamedTensors all;  // every name, tied ones included
+  walk("", true, [&](const std::string& name, const Entry& e, bool is_param) {
+    if (e.tensor.defined() && (is_param || e.persistent)) all.emplace_back(name, e.tensor);
+  });
+  const auto aliases = tied_aliases(own, all);
   std::map<std::string_view, const Tensor*> given;  // a map: the state may be a hostile file's million keys
   for (const auto& [name, t] : state) given.emplace(name, &t);
+  for (const auto& [name, t] : state) {  // a tied tensor given only under another of its names
+    const auto alias = aliases.find(name);
+    if (alias != aliases.end()) given.emplace(alias->second, &t);
+  }
   std::set<std::string_view> own_names;
   for (const auto& [name, t] : own) own_names.insert(name);
+  for (const auto& [name, first] : aliases) own_names.insert(name);
   std::vector<std::string> missing, unexpected, mismatched;
   for (const auto& [name, target] : own) {
     auto found = given.find(name);

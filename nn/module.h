@@ -7,6 +7,11 @@
 //   out_proj = register_module("out_proj", std::make_shared<Linear>(e, e));
 // The handles share their TensorImpl with the registry, so to(), load_state_dict() and an
 // optimizer's in-place updates are seen through both.
+//
+// Weight tying, PyTorch's way: a layer's parameter members are nn::Parameter handles, and
+// assigning a tensor to one re-registers it under that name, `head->weight = tok->weight` (PyTorch:
+// `self.head.weight = self.tok.weight`). The shared tensor is then one parameter: listed once by
+// named_parameters() and state_dict(), under the name it is first reached by, trained once.
 #pragma once
 
 #include <memory>
@@ -18,6 +23,30 @@
 #include "safetensors.h"
 
 namespace cppgrad::nn {
+
+class Module;
+
+// A module's handle to a parameter it registered (what register_parameter returns; layers keep
+// theirs in Parameter members). It is a Tensor. Assigning a tensor to the member replaces the
+// registered parameter too, so that the module's forward and its registry never disagree. The
+// tensor assigned must be a leaf (a parameter, not a computed tensor), as PyTorch requires.
+// A copy of a Parameter is a plain handle, bound to no module.
+class Parameter : public Tensor {
+ public:
+  Parameter() = default;
+  Parameter(const Parameter& other) : Tensor(other) {}
+  Parameter& operator=(const Tensor& other);
+  Parameter& operator=(const Parameter& other) { return *this = static_cast<const Tensor&>(other); }
+  // Only register_parameter's result binds a member: `weight = register_parameter(...)`.
+  Parameter& operator=(Parameter&& other);
+
+ private:
+  friend class Module;
+  Parameter(Tensor tensor, Module* owner, std::string name)
+      : Tensor(std::move(tensor)), owner_(owner), name_(std::move(name)) {}
+  Module* owner_ = nullptr;  // the module this member belongs to (it lives inside it), or null
+  std::string name_;
+};
 
 class Module : public std::enable_shared_from_this<Module> {
  public:
@@ -33,7 +62,7 @@ class Module : public std::enable_shared_from_this<Module> {
   virtual std::string extra_repr() const { return ""; }
 
   // ---- the registry ---------------------------------------------------------------------------
-  Tensor register_parameter(const std::string& name, Tensor tensor, bool requires_grad = true);
+  Parameter register_parameter(const std::string& name, Tensor tensor, bool requires_grad = true);
   Tensor register_buffer(const std::string& name, Tensor tensor, bool persistent = true);
   template <class M>
   std::shared_ptr<M> register_module(const std::string& name, std::shared_ptr<M> module) {
@@ -61,10 +90,13 @@ class Module : public std::enable_shared_from_this<Module> {
   void to(DType dtype);
 
   // ---- state -------------------------------------------------------------------------------
-  // Parameters and persistent buffers, by dotted name, as PyTorch's state_dict.
+  // Parameters and persistent buffers, by dotted name, as PyTorch's state_dict, except that a
+  // tensor registered in two places (tied weights) is one entry, under its first name.
   NamedTensors state_dict() const;
   // Copies values in (under no-grad). Strict: missing keys, unexpected keys and shape
-  // mismatches are all listed in one Error. Not strict: only matching keys are loaded.
+  // mismatches are all listed in one Error. Not strict: only matching keys are loaded. A tied
+  // tensor's other names (PyTorch's state_dict lists them all) are accepted, and stand for it
+  // when its first name is missing.
   void load_state_dict(const NamedTensors& state, bool strict = true);
 
   // Indented tree of children, as PyTorch prints a model.
@@ -74,6 +106,8 @@ class Module : public std::enable_shared_from_this<Module> {
   void add_child(const std::string& name, std::shared_ptr<Module> module);
 
  private:
+  friend class Parameter;
+  void replace_parameter(const std::string& name, const Tensor& tensor);
   struct Entry {
     std::string name;
     Tensor tensor;

@@ -1,5 +1,8 @@
 #include "nn/rmsnorm.h"
 
+#include "autograd/fast/rms_norm.h"
+#include "runtime/reference_mode.h"
+
 #include <limits>
 
 namespace cppgrad::nn {
@@ -18,6 +21,10 @@ Tensor rms_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& we
   CPPGRAD_CHECK(!eps || *eps >= 0.0, "rms_norm: eps {} must not be negative", eps.value_or(0.0));
   const double epsilon = eps.value_or(x.dtype() == kFloat64 ? std::numeric_limits<double>::epsilon()
                                                              : std::numeric_limits<float>::epsilon());
+  // The fast form: one pass over each row forward and one backward (autograd/fast/rms_norm.cpp).
+  const bool fast_dtypes = (x.dtype() == kFloat32 || x.dtype() == kFloat64) &&
+                           (!weight.defined() || weight.dtype() == x.dtype());
+  if (!reference_mode() && fast_dtypes) return cppgrad::fast::rms_norm(x, k, weight, epsilon);
   std::vector<int64_t> dims;
   for (int64_t d = x.dim() - k; d < x.dim(); ++d) dims.push_back(d);
   // The reference, as the formula reads; autograd differentiates it (and its gradient again):

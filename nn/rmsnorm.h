@@ -30,7 +30,7 @@ class RMSNorm : public UnaryModule {
 
   Shape normalized_shape;
   std::optional<double> eps;
-  Tensor weight;
+  Parameter weight;
 };
 
 }  // namespace cppgrad::nn

@@ -24,23 +24,48 @@ inline std::string shape_str(const std::vector<int64_t>& shape) {
   return fmt::format("[{}]", fmt::join(shape, ","));
 }
 
+// The length of the well-formed UTF-8 character at the start of `text` (1 to 4), or 0 when its
+// first bytes are not one (a stray continuation byte, an overlong form, a surrogate, a code point
+// past U+10FFFF, or a character cut short).
+inline size_t utf8_char_length(std::string_view text) {
+  const auto byte = [&](size_t i) { return static_cast<unsigned char>(text[i]); };
+  const unsigned char b0 = byte(0);
+  if (b0 < 0x80) return 1;
+  const size_t length = b0 >= 0xC2 && b0 <= 0xDF ? 2 : b0 >= 0xE0 && b0 <= 0xEF ? 3 : b0 >= 0xF0 && b0 <= 0xF4 ? 4 : 0;
+  if (length == 0 || text.size() < length) return 0;
+  for (size_t i = 1; i < length; ++i)
+    if ((byte(i) & 0xC0) != 0x80) return 0;
+  if (b0 == 0xE0 && byte(1) < 0xA0) return 0;  // overlong
+  if (b0 == 0xED && byte(1) > 0x9F) return 0;  // a UTF-16 surrogate
+  if (b0 == 0xF0 && byte(1) < 0x90) return 0;  // overlong
+  if (b0 == 0xF4 && byte(1) > 0x8F) return 0;  // past U+10FFFF
+  return length;
+}
+
 // Text that came from outside the program (a file's tensor name, a JSON parser's report, an
 // option's value), shown in an error message: at most `max_bytes` of it, cut where no UTF-8
-// character is split and followed by "...(N bytes)", with control characters escaped, so that a
-// hostile 90 MB string still gives one short line. Every error that quotes input goes through it.
+// character is split and followed by "...(N bytes)", with control characters and every byte that
+// is not part of a well-formed UTF-8 character escaped as \xNN, so that a hostile 90 MB string
+// still gives one short line of valid text. Every error that quotes input goes through it.
 inline std::string excerpt(std::string_view text, size_t max_bytes = 80) {
   size_t cut = std::min(text.size(), max_bytes);
-  while (cut > 0 && cut < text.size() && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) --cut;
+  while (cut > 0 && cut < text.size() && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80 &&
+         max_bytes - cut < 3)
+    --cut;
   std::string out;
-  for (char c : text.substr(0, cut)) {
-    const auto byte = static_cast<unsigned char>(c);
-    if (c == '\n') {
+  for (size_t i = 0; i < cut;) {
+    const auto byte = static_cast<unsigned char>(text[i]);
+    const size_t length = utf8_char_length(text.substr(i, cut - i));
+    if (text[i] == '\n') {
       out += "\\n";
-    } else if (byte < 0x20 || byte == 0x7F) {
+    } else if (length == 0 || byte < 0x20 || byte == 0x7F) {
       out += fmt::format("\\x{:02x}", byte);
     } else {
-      out += c;
+      out.append(text.substr(i, length));
+      i += length;
+      continue;
     }
+    ++i;
   }
   if (cut < text.size()) out += fmt::format("...({} bytes)", text.size());
   return out;

@@ -297,8 +297,23 @@ Tensor zeros(const Shape& shape, TensorOptions options = {});
 Tensor ones(const Shape& shape, TensorOptions options = {});
 Tensor full(const Shape& shape, double value, TensorOptions options = {});
 Tensor scalar_tensor(double value, TensorOptions options = {});  // 0-d
-Tensor arange(double end, TensorOptions options = kInt64);
-Tensor arange(double start, double end, double step = 1, TensorOptions options = kInt64);
+// arange's dtype is torch.arange's: int64 when every bound given is an integer, float32 when any
+// is floating (arange(5) = [0, 1, 2, 3, 4] int64; arange(0, 1, 0.25) = [0, 0.25, 0.5, 0.75]
+// float32); options given explicitly win (arange(5, kFloat64)).
+Tensor arange(double end, TensorOptions options);
+Tensor arange(double start, double end, double step, TensorOptions options);
+template <class T>
+concept ArangeBound = std::is_arithmetic_v<T> && !std::is_same_v<T, bool>;
+template <ArangeBound End>
+Tensor arange(End end) {
+  return arange(static_cast<double>(end), TensorOptions(std::is_integral_v<End> ? kInt64 : kFloat32));
+}
+template <ArangeBound Start, ArangeBound End, ArangeBound Step = int64_t>
+Tensor arange(Start start, End end, Step step = 1) {
+  constexpr bool integral = std::is_integral_v<Start> && std::is_integral_v<End> && std::is_integral_v<Step>;
+  return arange(static_cast<double>(start), static_cast<double>(end), static_cast<double>(step),
+                TensorOptions(integral ? kInt64 : kFloat32));
+}
 Tensor eye(int64_t n, TensorOptions options = {});
 Tensor rand(const Shape& shape, TensorOptions options = {}, Generator& gen = default_generator());
 Tensor randn(const Shape& shape, TensorOptions options = {}, Generator& gen = default_generator());

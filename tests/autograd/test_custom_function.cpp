@@ -81,7 +81,7 @@ struct RowMax : autograd::Function<RowMax> {
   static std::vector<Tensor> backward(FunctionCtx& ctx, const std::vector<Tensor>& g) {
     CHECK_FALSE(g[1].defined());  // no gradient for the indices
     Tensor indices = ctx.get_saved_variables()[0];
-    Tensor one_hot = (arange(static_cast<double>(ctx.saved_data["columns"].to_int())) == indices.unsqueeze(1))
+    Tensor one_hot = (arange(ctx.saved_data["columns"].to_int()) == indices.unsqueeze(1))
                          .to(g[0].dtype());
     return {g[0].unsqueeze(1) * one_hot};
   }

@@ -192,5 +192,5 @@ TEST_CASE("functional errors name the function and the shapes") {
   CHECK(contains(error_message([&] { AF::jvp(f, {x}, {x, x}); }), "jvp: 2 u for 1 inputs"));
   CHECK(contains(error_message([&] { AF::hessian([](const std::vector<Tensor>& in) { return in[0] * 1.0; }, {x}); }),
                  "hessian: the function must return a one-element tensor, got shape [3]"));
-  CHECK(contains(error_message([&] { AF::jacobian(f, {arange(3.0)}); }), "jacobian: input 0 must be a defined floating tensor"));
+  CHECK(contains(error_message([&] { AF::jacobian(f, {arange(3)}); }), "jacobian: input 0 must be a defined floating tensor"));
 }

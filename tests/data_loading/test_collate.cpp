@@ -34,12 +34,12 @@ TEST_CASE("pad_sequences: every length from 1 to 64, padding value, mask true ex
     for (int64_t b = 0; b < 7; ++b) {
       const int64_t len = b == 0 ? (trial % 2 ? 64 : 1) : gen.randint(1, 65);
       lengths.push_back(len);
-      seqs.push_back(arange(1, static_cast<double>(len) + 1));  // 1..len, never the padding value
+      seqs.push_back(arange(int64_t{1}, len + 1));  // 1..len, never the padding value
     }
     for (int64_t len = 1; len <= 64; ++len) {  // and every length at least once over the trials
       if (len % 20 != trial) continue;
       lengths.push_back(len);
-      seqs.push_back(arange(1, static_cast<double>(len) + 1));
+      seqs.push_back(arange(int64_t{1}, len + 1));
     }
     const int64_t longest = *std::max_element(lengths.begin(), lengths.end());
     PaddedSequences p = pad_sequences(seqs, -7);
@@ -76,7 +76,7 @@ TEST_CASE("pad_sequences: trailing dims kept, dtypes kept, wrong padding values 
 TEST_CASE("pad_collate: named fields padded with masks and lengths after the fields, the rest stacked") {
   std::vector<Example> examples;
   for (int64_t len : {3, 1, 2})
-    examples.push_back(Example{{"src", arange(10, 10.0 + static_cast<double>(len))}, {"label", scalar_tensor(1.0)}});
+    examples.push_back(Example{{"src", arange(int64_t{10}, 10 + len)}, {"label", scalar_tensor(1.0)}});
   Batch b = pad_collate({{"src", 0}})(examples);
   CHECK(b.names() == std::vector<std::string>{"src", "label", "src_padding_mask", "src_lengths"});
   CHECK(b["src"].to_vector<int64_t>() == std::vector<int64_t>{10, 11, 12, 10, 0, 0, 10, 11, 0});

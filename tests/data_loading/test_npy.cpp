@@ -25,7 +25,7 @@ bool same(const Tensor& a, const Tensor& b) {
 Tensor sample(DType dtype, const Shape& shape) {
   Tensor t = arange(static_cast<double>(numel(shape)), kFloat64) * 1.5 - 4.0;
   if (dtype == kBool) return t.reshape(shape).gt(scalar_tensor(0.0, kFloat64));
-  if (dtype == kInt64) t = arange(static_cast<double>(numel(shape))) * 1000003 - 7;
+  if (dtype == kInt64) t = arange(numel(shape)) * 1000003 - 7;
   return t.to(dtype).reshape(shape);
 }
 
@@ -153,9 +153,34 @@ TEST_CASE("npy: object arrays and other dtypes NumPy wrote are refused, never pa
                        Error);
   CHECK_THROWS_WITH_AS(load_npy(fixture("i4.npy")),
                        fmt::format("npy: {}: dtype '<i4' is not supported: float32 ('<f4'), float64 ('<f8'), int64 "
-                                   "('<i8') and bool ('|b1') are, either byte order; convert with .astype() before "
+                                   "('<i8') and bool ('|b1') are, in any byte order; convert with .astype() before "
                                    "saving", fixture("i4.npy")).c_str(),
                        Error);
+}
+
+// NumPy's reader takes any spelling numpy.dtype() takes; these are the four dtypes' (checked with
+// NumPy 1.24: '=f4', '|f4', 'f4', 'f' and 'float32' are all float32, native order).
+TEST_CASE("npy: every spelling NumPy reads of the four dtypes is read") {
+  const std::vector<std::pair<std::string, DType>> spellings = {
+      {"<f4", kFloat32}, {"=f4", kFloat32}, {"|f4", kFloat32}, {"f4", kFloat32}, {"f", kFloat32}, {"float32", kFloat32},
+      {"<f8", kFloat64}, {"=f8", kFloat64}, {"d", kFloat64},   {"float64", kFloat64}, {"<i8", kInt64}, {"=i8", kInt64},
+      {"q", kInt64},     {"int64", kInt64}, {"|b1", kBool},    {"?", kBool},          {"bool", kBool}, {"<b1", kBool}};
+  for (const auto& [descr, dtype] : spellings) {
+    CAPTURE(descr);
+    const int64_t item = dtype == kBool ? 1 : dtype == kFloat32 ? 4 : 8;
+    std::vector<uint8_t> bytes =
+        npy_of("{'descr': '" + descr + "', 'fortran_order': False, 'shape': (2,)}\n", static_cast<size_t>(2 * item));
+    bytes[bytes.size() - static_cast<size_t>(item)] = 1;  // the second element's lowest byte
+    const Tensor t = parse_npy(bytes, "spelling.npy");
+    CHECK(t.dtype() == dtype);
+    CHECK(t.shape() == Shape{2});
+    if (dtype == kInt64) CHECK(t.to_vector<int64_t>() == std::vector<int64_t>{0, 1});
+    if (dtype == kBool) CHECK(t.to_vector<bool>() == std::vector<bool>{false, true});
+  }
+  // '>' still means big-endian: the lowest byte of an int64 comes last.
+  std::vector<uint8_t> big = npy_of("{'descr': '>i8', 'fortran_order': False, 'shape': (1,)}\n", 8);
+  big.back() = 7;
+  CHECK(parse_npy(big, "big.npy").to_vector<int64_t>() == std::vector<int64_t>{7});
 }
 
 TEST_CASE("npy: malformed files, one row each, give an Error that says what is wrong") {
@@ -193,7 +218,8 @@ TEST_CASE("npy: malformed files, one row each, give an Error that says what is w
        "structured dtypes"},
       {"object dtype", npy_of("{'descr': '|O', 'fortran_order': False, 'shape': (2,)}\n", 16), "object arrays"},
       {"int32", npy_of("{'descr': '<i4', 'fortran_order': False, 'shape': (2,)}\n", 8), "dtype '<i4' is not supported"},
-      {"native order", npy_of("{'descr': '=f4', 'fortran_order': False, 'shape': (2,)}\n", 8), "not supported"},
+      {"int32 by name", npy_of("{'descr': 'int32', 'fortran_order': False, 'shape': (2,)}\n", 8), "not supported"},
+      {"leading zero", npy_of("{'descr': '<f4', 'fortran_order': False, 'shape': (02,)}\n", 8), "leading zero"},
       {"fortran not bool", npy_of("{'descr': '<f4', 'fortran_order': 0, 'shape': (2,)}\n", 8), "True or False"},
       {"shape not a tuple", npy_of("{'descr': '<f4', 'fortran_order': False, 'shape': [2]}\n", 8), "expected a tuple"},
       {"shape (2) is an int", npy_of("{'descr': '<f4', 'fortran_order': False, 'shape': (2)}\n", 8), "not a tuple"},

@@ -187,7 +187,7 @@ TEST_CASE("bad options are errors") {
     CHECK(contains(error_message([&] { SGD opt(std::vector<ParamGroup>{}, SGDOptions(0.1)); }), "no parameter groups"));
     Tensor not_leaf = p * 2.0;
     CHECK(contains(error_message([&] { SGD opt({not_leaf}, SGDOptions(0.1)); }), "leaf"));
-    CHECK(contains(error_message([&] { SGD opt({arange(3.0)}, SGDOptions(0.1)); }), "floating"));
+    CHECK(contains(error_message([&] { SGD opt({arange(3)}, SGDOptions(0.1)); }), "floating"));
     CHECK(contains(error_message([&] { SGD opt({Tensor()}, SGDOptions(0.1)); }), "floating"));
   }
   SUBCASE("bad schedules") {

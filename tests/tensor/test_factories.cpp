@@ -82,6 +82,23 @@ TEST_CASE("factories: arange with a step of any sign") {
   CHECK(arange(3, 3).numel() == 0);
 }
 
+TEST_CASE("factories: arange takes its dtype from its bounds, as torch.arange does") {
+  // Integers throughout: int64. A floating bound or step anywhere: float32 (the default dtype).
+  CHECK(arange(4).dtype() == kInt64);
+  CHECK(arange(int64_t{2}, int64_t{6}).dtype() == kInt64);
+  CHECK(arange(4.0).dtype() == kFloat32);
+  CHECK(arange(0.0, 4).dtype() == kFloat32);
+  CHECK(arange(0, 4.0).dtype() == kFloat32);
+  CHECK(arange(0, 4, 1.0).dtype() == kFloat32);
+  CHECK(mismatch(arange(0, 1, 0.25), {4}, {0, 0.25, 0.5, 0.75}) == "");  // was int64 [0, 0, 0, 0]
+  CHECK(mismatch(arange(2.5), {3}, {0, 1, 2}) == "");
+  // An explicit dtype wins either way.
+  CHECK(arange(4, kFloat64).dtype() == kFloat64);
+  CHECK(arange(0, 1, 0.25, kFloat64).dtype() == kFloat64);
+  CHECK(arange(0.0, 3.0, 1.0, kInt64).to_vector<int64_t>() == std::vector<int64_t>{0, 1, 2});
+  CHECK(arange(0, 3, 1, TensorOptions(kFloat64).requires_grad()).requires_grad());
+}
+
 TEST_CASE("factories: eye") {
   CHECK(mismatch(eye(3), {3, 3}, {1, 0, 0, 0, 1, 0, 0, 0, 1}) == "");
   Tensor e = eye(2, kInt64);

@@ -89,3 +89,25 @@ TEST_CASE("excerpt: input quoted in an error is cut short, on one line") {
   const std::string accented = std::string(79, 'a') + "\xc3\xa9" + "tail";
   CHECK(excerpt(accented).starts_with(std::string(79, 'a') + "..."));
 }
+
+TEST_CASE("excerpt: bytes that are not UTF-8 are escaped, well-formed characters kept") {
+  CHECK(excerpt("caf\xc3\xa9 \xe6\x97\xa5 \xf0\x9f\x98\x80") == "caf\xc3\xa9 \xe6\x97\xa5 \xf0\x9f\x98\x80");  // é 日 😀
+  CHECK(excerpt("a\xff" "b") == "a\\xffb");                // never in UTF-8
+  CHECK(excerpt("\x80\x80") == "\\x80\\x80");          // stray continuation bytes
+  CHECK(excerpt("\xc3(") == "\\xc3(");                  // a lead byte without its continuation
+  CHECK(excerpt("\xc0\xaf") == "\\xc0\\xaf");          // an overlong '/'
+  CHECK(excerpt("\xed\xa0\x80") == "\\xed\\xa0\\x80");  // a UTF-16 surrogate
+  CHECK(excerpt("\xf4\x90\x80\x80") == "\\xf4\\x90\\x80\\x80");  // past U+10FFFF
+  CHECK(excerpt("ab\xe6\x97") == "ab\\xe6\\x97");      // a character cut short by the input's end
+  // The result is always valid UTF-8, whatever came in.
+  std::string every_byte;
+  for (int b = 0; b < 256; ++b) every_byte += static_cast<char>(b);
+  const std::string shown = excerpt(every_byte, 1000);
+  for (size_t i = 0; i < shown.size();) {
+    const size_t length = utf8_char_length(std::string_view(shown).substr(i));
+    REQUIRE(length > 0);
+    i += length;
+  }
+  // A run of continuation bytes is not backed out of entirely when it is cut.
+  CHECK(excerpt(std::string(200, '\x80')).starts_with("\\x80"));
+}

@@ -229,8 +229,8 @@ void forward_block(const Problem<T>& P, int64_t n, int64_t i0, int64_t i1, T* ou
 // each query slice runs every key block against every query block that sees it, as a slice of
 // multi-head attention would, its dQ its own, while dK and dV of the shared slice sum the r
 // contributions in place without a race. (A query slice at a time keeps its Q, dO and dQ in
-// the cache across key blocks; running the r slices inside each key block instead was 18%
-// slower at T = 1024.)
+// the cache across key blocks; running the r slices inside each key block instead took 1.18
+// times multi-head's time at T = 1024: bench/README.md, bench_gqa.)
 template <class T>
 void backward_group(const Problem<T>& P, int64_t m, const T* out, const T* lse, const T* dout, T* dq, T* dk, T* dv) {
   const int64_t qb = kQueryBlock, kb = kKeyBlock;
