@@ -3,6 +3,7 @@
 #include <atomic>
 #include <cstdlib>
 #include <mutex>
+#include <string_view>
 
 #include <cblas.h>
 #include <omp.h>
@@ -16,12 +17,33 @@ namespace {
 std::atomic<int> g_threads{0};  // set by set_num_threads; 0: OpenMP's default
 std::atomic<int64_t> g_parallel_grain{262144};
 
-// OpenMP's and OpenBLAS's counts (OpenBLAS's OpenMP build reads omp_get_max_threads too, but
-// once it is at one thread it stops looking).
-void apply_threads(int n) {
-  omp_set_num_threads(n);
-  openblas_set_num_threads(n);
+bool deterministic_from_env() {
+  const char* v = std::getenv("CPPGRAD_DETERMINISTIC");
+  return v == nullptr || std::string_view(v) != "0";
 }
+std::atomic<bool> g_deterministic{deterministic_from_env()};
+
+// OpenMP's and OpenBLAS's counts (OpenBLAS's OpenMP build reads omp_get_max_threads too, but
+// once it is at one thread it stops looking). In deterministic mode BLAS stays on one thread:
+// our threads split the products (tensor/kernels/gemm.h).
+// OpenBLAS's OpenMP build takes OpenMP's count as its own at every call (0.3.21 resets its count
+// to omp_get_max_threads()), so in deterministic mode OpenMP's default count is 1 too: our own
+// regions name their thread count (tensor/iterate.h), from get_num_threads().
+void apply_threads(int n) {
+  const int blas = g_deterministic.load() ? 1 : n;
+  openblas_set_num_threads(blas);
+  omp_set_num_threads(blas);
+}
+// From the start, not only from the first set_num_threads, with OpenMP's default count kept as
+// the count set.
+struct BlasOnOneThread {
+  BlasOnOneThread() {
+    if (g_deterministic.load()) {
+      g_threads.store(omp_get_max_threads());
+      apply_threads(g_threads.load());
+    }
+  }
+} g_blas_on_one_thread;
 
 bool user_chose_waiting() {
   for (const char* name : {"OMP_WAIT_POLICY", "GOMP_SPINCOUNT", "OMP_DYNAMIC"})
@@ -33,6 +55,7 @@ struct LoadState {
   std::mutex mutex;
   LoadBackoff backoff;
   bool on_one_thread = false;  // applied to OpenMP and OpenBLAS
+  bool forced = false;         // force_backed_off(true)
 };
 LoadState& load_state() {
   static LoadState state;
@@ -48,8 +71,8 @@ void set_num_threads(int n) {
   std::lock_guard lock(state.mutex);
   g_threads.store(n);
   state.backoff = LoadBackoff();
-  state.on_one_thread = false;
-  apply_threads(n);
+  state.on_one_thread = state.forced;
+  apply_threads(state.forced ? 1 : n);
 }
 
 int get_num_threads() {
@@ -68,10 +91,28 @@ void set_threads_adapt_to_load(bool on) {
   LoadState& state = load_state();
   std::lock_guard lock(state.mutex);
   g_adapt.store(on);
-  if (!on && state.on_one_thread) {
+  if (!on && state.on_one_thread && !state.forced) {
     state.on_one_thread = false;
     apply_threads(get_num_threads());
   }
+  state.backoff = LoadBackoff();
+}
+
+bool deterministic_threads() { return g_deterministic.load(std::memory_order_relaxed); }
+void set_deterministic_threads(bool on) {
+  LoadState& state = load_state();
+  std::lock_guard lock(state.mutex);
+  g_deterministic.store(on);
+  apply_threads(state.on_one_thread ? 1 : get_num_threads());
+}
+
+void force_backed_off(bool on) {
+  LoadState& state = load_state();
+  std::lock_guard lock(state.mutex);
+  if (g_threads.load() == 0) g_threads.store(get_num_threads());  // kept while OpenMP's count says 1
+  state.forced = on;
+  apply_threads(on ? 1 : get_num_threads());
+  state.on_one_thread = on;
   state.backoff = LoadBackoff();
 }
 
@@ -99,9 +140,13 @@ int region_threads() {
   if (omp_in_parallel()) return 1;
   const int wanted = get_num_threads();
   if (wanted <= 1) return 1;
-  if (!threads_adapt_to_load()) return omp_get_max_threads();
   LoadState& state = load_state();
+  if (!threads_adapt_to_load()) {
+    std::lock_guard lock(state.mutex);
+    return state.forced ? 1 : wanted;
+  }
   std::lock_guard lock(state.mutex);
+  if (state.forced) return 1;
   const bool one = state.backoff.backed_off(RegionClock::now());
   if (one != state.on_one_thread) {
     if (g_threads.load() == 0) g_threads.store(wanted);  // keep the default while OpenMP's says 1
@@ -115,7 +160,7 @@ void report_parallel_region(int64_t work_ns, int64_t wait_ns) {
   if (!threads_adapt_to_load()) return;
   LoadState& state = load_state();
   std::lock_guard lock(state.mutex);
-  if (state.on_one_thread) return;
+  if (state.on_one_thread || state.forced) return;
   if (state.backoff.report(work_ns, wait_ns, RegionClock::now())) {
     if (g_threads.load() == 0) g_threads.store(omp_get_max_threads());  // get_num_threads() stays
     apply_threads(1);

@@ -19,6 +19,19 @@ int get_num_threads();  // the count set (or the default), even while a busy mac
 int64_t parallel_grain();
 void set_parallel_grain(int64_t work);  // tests lower it to exercise the threaded paths
 
+// ---- The same bits at any thread count --------------------------------------------------------
+// On (the default), a seeded run gives the same bits at 1 thread, at 2, and whatever the load
+// back-off below does, for a given BLAS kernel: BLAS always runs on one thread, and cppgrad's own
+// threads split each large matrix product into blocks of rows (or columns) of the result at
+// boundaries set by the shapes alone (tensor/kernels/gemm.h), as every other parallel loop of
+// cppgrad does. (OpenBLAS's OpenMP build takes OpenMP's default count as its own at every call,
+// so OpenMP's default count, omp_get_max_threads(), is 1 in this mode; cppgrad's own regions ask
+// for get_num_threads().) Off, BLAS runs on the set count and splits each product its own way, which
+// rounds differently at 1 and 2 threads (OpenBLAS's Haswell kernel does). The environment's
+// CPPGRAD_DETERMINISTIC=0 starts it off. bench/README.md measures what it costs.
+bool deterministic_threads();
+void set_deterministic_threads(bool on);
+
 // ---- Busy machines ----------------------------------------------------------------------------
 // When another program takes a core, a parallel region waits at its end for the thread that
 // lost it, and OpenMP's waiting threads spin (libgomp: ~300,000 rounds, milliseconds) on the
@@ -39,6 +52,10 @@ void set_parallel_grain(int64_t work);  // tests lower it to exercise the thread
 // does the same from code, e.g. for a machine reserved for the program.
 bool threads_adapt_to_load();
 void set_threads_adapt_to_load(bool on);
+
+// For tests: every region runs on one thread, exactly as while backed off, until called with
+// false (then the set count again). It acts whether or not threads adapt to the load.
+void force_backed_off(bool on);
 
 // The back-off as a state machine over times in nanoseconds, apart from the clock and from the
 // thread counts it leads to (the tests drive it with made-up times).

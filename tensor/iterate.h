@@ -129,7 +129,9 @@ void parallel_for(int64_t n, int64_t work_per_item, F&& f) {
     auto body = f;
     const int64_t parts = omp_get_num_threads(), part = omp_get_thread_num();
     if (part == 0) clock.caller_begins();
-    for (int64_t i = n * part / parts; i < n * (part + 1) / parts; ++i) body(i);
+    // Thread 0's share is the larger when n does not divide evenly: it is the one that times
+    // its wait for the others (RegionClock), and waiting a whole item would look like a stall.
+    for (int64_t i = (n * part + parts - 1) / parts; i < (n * (part + 1) + parts - 1) / parts; ++i) body(i);
     if (part == 0) clock.caller_ends();
   }
   clock.report_region();

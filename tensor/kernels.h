@@ -56,7 +56,8 @@ Tensor binary(Binary op, const Tensor& a, const Tensor& b);
 void binary_(Binary op, const Tensor& a, const Tensor& b);
 
 // The fast form of a unary row's backward where the row has one (relu: dC where C > 0, in one
-// pass), given what the row saves; undefined for the other rows (tensor/kernels/fast/elementwise.cpp).
+// pass; tanh and sigmoid likewise; erf, silu and the GELUs vectorised in float32), given what the
+// row saves; undefined for the other rows (tensor/kernels/fast/elementwise.cpp).
 Tensor unary_backward_fast(Unary op, const Tensor& grad, const Tensor& saved);
 
 // One enumerator per row of CPPGRAD_COMPARE_OPS: Compare::Eq, ..., Compare::Ge.

@@ -11,6 +11,7 @@
 #include "runtime/profile.h"
 #include "runtime/reference_mode.h"
 #include "tensor/kernels/fast/elementwise.h"
+#include "tensor/kernels/fast/unary_floats.h"
 #include "tensor/iterate.h"
 #include "tensor/kernels.h"
 
@@ -90,6 +91,9 @@ Tensor unary(Unary op, const Tensor& t) {
   CPPGRAD_PROFILE_SCOPE(unary_name(op));
   using namespace op_constants;
   Tensor out = empty(t.shape(), t.dtype());
+  // The transcendental rows' float32 fast form is vectorised (fast/unary_floats.h), not the
+  // row's scalar expression: within an ulp or two of it, not the same bits.
+  if (!reference_mode() && fast::unary_floats(op, t, out)) return out;
   switch (op) {
 #define CPPGRAD_UNARY_KERNEL(name, Enum, dtypes, forward, ...)                     \
     case Unary::Enum:                                                              \

@@ -1,21 +1,29 @@
 // C = op(A) · op(B) + beta · C through cblas_sgemm / cblas_dgemm, row-major, for the kernels
 // that call BLAS on raw buffers (matmul, fused attention).
+//
+// The same bits at any thread count (runtime/parallel.h, deterministic_threads()): BLAS runs on
+// one thread, and a large product is cut into blocks of rows of C (or of columns, when C is
+// wider than tall) at boundaries set by the shapes alone; cppgrad's threads take the blocks, and
+// BLAS computes each block the same way whichever thread runs it, and however many there are.
+// Each element of C is one BLAS dot product over all of k: nothing is split along k.
 #pragma once
 
 #include <cblas.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <type_traits>
 
+#include "../../runtime/parallel.h"
 #include "../../runtime/profile.h"
+#include "../iterate.h"
 
 namespace cppgrad::kernels {
 
+namespace detail {
 template <class T>
-void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const T* a, int64_t lda, const T* b, int64_t ldb, T* c,
-          int64_t ldc, T beta = T(0)) {
-  // Small products (attention's per-head matrices) are reported apart: call overhead dominates them.
-  CPPGRAD_PROFILE_SCOPE(m * n * k < 65536 ? "blas gemm, small" : "blas gemm");
+void blas_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const T* a, int64_t lda, const T* b, int64_t ldb,
+               T* c, int64_t ldc, T beta) {
   const auto trans_a = ta ? CblasTrans : CblasNoTrans;
   const auto trans_b = tb ? CblasTrans : CblasNoTrans;
   if constexpr (std::is_same_v<T, float>)
@@ -24,6 +32,48 @@ void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const T* a, int64_t
   else
     cblas_dgemm(CblasRowMajor, trans_a, trans_b, (int)m, (int)n, (int)k, 1.0, a, (int)lda, b, (int)ldb, beta, c,
                 (int)ldc);
+}
+
+// How a product of m × n × k is cut: blocks of `size` rows (or columns) of C, from the shape
+// alone. Below kWholeWork multiply-adds the product is one block (splitting it costs more calls
+// than it saves). Each block repacks the operand that is not cut (BLAS packs it per call), so
+// the longer side of C is the one cut, and into at most 4 blocks (2 per thread on 2 cores; each
+// more repacks that operand once more, where OpenBLAS alone packs it once per call) of at least
+// 64 (in multiples of 16, a whole number of the micro-kernels' tiles).
+struct GemmBlocks {
+  bool by_rows;
+  int64_t size, count;
+};
+inline GemmBlocks gemm_blocks(int64_t m, int64_t n, int64_t k) {
+  constexpr int64_t kWholeWork = int64_t{1} << 21, kMinBlock = 64;
+  const bool by_rows = m >= n;
+  const int64_t side = by_rows ? m : n;
+  auto rounded = [](int64_t size) { return (size + 15) / 16 * 16; };
+  if (m * n * k < kWholeWork || side < 2 * kMinBlock) return {by_rows, side, 1};
+  // 4 blocks where each has 64 rows, else 2 (never 3: on 2 threads one would wait a whole block)
+  const int64_t size = side >= 4 * kMinBlock ? rounded((side + 3) / 4) : rounded((side + 1) / 2);
+  return {by_rows, size, (side + size - 1) / size};
+}
+}  // namespace detail
+
+template <class T>
+void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const T* a, int64_t lda, const T* b, int64_t ldb, T* c,
+          int64_t ldc, T beta = T(0)) {
+  // Small products (attention's per-head matrices) are reported apart: call overhead dominates them.
+  CPPGRAD_PROFILE_SCOPE(m * n * k < 65536 ? "blas gemm, small" : "blas gemm");
+  if (!deterministic_threads()) return detail::blas_gemm(ta, tb, m, n, k, a, lda, b, ldb, c, ldc, beta);
+  const detail::GemmBlocks blocks = detail::gemm_blocks(m, n, k);
+  if (blocks.count == 1) return detail::blas_gemm(ta, tb, m, n, k, a, lda, b, ldb, c, ldc, beta);
+  parallel_for(blocks.count, blocks.size * (blocks.by_rows ? n : m) * k, [&](int64_t i) {
+    const int64_t start = i * blocks.size;
+    if (blocks.by_rows) {  // rows start.. of op(A) and of C
+      const int64_t rows = std::min(blocks.size, m - start);
+      detail::blas_gemm(ta, tb, rows, n, k, ta ? a + start : a + start * lda, lda, b, ldb, c + start * ldc, ldc, beta);
+    } else {  // columns start.. of op(B) and of C
+      const int64_t cols = std::min(blocks.size, n - start);
+      detail::blas_gemm(ta, tb, m, cols, k, a, lda, tb ? b + start * ldb : b + start, ldb, c + start, ldc, beta);
+    }
+  });
 }
 
 }  // namespace cppgrad::kernels

@@ -1,4 +1,5 @@
-// The two forms of the elementwise kernels give the same bits: the reference loops of
+// The two forms of the elementwise kernels give the same bits (all but the transcendental rows'
+// vectorised float32 forms, which test_unary_floats.cpp holds within 2 ulp): the reference loops of
 // tensor/kernels/elementwise.cpp (reference mode) and the fast loops of
 // tensor/kernels/fast/elementwise.h. Both apply the same scalar expression to each element, and
 // the library is built with -ffp-contract=off, so no form fuses a multiply and an add that the
@@ -7,6 +8,7 @@
 #include <limits>
 
 #include "helpers.h"
+#include "tensor/kernels/fast/unary_floats.h"
 
 using namespace cppgrad;
 using namespace cppgrad::testing;
@@ -59,6 +61,8 @@ TEST_CASE("elementwise forms: every unary row, every dtype it takes, every layou
       CAPTURE(dtype_name(dtype));                                                                     \
       if (!is_floating(dtype) && check::error_message([&] { kernels::unary(kernels::Unary::Enum, x); }) != "") \
         continue; /* a floating-only row */                                                           \
+      if (dtype == kFloat32 && x.is_contiguous() && kernels::fast::has_vector_form(kernels::Unary::Enum)) \
+        continue; /* vectorised, not the same bits: test_unary_floats.cpp bounds the difference */    \
       CHECK(forms_agree([&] { return kernels::unary(kernels::Unary::Enum, x); }));                    \
     }                                                                                                 \
   }
@@ -91,7 +95,7 @@ TEST_CASE("elementwise forms: binary ops and comparisons, dense, broadcast and s
 TEST_CASE("elementwise forms: on the threaded path too") {
   SmallParallelGrain small;
   for (const Tensor& x : layouts(kFloat32, 15)) {
-    CHECK(forms_agree([&] { return kernels::unary(kernels::Unary::Tanh, x); }));
+    CHECK(forms_agree([&] { return kernels::unary(kernels::Unary::Sin, x); }));
     CHECK(forms_agree([&] { return kernels::binary(kernels::Binary::Mul, x, x); }));
   }
 }

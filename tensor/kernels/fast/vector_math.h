@@ -1,0 +1,154 @@
+// Transcendental functions written so that a loop over them vectorises: no call into libm, no
+// branch, only arithmetic, comparisons that select, and bit manipulation. The float32 forms of the
+// unary ops (vector_math.cpp) are built on them. A first reading skips this file.
+//
+// A float32 result is computed in double and rounded once, so its error is that rounding (half an
+// ulp) plus the approximations' error, which is ~1e-11 relative: within 1 ulp of the exact value
+// on the whole float range. Composite functions are rearranged where the plain float formula
+// cancels: GELU's Φ(x) for x < 0 is ½·erfc(|x|/√2) (the scalar 0.5·x·(1 + erf(x/√2)) in float loses
+// every digit there), and tanh-GELU is x·σ(2u), since 1 + tanh u = 2σ(2u).
+//
+// The methods:
+//   exp(x)    = 2ⁿ·(1 + q), n = round(x/ln 2), q = e^r − 1 by its Taylor series to r⁹ (|r| ≤ ln2/2),
+//               2ⁿ made in the exponent bits (the round is the 1.5·2⁵² shifter: no float-to-int
+//               conversion, which AVX2 lacks for doubles)
+//   log(x)    = e·ln 2 + 2·atanh(s), x = m·2ᵉ with m in [√½, √2), s = (m − 1)/(m + 1), |s| ≤ 0.172;
+//               atanh's odd series to s¹³
+//   erfcx(z)  = erfc(z)·e^{z²} for z in [0, 10.5]: a Chebyshev series of erfcx(z)/t in t = 2/(2 + z)
+//               (14 terms, fitted at Chebyshev nodes from the exact function: relative error 3e-11);
+//               erf and erfc follow from it, erf's small arguments (|z| < 0.5) from its Taylor series
+//   tanh(x)   = em1/(em1 + 2), em1 = e^{2|x|} − 1 (q itself when n = 0, so no cancellation at 0)
+#pragma once
+
+#include <bit>
+#include <cmath>
+#include <cstdint>
+
+namespace cppgrad::kernels::fast::vmath {
+
+// e^x = 2ⁿ·(1 + q): n and q, for x in [-700, 700] (2ⁿ a normal double).
+struct ExpParts {
+  double two_to_n;
+  double q;
+  bool n_is_zero;
+};
+inline ExpParts exp_parts(double x) {
+  constexpr double log2e = 1.4426950408889634, ln2_hi = 0.6931471803691238, ln2_lo = 1.9082149292705877e-10;
+  constexpr double shifter = 6755399441055744.0;  // 1.5·2⁵²: adding it rounds to an integer in the low bits
+  const double shifted = x * log2e + shifter;
+  const double n = shifted - shifter;
+  const double r = (x - n * ln2_hi) - n * ln2_lo;
+  double p = 1.0 / 362880;  // q = r + r²/2! + … + r⁹/9!
+  p = p * r + 1.0 / 40320;
+  p = p * r + 1.0 / 5040;
+  p = p * r + 1.0 / 720;
+  p = p * r + 1.0 / 120;
+  p = p * r + 1.0 / 24;
+  p = p * r + 1.0 / 6;
+  p = p * r + 0.5;
+  const double q = p * r * r + r;
+  // n sits in the shifter's low mantissa bits; the exponent field of 2ⁿ is n + 1023.
+  const int64_t n_bits = std::bit_cast<int64_t>(shifted) - std::bit_cast<int64_t>(shifter);
+  const double two_to_n = std::bit_cast<double>((n_bits + 1023) << 52);
+  return {two_to_n, q, n == 0.0};
+}
+
+// e^x: 0 below -700 and inf above 700 (a float's e^x is 0 or inf far before), NaN stays NaN.
+inline double exp(double x) {
+  const double clamped = x < -700.0 ? -700.0 : (x > 700.0 ? 700.0 : x);
+  const ExpParts e = exp_parts(clamped);
+  double y = e.two_to_n * (1.0 + e.q);
+  y = x < -700.0 ? 0.0 : y;
+  y = x > 700.0 ? INFINITY : y;
+  return x != x ? x : y;
+}
+
+// ln x of a float x (NaN, ±0, subnormals and infinities included).
+inline double log(float x) {
+  constexpr double ln2 = 0.6931471805599453, sqrt2 = 1.4142135623730951;
+  const bool subnormal = x < 1.17549435e-38f;  // scaled by 2²³ into the normal range first
+  const float scaled = subnormal ? x * 8388608.0f : x;
+  const int32_t bits = std::bit_cast<int32_t>(scaled);
+  const int32_t exponent = ((bits >> 23) & 0xff) - 127 - (subnormal ? 23 : 0);
+  double m = std::bit_cast<float>((bits & 0x007fffff) | 0x3f800000);  // in [1, 2)
+  double e = exponent;
+  const bool high = m > sqrt2;
+  m = high ? 0.5 * m : m;
+  e = high ? e + 1.0 : e;
+  const double s = (m - 1.0) / (m + 1.0), s2 = s * s;
+  double p = 1.0 / 13;
+  p = p * s2 + 1.0 / 11;
+  p = p * s2 + 1.0 / 9;
+  p = p * s2 + 1.0 / 7;
+  p = p * s2 + 1.0 / 5;
+  p = p * s2 + 1.0 / 3;
+  const double y = e * ln2 + (2.0 * s + 2.0 * s * s2 * p);
+  double out = x == 0.0f ? -INFINITY : y;
+  out = x < 0.0f ? NAN : out;
+  out = x == INFINITY ? INFINITY : out;
+  return x != x ? static_cast<double>(x) : out;
+}
+
+// erfc(z)·e^{z²} for z ≥ 0 (clamped to 10.5: callers multiply by e^{-z²}, which is 0 in float there).
+inline double erfcx(double z) {
+  constexpr double c[14] = {0.6189738019123746,     0.33150601664847995,   0.04886112203889596,
+                            0.0013715754704571193,  -0.0006879043458514811, -4.0185883307162774e-05,
+                            1.5599027100892115e-05, 3.8351096405153663e-07, -4.4289537437125494e-07,
+                            2.5597776151520258e-08, 1.107580302694977e-08,  -2.1412602790871203e-09,
+                            -9.472642503727258e-11, 9.056839722632048e-11};
+  constexpr double t_min = 0.16;  // t at z = 10.5
+  const double clamped = z > 10.5 ? 10.5 : z;
+  const double t = 2.0 / (2.0 + clamped);
+  const double u = (2.0 * t - t_min - 1.0) / (1.0 - t_min);  // t in [t_min, 1] -> u in [-1, 1]
+  double b1 = 0, b2 = 0;                                     // Clenshaw's recurrence
+  for (int j = 13; j >= 1; --j) {
+    const double b = 2.0 * u * b1 - b2 + c[j];
+    b2 = b1;
+    b1 = b;
+  }
+  return t * (u * b1 - b2 + c[0]);
+}
+
+// erf(z) (NaN and ±inf included).
+inline double erf(double z) {
+  const double a = std::fabs(z);
+  // Taylor: erf z = 2/√π · Σ (−1)ᵏ z^{2k+1} / (k!(2k+1)), to k = 11 (error < 1e-17 below 0.5)
+  const double z2 = z * z;
+  double p = -1.0 / (39916800.0 * 23);
+  p = p * z2 + 1.0 / (3628800.0 * 21);
+  p = p * z2 - 1.0 / (362880.0 * 19);
+  p = p * z2 + 1.0 / (40320.0 * 17);
+  p = p * z2 - 1.0 / (5040.0 * 15);
+  p = p * z2 + 1.0 / (720.0 * 13);
+  p = p * z2 - 1.0 / (120.0 * 11);
+  p = p * z2 + 1.0 / (24.0 * 9);
+  p = p * z2 - 1.0 / (6.0 * 7);
+  p = p * z2 + 1.0 / (2.0 * 5);
+  p = p * z2 - 1.0 / 3;
+  const double small = 1.1283791670955126 * (z + z * z2 * p);
+  const double large = std::copysign(1.0 - exp(-a * a) * erfcx(a), z);
+  const double y = a < 0.5 ? small : large;
+  return z != z ? z : y;
+}
+
+// Φ(x), the normal CDF, without cancellation for x < 0.
+inline double normal_cdf(double x) {
+  constexpr double sqrt_half = 0.7071067811865476;
+  const double z = std::fabs(x) * sqrt_half;
+  const double tail = 0.5 * exp(-z * z) * erfcx(z);  // Φ(−|x|)
+  return x < 0.0 ? tail : 1.0 - tail;
+}
+
+// tanh(x) (NaN and ±inf included).
+inline double tanh(double x) {
+  const double y = 2.0 * std::fabs(x);
+  const ExpParts e = exp_parts(y > 40.0 ? 40.0 : y);  // tanh is 1 in double past 20
+  const double em1 = e.n_is_zero ? e.q : e.two_to_n * (1.0 + e.q) - 1.0;
+  const double t = std::copysign(em1 / (em1 + 2.0), x);
+  return x != x ? x : t;
+}
+
+// σ(x) = 1/(1 + e^{−x}) and 1 − σ(x) = σ(−x), each without cancellation.
+inline double sigmoid(double x) { return 1.0 / (1.0 + exp(-x)); }
+
+}  // namespace cppgrad::kernels::fast::vmath
