@@ -109,15 +109,11 @@ void add_options(CLI::App& app, Options& o) {
                                    "rotary positions, grouped-query attention, SwiGLU, no biases)");
   app.add_option("--size", o.size, "the model's sizes: tiny (2 layers, d_model 64, T 64), small (4, 128, T 128) or gpt-M "
                                    "(6 layers, d_model 384, 6 heads, ff 1536, T 256); the options below override it");
-  app.add_option("--layers", o.model.layers, "Transformer blocks")->check(CLI::Range(1, 1000));
-  app.add_option("--d-model", o.model.d_model, "model width d_model")->check(CLI::Range(1, 65536));
-  app.add_option("--heads", o.model.heads, "attention heads (must divide d_model)")->check(CLI::Range(1, 1024));
+  examples::add_size_options(app, o.model, "Transformer blocks");
   app.add_option("--kv-heads", o.model.kv_heads, "key/value heads, llama only (must divide --heads; default: --heads)")
       ->check(CLI::Range(1, 1024));
-  app.add_option("--ff", o.model.ff, "feed-forward width (llama: SwiGLU's hidden width)")->check(CLI::Range(1, 1 << 20));
   app.add_option("--seq-len", o.model.seq_len, "tokens per training window, and the longest context")
       ->check(CLI::Range(1, 65536));
-  app.add_option("--dropout", o.model.dropout, "dropout probability")->check(examples::number_in(0.0, 0.99));
   app.add_option("--tokenizer", o.tokenizer, "char (one token a byte) or bpe (byte-level BPE learnt on the training part)")
       ->check(CLI::IsMember({"char", "bpe"}));
   app.add_option("--bpe-vocab", o.bpe_vocab, "the learnt BPE's vocabulary size (256 bytes + merges)")
