@@ -162,6 +162,7 @@ struct DataLoader::Internals {
   Position position;
   std::optional<Producer> inline_producer;  // prefetch 0: makes batches on the calling thread
   std::unique_ptr<Prefetcher> prefetcher;   // prefetch k: the background thread, while it runs
+  bool just_loaded = false;                 // no batch taken since load_state_dict: a `for` continues
 };
 
 DataLoader::DataLoader(std::shared_ptr<const Dataset> dataset, DataLoaderOptions options, Collate collate,
@@ -202,6 +203,7 @@ Batch DataLoader::next() {
   Internals& in = *internals_;
   CPPGRAD_CHECK(size() > 0, "DataLoader: an epoch has no batches ({} examples per epoch, batch_size {}{})",
                 sampler_->size(), options_.batch_size(), options_.drop_last() ? ", drop_last" : "");
+  in.just_loaded = false;
   Prepared item;
   if (options_.prefetch() > 0) {
     if (!in.prefetcher)
@@ -258,6 +260,23 @@ void DataLoader::load_state_dict(const NamedTensors& state) {
   p.epoch_start = epoch_start.state();
   stop_background();
   internals_->position = p;
+  internals_->just_loaded = true;
+}
+
+void DataLoader::skip_rest_of_epoch() {
+  stop_background();  // batches prepared ahead belong to the epoch being left
+  Position& p = internals_->position;
+  // The next epoch's order is drawn from the generator as this epoch's draw left it.
+  Generator gen;
+  gen.set_state(p.epoch_start);
+  sampler_->indices(p.epoch, gen);
+  p = Position{p.epoch + 1, 0, gen.state()};
+}
+
+DataLoader::Iterator DataLoader::begin() {
+  if (internals_->position.batch > 0 && !internals_->just_loaded) skip_rest_of_epoch();
+  internals_->just_loaded = false;
+  return Iterator(this);
 }
 
 DataLoader::Iterator::Iterator(DataLoader* loader) : loader_(loader), epoch_(loader->epoch()) {

@@ -8,6 +8,11 @@
 //
 //   Batch b = loader.next();   // or one batch at a time, rolling into the next epoch at the end
 //
+// Each `for` over a loader is an epoch of its own, as each `for` over a PyTorch DataLoader: one
+// that begins mid-epoch (after a `break`, or batches taken with next()) leaves the rest of that
+// epoch and begins the next, with its own shuffle. The one exception is a resume: the first
+// `for` after load_state_dict continues the loaded epoch from the loaded batch.
+//
 // The position is (epoch, batches taken in it, the generator's state when the epoch began): an
 // epoch's order is made again from that state and the batches already taken are skipped. It
 // counts the batches handed to the caller, never those prepared ahead, so a checkpoint taken
@@ -88,7 +93,8 @@ class DataLoader {
   const DataLoaderOptions& options() const { return options_; }
   const Dataset& dataset() const { return *dataset_; }
 
-  // Iterating a loader gives the rest of the current epoch (all of it, from its start).
+  // Iterating a loader gives one whole epoch: the next one when the loader stands mid-epoch, except
+  // right after load_state_dict, where it gives the rest of the loaded epoch.
   class Iterator {
    public:
     using value_type = Batch;
@@ -107,13 +113,15 @@ class DataLoader {
     int64_t epoch_ = 0;
     std::optional<Batch> current_;
   };
-  Iterator begin() { return Iterator(this); }
+  Iterator begin();
   std::default_sentinel_t end() { return {}; }
 
   struct Internals;  // the producer and the background thread, in loader.cpp
 
  private:
   void stop_background();
+  // Leaves the rest of the current epoch: the position becomes the start of the next one.
+  void skip_rest_of_epoch();
 
   std::shared_ptr<const Dataset> dataset_;
   DataLoaderOptions options_;

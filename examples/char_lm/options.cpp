@@ -26,11 +26,7 @@ void add_options(CLI::App& app, Options& o) {
                                      "only sample)")->check(CLI::Range(0, 100'000'000));
   app.add_option("--batch", o.batch, "windows per step, over all processes")->check(CLI::Range(1, 65536));
   app.add_option("--seq-len", o.model.seq_len, "characters per window, and the longest context")->check(CLI::Range(1, 4096));
-  app.add_option("--d-model", o.model.d_model, "model width d_model")->check(CLI::Range(1, 65536));
-  app.add_option("--heads", o.model.heads, "attention heads (must divide d_model)")->check(CLI::Range(1, 1024));
-  app.add_option("--layers", o.model.layers, "Transformer layers")->check(CLI::Range(1, 1000));
-  app.add_option("--ff", o.model.ff, "feed-forward width")->check(CLI::Range(1, 1 << 20));
-  app.add_option("--dropout", o.model.dropout, "dropout probability")->check(examples::number_in(0.0, 0.99));
+  examples::add_size_options(app, o.model, "Transformer layers");
   app.add_option("--lr", o.lr, "peak learning rate of AdamW, reached after the warm-up, then decaying as 1/√step")
       ->check(examples::number_in(1e-6, 1.0));
   app.add_option("--warmup", o.warmup, "warm-up steps (the rate rises linearly to --lr)")

@@ -15,11 +15,7 @@ void add_options(CLI::App& app, Options& o) {
   app.add_option("--vocab", o.vocab, "vocabulary size, including the 3 special tokens")->check(CLI::Range(4, 100000));
   app.add_option("--train-size", o.train_size, "training sequences per epoch (each drawn from the seed and its index)")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 30));
-  app.add_option("--d-model", o.model.d_model, "model width d_model")->check(CLI::Range(1, 65536));
-  app.add_option("--heads", o.model.heads, "attention heads (must divide d_model)")->check(CLI::Range(1, 1024));
-  app.add_option("--layers", o.model.layers, "encoder layers, and as many decoder layers")->check(CLI::Range(1, 1000));
-  app.add_option("--ff", o.model.ff, "feed-forward width")->check(CLI::Range(1, 1 << 20));
-  app.add_option("--dropout", o.model.dropout, "dropout probability")->check(examples::number_in(0.0, 0.99));
+  examples::add_size_options(app, o.model, "encoder layers, and as many decoder layers");
   app.add_option("--lr", o.lr, "factor of the paper's schedule: lr = factor · d_model^-0.5 · min(n^-0.5, n · warmup^-1.5)")
       ->check(examples::number_in(1e-6, 1e3));
   app.add_option("--warmup", o.warmup, "warm-up steps of the schedule")->check(CLI::Range(1, 100'000'000));

@@ -79,16 +79,68 @@ TEST_CASE("DataLoader: the same seed gives the same batches on 1 and 2 threads; 
   CHECK(run_epochs(a, 2) == run_epochs(b, 2));
 }
 
-TEST_CASE("DataLoader: next() rolls into the next epoch; range-for after a break continues the epoch") {
+TEST_CASE("DataLoader: next() rolls into the next epoch; a for that begins mid-epoch begins the next one") {
   DataLoader loader(numbered_dataset(6), DataLoaderOptions(4));
   CHECK(ids_of(loader.next()) == std::vector<int64_t>{0, 1, 2, 3});
   CHECK(ids_of(loader.next()) == std::vector<int64_t>{4, 5});
   CHECK(loader.epoch() == 1);
   CHECK(ids_of(loader.next()) == std::vector<int64_t>{0, 1, 2, 3});
-  std::vector<std::vector<int64_t>> rest;
-  for (const Batch& b : loader) rest.push_back(ids_of(b));  // the rest of epoch 1
-  CHECK(rest == std::vector<std::vector<int64_t>>{{4, 5}});
-  CHECK(loader.epoch() == 2);
+  // As PyTorch's iter(loader): the rest of epoch 1 ({4, 5}) is left, the for is epoch 2 whole.
+  CHECK(run_epochs(loader, 1) == std::vector<std::vector<int64_t>>{{0, 1, 2, 3}, {4, 5}});
+  CHECK(loader.epoch() == 3);
+}
+
+TEST_CASE("DataLoader: a second for after a break is a new epoch with a new shuffle, prefetching or not") {
+  for (int64_t prefetch : {0, 2}) {
+    CAPTURE(prefetch);
+    auto options = DataLoaderOptions(3).shuffle(true).seed(7).prefetch(prefetch);
+    DataLoader straight(numbered_dataset(12), options);
+    const auto epochs = run_epochs(straight, 3);  // 4 batches per epoch
+    DataLoader loader(numbered_dataset(12), options);
+    std::vector<std::vector<int64_t>> first;
+    for (const Batch& b : loader) {
+      first.push_back(ids_of(b));
+      if (first.size() == 2) break;
+    }
+    CHECK(first == std::vector<std::vector<int64_t>>(epochs.begin(), epochs.begin() + 2));
+    CHECK(loader.epoch() == 0);
+    // The second for is epoch 1 whole, the very order an uninterrupted run gives its epoch 1.
+    const auto second = run_epochs(loader, 1);
+    CHECK(second == std::vector<std::vector<int64_t>>(epochs.begin() + 4, epochs.begin() + 8));
+    CHECK(second != std::vector<std::vector<int64_t>>(epochs.begin(), epochs.begin() + 4));
+    CHECK(loader.epoch() == 2);
+    CHECK(run_epochs(loader, 1) == std::vector<std::vector<int64_t>>(epochs.begin() + 8, epochs.end()));
+  }
+}
+
+TEST_CASE("DataLoader: the first for after load_state_dict continues the loaded epoch; the next is whole") {
+  for (int64_t prefetch : {0, 2}) {
+    CAPTURE(prefetch);
+    auto options = DataLoaderOptions(3).shuffle(true).seed(5).prefetch(prefetch);
+    DataLoader straight(numbered_dataset(12), options);
+    const auto epochs = run_epochs(straight, 3);
+    // A run checkpoints inside its second epoch's loop, after batch 1 of it, and stops.
+    DataLoader run(numbered_dataset(12), options);
+    run_epochs(run, 1);
+    NamedTensors checkpoint;
+    for (const Batch& b : run) {
+      (void)b;
+      if (run.batch_index() == 2) {
+        checkpoint = run.state_dict();
+        break;
+      }
+    }
+    DataLoader resumed(numbered_dataset(12), DataLoaderOptions(3).shuffle(true).seed(99).prefetch(prefetch));
+    resumed.load_state_dict(checkpoint);
+    CHECK(run_epochs(resumed, 1) == std::vector<std::vector<int64_t>>(epochs.begin() + 6, epochs.begin() + 8));
+    CHECK(run_epochs(resumed, 1) == std::vector<std::vector<int64_t>>(epochs.begin() + 8, epochs.end()));
+    // A batch taken with next() after the load is part of the resumed epoch; a for after it
+    // begins the next epoch, as after any batch taken.
+    DataLoader peeked(numbered_dataset(12), options);
+    peeked.load_state_dict(checkpoint);
+    CHECK(ids_of(peeked.next()) == epochs[6]);
+    CHECK(run_epochs(peeked, 1) == std::vector<std::vector<int64_t>>(epochs.begin() + 8, epochs.end()));
+  }
 }
 
 TEST_CASE("DataLoader: resuming from state_dict after any batch continues exactly, prefetching or not") {

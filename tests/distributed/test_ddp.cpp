@@ -9,41 +9,16 @@
 #include <memory>
 
 #include "cppgrad.h"
+#include "ddp_net.h"
 #include "distributed/distributed.h"
 
 using namespace cppgrad;
 using namespace cppgrad::distributed;
+using ddptest::max_difference;
+using ddptest::Net;
 
 namespace {
 constexpr int64_t kBatch = 8;  // divisible by the world sizes the tests run at (1, 2, 4)
-
-// Two hidden layers; `tied` makes the second layer reuse the first's square weight; `branch`
-// is an extra head used only when forward() is told to, and `spare` is never used.
-class Net : public nn::Module {
- public:
-  explicit Net(bool tied = false, bool extras = false) {
-    fc1 = register_module("fc1", std::make_shared<nn::Linear>(6, 6));
-    if (tied) {
-      shared_weight = register_parameter("fc2_weight", fc1->weight);  // the same tensor, twice
-    } else {
-      fc2 = register_module("fc2", std::make_shared<nn::Linear>(6, 6));
-    }
-    head = register_module("head", std::make_shared<nn::Linear>(6, 3));
-    if (extras) {
-      branch = register_module("branch", std::make_shared<nn::Linear>(6, 3));
-      spare = register_module("spare", std::make_shared<nn::Linear>(6, 3));
-    }
-  }
-  Tensor forward(const Tensor& x, bool use_branch = false) {
-    Tensor h = fc1->forward(x).tanh();
-    h = fc2 ? fc2->forward(h).tanh() : nn::functional::linear(h, shared_weight).tanh();
-    Tensor y = head->forward(h);
-    if (use_branch) y = y + branch->forward(h);
-    return y;
-  }
-  std::shared_ptr<nn::Linear> fc1, fc2, head, branch, spare;
-  Tensor shared_weight;
-};
 
 struct Data {
   Tensor x, y;
@@ -57,24 +32,12 @@ Data rows(const Data& d, int64_t begin, int64_t length) { return {d.x.narrow(0, 
 // Same initial weights on every rank only through DDP's broadcast: each rank seeds differently.
 std::shared_ptr<Net> make_net(uint64_t seed, DType dtype, bool tied = false, bool extras = false) {
   manual_seed(seed);
-  auto net = std::make_shared<Net>(tied, extras);
+  auto net = std::make_shared<Net>(tied, /*with_branch=*/extras, /*with_spare=*/extras);
   net->to(dtype);
   return net;
 }
 
 using MakeOptimizer = std::function<std::unique_ptr<optim::Optimizer>(std::vector<Tensor>)>;
-
-double max_difference(const nn::Module& a, const nn::Module& b) {
-  double worst = 0;
-  auto pa = a.named_parameters(), pb = b.named_parameters();
-  REQUIRE(pa.size() == pb.size());
-  for (size_t i = 0; i < pa.size(); ++i) {
-    REQUIRE(pa[i].first == pb[i].first);
-    Tensor d = (pa[i].second - pb[i].second).abs().max().to(kFloat64);
-    worst = std::max(worst, d.item<double>());
-  }
-  return worst;
-}
 
 // 5 steps of DDP (each rank its B/W rows, in `micro` micro-batches, all but the last under
 // no_sync) against 5 steps of one process on all B rows. Returns the largest difference of any

@@ -11,57 +11,24 @@
 #include <memory>
 
 #include "cppgrad.h"
+#include "ddp_net.h"
 #include "distributed/distributed.h"
 
 using namespace cppgrad;
 using namespace cppgrad::distributed;
+using ddptest::max_difference;
+using ddptest::Net;
 
 namespace {
 constexpr int64_t kBatch = 8;  // divisible by 2 micro-batches on 1, 2 and 4 ranks
 constexpr int kMicro = 2;
 constexpr int kSteps = 4;
 
-// fc1 -> fc2 (or fc1's weight again, tied) -> head, plus `branch`, a second head that only some
-// micro-batches add, and `spare`, which nobody uses.
-class Net : public nn::Module {
- public:
-  explicit Net(bool tied, bool with_spare = true) {
-    fc1 = register_module("fc1", std::make_shared<nn::Linear>(6, 6));
-    if (tied)
-      shared_weight = register_parameter("fc2_weight", fc1->weight);  // the same tensor, twice
-    else
-      fc2 = register_module("fc2", std::make_shared<nn::Linear>(6, 6));
-    head = register_module("head", std::make_shared<nn::Linear>(6, 3));
-    branch = register_module("branch", std::make_shared<nn::Linear>(6, 3));
-    if (with_spare) spare = register_module("spare", std::make_shared<nn::Linear>(6, 3));
-  }
-  Tensor forward(const Tensor& x, bool use_branch) {
-    Tensor h = fc1->forward(x).tanh();
-    h = fc2 ? fc2->forward(h).tanh() : nn::functional::linear(h, shared_weight).tanh();
-    Tensor y = head->forward(h);
-    if (use_branch) y = y + branch->forward(h);
-    return y;
-  }
-  std::shared_ptr<nn::Linear> fc1, fc2, head, branch, spare;
-  Tensor shared_weight;
-};
-
 std::shared_ptr<Net> make_net(uint64_t seed, bool tied, bool with_spare) {
   manual_seed(seed);
-  auto net = std::make_shared<Net>(tied, with_spare);
+  auto net = std::make_shared<Net>(tied, /*with_branch=*/true, with_spare);
   net->to(kFloat64);
   return net;
-}
-
-double max_difference(const nn::Module& a, const nn::Module& b) {
-  double worst = 0;
-  auto pa = a.named_parameters(), pb = b.named_parameters();
-  REQUIRE(pa.size() == pb.size());
-  for (size_t i = 0; i < pa.size(); ++i) {
-    REQUIRE(pa[i].first == pb[i].first);
-    worst = std::max(worst, (pa[i].second - pb[i].second).abs().max().item<double>());
-  }
-  return worst;
 }
 
 // Whether micro-batch `micro` of `rank` in `step` adds the branch.

@@ -8,8 +8,7 @@
 
 using namespace cppgrad;
 using namespace cppgrad::nn;
-using nntest::max_abs_diff;
-using nntest::randn64;
+using namespace nntest;  // the helpers of nn_helpers.h
 
 namespace {
 

@@ -10,10 +10,7 @@
 
 using namespace cppgrad;
 using namespace cppgrad::nn;
-using nntest::contains;
-using nntest::error_message;
-using nntest::max_abs_diff;
-using nntest::randn64;
+using namespace nntest;  // the helpers of nn_helpers.h
 
 TEST_CASE("the decoder's parameter count equals the closed form 2d^2(1 + g/h) + 3 d f + 2d per layer, plus the rest") {
   const int64_t V = 100, d = 64, L = 3, h = 8;

@@ -11,12 +11,7 @@
 using namespace cppgrad;
 using namespace cppgrad::nn;
 namespace F = cppgrad::nn::functional;
-using nntest::check_values;
-using nntest::contains;
-using nntest::error_message;
-using nntest::randn64;
-using nntest::set_values;
-using nntest::values;
+using namespace nntest;  // the helpers of nn_helpers.h
 
 TEST_CASE("Linear computes x times W transposed plus b") {
   Linear lin(3, 2);

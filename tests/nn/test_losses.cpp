@@ -12,11 +12,7 @@ using namespace cppgrad;
 namespace F = cppgrad::nn::functional;
 using F::CrossEntropyOptions;
 using F::Reduction;
-using nntest::check_values;
-using nntest::contains;
-using nntest::error_message;
-using nntest::randn64;
-using nntest::values;
+using namespace nntest;  // the helpers of nn_helpers.h
 
 namespace {
 

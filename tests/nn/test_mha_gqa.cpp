@@ -9,10 +9,7 @@
 
 using namespace cppgrad;
 using namespace cppgrad::nn;
-using nntest::contains;
-using nntest::error_message;
-using nntest::max_abs_diff;
-using nntest::randn64;
+using namespace nntest;  // the helpers of nn_helpers.h
 
 namespace {
 

@@ -11,12 +11,7 @@
 using namespace cppgrad;
 using namespace cppgrad::nn;
 namespace F = cppgrad::nn::functional;
-using nntest::check_values;
-using nntest::contains;
-using nntest::error_message;
-using nntest::max_abs_diff;
-using nntest::randn64;
-using nntest::set_values;
+using namespace nntest;  // the helpers of nn_helpers.h
 
 TEST_CASE("RMSNorm divides each row by its root mean square and scales by weight") {
   Tensor x = tensor({{3, 4}, {1, -1}}, kFloat64);

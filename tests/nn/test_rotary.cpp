@@ -11,11 +11,7 @@
 using namespace cppgrad;
 using namespace cppgrad::nn;
 namespace F = cppgrad::nn::functional;
-using nntest::check_values;
-using nntest::contains;
-using nntest::error_message;
-using nntest::max_abs_diff;
-using nntest::randn64;
+using namespace nntest;  // the helpers of nn_helpers.h
 
 TEST_CASE("apply_rotary turns each pair by position times theta_i") {
   // d = 4: θ_0 = 1, θ_1 = base^(−1/2) = 0.01 for base 10⁴. Position 2 (offset 2, one row).

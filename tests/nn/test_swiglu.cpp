@@ -10,11 +10,7 @@
 using namespace cppgrad;
 using namespace cppgrad::nn;
 namespace F = cppgrad::nn::functional;
-using nntest::check_values;
-using nntest::contains;
-using nntest::error_message;
-using nntest::max_abs_diff;
-using nntest::randn64;
+using namespace nntest;  // the helpers of nn_helpers.h
 
 TEST_CASE("silu is x times sigmoid(x)") {
   Tensor x = tensor({0.0, 1.0, -2.0, 30.0}, kFloat64);

@@ -9,8 +9,7 @@
 
 using namespace cppgrad;
 using namespace cppgrad::nn;
-using nntest::contains;
-using nntest::error_message;
+using namespace nntest;  // the helpers of nn_helpers.h
 
 namespace {
 
