@@ -15,21 +15,11 @@ using test::gradgrad1;
 using test::leaf;
 using V = std::vector<double>;
 
-namespace {
 using Dims = std::vector<int64_t>;
-const std::vector<Dims> kDimLists = {{}, {0}, {1}, {-1}, {0, 2}, {1, -1}, {0, 1, 2}};
-
-// A contiguous [2,3,4] leaf and a permuted (non-contiguous) one.
-std::vector<Tensor> inputs(uint64_t seed) {
-  Generator gen(seed);
-  Tensor permuted = randn({4, 2, 3}, kFloat64, gen).permute({1, 2, 0}).detach();  // [2,3,4]
-  permuted.requires_grad_();
-  return {leaf({2, 3, 4}, seed + 1), permuted};
-}
-}  // namespace
+using test::kDimLists;
 
 TEST_CASE("gradcheck logsumexp: every dim list, with and without keepdim, and its second derivative") {
-  for (const Tensor& x : inputs(2700)) {
+  for (const Tensor& x : test::reduction_inputs(2700)) {
     for (const Dims& dims : kDimLists) {
       for (bool keepdim : {false, true}) {
         CAPTURE(shape_str(dims));
@@ -57,7 +47,7 @@ TEST_CASE("logsumexp backward: softmax along the dim; a row that is -inf through
 }
 
 TEST_CASE("gradcheck sort and topk: the values along every dim, both directions, and second derivatives") {
-  for (const Tensor& x : inputs(2720)) {
+  for (const Tensor& x : test::reduction_inputs(2720)) {
     for (int64_t dim : {0, 1, 2, -1}) {
       for (bool flag : {false, true}) {
         CAPTURE(dim);
