@@ -1,0 +1,150 @@
+#!/usr/bin/env bash
+# CTest checks of the gpt example:
+#   check.sh smoke   GPT DIR   a tiny gpt2 on BPE tokens: the loss falls, the held-out loss, a
+#                              sample continuing the prompt, a checkpoint and an SVG; the checkpoint
+#                              resumes, and samples on its own, the same text for the same seed
+#   check.sh llama   GPT DIR   a tiny llama (grouped-query attention, activation checkpointing,
+#                              gradient accumulation) on characters: the loss falls, samples
+#   check.sh errors  GPT DIR   bad arguments and files: one line on stderr, exit code 2, no training
+#   check.sh resume  GPT DIR   30 steps, save, resume to 40 == 40 steps straight, byte for byte,
+#                              for gpt2 (BPE) and llama (characters, 2 micro-batches a step)
+#   check.sh ranks_resume GPT DIR   the gpt2 resume on 2 processes (scripts/mpirun 2)
+set -euo pipefail
+mode="$1" gpt="$2" dir="$3"
+mpirun_script="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)/scripts/mpirun"
+rm -rf "$dir" && mkdir -p "$dir" && cd "$dir"
+# A short text every Debian machine has (base-files): the checks take seconds. (The default
+# corpus, the Jargon File, is the README's run.)
+data=/usr/share/common-licenses/GPL-3
+[ -r "$data" ] || data="$(dirname "$0")/../../README.md"
+base=(--data "$data" --threads 1 --d-model 32 --seq-len 32 --batch 8 --bpe-vocab 320 --seed 7)
+tiny=("${base[@]}" --size tiny)
+
+fail() { echo "FAIL: $*" >&2; exit 1; }
+
+check_svg() {
+  [ -s "$1" ] || fail "$1 is missing or empty"
+  head -c 200 "$1" | grep -q '<svg\|<?xml' || fail "$1 does not start as an SVG"
+  tail -c 20 "$1" | grep -q '</svg>' || fail "$1 does not end with </svg>"
+  if command -v xmllint > /dev/null; then xmllint --noout "$1" || fail "$1 is not well-formed XML"; fi
+}
+
+# The loss of the first and the last progress line.
+losses() { tr '\r' '\n' < "$1" | grep -o '^step *[0-9]*/[0-9]*  loss [^ ]*' | awk 'NR == 1 { first = $NF } { last = $NF } END { print first, last }'; }
+
+loss_falls() {  # LOG FACTOR: the last progress line's loss below FACTOR × the first's
+  local first last
+  read -r first last < <(losses "$1")
+  [[ "$first" =~ ^[0-9.]+$ && "$last" =~ ^[0-9.]+$ ]] || fail "no loss in the progress lines of $1"
+  echo "$1: loss $first -> $last"
+  awk -v a="$first" -v b="$last" -v f="$2" 'BEGIN { exit !(b < f * a) }' || fail "the loss did not fall: $first -> $last"
+}
+
+# The sample's text: the lines after "sample (...):".
+sample_of() { sed -n '/^sample (/,$p' "$1" | tail -n +2; }
+
+# Runs gpt with bad arguments: one line on stderr, exit code 2, and the message names $1.
+expect_usage_error() {
+  local expect="$1"; shift
+  set +e
+  "$gpt" "$@" > bad.out 2> bad.err; local code=$?
+  set -e
+  [ "$code" -eq 2 ] || fail "gpt $* gave exit code $code, not 2: $(cat bad.err)"
+  [ "$(wc -l < bad.err)" -eq 1 ] || fail "gpt $* did not give a one-line error: $(cat bad.err)"
+  grep -q -- "$expect" bad.err || fail "gpt $*: the error does not say '$expect': $(cat bad.err)"
+  grep -q '^step' bad.out && fail "a refused run trained: gpt $*"
+  return 0
+}
+
+case "$mode" in
+  smoke)
+    "$gpt" "${tiny[@]}" --steps 150 --eval-every 50 --save run.safetensors --plot loss.svg --sample-len 40 \
+      --prompt "The " > run.log
+    loss_falls run.log 0.8
+    grep -q '^held-out loss [0-9.]* nats/token ([0-9.]* bits/byte)' run.log || fail "no held-out loss line"
+    grep -q 'bpe tokenizer, vocabulary 320' run.log || fail "not a BPE of 320 tokens"
+    sample_of run.log | head -n 1 | grep -q '^The ' || fail "no sample continuing the prompt"
+    [ -s run.safetensors ] || fail "no checkpoint"
+    check_svg loss.svg
+    # resuming needs no sizes: they are the checkpoint's
+    "$gpt" --data "$data" --threads 1 --batch 8 --steps 160 --resume run.safetensors --sample-len 0 > resumed.log
+    grep -q 'resumed from run.safetensors at step 150' resumed.log || fail "the checkpoint did not resume"
+    grep -q 'step *160/160' resumed.log || fail "the resumed run did not train on to step 160"
+    # sampling only: the same text for the same seed, another for another seed
+    for s in 1 1 2; do
+      "$gpt" --data "$data" --threads 1 --batch 8 --steps 0 --resume run.safetensors --seed $s --sample-len 60 --top-k 20 \
+        --top-p 0.9 --prompt "You may" > "sample$s.log"
+      grep -q '^step' "sample$s.log" && fail "--steps 0 --resume trained"
+      sample_of "sample$s.log" >> "samples$s.txt"
+    done
+    [ -s samples1.txt ] || fail "--steps 0 --resume did not sample"
+    diff <(head -n "$(($(wc -l < samples1.txt) / 2))" samples1.txt) <(tail -n "$(($(wc -l < samples1.txt) / 2))" samples1.txt) \
+      > /dev/null || fail "two samples of seed 1 differ"
+    head -n 1 samples1.txt | grep -q '^You may' || fail "the sample does not continue --prompt"
+    cmp -s <(head -n "$(wc -l < samples2.txt)" samples1.txt) samples2.txt && fail "seeds 1 and 2 sampled the same text"
+    # greedy decoding is the same whatever the seed
+    "$gpt" --data "$data" --threads 1 --batch 8 --steps 0 --resume run.safetensors --seed 3 --temperature 0 --sample-len 30 --prompt "The" > g3.log
+    "$gpt" --data "$data" --threads 1 --batch 8 --steps 0 --resume run.safetensors --seed 4 --temperature 0 --sample-len 30 --prompt "The" > g4.log
+    diff <(sample_of g3.log) <(sample_of g4.log) || fail "greedy samples differ between seeds"
+    ;;
+  llama)
+    "$gpt" "${tiny[@]}" --arch llama --kv-heads 2 --tokenizer char --checkpoint --accum 2 --steps 120 --eval-every 60 \
+      --sample-len 40 --prompt "the " > run.log
+    grep -q 'llama tiny' run.log || fail "not a llama"
+    grep -q '4 heads (2 key/value)' run.log || fail "not grouped-query attention"
+    grep -q '× 2 accumulated' run.log || fail "no gradient accumulation"
+    loss_falls run.log 0.8
+    sample_of run.log | head -n 1 | grep -q '^the ' || fail "no sample continuing the prompt"
+    ;;
+  errors)
+    "$gpt" "${tiny[@]}" --steps 5 --save run.safetensors --sample-len 0 > run.log
+    expect_usage_error "unknown architecture 'gpt3'" "${tiny[@]}" --arch gpt3
+    expect_usage_error "unknown size 'huge'" "${base[@]}" --size huge
+    expect_usage_error "3 key/value heads do not divide the 4 query heads" "${tiny[@]}" --arch llama --kv-heads 3
+    expect_usage_error "grouped-query attention is --arch llama's" "${tiny[@]}" --kv-heads 2
+    expect_usage_error "3 heads do not divide --d-model 32" "${tiny[@]}" --heads 3
+    expect_usage_error "even head width" "${tiny[@]}" --arch llama --heads 32
+    expect_usage_error "--tokenizer" "${tiny[@]}" --tokenizer words
+    expect_usage_error "--top-p" "${tiny[@]}" --top-p 0
+    expect_usage_error "--temperature" "${tiny[@]}" --temperature nan
+    expect_usage_error "--warmup 50 must be less than --decay-steps 20" "${tiny[@]}" --steps 20 --warmup 50
+    expect_usage_error "does not occur in the text" "${tiny[@]}" --tokenizer char --prompt $'\x01'
+    expect_usage_error "held-out tokens" --data "$data" --tokenizer char --seq-len 4000
+    expect_usage_error "d_model 32, not 64" --data "$data" --steps 9 --resume run.safetensors --d-model 64
+    expect_usage_error "the checkpoint's model is gpt2, not llama" --data "$data" --steps 9 --resume run.safetensors --arch llama
+    expect_usage_error "tokenizer is bpe, not char" --data "$data" --steps 9 --resume run.safetensors --tokenizer char
+    head -c 100 run.safetensors > truncated.safetensors
+    expect_usage_error "truncated.safetensors" --data "$data" --steps 9 --resume truncated.safetensors
+    expect_usage_error "--data" --data /dev/zero
+    expect_usage_error "--data" --data .
+    gzip -c "$data" | head -c 300 > cut.gz   # a gzip stream that stops short
+    expect_usage_error "not a readable gzip file" --data cut.gz
+    expect_usage_error "--gpt2-vocab" "${tiny[@]}" --gpt2-vocab .   # no encoder.json here
+    expect_usage_error "--save" "${tiny[@]}" --save /nonexistent-dir/run.safetensors
+    expect_usage_error "memory\|GB" --data "$data" --d-model 65536 --ff 1048576 --heads 1 --layers 100
+    ;;
+  resume|ranks_resume)
+    run=("$gpt") && [ "$mode" = ranks_resume ] && run=("$mpirun_script" 2 "$gpt")
+    # 2000 bytes: about 70 training windows of 32 tokens, 8 batches of 8 an epoch: the resume
+    # falls mid-epoch and the runs cross epochs
+    head -c 2000 "$data" > small.txt
+    for arch in gpt2 llama; do
+      small=(--data small.txt "${tiny[@]:2}" --arch "$arch" --eval-every 10 --sample-len 0 --decay-steps 40 --warmup 5)
+      [ "$arch" = llama ] && small+=(--tokenizer char --kv-heads 2 --accum 2)
+      [ "$arch" = llama ] && [ "$mode" = ranks_resume ] && continue
+      "${run[@]}" "${small[@]}" --steps 40 --save straight.safetensors > straight.log
+      "${run[@]}" "${small[@]}" --steps 30 --save half.safetensors > half.log
+      "${run[@]}" "${small[@]}" --steps 40 --resume half.safetensors --save resumed.safetensors > resumed.log
+      # weights, AdamW's moments, the schedule, the loader's position, the RNG states and every
+      # step's loss: identical files mean the resumed run continued exactly
+      cmp straight.safetensors resumed.safetensors || fail "$arch: the resumed run differs from the straight one"
+      diff <(grep -o 'step *[0-9]*/40  loss [0-9.]*' straight.log | tail -n 1) \
+           <(grep -o 'step *[0-9]*/40  loss [0-9.]*' resumed.log) || fail "$arch: the printed losses differ"
+      if [ "$mode" = ranks_resume ]; then
+        grep -q '2 processes' straight.log || fail "the run did not train on 2 processes"
+      fi
+    done
+    ;;
+  *) fail "unknown mode $mode" ;;
+esac
+echo "ok: $mode"

@@ -1,0 +1,52 @@
+#include "gpt/evaluate.h"
+
+#include <cmath>
+
+using namespace cppgrad;
+namespace F = cppgrad::nn::functional;
+
+namespace gpt {
+
+data::Batch held_out_windows(const std::vector<int64_t>& held_out, int64_t seq_len, int64_t count) {
+  const data::TextDataset windows(held_out, seq_len);
+  count = std::min<int64_t>(windows.size(), count);
+  std::vector<data::Example> examples;
+  for (int64_t k = 0; k < count; ++k) examples.push_back(windows.get(k * windows.size() / count));
+  return data::stack_collate(examples);
+}
+
+double loss_on(LanguageModel& model, const data::Batch& b) {
+  NoGradGuard no_grad;
+  model.eval();
+  const Tensor& input = b["input"];
+  const Tensor& target = b["target"];
+  const int64_t n = input.size(0);
+  double total = 0;
+  for (int64_t from = 0; from < n; from += 8) {  // a few windows at a time: the logits of all at once can be large
+    const int64_t to = std::min(n, from + 8);
+    Tensor logits = model.forward(input.slice(0, from, to));  // (b, T, vocab)
+    total += F::cross_entropy(logits.reshape({-1, logits.size(-1)}), target.slice(0, from, to).reshape({-1})).item() *
+             static_cast<double>(to - from);
+  }
+  model.train();
+  return total / static_cast<double>(n);
+}
+
+plot::Canvas training_curves(const Options& o, const Corpus& corpus, int64_t step, double held_out_loss,
+                             int64_t held_out_windows, const plot::Points& train, const plot::Points& held_out) {
+  const auto& m = o.model;
+  plot::LossCurves figure;
+  figure.title = fmt::format("gpt ({}) on {}: training curves", o.arch, o.data.substr(o.data.find_last_of('/') + 1));
+  figure.notes = {fmt::format("{} bytes, {} tokens ({}, vocabulary {}), the last tenth held out · d_model {} · {} heads "
+                              "· {} layers · batch {} × {}{}", corpus.bytes, corpus.train.size() + corpus.held_out.size(),
+                              o.tokenizer, corpus.tokenizer.vocab_size(), m.d_model, m.heads, m.layers, o.batch,
+                              m.seq_len, o.accum > 1 ? fmt::format(" × {} accumulated", o.accum) : ""),
+                  fmt::format("held-out loss after {} steps: {:.3f} nats per token", step, held_out_loss)};
+  figure.train = train, figure.held_out = held_out;
+  figure.train_name = m.dropout > 0 ? fmt::format("train, dropout {}", m.dropout) : "train";
+  figure.held_out_name = fmt::format("held-out ({} windows)", held_out_windows);
+  figure.loss_title = "cross-entropy loss", figure.y_label = "nats per token";
+  return plot::draw_loss_curves(figure);
+}
+
+}  // namespace gpt

@@ -1,0 +1,21 @@
+// How gpt judges its model, and the picture --plot draws: the loss on held-out windows.
+#pragma once
+
+#include "gpt/model.h"
+#include "gpt/options.h"
+
+namespace gpt {
+
+// Back-to-back windows over the held-out tokens, at most `count`, spread evenly: "input" (B, T)
+// and "target" (B, T), the input shifted by one token.
+cppgrad::data::Batch held_out_windows(const std::vector<int64_t>& held_out, int64_t seq_len, int64_t count);
+// The mean cross-entropy over a batch of windows, in nats per token: forward passes of at most 8
+// windows in eval mode, without a graph; the model is left in training mode.
+double loss_on(LanguageModel& model, const cppgrad::data::Batch& b);
+
+// The loss of every step and at each evaluation, in nats per token.
+cppgrad::plot::Canvas training_curves(const Options& o, const Corpus& corpus, int64_t step, double held_out_loss,
+                                      int64_t held_out_windows, const cppgrad::plot::Points& train,
+                                      const cppgrad::plot::Points& held_out);
+
+}  // namespace gpt

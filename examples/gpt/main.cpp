@@ -1,0 +1,159 @@
+// gpt: train a decoder-only language model (GPT-2's or Llama's architecture) on a text, then
+// sample from it.
+//
+//   gpt                                        # the Jargon File, BPE of 512 tokens, small gpt2: minutes
+//   gpt --arch llama --kv-heads 2 --plot loss.svg
+//   gpt --data book.txt --tokenizer char --size gpt-M --steps 5000 --accum 4 --checkpoint
+//   gpt --save run.safetensors                 # ...later: gpt --resume run.safetensors --steps 2000
+//   gpt --resume run.safetensors --steps 0 --prompt "The hacker" --top-p 0.9   # sample only
+//   scripts/mpirun 2 build/release/examples/gpt/gpt --threads 1   # data-parallel, 8 windows a rank
+//
+// The training windows are every start in the tokens of the text's first 90%, read in a fresh
+// random order each epoch; the held-out loss is measured on windows of the last 10%. Under mpirun
+// each process reads its share of every global batch and DistributedDataParallel averages the
+// gradients; rank 0 alone evaluates, prints, writes files and samples.
+//
+// Exit codes: 0 done; 2 refused options or input (a checkpoint that does not fit, a path that
+// cannot be written, a --data that is not a text file of a sensible size), with one line on
+// stderr; 3 out of memory.
+#include <CLI/CLI.hpp>
+#include <cmath>
+#include <fmt/core.h>
+
+#include "common/data_parallel.h"
+#include "gpt/evaluate.h"
+#include "gpt/model.h"
+#include "gpt/options.h"
+#include "gpt/sample.h"
+
+using namespace cppgrad;
+using namespace gpt;
+namespace F = cppgrad::nn::functional;
+
+int main(int argc, char** argv) {
+  distributed::ProcessGroup world(argc, argv);  // a world of one without mpirun
+  const bool lead = world.rank() == 0;          // rank 0 prints, evaluates, writes files and samples
+  Options o;
+  CLI::App app{"Train a decoder-only Transformer language model (GPT-2 or Llama) on a text, then sample from it."};
+  add_options(app, o);
+  if (auto code = examples::parse_command_line(app, argc, argv, "gpt")) return *code;
+  return examples::run_program("gpt", "--batch, --seq-len, --d-model, --layers or --size", [&] {
+    std::optional<Checkpoint> resumed;
+    if (!o.resume.empty()) resumed = read_checkpoint(o.resume);
+    const int64_t rank_batch = finish_options(app, o, resumed ? &*resumed : nullptr);  // before training, what can be refused
+    const Corpus corpus = read_corpus(o, resumed ? &*resumed : nullptr);
+    o.model.vocab = corpus.tokenizer.vocab_size();
+    if (lead && !o.write_tokens.empty())
+      for (const auto& [part, ids] : {std::pair{"train", &corpus.train}, std::pair{"held_out", &corpus.held_out}})
+        data::save_npy(fmt::format("{}.{}.npy", o.write_tokens, part), tensor(*ids, {static_cast<int64_t>(ids->size())}));
+
+    // ---- the model and AdamW, warm-up then cosine ----------------------------------------------
+    manual_seed(o.seed + static_cast<uint64_t>(world.rank()));  // weights (rank 0's are broadcast) and dropout
+    std::shared_ptr<LanguageModel> model = make_model(o.model);
+    model->set_checkpoint_layers(o.checkpoint);
+    distributed::DistributedDataParallel ddp(model);  // rank 0's weights everywhere; hooks nothing in a world of one
+    // Weight decay on the 2-D weights (matrices, embeddings) only: decaying the norms' gains and
+    // the biases would only fight the normalisation.
+    std::vector<Tensor> matrices, others;
+    for (auto& [name, p] : model->named_parameters()) (p.dim() >= 2 ? matrices : others).push_back(p);
+    optim::AdamW opt({{matrices, o.lr, o.weight_decay, "decay"}, {others, o.lr, 0.0, "no_decay"}},
+                     optim::AdamOptions(o.lr).beta2(o.beta2));
+    optim::WarmupCosineLR schedule(opt, o.warmup, o.decay_steps, o.min_lr);
+
+    // ---- the data: every window of the training tokens, each rank its share of every epoch -----
+    const int64_t T = o.model.seq_len;
+    auto train_set = std::make_shared<data::TextDataset>(corpus.train, T, /*stride=*/1);
+    CPPGRAD_CHECK(train_set->size() >= o.batch, "--data: '{}' gives {} training windows of --seq-len {}, fewer than one "
+                  "--batch of {}", excerpt(o.data), train_set->size(), T, o.batch);
+    auto sampler = std::make_shared<data::DistributedSampler>(train_set->size(), world.world_size(), world.rank(),
+                                                              /*shuffle=*/true, o.seed + 1, /*drop_last=*/true);
+    data::DataLoader loader(train_set, data::DataLoaderOptions(rank_batch).drop_last(true).seed(o.seed),
+                            data::stack_collate, sampler);
+
+    examples::TrainingLog log;
+    optim::TrainingState state = examples::training_state({*model, opt, schedule, loader}, log);
+    state.add_constant("data.tokenizer", corpus.tokenizer.to_tensor());  // token ids are the model's rows
+    if (resumed) examples::resume_run(o.resume, resumed->tensors, state);
+    if (lead && resumed) fmt::print("resumed from {} at step {}\n", o.resume, log.step);
+    const data::Batch held_out = held_out_windows(corpus.held_out, T, o.eval_windows);
+    if (lead)
+      fmt::print("{}: {} bytes, {} tokens ({} tokenizer, vocabulary {}) · {} {} · {} parameters · {} layers · d_model {} · "
+                 "{} heads{} · ff {} · batch {} × {}{}{} · {} threads{}\n",
+                 o.data, corpus.bytes, corpus.train.size() + corpus.held_out.size(), o.tokenizer,
+                 corpus.tokenizer.vocab_size(), o.arch, o.size, model->parameter_count(), o.model.layers,
+                 o.model.d_model, o.model.heads,
+                 o.model.kv_heads != o.model.heads ? fmt::format(" ({} key/value)", o.model.kv_heads) : "", o.model.ff,
+                 o.batch, T, o.accum > 1 ? fmt::format(" × {} accumulated", o.accum) : "",
+                 world.world_size() > 1 ? fmt::format(" ({} a process)", rank_batch) : "", get_num_threads(),
+                 world.world_size() > 1 ? fmt::format(" · {} processes", world.world_size()) : "");
+
+    // ---- the training loop ---------------------------------------------------------------------
+    const int64_t first_step = log.step;
+    Progress progress(o.steps, log.step);
+    examples::StepLosses losses;  // each step's, until the next report
+    std::optional<double> last_eval;
+    const std::vector<Tensor> params = model->parameters();
+    model->train();
+    while (log.step < o.steps) {
+      opt.zero_grad();
+      double step_loss = 0;
+      for (int64_t micro = 0; micro < o.accum; ++micro) {
+        std::optional<distributed::DistributedDataParallel::NoSync> local;  // average only after the last
+        if (micro + 1 < o.accum) local.emplace(ddp);
+        const data::Batch b = loader.next();
+        Tensor logits = model->forward(b["input"]);  // (B, T, vocab)
+        Tensor loss = F::cross_entropy(logits.reshape({-1, o.model.vocab}), b["target"].reshape({-1}));
+        step_loss += loss.item() / static_cast<double>(o.accum);
+        (loss / static_cast<double>(o.accum)).backward();  // the gradients sum to the step's mean's
+      }
+      optim::clip_grad_norm_(params, o.clip);
+      opt.step();
+      schedule.step();
+      ++log.step;
+
+      losses.add(step_loss);
+      const bool eval_now = log.step % o.eval_every == 0 || log.step == o.steps;
+      if (!eval_now && log.step % 10 != 0) continue;
+      const int64_t tokens = losses.count() * o.accum * o.batch * T;  // every rank has as many
+      const double mean = losses.report(log.step, log.train_curve);   // a collective
+      std::optional<double> eval_loss;
+      if (eval_now && lead) {
+        last_eval = eval_loss = loss_on(*model, held_out);
+        log.eval_curve.emplace_back(static_cast<double>(log.step), *eval_loss);
+      }
+      if (lead) progress.update(log.step, mean, opt.lr(), tokens, eval_now, eval_loss);
+    }
+    if (lead) progress.finish();
+    const double train_seconds = progress.elapsed_seconds();
+    double held = 0;
+    if (lead) {
+      held = last_eval ? *last_eval : loss_on(*model, held_out);
+      // Bits per byte compare tokenizers: the held-out windows' tokens cover about this many bytes.
+      const double bytes_per_token =
+          static_cast<double>(corpus.held_out_bytes) / static_cast<double>(corpus.held_out.size());
+      const int64_t steps_taken = log.step - first_step;
+      fmt::print("held-out loss {:.4f} nats/token ({:.3f} bits/byte) after {} steps, {} of training{}\n", held,
+                 held / std::log(2.0) / bytes_per_token, log.step, format_duration(train_seconds),
+                 steps_taken > 0 ? fmt::format(" ({:.0f} ms a step)", 1e3 * train_seconds / static_cast<double>(steps_taken)) : "");
+    }
+
+    // ---- what the run leaves: a checkpoint, the curves, a sample -------------------------------
+    if (!o.save.empty()) examples::save_run_file(o.save, state, checkpoint_metadata(o, held));
+    if (!lead) return 0;
+    if (!o.plot.empty()) {
+      training_curves(o, corpus, log.step, held, held_out["input"].size(0), log.train_curve, log.eval_curve).write(o.plot);
+      fmt::print("training curves written to {}\n", o.plot);
+    }
+    Generator sample_gen(o.seed + 2);  // its own: sampling draws nothing from the streams a checkpoint resumes
+    std::vector<int64_t> prompt = corpus.prompt;
+    if (prompt.empty())
+      prompt.push_back(corpus.held_out[static_cast<size_t>(sample_gen.randint(0, static_cast<int64_t>(corpus.held_out.size())))]);
+    if (o.sample.length > 0) {
+      fmt::print("\nsample (temperature {}, top-k {}, top-p {}, seed {}):\n", o.sample.temperature, o.sample.top_k,
+                 o.sample.top_p, o.seed);
+      const std::vector<int64_t> written = generate(*model, prompt, T, o.sample, sample_gen);
+      fmt::print("{}{}\n", corpus.tokenizer.decode(prompt), corpus.tokenizer.decode(written));
+    }
+    return 0;
+  });
+}

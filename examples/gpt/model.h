@@ -1,0 +1,83 @@
+// gpt's models: two decoder-only Transformers, GPT-2's and Llama's, behind one interface.
+//
+//   gpt2   token + learned position embeddings, pre-norm blocks of LayerNorm, causal attention
+//          and a GELU MLP (all with biases), a final LayerNorm, and the output scores from the
+//          token embedding itself (tied: one tensor, one parameter).
+//   llama  token embeddings only (rotary positions on queries and keys), pre-norm blocks of
+//          RMSNorm, grouped-query attention and SwiGLU, no biases, a final RMSNorm and an
+//          output projection of its own (nn::Decoder).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cppgrad.h"
+
+namespace gpt {
+
+enum class Arch { GPT2, Llama };
+Arch parse_arch(const std::string& name);  // "gpt2" or "llama"; an Error naming the choices otherwise
+std::string arch_name(Arch arch);
+
+struct ModelConfig {
+  Arch arch = Arch::GPT2;
+  int64_t vocab = 0;  // set from the tokenizer
+  int64_t layers = 4, d_model = 128, heads = 4, kv_heads = 0, ff = 512;  // kv_heads 0: heads (llama only)
+  int64_t seq_len = 128;  // the longest context; gpt2's learned positions have this many rows
+  double dropout = 0.0;
+};
+
+class LanguageModel : public cppgrad::nn::Module {
+ public:
+  // tokens (B, T) int64 -> logits (B, T, vocab): position t's scores for the token at t + 1.
+  virtual cppgrad::Tensor forward(const cppgrad::Tensor& tokens) = 0;
+  // The newest tokens (B, T_new) of a sequence whose earlier ones are in `caches` (one KVCache a
+  // layer, empty at first) -> their logits (B, T_new, vocab): the last T_new rows of forward.
+  virtual cppgrad::Tensor forward_step(const cppgrad::Tensor& tokens, std::vector<cppgrad::nn::KVCache>& caches) = 0;
+  // Activation checkpointing: each block's activations recomputed in backward, not kept.
+  virtual void set_checkpoint_layers(bool enabled) = 0;
+  int64_t layer_count() const { return config.layers; }
+
+  explicit LanguageModel(const ModelConfig& c) : config(c) {}
+  const ModelConfig config;
+};
+
+// The model of `config`, initialised as its architecture's reference code does: every weight
+// matrix and embedding N(0, 0.02), biases 0, norms' gains 1; for gpt2, the projections that
+// write into the residual stream (attention's output, the MLP's second layer) N(0, 0.02/√(2·layers)),
+// so that the stream's variance does not grow with depth (GPT-2 paper, §2.3).
+std::shared_ptr<LanguageModel> make_model(const ModelConfig& config);
+
+class GPT2 : public LanguageModel {
+ public:
+  explicit GPT2(const ModelConfig& config);
+  cppgrad::Tensor forward(const cppgrad::Tensor& tokens) override;
+  cppgrad::Tensor forward_step(const cppgrad::Tensor& tokens, std::vector<cppgrad::nn::KVCache>& caches) override;
+  void set_checkpoint_layers(bool enabled) override { blocks->set_checkpoint_layers(enabled); }
+  std::string type_name() const override { return "GPT2"; }
+
+  std::shared_ptr<cppgrad::nn::Embedding> wte, wpe;  // tokens, positions
+  std::shared_ptr<cppgrad::nn::Dropout> drop;
+  std::shared_ptr<cppgrad::nn::TransformerEncoder> blocks;  // pre-norm layers and the final LayerNorm
+  std::shared_ptr<cppgrad::nn::Linear> lm_head;             // its weight is wte's
+
+ private:
+  cppgrad::Tensor embed(const cppgrad::Tensor& tokens, int64_t start);
+};
+
+class Llama : public LanguageModel {
+ public:
+  explicit Llama(const ModelConfig& config);
+  cppgrad::Tensor forward(const cppgrad::Tensor& tokens) override;
+  cppgrad::Tensor forward_step(const cppgrad::Tensor& tokens, std::vector<cppgrad::nn::KVCache>& caches) override;
+  void set_checkpoint_layers(bool enabled) override { checkpoint_layers_ = enabled; }
+  std::string type_name() const override { return "Llama"; }
+
+  std::shared_ptr<cppgrad::nn::Decoder> decoder;
+
+ private:
+  bool checkpoint_layers_ = false;
+};
+
+}  // namespace gpt

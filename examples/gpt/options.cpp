@@ -1,0 +1,325 @@
+#include "gpt/options.h"
+
+#include <filesystem>
+#include <zlib.h>
+
+#include "common/cli.h"
+#include "common/data_parallel.h"
+
+using namespace cppgrad;
+
+namespace gpt {
+
+namespace {
+
+struct SizePreset {
+  const char* name;
+  int64_t layers, d_model, heads, ff, seq_len;
+};
+// tiny: seconds (the tests); small: the default run, minutes on 2 cores; gpt-M: nanoGPT's
+// Shakespeare-character model's shape, hours.
+constexpr SizePreset kSizes[] = {{"tiny", 2, 64, 4, 256, 64}, {"small", 4, 128, 4, 512, 128},
+                                 {"gpt-M", 6, 384, 6, 1536, 256}};
+
+// The options that shape the model, with their fields.
+struct SizeOption {
+  const char* option;
+  const char* key;  // in the checkpoint's metadata
+  int64_t ModelConfig::*field;
+};
+constexpr SizeOption kSizeOptions[] = {{"--layers", "layers", &ModelConfig::layers},
+                                       {"--d-model", "d_model", &ModelConfig::d_model},
+                                       {"--heads", "heads", &ModelConfig::heads},
+                                       {"--kv-heads", "kv_heads", &ModelConfig::kv_heads},
+                                       {"--ff", "ff", &ModelConfig::ff},
+                                       {"--seq-len", "seq_len", &ModelConfig::seq_len}};
+
+const SizePreset& preset(const std::string& name) {
+  for (const auto& p : kSizes)
+    if (name == p.name) return p;
+  throw Error(fmt::format("--size: unknown size '{}' (tiny, small or gpt-M)", excerpt(name)));
+}
+
+// --size's sizes, for those not given one by one.
+void apply_preset(const CLI::App& app, Options& o) {
+  const SizePreset& p = preset(o.size);
+  if (app.count("--layers") == 0) o.model.layers = p.layers;
+  if (app.count("--d-model") == 0) o.model.d_model = p.d_model;
+  if (app.count("--heads") == 0) o.model.heads = p.heads;
+  if (app.count("--ff") == 0) o.model.ff = p.ff;
+  if (app.count("--seq-len") == 0) o.model.seq_len = p.seq_len;
+}
+
+std::string metadata_at(const Checkpoint& c, const std::string& key) {
+  auto it = c.metadata.find(key);
+  CPPGRAD_CHECK(it != c.metadata.end(), "--resume: the checkpoint has no '{}' in its metadata: not written by gpt", key);
+  return it->second;
+}
+
+int64_t metadata_int(const Checkpoint& c, const std::string& key) {
+  const std::string text = metadata_at(c, key);
+  try {
+    size_t used = 0;
+    const int64_t value = std::stoll(text, &used);
+    if (used == text.size() && value >= 0) return value;
+  } catch (const std::exception&) {
+  }
+  throw Error(fmt::format("--resume: the checkpoint's {} is '{}', not a count", key, excerpt(text)));
+}
+
+// A gzip file's bytes, uncompressed, at most max_bytes of them.
+std::string read_gzip_file(const std::string& path, int64_t max_bytes) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  CPPGRAD_CHECK(fs::is_regular_file(path, ec), "--data: '{}' is not a regular file", excerpt(path));
+  gzFile file = gzopen(path.c_str(), "rb");
+  CPPGRAD_CHECK(file != nullptr, "--data: cannot open '{}'", excerpt(path));
+  std::string bytes;
+  char chunk[1 << 16];
+  int got = 0;
+  while ((got = gzread(file, chunk, sizeof chunk)) > 0) {
+    bytes.append(chunk, static_cast<size_t>(got));
+    if (static_cast<int64_t>(bytes.size()) > max_bytes) {
+      gzclose(file);
+      throw Error(fmt::format("--data: '{}' uncompresses to more than the limit of {} bytes (see --max-data-mb)",
+                              excerpt(path), max_bytes));
+    }
+  }
+  int code = Z_OK;
+  const std::string why = gzerror(file, &code);  // a stream cut short ends with Z_BUF_ERROR, not a failed read
+  gzclose(file);
+  CPPGRAD_CHECK(got == 0 && code == Z_OK, "--data: '{}' is not a readable gzip file: {}", excerpt(path), why);
+  return bytes;
+}
+
+std::string read_text(const Options& o) {
+  const int64_t limit = o.max_data_mb * 1'000'000;
+  if (o.data.ends_with(".gz")) return read_gzip_file(o.data, limit);
+  return examples::read_data_file("--data", o.data, limit);
+}
+
+}  // namespace
+
+void add_options(CLI::App& app, Options& o) {
+  app.add_option("--data", o.data, "the text to learn, plain or .gz (its last 10% is held out); default: the Jargon File")
+      ->check(CLI::ExistingFile);
+  app.add_option("--max-data-mb", o.max_data_mb, "largest --data read, in MB uncompressed")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
+  app.add_option("--arch", o.arch, "gpt2 (LayerNorm, GELU, learned positions, tied embeddings) or llama (RMSNorm, "
+                                   "rotary positions, grouped-query attention, SwiGLU, no biases)");
+  app.add_option("--size", o.size, "the model's sizes: tiny (2 layers, d_model 64, T 64), small (4, 128, T 128) or gpt-M "
+                                   "(6 layers, d_model 384, 6 heads, ff 1536, T 256); the options below override it");
+  examples::add_size_options(app, o.model, "Transformer blocks");
+  app.add_option("--kv-heads", o.model.kv_heads, "key/value heads, llama only (must divide --heads; default: --heads)")
+      ->check(CLI::Range(1, 1024));
+  app.add_option("--seq-len", o.model.seq_len, "tokens per training window, and the longest context")
+      ->check(CLI::Range(1, 65536));
+  app.add_option("--tokenizer", o.tokenizer, "char (one token a byte) or bpe (byte-level BPE learnt on the training part)")
+      ->check(CLI::IsMember({"char", "bpe"}));
+  app.add_option("--bpe-vocab", o.bpe_vocab, "the learnt BPE's vocabulary size (256 bytes + merges)")
+      ->check(CLI::Range(int64_t{256}, int64_t{1} << 20));
+  app.add_option("--gpt2-vocab", o.gpt2_vocab, "GPT-2's own tokenizer: a directory with encoder.json and vocab.bpe")
+      ->check(CLI::ExistingDirectory);
+  app.add_option("--steps", o.steps, "training steps in all (a resumed run continues up to this; 0 with --resume: "
+                                     "only sample)")->check(CLI::Range(0, 100'000'000));
+  app.add_option("--batch", o.batch, "windows per micro-batch, over all processes")->check(CLI::Range(1, 65536));
+  app.add_option("--accum", o.accum, "micro-batches whose gradients one step sums (gradient accumulation)")
+      ->check(CLI::Range(1, 65536));
+  app.add_option("--lr", o.lr, "peak learning rate of AdamW, after the linear warm-up")->check(examples::number_in(1e-8, 1.0));
+  app.add_option("--min-lr", o.min_lr, "the rate the cosine decay ends at")->check(examples::number_in(0.0, 1.0));
+  app.add_option("--warmup", o.warmup, "warm-up steps, the rate rising linearly to --lr (default: 100, at most a "
+                                       "tenth of --decay-steps; resuming: the checkpoint's)")->check(CLI::Range(0, 100'000'000));
+  app.add_option("--decay-steps", o.decay_steps, "the step the cosine decay reaches --min-lr (default: --steps; "
+                                                 "resuming: the checkpoint's)")->check(CLI::Range(1, 100'000'000));
+  app.add_option("--weight-decay", o.weight_decay, "AdamW's decay of the 2-D weights (matrices and embeddings)")
+      ->check(examples::number_in(0.0, 1.0));
+  app.add_option("--beta2", o.beta2, "AdamW's β₂")->check(examples::number_in(0.0, 0.9999999));
+  app.add_option("--clip", o.clip, "largest gradient norm (larger ones are scaled down to it)")
+      ->check(examples::number_in(1e-6, 1e6));
+  app.add_option("--seed", o.seed, "random seed (weights, windows, dropout, sampling)")->check(examples::digits_only());
+  app.add_option("--threads", o.threads, "threads for BLAS and cppgrad's loops (default: all cores)")
+      ->check(CLI::Range(1, 256));
+  app.add_option("--save", o.save, "write a checkpoint (model, tokenizer, optimizer, schedule, step, RNG) at the end");
+  app.add_option("--resume", o.resume, "continue from a checkpoint written by --save (its model and tokenizer)")
+      ->check(CLI::ExistingFile);
+  app.add_option("--eval-every", o.eval_every, "steps between held-out evaluations")->check(CLI::Range(1, 100'000'000));
+  app.add_option("--eval-windows", o.eval_windows, "held-out windows evaluated (spread evenly over the held-out part)")
+      ->check(CLI::Range(1, 1'000'000));
+  app.add_flag("--checkpoint", o.checkpoint, "activation checkpointing: recompute each block's activations in backward");
+  app.add_option("--plot", o.plot, "write the train and held-out loss curves as SVG");
+  app.add_option("--write-tokens", o.write_tokens, "write the training and held-out token ids to PREFIX.train.npy and "
+                                                   "PREFIX.held_out.npy (int64), as the PyTorch twin reads them");
+  app.add_option("--sample-len", o.sample.length, "tokens to sample after training")->check(CLI::Range(0, 10'000'000));
+  app.add_option("--temperature", o.sample.temperature, "sampling temperature (0: always the most likely token)")
+      ->check(examples::number_in(0.0, 100.0));
+  app.add_option("--top-k", o.sample.top_k, "sample among the k most likely tokens only (0: all)")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 30));
+  app.add_option("--top-p", o.sample.top_p, "nucleus sampling: among the most likely tokens whose probabilities "
+                                            "reach p (1: all)")->check(examples::number_in(1e-9, 1.0));
+  app.add_option("--prompt", o.prompt, "text the sample continues (default: a token of the held-out text)");
+}
+
+int64_t finish_options(const CLI::App& app, Options& o, const Checkpoint* resumed) {
+  const bool size_given = app.count("--size") > 0;
+  if (resumed) {
+    // The model is the checkpoint's: what was given must agree with it.
+    const std::string arch = metadata_at(*resumed, "arch");
+    CPPGRAD_CHECK(app.count("--arch") == 0 || o.arch == arch, "--resume: the checkpoint's model is {}, not {}",
+                  excerpt(arch), o.arch);
+    o.arch = arch;
+    if (size_given) apply_preset(app, o);
+    for (const auto& s : kSizeOptions) {
+      const int64_t saved = metadata_int(*resumed, s.key);
+      const bool given = app.count(s.option) > 0 || (size_given && s.field != &ModelConfig::kv_heads);
+      CPPGRAD_CHECK(!given || o.model.*s.field == saved, "--resume: the checkpoint's model has {} {}, not {}", s.key,
+                    saved, o.model.*s.field);
+      o.model.*s.field = saved;
+    }
+    CPPGRAD_CHECK(app.count("--tokenizer") == 0 || o.tokenizer == resumed->tokenizer.kind,
+                  "--resume: the checkpoint's tokenizer is {}, not {}", resumed->tokenizer.kind, o.tokenizer);
+    o.tokenizer = resumed->tokenizer.kind;
+    CPPGRAD_CHECK(o.gpt2_vocab.empty(), "--gpt2-vocab: resuming, the tokenizer is the checkpoint's");
+    if (app.count("--decay-steps") == 0) o.decay_steps = metadata_int(*resumed, "decay_steps");
+    if (app.count("--warmup") == 0) o.warmup = metadata_int(*resumed, "warmup");
+  } else {
+    apply_preset(app, o);
+    if (!o.gpt2_vocab.empty()) o.tokenizer = "gpt2";
+    if (o.decay_steps == 0) o.decay_steps = std::max<int64_t>(o.steps, 1);
+    if (app.count("--warmup") == 0) o.warmup = std::min<int64_t>(o.warmup, o.decay_steps / 10);  // short runs
+  }
+  CPPGRAD_CHECK(o.warmup < o.decay_steps, "--warmup {} must be less than --decay-steps {} (default: --steps)", o.warmup,
+                o.decay_steps);
+  auto& m = o.model;
+  m.arch = parse_arch(o.arch);
+  if (m.kv_heads == 0) m.kv_heads = m.heads;
+  CPPGRAD_CHECK(m.d_model % m.heads == 0, "--heads: {} heads do not divide --d-model {}", m.heads, m.d_model);
+  CPPGRAD_CHECK(m.heads % m.kv_heads == 0, "--kv-heads: {} key/value heads do not divide the {} query heads", m.kv_heads,
+                m.heads);
+  CPPGRAD_CHECK(m.arch == Arch::Llama || m.kv_heads == m.heads, "--kv-heads: gpt2 has as many key/value heads as "
+                "heads ({}); grouped-query attention is --arch llama's", m.heads);
+  CPPGRAD_CHECK(m.arch == Arch::GPT2 || (m.d_model / m.heads) % 2 == 0, "--heads: llama's rotary positions need an "
+                "even head width, and d_model {} / {} heads = {}", m.d_model, m.heads, m.d_model / m.heads);
+  CPPGRAD_CHECK(o.min_lr <= o.lr, "--min-lr {} is above --lr {}", o.min_lr, o.lr);
+  if (!o.save.empty()) examples::check_writable("--save", o.save);
+  if (!o.plot.empty()) examples::check_writable("--plot", o.plot);
+  if (!o.write_tokens.empty()) examples::check_writable("--write-tokens", o.write_tokens + ".train.npy");
+  // Parameters: 4 d² + 3 d·ff a block at most, the embeddings (a vocabulary of at most
+  // --bpe-vocab, or GPT-2's 50257) and positions; each float kept 4 times (weights, gradient,
+  // AdamW's two moments).
+  const double d = static_cast<double>(m.d_model), ff = static_cast<double>(m.ff);
+  const double vocab = o.tokenizer == "gpt2" ? 50257.0 : o.tokenizer == "bpe" ? static_cast<double>(o.bpe_vocab) : 256.0;
+  examples::check_memory("the model", 4.0 * (2.0 * vocab * d + static_cast<double>(m.seq_len) * d +
+                                             static_cast<double>(m.layers) * (4.0 * d * d + 3.0 * d * ff)));
+  const int64_t rank_batch = examples::per_rank_batch("--batch", o.batch);
+  if (o.threads > 0) set_num_threads(o.threads);
+  return rank_batch;
+}
+
+int64_t Tokenizer::vocab_size() const { return chars ? chars->size() : bpe->vocab_size(); }
+
+std::vector<int64_t> Tokenizer::encode(std::string_view text) const {
+  return chars ? chars->encode(text) : bpe->encode(text);
+}
+
+std::string Tokenizer::decode(const std::vector<int64_t>& ids) const {
+  return chars ? chars->decode(ids) : bpe->decode(ids);
+}
+
+Tensor Tokenizer::to_tensor() const {
+  std::vector<int64_t> bytes;
+  if (chars) {
+    bytes.assign(chars->chars.begin(), chars->chars.end());
+  } else {
+    const std::string file = bpe->serialize();
+    bytes.assign(file.begin(), file.end());
+    for (int64_t& b : bytes) b &= 0xff;  // char may be signed
+  }
+  return tensor(bytes, {static_cast<int64_t>(bytes.size())});
+}
+
+Tokenizer Tokenizer::from_tensor(const std::string& kind, const Tensor& saved) {
+  CPPGRAD_CHECK(saved.dtype() == kInt64 && saved.dim() == 1, "--resume: data.tokenizer must be int64 [n], not {} {}",
+                dtype_name(saved.dtype()), shape_str(saved.shape()));
+  std::string bytes;
+  for (int64_t b : saved.to_vector<int64_t>()) {
+    CPPGRAD_CHECK(b >= 0 && b < 256, "--resume: data.tokenizer holds {}, not a byte", b);
+    bytes.push_back(static_cast<char>(b));
+  }
+  Tokenizer t{kind, {}, {}};
+  if (kind == "char") {
+    t.chars = data::CharVocabulary::of(bytes);
+    CPPGRAD_CHECK(t.chars->size() == static_cast<int64_t>(bytes.size()), "--resume: data.tokenizer names a character twice");
+    t.chars->chars.assign(bytes.begin(), bytes.end());  // the saved order is the ids' order
+    t.chars->ids.fill(-1);
+    for (size_t i = 0; i < bytes.size(); ++i) t.chars->ids[static_cast<unsigned char>(bytes[i])] = static_cast<int64_t>(i);
+  } else if (kind == "bpe" || kind == "gpt2") {
+    t.bpe = data::BPETokenizer::parse(bytes, "the checkpoint's data.tokenizer");
+  } else {
+    throw Error(fmt::format("--resume: the checkpoint's tokenizer is '{}', not char, bpe or gpt2", excerpt(kind)));
+  }
+  return t;
+}
+
+Checkpoint read_checkpoint(const std::string& path) {
+  auto file = nn::load_safetensors(path);
+  auto kind = file.metadata.find("tokenizer");
+  CPPGRAD_CHECK(kind != file.metadata.end() && file.contains("data.tokenizer"),
+                "--resume: '{}' holds no tokenizer: not a checkpoint written by gpt", excerpt(path));
+  Tokenizer tokenizer = Tokenizer::from_tensor(kind->second, file.at("data.tokenizer"));
+  return {std::move(file.tensors), std::move(file.metadata), std::move(tokenizer)};
+}
+
+Corpus read_corpus(const Options& o, const Checkpoint* resumed) {
+  const std::string text = read_text(o);
+  const auto n = static_cast<int64_t>(text.size());
+  const int64_t split = n - n / 10;  // bytes [split, n) are held out
+  const std::string_view train_text = std::string_view(text).substr(0, static_cast<size_t>(split));
+  const std::string_view held_text = std::string_view(text).substr(static_cast<size_t>(split));
+  Corpus c;
+  if (resumed) {
+    c.tokenizer = resumed->tokenizer;
+  } else if (o.tokenizer == "char") {
+    c.tokenizer = {"char", data::CharVocabulary::of(text), {}};
+  } else if (o.tokenizer == "gpt2") {
+    const std::filesystem::path dir(o.gpt2_vocab);
+    try {
+      c.tokenizer = {"gpt2", {}, data::BPETokenizer::load_gpt2(dir / "encoder.json", dir / "vocab.bpe")};
+    } catch (const Error& e) {
+      throw Error(fmt::format("--gpt2-vocab: {}", e.what()));
+    }
+  } else {
+    c.tokenizer = {"bpe", {}, data::BPETokenizer::train(train_text, o.bpe_vocab)};
+  }
+  if (c.tokenizer.chars)  // a text of other characters than the checkpoint's cannot be encoded
+    for (unsigned char ch : text)
+      CPPGRAD_CHECK(c.tokenizer.chars->contains(ch), "--data: '{}' has the byte {}, which the checkpoint's characters lack",
+                    excerpt(o.data), int{ch});
+  c.train = c.tokenizer.encode(train_text);
+  c.held_out = c.tokenizer.encode(held_text);
+  c.bytes = n, c.held_out_bytes = n - split;
+  const int64_t T = o.model.seq_len;
+  CPPGRAD_CHECK(static_cast<int64_t>(c.held_out.size()) > T, "--data: '{}' has {} held-out tokens (the last 10% of {} "
+                "bytes); they must be more than --seq-len {}", excerpt(o.data), c.held_out.size(), n, T);
+  CPPGRAD_CHECK(static_cast<int64_t>(c.train.size()) > T, "--data: '{}' has {} training tokens, not more than --seq-len {}",
+                excerpt(o.data), c.train.size(), T);
+  if (c.tokenizer.chars)
+    for (unsigned char ch : o.prompt)
+      CPPGRAD_CHECK(c.tokenizer.chars->contains(ch), "--prompt: the character {} does not occur in the text",
+                    std::isprint(ch) ? fmt::format("'{}'", static_cast<char>(ch)) : fmt::format("byte {}", int{ch}));
+  c.prompt = c.tokenizer.encode(o.prompt);
+  return c;
+}
+
+nn::Metadata checkpoint_metadata(const Options& o, double held_out_loss) {
+  nn::Metadata metadata = {{"arch", o.arch},
+                           {"tokenizer", o.tokenizer},
+                           {"data", o.data},
+                           {"decay_steps", std::to_string(o.decay_steps)},
+                           {"warmup", std::to_string(o.warmup)},
+                           {"held_out_loss", fmt::format("{:.4f}", held_out_loss)},
+                           {"processes", std::to_string(distributed::world_size())}};
+  for (const auto& s : kSizeOptions) metadata[s.key] = std::to_string(o.model.*s.field);
+  return metadata;
+}
+
+}  // namespace gpt

@@ -1,0 +1,86 @@
+// gpt's options: their defaults and presets, the command line that sets them, the checks made
+// before any training starts, the corpus and its tokens, and what a checkpoint must agree with.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "gpt/model.h"
+#include "gpt/sample.h"
+
+namespace gpt {
+
+// Jargon File 4.4.7 (public domain), from Debian's jargon-text (scripts/setup installs it).
+inline const std::string kDefaultData = "/usr/share/doc/jargon-text/jargon.txt.gz";
+
+struct Options {
+  std::string data = kDefaultData;
+  int64_t max_data_mb = 100;
+  std::string arch = "gpt2", size = "small";
+  ModelConfig model;  // its sizes come from --size, then from the options given one by one
+  std::string tokenizer = "bpe";
+  int64_t bpe_vocab = 512;
+  std::string gpt2_vocab;  // a directory with encoder.json and vocab.bpe
+  int64_t steps = 600, batch = 16, accum = 1;
+  double lr = 3e-3, min_lr = 3e-4, weight_decay = 0.1, clip = 1.0, beta2 = 0.99;
+  int64_t warmup = 100, decay_steps = 0;  // decay_steps 0: --steps (or the checkpoint's, resuming)
+  uint64_t seed = 0;
+  int threads = 0;  // 0: all cores
+  std::string save, resume, plot;
+  std::string write_tokens;  // PREFIX: the tokens to PREFIX.train.npy and PREFIX.held_out.npy (bench/gpt_twin.py reads them)
+  int64_t eval_every = 200, eval_windows = 32;
+  bool checkpoint = false;
+  SampleOptions sample;
+  std::string prompt;
+};
+
+// Declares every option of `o` on `app`, with its help text and range.
+void add_options(CLI::App& app, Options& o);
+
+// After parsing: fills the model's sizes from --size and the options given one by one, refuses
+// what would fail later (kv-heads that do not divide heads, an output path that cannot be written,
+// a model larger than memory, a batch that does not divide among the processes), sets the thread
+// count, and returns this process's share of the batch. Resuming, the sizes, the architecture
+// and the tokenizer are the checkpoint's: one given that differs is refused.
+struct Checkpoint;
+int64_t finish_options(const CLI::App& app, Options& o, const Checkpoint* resumed);
+
+// Characters (the text's bytes), a byte-level BPE learned on the training part, or GPT-2's.
+struct Tokenizer {
+  std::string kind;  // "char", "bpe" or "gpt2"
+  std::optional<cppgrad::data::CharVocabulary> chars;
+  std::optional<cppgrad::data::BPETokenizer> bpe;
+
+  int64_t vocab_size() const;
+  std::vector<int64_t> encode(std::string_view text) const;
+  std::string decode(const std::vector<int64_t>& ids) const;
+  // As a checkpoint holds it (data.tokenizer): the characters, or the BPE's own file format, one
+  // int64 a byte.
+  cppgrad::Tensor to_tensor() const;
+  static Tokenizer from_tensor(const std::string& kind, const cppgrad::Tensor& saved);
+};
+
+// The checkpoint --resume names, read before anything is built.
+struct Checkpoint {
+  cppgrad::nn::NamedTensors tensors;
+  cppgrad::nn::Metadata metadata;
+  Tokenizer tokenizer;
+};
+Checkpoint read_checkpoint(const std::string& path);
+
+// The text of --data (a plain or gzip-compressed regular file) as tokens: the first 90% of its
+// bytes trains, the last 10% is held out (each part encoded on its own, and a BPE learned on the
+// training part only). Resuming, the checkpoint's tokenizer encodes it.
+struct Corpus {
+  Tokenizer tokenizer;
+  std::vector<int64_t> train, held_out, prompt;
+  int64_t bytes = 0, held_out_bytes = 0;
+};
+Corpus read_corpus(const Options& o, const Checkpoint* resumed);
+
+// The checkpoint's metadata: what the model is, its tokenizer kind, the data, the held-out loss.
+cppgrad::nn::Metadata checkpoint_metadata(const Options& o, double held_out_loss);
+
+}  // namespace gpt
