@@ -1,4 +1,6 @@
 // Differentiable reductions and softmax.
+#include <limits>
+
 #include "autograd/functions.h"
 #include "tensor/kernels.h"
 
@@ -56,6 +58,22 @@ Tensor Tensor::var(const std::vector<int64_t>& dims, int64_t correction, bool ke
                   Tensor centred = x - x.mean(dims, /*keepdim=*/true);
                   return {unsqueeze_reduced(g, in, dims, keepdim) * centred * (2.0 / denom)};
                 });
+}
+
+Tensor logsumexp(const Tensor& t, const std::vector<int64_t>& dims, bool keepdim) {
+  Tensor out = kernels::logsumexp(t, dims, keepdim);
+  Shape in = t.shape();
+  // dA = dC ⊙ exp(A - C) = dC ⊙ softmax(A) over dims; 0 where C = -inf, a set that is -inf
+  // throughout (its softmax is 0 here, as softmax's; PyTorch gives NaN)
+  return record("logsumexp", out, {t}, {t, out}, [in, dims, keepdim](const Tensor& g, const Saved& s) -> Grads {
+    auto back_to_input_rank = [&](const Tensor& r) { return in.empty() ? r : unsqueeze_reduced(r, in, dims, keepdim); };
+    Tensor lse = back_to_input_rank(s[1]);
+    Tensor weights = (s[0] - lse).exp().masked_fill(lse == -std::numeric_limits<double>::infinity(), 0.0);
+    return {back_to_input_rank(g) * weights};
+  });
+}
+Tensor Tensor::logsumexp(const std::vector<int64_t>& dims, bool keepdim) const {
+  return cppgrad::logsumexp(*this, dims, keepdim);
 }
 
 namespace {

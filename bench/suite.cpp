@@ -56,12 +56,12 @@ class AttentionRow {
   void step() {
     if (!backward_) {
       NoGradGuard no_grad;
-      attention_->forward(x_, x_, x_, {}, {}, /*need_weights=*/false, true, causal_);
+      attention_->forward(x_, x_, x_, {.need_weights = false, .is_causal = causal_});
       return;
     }
     attention_->zero_grad();
     x_.zero_grad();
-    Tensor out = attention_->forward(x_, x_, x_, {}, {}, /*need_weights=*/false, true, causal_).output;
+    Tensor out = attention_->forward(x_, x_, x_, {.need_weights = false, .is_causal = causal_}).output;
     out.backward(grad_);
   }
 

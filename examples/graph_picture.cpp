@@ -43,7 +43,8 @@ int main(int argc, char** argv) {
   nn::MultiheadAttention attention(8, 2);
   Tensor tokens = randn({2, 5, 8});
   Tensor padding = tensor({{0, 0, 0, 1, 1}, {0, 0, 0, 0, 0}}).to(kBool);
-  Tensor attention_loss = attention.forward(tokens, tokens, tokens, padding).output.square().mean();
+  Tensor attention_loss =
+      attention.forward(tokens, tokens, tokens, {.key_padding_mask = padding}).output.square().mean();
   ok = write_picture(dir, "attention_graph", autograd::to_dot(attention_loss, attention.named_parameters())) && ok;
   return ok ? 0 : 1;
 }

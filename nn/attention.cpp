@@ -194,17 +194,17 @@ F::AttentionOptions MultiheadAttention::attention_options() const {
 }
 
 AttentionOutput MultiheadAttention::forward(const Tensor& query, const Tensor& key, const Tensor& value,
-                                            const Tensor& key_padding_mask, const Tensor& attn_mask,
-                                            bool need_weights, bool average_attn_weights, bool is_causal) {
+                                            const AttentionArgs& args) {
   const int64_t E = options.embed_dim(), H = options.num_heads(), G = options.num_kv_heads();
   const bool batch_first = options.batch_first();
-  Inputs in = prepare(swap_batch_and_sequence(query, batch_first), swap_batch_and_sequence(key, batch_first),
-                      swap_batch_and_sequence(value, batch_first), key_padding_mask, E, options.kdim(), options.vdim());
+  Inputs in =
+      prepare(swap_batch_and_sequence(query, batch_first), swap_batch_and_sequence(key, batch_first),
+              swap_batch_and_sequence(value, batch_first), args.key_padding_mask, E, options.kdim(), options.vdim());
   const int64_t B = in.query.size(0), T = in.query.size(1), S = in.key.size(1);
 
   // Q = query · W_Qᵀ + b_Q, and so on: (B, T, E) -> (B, T, E). The W_* are row blocks of the
   // fused matrix (views); self-attention does all three in one GEMM.
-  Tensor mask = merge_attention_masks(in.key_padding_mask, attn_mask, B, H, T, S, in.query.dtype());
+  Tensor mask = merge_attention_masks(in.key_padding_mask, args.attn_mask, B, H, T, S, in.query.dtype());
   const Tensor hidden = hidden_keys(in.key_padding_mask);
   Tensor q, k, v;
   if (fused() && in.query.is_same(in.key) && in.key.is_same(in.value)) {
@@ -224,11 +224,11 @@ AttentionOutput MultiheadAttention::forward(const Tensor& query, const Tensor& k
   // (B, T, E) -> (B, H, T, d_k). Every head saw all E input features.
   AttentionOutput heads = F::scaled_dot_product_attention(
       rotate(split_heads(q, H), 0), rotate(split_heads(k, G), 0), split_heads(v, G),
-      attention_options().attn_mask(mask).is_causal(is_causal).need_weights(need_weights || store_attention));
+      attention_options().attn_mask(mask).is_causal(args.is_causal).need_weights(args.need_weights || store_attention));
   if (store_attention) last_attention = heads.weights.detach();
 
   AttentionOutput result{out_proj->forward(merge_heads(heads.output)), heads.weights};  // (B, T, E)
-  result = finish(result, need_weights, average_attn_weights, in.unbatched);
+  result = finish(result, args.need_weights, args.average_attn_weights, in.unbatched);
   result.output = swap_batch_and_sequence(result.output, batch_first);  // (T, B, E) when sequence first
   return result;
 }
@@ -306,11 +306,10 @@ PerHeadAttention::PerHeadAttention(int64_t embed_dim_, int64_t num_heads_, bool 
 }
 
 AttentionOutput PerHeadAttention::forward(const Tensor& query, const Tensor& key, const Tensor& value,
-                                          const Tensor& key_padding_mask, const Tensor& attn_mask, bool need_weights,
-                                          bool average_attn_weights, bool is_causal) {
-  Inputs in = prepare(query, key, value, key_padding_mask, embed_dim, embed_dim, embed_dim);
+                                          const AttentionArgs& args) {
+  Inputs in = prepare(query, key, value, args.key_padding_mask, embed_dim, embed_dim, embed_dim);
   const int64_t B = in.query.size(0), T = in.query.size(1), S = in.key.size(1);
-  Tensor mask = merge_attention_masks(in.key_padding_mask, attn_mask, B, num_heads, T, S, in.query.dtype());
+  Tensor mask = merge_attention_masks(in.key_padding_mask, args.attn_mask, B, num_heads, T, S, in.query.dtype());
   const Tensor hidden = hidden_keys(in.key_padding_mask);  // padded keys and values are zeroed, as in MultiheadAttention
   std::vector<Tensor> outputs, weights;
   for (int64_t h = 0; h < num_heads; ++h) {
@@ -319,13 +318,14 @@ AttentionOutput PerHeadAttention::forward(const Tensor& query, const Tensor& key
     Tensor k = zero_hidden((*k_heads)[h]->forward(zero_hidden(in.key, hidden)), hidden);    // (B, S, d_k)
     Tensor v = zero_hidden((*v_heads)[h]->forward(zero_hidden(in.value, hidden)), hidden);  // (B, S, d_k)
     Tensor head_mask = mask.defined() ? mask.select(1, mask.size(1) == 1 ? 0 : h) : Tensor();  // (B, T or 1, S)
-    AttentionOutput head = F::scaled_dot_product_attention(q, k, v, head_mask, 0.0, is_causal, std::nullopt, true);
+    AttentionOutput head = F::scaled_dot_product_attention(
+        q, k, v, F::AttentionOptions().attn_mask(head_mask).is_causal(args.is_causal).need_weights(true));
     outputs.push_back(head.output);
     weights.push_back(head.weights);
   }
   Tensor concat = cat(outputs, -1);  // (B, T, h·d_k) = (B, T, E)
-  AttentionOutput result{out_proj->forward(concat), need_weights ? stack(weights, 1) : Tensor()};
-  return finish(result, need_weights, average_attn_weights, in.unbatched);
+  AttentionOutput result{out_proj->forward(concat), args.need_weights ? stack(weights, 1) : Tensor()};
+  return finish(result, args.need_weights, args.average_attn_weights, in.unbatched);
 }
 
 void PerHeadAttention::load_from(const MultiheadAttention& fused) {

@@ -53,6 +53,26 @@ inline Tensor swap_batch_and_sequence(const Tensor& x, bool batch_first) {
 
 using AttentionOutput = functional::AttentionOutput;
 
+// What MultiheadAttention::forward takes besides query, key and value: PyTorch's keyword
+// arguments, by the same names, in the same order. Written at the call with designated
+// initializers, they read as PyTorch's keywords do:
+//
+//   attn.forward(x, x, x, {.key_padding_mask = pad, .need_weights = false, .is_causal = true});
+//
+// (C++ wants the names in the order declared here; any of them may be left out.)
+struct AttentionArgs {
+  // (B, S): bool, true = this key is padding, or float, added to the scores.
+  Tensor key_padding_mask{};
+  // Return the attention weights too.
+  bool need_weights = true;
+  // (T, S) or (B·H, T, S): bool, true = masked out, or float, added to the scores.
+  Tensor attn_mask{};
+  // The weights averaged over the heads, (B, T, S); false: per head, (B, H, T, S).
+  bool average_attn_weights = true;
+  // Hide key j from query i when j > i (with or without an attn_mask).
+  bool is_causal = false;
+};
+
 // The attention masks of MultiheadAttention's forward as one float mask to add to the scores,
 // (B, 1 or H, T, S), or undefined when there is none. Bool masks: true = masked out (-inf).
 // key_padding_mask: (B, S); attn_mask: (T, S) or (B·H, T, S).
@@ -76,15 +96,13 @@ class MultiheadAttention : public Module {
   // need_weights, the attention weights: (B, T, S) averaged over heads, or (B, H, T, S).
   // With batch_first(false): query (T, B, E), key and value (S, B, ·), output (T, B, E).
   // Unbatched (T, E) inputs work too.
-  AttentionOutput forward(const Tensor& query, const Tensor& key, const Tensor& value,
-                          const Tensor& key_padding_mask = {}, const Tensor& attn_mask = {}, bool need_weights = true,
-                          bool average_attn_weights = true, bool is_causal = false);
+  AttentionOutput forward(const Tensor& query, const Tensor& key, const Tensor& value, const AttentionArgs& args = {});
 
   // Incremental decoding. Causal self-attention one step at a time: x (B, T_new, E) are the
   // newest positions; their keys and values are appended to `cache`, and each attends to every
   // cached position before it and to itself. The output equals the last T_new rows of
-  // forward(prefix, prefix, prefix, {}, {}, false, true, /*is_causal=*/true) on the whole
-  // prefix, but a step costs O(L), not O(L²): the past keys and values are not projected again.
+  // forward(prefix, prefix, prefix, {.is_causal = true}) on the whole prefix, but a step costs
+  // O(L), not O(L²): the past keys and values are not projected again.
   Tensor forward_step(const Tensor& x, KVCache& cache);
   // Cross-attention over a fixed memory (B, S, kdim): its keys and values are projected on the
   // first call and kept in `cache`; later calls reuse them.
@@ -126,9 +144,7 @@ class PerHeadAttention : public Module {
  public:
   PerHeadAttention(int64_t embed_dim, int64_t num_heads, bool bias = true);
 
-  AttentionOutput forward(const Tensor& query, const Tensor& key, const Tensor& value,
-                          const Tensor& key_padding_mask = {}, const Tensor& attn_mask = {}, bool need_weights = true,
-                          bool average_attn_weights = true, bool is_causal = false);
+  AttentionOutput forward(const Tensor& query, const Tensor& key, const Tensor& value, const AttentionArgs& args = {});
 
   // Copies a fused MultiheadAttention's weights: head i's W_Q_i is rows [i·d_k, (i+1)·d_k) of
   // in_proj_weight's first E rows, and so on for K and V.

@@ -28,10 +28,9 @@ DecoderBlock::DecoderBlock(const DecoderBlockOptions& o) : options(o) {
 
 Tensor DecoderBlock::run(const Tensor& x, const Tensor& key_padding_mask, KVCache* cache) {
   Tensor normed = attention_norm->forward(x);
-  Tensor attended = cache ? attention->forward_step(normed, *cache)
-                          : attention->forward(normed, normed, normed, key_padding_mask, {}, /*need_weights=*/false,
-                                               true, /*is_causal=*/true)
-                                .output;
+  const AttentionArgs causal{.key_padding_mask = key_padding_mask, .need_weights = false, .is_causal = true};
+  Tensor attended =
+      cache ? attention->forward_step(normed, *cache) : attention->forward(normed, normed, normed, causal).output;
   Tensor h = x + dropout->forward(attended);                               // h = x + Attention(RMSNorm(x))
   return h + dropout->forward(feed_forward->forward(ffn_norm->forward(h)));  // h + SwiGLU(RMSNorm(h))
 }

@@ -47,9 +47,10 @@ TransformerEncoderLayer::TransformerEncoderLayer(const TransformerLayerOptions& 
 
 Tensor TransformerEncoderLayer::self_attention_block(const Tensor& x, const Tensor& mask, const Tensor& padding,
                                                      bool is_causal, KVCache* cache) {
-  Tensor y = cache ? self_attn->forward_step(x, *cache)
-                   : self_attn->forward(x, x, x, padding, mask, /*need_weights=*/false, true, is_causal).output;
-  return dropout1->forward(y);
+  if (cache) return dropout1->forward(self_attn->forward_step(x, *cache));
+  AttentionOutput attended = self_attn->forward(
+      x, x, x, {.key_padding_mask = padding, .need_weights = false, .attn_mask = mask, .is_causal = is_causal});
+  return dropout1->forward(attended.output);
 }
 
 Tensor TransformerEncoderLayer::feed_forward_block(const Tensor& x) {
@@ -99,14 +100,18 @@ TransformerDecoderLayer::TransformerDecoderLayer(const TransformerLayerOptions& 
 Tensor TransformerDecoderLayer::self_attention_block(const Tensor& x, const Tensor& mask, const Tensor& padding,
                                                      bool is_causal, KVCache* cache) {
   if (cache) return dropout1->forward(self_attn->forward_step(x, *cache));
-  return dropout1->forward(self_attn->forward(x, x, x, padding, mask, false, true, is_causal).output);
+  AttentionOutput attended = self_attn->forward(
+      x, x, x, {.key_padding_mask = padding, .need_weights = false, .attn_mask = mask, .is_causal = is_causal});
+  return dropout1->forward(attended.output);
 }
 
 Tensor TransformerDecoderLayer::cross_attention_block(const Tensor& x, const Tensor& memory, const Tensor& mask,
                                                       const Tensor& padding, KVCache* cache) {
   // queries from the decoder, keys and values from the encoder's output (projected once when cached)
   if (cache) return dropout2->forward(multihead_attn->forward_step(x, memory, *cache, padding));
-  return dropout2->forward(multihead_attn->forward(x, memory, memory, padding, mask, false).output);
+  AttentionOutput attended = multihead_attn->forward(
+      x, memory, memory, {.key_padding_mask = padding, .need_weights = false, .attn_mask = mask});
+  return dropout2->forward(attended.output);
 }
 
 Tensor TransformerDecoderLayer::feed_forward_block(const Tensor& x) {

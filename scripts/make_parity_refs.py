@@ -26,6 +26,9 @@ The modern decoder's pieces (RMSNorm, rotary embeddings, SwiGLU, grouped-query a
 sliding windows, ALiBi) are not in PyTorch 1.13: their cases write each formula out in torch
 ops, as the papers and Hugging Face's Llama write it, in float64 and in float32
 (tests/nn/test_parity_modern.cpp).
+
+Single ops (logsumexp, sort, topk; issue 27) are called several ways on one input each, in
+float64 and float32 (tests/nn/test_parity_ops.cpp).
 """
 
 import argparse
@@ -42,7 +45,8 @@ import torch.nn as nn
 # length, a JSON header naming each tensor's dtype, shape and byte range, then the raw
 # little-endian bytes of every tensor back to back.
 
-DTYPES = {torch.float64: ("F64", "<f8"), torch.float32: ("F32", "<f4"), torch.bool: ("BOOL", "?")}
+DTYPES = {torch.float64: ("F64", "<f8"), torch.float32: ("F32", "<f4"), torch.int64: ("I64", "<i8"),
+          torch.bool: ("BOOL", "?")}
 
 
 def write_safetensors(path, tensors, metadata):
@@ -575,6 +579,98 @@ MODERN_CASES = {
 }
 
 
+# ---- single ops: logsumexp, sort, topk (issue 27) ------------------------------------------------
+# Each case calls one op several ways on the same input x and writes, for call <c>, out.<c> (and
+# out.<c>.indices for sort and topk), in.G.<c>, and grad.x = dL/dx for L = sum over the calls of
+# sum(out.<c> * in.G.<c>). tests/nn/test_parity_ops.cpp makes the same calls. Inputs have no
+# ties where PyTorch leaves the order of ties open (topk); sort is called with stable=True, whose
+# order of ties is defined (input order, in both directions).
+
+
+def ops_finish(path, x, calls, metadata, dtype_code, extra_inputs=None):
+    """calls: name -> (description, function of x giving a tensor or a (values, indices) pair)."""
+    tensors, loss = {"in.x": x.detach()}, 0
+    for name, t in (extra_inputs or {}).items():
+        tensors["in." + name] = t
+    for name, (description, f) in calls.items():
+        result = f(x)
+        values, indices = (result, None) if isinstance(result, torch.Tensor) else result
+        tensors["out." + name] = values.detach()
+        if indices is not None:
+            tensors["out." + name + ".indices"] = indices
+        if values.requires_grad:
+            G = torch.randn(values.shape, dtype=values.dtype)
+            tensors["in.G." + name] = G
+            loss = loss + (values * G).sum()
+        metadata["call." + name] = description
+    if x.requires_grad:
+        loss.backward()
+        tensors["grad.x"] = x.grad
+    common = {"format": "cppgrad-refs-1", "generator": "scripts/make_parity_refs.py", "torch": torch.__version__,
+              "float_dtype": dtype_code, "loss": "sum over calls c of sum(out.c * in.G.c); grad.x = dL/dx",
+              "case": os.path.basename(path).removesuffix(".safetensors")}
+    write_safetensors(path, tensors, {**common, **metadata})
+
+
+def logsumexp_case(path, seed, *, dtype="F64"):
+    """logsumexp over one dim, two dims with keepdim, every dim; rows shifted by +-800 (exp overflows)."""
+    torch.manual_seed(seed)
+    t = TORCH_DTYPES[dtype]
+    x = torch.randn(3, 4, 5, dtype=torch.float64) * 3
+    x[1] += 800.0   # exp(800) overflows float64: only the max-shifted sum stays finite
+    x[2, 0] -= 800.0
+    x = x.to(t).requires_grad_()
+    ops_finish(path, x, {
+        "dim1": ("torch.logsumexp(x, 1)", lambda x: torch.logsumexp(x, 1)),
+        "dims02_keepdim": ("torch.logsumexp(x, (0, 2), keepdim=True)", lambda x: torch.logsumexp(x, (0, 2), True)),
+        "last": ("torch.logsumexp(x, -1)", lambda x: torch.logsumexp(x, -1)),
+        "all": ("torch.logsumexp(x, (0, 1, 2))", lambda x: torch.logsumexp(x, (0, 1, 2))),
+    }, {"op": "logsumexp"}, dtype)
+
+
+def sort_case(path, seed, *, dtype="F64"):
+    """sort along each dim, both directions, stable; x has ties, +-inf and a NaN; an int64 input too."""
+    torch.manual_seed(seed)
+    t = TORCH_DTYPES[dtype]
+    x = torch.randint(-3, 4, (3, 4, 6)).to(torch.float64) / 2  # many ties
+    x[0, 1, 2], x[1, 2, 3], x[2, 3, 0] = float("inf"), float("-inf"), float("nan")
+    x = x.to(t).requires_grad_()
+    ints = torch.randint(0, 4, (4, 7))
+    calls = {
+        "last": ("torch.sort(x, -1, stable=True)", lambda x: torch.sort(x, stable=True, dim=-1)),
+        "dim1_descending": ("torch.sort(x, 1, descending=True, stable=True)",
+                            lambda x: torch.sort(x, stable=True, dim=1, descending=True)),
+        "dim0": ("torch.sort(x, 0, stable=True)", lambda x: torch.sort(x, stable=True, dim=0)),
+        "ints_descending": ("torch.sort(in.ints, 1, descending=True, stable=True)",
+                            lambda x: torch.sort(ints, stable=True, dim=1, descending=True)),
+    }
+    ops_finish(path, x, calls, {"op": "sort"}, dtype, {"ints": ints})
+
+
+def topk_case(path, seed, *, dtype="F64"):
+    """topk along each dim, largest and smallest; x's values are distinct (PyTorch leaves ties' order open)."""
+    torch.manual_seed(seed)
+    t = TORCH_DTYPES[dtype]
+    x = torch.randperm(72).to(torch.float64).reshape(3, 4, 6) / 4 - 9
+    x[0, 0, 0], x[1, 1, 1], x[2, 2, 2] = float("inf"), float("-inf"), float("nan")
+    x = x.to(t).requires_grad_()
+    ops_finish(path, x, {
+        "last_k3": ("torch.topk(x, 3)", lambda x: torch.topk(x, 3)),
+        "dim1_k2_smallest": ("torch.topk(x, 2, 1, largest=False)", lambda x: torch.topk(x, 2, 1, largest=False)),
+        "dim0_k3": ("torch.topk(x, 3, 0)", lambda x: torch.topk(x, 3, 0)),
+        "last_k0": ("torch.topk(x, 0)", lambda x: torch.topk(x, 0)),
+    }, {"op": "topk"}, dtype)
+
+
+OPS_CASES = {
+    "ops_logsumexp_f64": (logsumexp_case, 401, dict()),
+    "ops_logsumexp_f32": (logsumexp_case, 402, dict(dtype="F32")),
+    "ops_sort_f64": (sort_case, 403, dict()),
+    "ops_sort_f32": (sort_case, 404, dict(dtype="F32")),
+    "ops_topk_f64": (topk_case, 405, dict()),
+}
+
+
 # ---- the cases ----------------------------------------------------------------------------------
 # name -> (function, seed, options). Each seed is fixed, so a case's file is the same on every run.
 
@@ -639,6 +735,7 @@ CASES = {
                                                              memory_key_padding_mask=True)),
 }
 CASES.update(MODERN_CASES)
+CASES.update(OPS_CASES)
 
 
 def main():

@@ -80,6 +80,17 @@ Tensor sum_to(const Tensor& t, const Shape& shape);
 enum class Extremum { Max, Min };
 ValuesIndices extremum(Extremum which, const Tensor& t, int64_t dim, bool keepdim);
 ValuesIndices extremum_all(Extremum which, const Tensor& t);  // over the flattened tensor
+// log Σ exp(t) over dims, shifted by each set's max; integers and bools give float32.
+Tensor logsumexp(const Tensor& t, const std::vector<int64_t>& dims, bool keepdim);
+
+// ---- ordering and sampling (tensor/kernels/sort.cpp) ----------------------------------------
+// NaN counts as larger than +inf; equal values keep their input order (ties go to the lower
+// index), whichever the direction.
+ValuesIndices sort(const Tensor& t, int64_t dim, bool descending);
+// The k largest (smallest) along dim, in order, ties to the lower index; k = 0 gives empty rows.
+ValuesIndices topk(const Tensor& t, int64_t k, int64_t dim, bool largest);
+// num_samples category indices per row of non-negative weights (1-D or 2-D), int64.
+Tensor multinomial(const Tensor& weights, int64_t num_samples, bool replacement, Generator& gen);
 
 // ---- softmax (tensor/kernels/softmax.cpp): max-subtracted ----------------------------------
 // A row that is -inf throughout gives zeros (softmax) or -inf (log_softmax); a NaN anywhere in

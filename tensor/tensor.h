@@ -188,6 +188,24 @@ class Tensor {
   Tensor argmax() const;  // of the flattened tensor; no gradient
   Tensor argmax(int64_t dim, bool keepdim = false) const;
   Tensor argmin(int64_t dim, bool keepdim = false) const;
+  // log Σ exp over dims (an empty list: every dim), computed stably; as torch.logsumexp, and
+  // differentiable (autograd/ops_reduce.cpp). t.logsumexp(1) and t.logsumexp({0, 1}).
+  Tensor logsumexp(const std::vector<int64_t>& dims, bool keepdim = false) const;
+  template <std::integral I>
+  Tensor logsumexp(I dim, bool keepdim = false) const {
+    return logsumexp(std::vector<int64_t>{static_cast<int64_t>(dim)}, keepdim);
+  }
+  // Ordering along a dim, as torch.sort, argsort and topk (autograd/ops_sort.cpp): NaN sorts
+  // as the largest value, and equal values keep their input order (the sort is always stable, so
+  // `stable` asks for nothing more; topk's ties go to the lower index). The values are
+  // differentiable, the int64 indices are not. `sorted` may be false, as in PyTorch; the k come
+  // sorted anyway.
+  ValuesIndices sort(int64_t dim = -1, bool descending = false, bool stable = false) const;
+  Tensor argsort(int64_t dim = -1, bool descending = false, bool stable = false) const;
+  ValuesIndices topk(int64_t k, int64_t dim = -1, bool largest = true, bool sorted = true) const;
+  // num_samples category indices (int64) drawn from each row of these non-negative weights (1-D
+  // or 2-D, rows need not sum to 1), as torch.multinomial; no gradient.
+  Tensor multinomial(int64_t num_samples, bool replacement = false, Generator& gen = default_generator()) const;
   // Along `dim`, computed stably (the row max is subtracted first). A row that is -inf
   // throughout (a fully masked row) gives zeros from softmax, with zero gradient, and -inf
   // from log_softmax; PyTorch gives NaN for both. A NaN anywhere in a row makes the whole row
@@ -272,6 +290,22 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim = 0);
 Tensor stack(const std::vector<Tensor>& tensors, int64_t dim = 0);
 Tensor softmax(const Tensor& t, int64_t dim);      // as t.softmax(dim): an all -inf row gives 0
 Tensor log_softmax(const Tensor& t, int64_t dim);  // as t.log_softmax(dim): an all -inf row gives -inf
+// As the methods: logsumexp(t, {1}) is t.logsumexp(1), as torch.logsumexp; sort(t) as t.sort().
+Tensor logsumexp(const Tensor& t, const std::vector<int64_t>& dims, bool keepdim = false);
+template <std::integral I>
+Tensor logsumexp(const Tensor& t, I dim, bool keepdim = false) {
+  return logsumexp(t, std::vector<int64_t>{static_cast<int64_t>(dim)}, keepdim);
+}
+ValuesIndices sort(const Tensor& t, int64_t dim = -1, bool descending = false, bool stable = false);
+Tensor argsort(const Tensor& t, int64_t dim = -1, bool descending = false, bool stable = false);
+ValuesIndices topk(const Tensor& t, int64_t k, int64_t dim = -1, bool largest = true, bool sorted = true);
+// Without replacement, each draw picks among the categories not drawn yet, in proportion to
+// their weights (weight-0 categories come last, when more samples are asked for than there are
+// positive weights); with replacement, every draw is independent. Refuses weights that are
+// negative, infinite or NaN, a row that sums to 0, and more samples than categories without
+// replacement, as PyTorch does. The same generator state gives the same draws.
+Tensor multinomial(const Tensor& weights, int64_t num_samples, bool replacement = false,
+                   Generator& gen = default_generator());
 // Sums `t` down to `shape` (the inverse of broadcasting `shape` up to t's shape).
 Tensor sum_to(const Tensor& t, const Shape& shape);
 

@@ -56,11 +56,12 @@ case "$mode" in
     "$char_lm" "${tiny[@]}" --steps 210 --eval-every 100 --resume run.safetensors > resumed.log
     grep -q 'resumed from run.safetensors at step 200' resumed.log || fail "the checkpoint did not resume"
     grep -q 'step *210/210' resumed.log || fail "the resumed run did not train on to step 210"
-    "$char_lm" "${tiny[@]}" --steps 0 --resume run.safetensors --sample-len 30 > sample.log
+    "$char_lm" "${tiny[@]}" --steps 0 --resume run.safetensors --sample-len 30 --top-k 10 --top-p 0.9 > sample.log
     grep -q '^sample' sample.log || fail "--steps 0 --resume did not sample"
     grep -q '^step' sample.log && fail "--steps 0 --resume trained"
     expect_usage_error --heads 3 --steps 1                      # does not divide d_model 128
     expect_usage_error --temperature -1
+    expect_usage_error --top-p 1.5
     expect_usage_error --data does-not-exist.txt
     expect_usage_error "${tiny[@]}" --prompt $'\x01'             # not a character of the text
     expect_usage_error "${base[@]}" --d-model 32 --seq-len 4000  # longer than the held-out part

@@ -127,7 +127,7 @@ int main(int argc, char** argv) {
     std::vector<int64_t> prompt = text.prompt;
     if (prompt.empty()) prompt.push_back(text.ids[static_cast<size_t>(sample_gen.randint(0, text.split))]);
     if (o.sample.length > 0) {
-      fmt::print("\nsample (temperature {}, top-k {}):\n", o.sample.temperature, o.sample.top_k);
+      fmt::print("\nsample (temperature {}, top-k {}, top-p {}):\n", o.sample.temperature, o.sample.top_k, o.sample.top_p);
       fmt::print("{}{}\n", text.vocab.decode(prompt), sample(*model, text.vocab, prompt, o.model.seq_len, o.sample, sample_gen));
     }
     return 0;

@@ -48,6 +48,9 @@ void add_options(CLI::App& app, Options& o) {
       ->check(examples::number_in(0.0, 100.0));
   app.add_option("--top-k", o.sample.top_k, "sample among the k most likely characters only (0: all)")
       ->check(CLI::Range(0, 256));
+  app.add_option("--top-p", o.sample.top_p, "sample among the nucleus only: the fewest most likely characters whose "
+                                            "probabilities reach p (1: all)")
+      ->check(examples::number_in(0.0, 1.0));
   app.add_option("--prompt", o.prompt, "text the sample continues (default: one character of the text, at random)");
 }
 

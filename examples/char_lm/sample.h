@@ -13,13 +13,11 @@ struct SampleOptions {
   int64_t length = 400;      // characters to write
   double temperature = 0.8;  // 0: always the most likely character
   int64_t top_k = 0;         // draw among the k most likely only (0: all)
+  double top_p = 1.0;        // draw among the nucleus only, the fewest most likely reaching p (1: all)
 };
 
-// Draws the next token from the scores: the top_k highest kept (0: all), softmax at the given
-// temperature; temperature 0 takes the highest.
-int64_t pick(std::vector<double> scores, double temperature, int64_t top_k, cppgrad::Generator& gen);
-
-// Extends `context` by `options.length` characters and returns them. Each step feeds the newest
+// Extends `context` by `options.length` characters and returns them, each drawn by
+// nn::functional::sample_next_token (temperature, then top-k, then the nucleus). Each step feeds the newest
 // character only, the earlier ones' keys and values cached per layer (cached decoding: O(length)
 // a character, not O(length²)). The model knows `seq_len` positions: when the cache is full, it
 // starts again from the last half of the context (one pass over those), so every character is

@@ -4,9 +4,9 @@
 # and it is not blank: many distinct colours (anti-aliased text), a share of ink, and the
 # colours of the data (blue attention cells and training loss, red held-out curve).
 #
-#   check_pictures.sh SEQ2SEQ CHAR_LM PNG_STATS DIR
+#   check_pictures.sh SEQ2SEQ CHAR_LM PNG_STATS DIR GPT
 set -euo pipefail
-seq2seq="$1" char_lm="$2" png_stats="$3" dir="$4"
+seq2seq="$1" char_lm="$2" png_stats="$3" dir="$4" gpt="$5"
 rm -rf "$dir" && mkdir -p "$dir" && cd "$dir"
 
 fail() { echo "FAIL: $*" >&2; exit 1; }
@@ -22,6 +22,8 @@ data=/usr/share/common-licenses/GPL-3
 [ -r "$data" ] || data="$(dirname "$0")/../../README.md"
 "$char_lm" --data "$data" --threads 1 --d-model 32 --heads 2 --layers 1 --ff 64 --batch 8 --seq-len 16 --warmup 10 \
   --seed 7 --steps 60 --eval-every 20 --sample-len 0 --plot char_lm_curves.svg > char_lm.log
+"$gpt" --data "$data" --threads 1 --size tiny --d-model 32 --seq-len 32 --batch 8 --bpe-vocab 320 --seed 7 \
+  --steps 60 --eval-every 20 --sample-len 0 --plot gpt_curves.svg > gpt.log
 
 # check NAME.svg MIN_BLUE MIN_RED: render, then compare the PNG with the SVG's declared size
 # and count its pixels. Shares are of all pixels.
@@ -45,4 +47,5 @@ check seq2seq_curves 0.001 0.0005            # the training loss, blue; the held
 check seq2seq_attention 0.02 0               # the maps' cells
 check seq2seq_attention_example_3 0.02 0
 check char_lm_curves 0.001 0.0005
+check gpt_curves 0.001 0.0005
 echo "ok: every picture renders"

@@ -43,6 +43,9 @@ int main(int argc, char** argv) {
     const int64_t rank_batch = finish_options(app, o, resumed ? &*resumed : nullptr);  // before training, what can be refused
     const Corpus corpus = read_corpus(o, resumed ? &*resumed : nullptr);
     o.model.vocab = corpus.tokenizer.vocab_size();
+    if (lead && !o.write_tokens.empty())
+      for (const auto& [part, ids] : {std::pair{"train", &corpus.train}, std::pair{"held_out", &corpus.held_out}})
+        data::save_npy(fmt::format("{}.{}.npy", o.write_tokens, part), tensor(*ids, {static_cast<int64_t>(ids->size())}));
 
     // ---- the model and AdamW, warm-up then cosine ----------------------------------------------
     manual_seed(o.seed + static_cast<uint64_t>(world.rank()));  // weights (rank 0's are broadcast) and dropout
@@ -85,6 +88,7 @@ int main(int argc, char** argv) {
                  world.world_size() > 1 ? fmt::format(" · {} processes", world.world_size()) : "");
 
     // ---- the training loop ---------------------------------------------------------------------
+    const int64_t first_step = log.step;
     Progress progress(o.steps, log.step);
     examples::StepLosses losses;  // each step's, until the next report
     std::optional<double> last_eval;
@@ -127,8 +131,10 @@ int main(int argc, char** argv) {
       // Bits per byte compare tokenizers: the held-out windows' tokens cover about this many bytes.
       const double bytes_per_token =
           static_cast<double>(corpus.held_out_bytes) / static_cast<double>(corpus.held_out.size());
-      fmt::print("held-out loss {:.4f} nats/token ({:.3f} bits/byte) after {} steps, {} of training\n", held,
-                 held / std::log(2.0) / bytes_per_token, log.step, format_duration(train_seconds));
+      const int64_t steps_taken = log.step - first_step;
+      fmt::print("held-out loss {:.4f} nats/token ({:.3f} bits/byte) after {} steps, {} of training{}\n", held,
+                 held / std::log(2.0) / bytes_per_token, log.step, format_duration(train_seconds),
+                 steps_taken > 0 ? fmt::format(" ({:.0f} ms a step)", 1e3 * train_seconds / static_cast<double>(steps_taken)) : "");
     }
 
     // ---- what the run leaves: a checkpoint, the curves, a sample -------------------------------

@@ -147,6 +147,8 @@ void add_options(CLI::App& app, Options& o) {
       ->check(CLI::Range(1, 1'000'000));
   app.add_flag("--checkpoint", o.checkpoint, "activation checkpointing: recompute each block's activations in backward");
   app.add_option("--plot", o.plot, "write the train and held-out loss curves as SVG");
+  app.add_option("--write-tokens", o.write_tokens, "write the training and held-out token ids to PREFIX.train.npy and "
+                                                   "PREFIX.held_out.npy (int64), as the PyTorch twin reads them");
   app.add_option("--sample-len", o.sample.length, "tokens to sample after training")->check(CLI::Range(0, 10'000'000));
   app.add_option("--temperature", o.sample.temperature, "sampling temperature (0: always the most likely token)")
       ->check(examples::number_in(0.0, 100.0));
@@ -200,6 +202,7 @@ int64_t finish_options(const CLI::App& app, Options& o, const Checkpoint* resume
   CPPGRAD_CHECK(o.min_lr <= o.lr, "--min-lr {} is above --lr {}", o.min_lr, o.lr);
   if (!o.save.empty()) examples::check_writable("--save", o.save);
   if (!o.plot.empty()) examples::check_writable("--plot", o.plot);
+  if (!o.write_tokens.empty()) examples::check_writable("--write-tokens", o.write_tokens + ".train.npy");
   // Parameters: 4 d² + 3 d·ff a block at most, the embeddings (a vocabulary of at most
   // --bpe-vocab, or GPT-2's 50257) and positions; each float kept 4 times (weights, gradient,
   // AdamW's two moments).

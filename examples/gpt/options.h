@@ -23,13 +23,14 @@ struct Options {
   std::string tokenizer = "bpe";
   int64_t bpe_vocab = 512;
   std::string gpt2_vocab;  // a directory with encoder.json and vocab.bpe
-  int64_t steps = 1000, batch = 16, accum = 1;
+  int64_t steps = 600, batch = 16, accum = 1;
   double lr = 3e-3, min_lr = 3e-4, weight_decay = 0.1, clip = 1.0, beta2 = 0.99;
   int64_t warmup = 100, decay_steps = 0;  // decay_steps 0: --steps (or the checkpoint's, resuming)
   uint64_t seed = 0;
   int threads = 0;  // 0: all cores
   std::string save, resume, plot;
-  int64_t eval_every = 250, eval_windows = 32;
+  std::string write_tokens;  // PREFIX: the tokens to PREFIX.train.npy and PREFIX.held_out.npy (bench/gpt_twin.py reads them)
+  int64_t eval_every = 200, eval_windows = 32;
   bool checkpoint = false;
   SampleOptions sample;
   std::string prompt;

@@ -72,7 +72,7 @@ class OrderModel : public nn::Module {
     if (learned) x = x + learned->forward(arange(static_cast<double>(tokens.size(1))).to(kInt64));  // + (T, d_model)
     for (size_t l = 0; l < attention.size(); ++l) {
       Tensor normed = norms1[l]->forward(x);
-      x = x + attention[l]->forward(normed, normed, normed, {}, {}, /*need_weights=*/false).output;
+      x = x + attention[l]->forward(normed, normed, normed, {.need_weights = false}).output;
       x = x + down[l]->forward(up[l]->forward(norms2[l]->forward(x)).relu());
     }
     return out->forward(norm->forward(x));

@@ -105,8 +105,8 @@ Lesson2 run_lesson2() {
   // do not add up.
   Tensor input = randn({B, T, E}, kFloat64, gen);
   Tensor x_fused = input.clone().requires_grad_(), x_heads = input.clone().requires_grad_();
-  auto out_fused = fused.forward(x_fused, x_fused, x_fused, {}, {}, true, /*average_attn_weights=*/false);
-  auto out_heads = per_head.forward(x_heads, x_heads, x_heads, {}, {}, true, /*average_attn_weights=*/false);
+  auto out_fused = fused.forward(x_fused, x_fused, x_fused, {.average_attn_weights = false});
+  auto out_heads = per_head.forward(x_heads, x_heads, x_heads, {.average_attn_weights = false});
   Tensor G = randn({B, T, E}, kFloat64, gen);  // a random direction to backpropagate
   (out_fused.output * G).sum().backward();
   (out_heads.output * G).sum().backward();
@@ -161,7 +161,7 @@ Lesson2 run_lesson2() {
       return [&] {
         layer.zero_grad();
         xb.zero_grad();
-        layer.forward(xb, xb, xb, {}, {}, /*need_weights=*/false).output.sum().backward();
+        layer.forward(xb, xb, xb, {.need_weights = false}).output.sum().backward();
       };
     };
     auto run_fused = step(big_fused);

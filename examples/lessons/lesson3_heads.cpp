@@ -32,7 +32,7 @@ namespace {
 Tensor attend(nn::MultiheadAttention& layer, const Tensor& x) {
   NoGradGuard no_grad;
   layer.store_attention = true;
-  return layer.forward(x, x, x, {}, {}, /*need_weights=*/false).output;
+  return layer.forward(x, x, x, {.need_weights = false}).output;
 }
 
 // Rows of the attention weights (B, H, T, S) whose largest weight is exactly 1.0: softmax has

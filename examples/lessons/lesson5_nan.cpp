@@ -200,7 +200,7 @@ Lesson5 run_lesson5() {
     manual_seed(5);
     nn::MultiheadAttention mha(E, 2);
     mha.to(kFloat64);
-    Tensor out = mha.forward(query, memory, memory, padding).output;
+    Tensor out = mha.forward(query, memory, memory, {.key_padding_mask = padding}).output;
     r.padded_nan_mha_nonfinite = count_nonfinite(out);
     out.sum().backward();
     for (const Tensor& p : mha.parameters()) r.padded_nan_mha_nonfinite_gradients += count_nonfinite(p.grad());

@@ -1,4 +1,4 @@
-// Reductions over any set of dims: sum, mean, var, max/min with their indices.
+// Reductions over any set of dims: sum, mean, var, logsumexp, max/min with their indices.
 //
 // Each output element is reduced by one thread, in a fixed order, so results do not depend on
 // the thread count. Sums accumulate in double and pairwise (PairwiseSum below), so their rounding
@@ -241,6 +241,45 @@ Tensor var(const Tensor& t, const std::vector<int64_t>& dims, int64_t correction
   Tensor total = sum(squares, dims, keepdim);
   const double denom = static_cast<double>(p.reduced_numel - correction);
   return binary(Binary::Div, total, full({}, denom, t.dtype()));
+}
+
+// log Σ exp(x) = m + log Σ exp(x - m), m the max of the reduced set: exp() then neither
+// overflows (x = 1e4) nor underflows to a zero sum (x = -1e4). Where m is infinite the shift is 0,
+// as in torch.logsumexp: a set that is -inf throughout gives log 0 = -inf, one that holds +inf
+// gives +inf, and a NaN gives NaN (std::max skips it, exp does not). An empty set gives -inf.
+// Integers and bools give float32, torch's default float dtype.
+Tensor logsumexp(const Tensor& t, const std::vector<int64_t>& dims, bool keepdim) {
+  CPPGRAD_PROFILE_SCOPE("logsumexp");
+  Tensor x = t.is_floating_point() ? t : to(t, kFloat32);
+  if (x.dim() == 0) {  // a 0-d tensor is its own set: log exp(x) = x (dims may only name dim 0)
+    wrap_dims(dims, 0, "logsumexp");
+    return clone(x);
+  }
+  ReducePlan p = plan_reduction(x, dims, keepdim, "logsumexp");
+  // The kept dims first, then the reduced ones: row r of `rows` is output element r's set.
+  std::vector<int64_t> order;
+  const std::vector<int64_t> reduced = wrap_dims(dims, x.dim(), "logsumexp");
+  for (int64_t d = 0; d < x.dim(); ++d)
+    if (std::find(reduced.begin(), reduced.end(), d) == reduced.end()) order.push_back(d);
+  order.insert(order.end(), reduced.begin(), reduced.end());
+  Tensor rows = contiguous(permute(x, order));  // (kept..., reduced...)
+  Tensor out = empty(p.out_shape, x.dtype());
+  const int64_t n = p.reduced_numel;
+  dispatch_floating(x.dtype(), "logsumexp", [&](auto tag) {
+    using T = decltype(tag);
+    const T* in = rows.data<T>();
+    T* o = out.data<T>();
+    parallel_for(out.numel(), n * 8, [&](int64_t r) {
+      const T* row = in + r * n;
+      double m = -std::numeric_limits<double>::infinity();
+      for (int64_t j = 0; j < n; ++j) m = std::max(m, static_cast<double>(row[j]));
+      const double shift = std::isinf(m) ? 0.0 : m;
+      double total = 0;  // in double, as every float32 sum here
+      for (int64_t j = 0; j < n; ++j) total += std::exp(static_cast<double>(row[j]) - shift);
+      o[r] = static_cast<T>(std::log(total) + shift);
+    });
+  });
+  return out;
 }
 
 Tensor sum_to(const Tensor& t, const Shape& shape) {

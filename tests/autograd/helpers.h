@@ -101,4 +101,15 @@ using check::error_message;
 using check::max_abs_diff;
 using check::values;
 
+// Dim lists for a 3-D input: every dim, single dims (also negative), pairs, and all three.
+inline const std::vector<std::vector<int64_t>> kDimLists = {{}, {0}, {1}, {-1}, {0, 2}, {1, -1}, {0, 1, 2}};
+
+// Inputs for one reduction test: a contiguous [2,3,4] leaf and a permuted (non-contiguous) one.
+inline std::vector<Tensor> reduction_inputs(uint64_t seed) {
+  Generator gen(seed);
+  Tensor permuted = randn({4, 2, 3}, kFloat64, gen).permute({1, 2, 0}).detach();  // [2,3,4]
+  permuted.requires_grad_();
+  return {leaf({2, 3, 4}, seed + 1), permuted};
+}
+
 }  // namespace cppgrad::test

@@ -14,22 +14,11 @@ using test::leaf;
 using test::transposed;
 using V = std::vector<double>;
 
-namespace {
 using Dims = std::vector<int64_t>;
-// Dim lists for a 3-D input: every dim, single dims (also negative), pairs, and all three.
-const std::vector<Dims> kDimLists = {{}, {0}, {1}, {-1}, {0, 2}, {1, -1}, {0, 1, 2}};
-
-// Inputs for one reduction test: a contiguous [2,3,4] and a permuted (non-contiguous) one.
-std::vector<Tensor> inputs(uint64_t seed) {
-  Generator gen(seed);
-  Tensor permuted = randn({4, 2, 3}, kFloat64, gen).permute({1, 2, 0}).detach();  // [2,3,4]
-  permuted.requires_grad_();
-  return {leaf({2, 3, 4}, seed + 1), permuted};
-}
-}  // namespace
+using test::kDimLists;
 
 TEST_CASE("gradcheck reduce: sum over every dim list with and without keepdim") {
-  for (const Tensor& x : inputs(1000)) {
+  for (const Tensor& x : test::reduction_inputs(1000)) {
     CHECK(check1([](const Tensor& a) { return a.sum(); }, x));
     CHECK(check1([](const Tensor& a) { return (a * a).sum(); }, x));
     for (const Dims& dims : kDimLists) {
@@ -43,7 +32,7 @@ TEST_CASE("gradcheck reduce: sum over every dim list with and without keepdim") 
 }
 
 TEST_CASE("gradcheck reduce: mean over every dim list with and without keepdim") {
-  for (const Tensor& x : inputs(1100)) {
+  for (const Tensor& x : test::reduction_inputs(1100)) {
     CHECK(check1([](const Tensor& a) { return a.mean().exp(); }, x));
     for (const Dims& dims : kDimLists) {
       for (bool keepdim : {false, true}) {
@@ -56,7 +45,7 @@ TEST_CASE("gradcheck reduce: mean over every dim list with and without keepdim")
 }
 
 TEST_CASE("gradcheck reduce: var over every dim list and correction") {
-  for (const Tensor& x : inputs(1200)) {
+  for (const Tensor& x : test::reduction_inputs(1200)) {
     CHECK(check1([](const Tensor& a) { return a.var(); }, x));
     for (const Dims& dims : kDimLists) {
       for (int64_t correction : {0, 1}) {
@@ -72,7 +61,7 @@ TEST_CASE("gradcheck reduce: var over every dim list and correction") {
 }
 
 TEST_CASE("gradcheck reduce: max and min over all elements and along a dim") {
-  for (const Tensor& x : inputs(1300)) {
+  for (const Tensor& x : test::reduction_inputs(1300)) {
     CHECK(check1([](const Tensor& a) { return a.max(); }, x));
     CHECK(check1([](const Tensor& a) { return a.min() * a.max(); }, x));
     for (int64_t dim : {0, 1, 2, -1}) {
@@ -114,7 +103,7 @@ TEST_CASE("reduce backward: hand-computed values") {
 }
 
 TEST_CASE("gradcheck reduce: softmax and log_softmax along every dim") {
-  for (const Tensor& x : inputs(1400)) {
+  for (const Tensor& x : test::reduction_inputs(1400)) {
     for (int64_t dim : {0, 1, 2, -1}) {
       CAPTURE(dim);
       // A weighted sum makes the output's gradient not constant along dim (else it would vanish).
@@ -132,7 +121,7 @@ TEST_CASE("gradcheck reduce: softmax and log_softmax along every dim") {
 
 TEST_CASE("gradcheck reduce: sum_to every shape that broadcasts up") {
   const std::vector<Shape> targets = {{2, 3, 4}, {3, 4}, {4}, {3, 1}, {1, 3, 1}, {2, 1, 4}, {1}, {}};
-  for (const Tensor& x : inputs(1500)) {
+  for (const Tensor& x : test::reduction_inputs(1500)) {
     for (const Shape& target : targets) {
       CAPTURE(shape_str(target));
       CHECK(check1([&](const Tensor& a) { return sum_to(a, target).exp(); }, x));

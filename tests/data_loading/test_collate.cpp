@@ -99,7 +99,8 @@ TEST_CASE("pad_collate's mask is MultiheadAttention's key_padding_mask: padded r
   std::vector<Example> examples;
   for (int64_t len : {5, 1, 3}) examples.push_back(Example{{"x", randn({len, 8}, kFloat64)}});
   Batch b = pad_collate({{"x", 0}})(examples);
-  Tensor out = attention.forward(b["x"], b["x"], b["x"], b["x_padding_mask"]).output;  // (3, 5, 8)
+  Tensor out =
+      attention.forward(b["x"], b["x"], b["x"], {.key_padding_mask = b["x_padding_mask"]}).output;  // (3, 5, 8)
   for (int64_t i = 0; i < 3; ++i) {
     const Tensor& x = examples[static_cast<size_t>(i)]["x"];
     Tensor alone = attention.forward(x.unsqueeze(0), x.unsqueeze(0), x.unsqueeze(0)).output.select(0, 0);

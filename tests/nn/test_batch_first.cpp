@@ -42,10 +42,11 @@ TEST_CASE("MultiheadAttention batch_first(false) matches the batch-first layer o
   Tensor padding = nntest::bool_mask({{0, 0, 0, 1}, {0, 1, 0, 0}});                   // (B, S)
   Tensor causal = generate_square_subsequent_mask(4, kFloat64).narrow(0, 0, 3);       // (T, S)
 
-  AttentionOutput a = batch_major.forward(query, memory, memory, padding, causal);
+  AttentionOutput a = batch_major.forward(query, memory, memory, {.key_padding_mask = padding, .attn_mask = causal});
   Tensor query_t = query.detach().transpose(0, 1).contiguous().requires_grad_();  // (T, B, E)
   Tensor memory_t = memory.detach().transpose(0, 1).contiguous().requires_grad_();
-  AttentionOutput b = seq_major.forward(query_t, memory_t, memory_t, padding, causal);
+  AttentionOutput b =
+      seq_major.forward(query_t, memory_t, memory_t, {.key_padding_mask = padding, .attn_mask = causal});
   CHECK(b.output.shape() == Shape{3, 2, 6});
   CHECK(max_abs_diff(b.output.transpose(0, 1), a.output) < kTol);
   CHECK(b.weights.shape() == Shape{2, 3, 4});  // (B, T, S) in both layouts, as PyTorch

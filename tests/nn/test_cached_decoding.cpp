@@ -26,7 +26,7 @@ TEST_CASE("cached decoding: MultiheadAttention steps of 1 and 3 positions equal 
   Generator gen(2);
   Tensor x = randn({2, 7, 8}, kFloat64, gen);
   NoGradGuard no_grad;
-  Tensor full = attn.forward(x, x, x, {}, {}, false, true, /*is_causal=*/true).output;
+  Tensor full = attn.forward(x, x, x, {.need_weights = false, .is_causal = true}).output;
 
   KVCache one_by_one;
   for (int64_t t = 0; t < 7; ++t)

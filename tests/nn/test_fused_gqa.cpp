@@ -184,13 +184,13 @@ TEST_CASE("cached decoding on the fused path (grouped heads, RoPE, window, ALiBi
     Tensor whole;
     {
       BackendGuard materialize(F::AttentionBackend::Materialize);
-      whole = mha.forward(x, x, x, {}, {}, false, true, /*is_causal=*/true).output;
+      whole = mha.forward(x, x, x, {.need_weights = false, .is_causal = true}).output;
     }
     BackendGuard fused(F::AttentionBackend::Fused);
     nn::KVCache cache;
     std::vector<Tensor> steps{mha.forward_step(x.narrow(1, 0, 4), cache)};  // a prompt of 4, then one at a time
     for (int64_t t = 4; t < L; ++t) steps.push_back(mha.forward_step(x.narrow(1, t, 1), cache));
     CHECK(max_abs_diff(cat(steps, 1), whole) < 1e-12);
-    CHECK(max_abs_diff(mha.forward(x, x, x, {}, {}, false, true, true).output, whole) < 1e-12);
+    CHECK(max_abs_diff(mha.forward(x, x, x, {.need_weights = false, .is_causal = true}).output, whole) < 1e-12);
   }
 }

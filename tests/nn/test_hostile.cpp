@@ -174,7 +174,8 @@ TEST_CASE("padding: NaN and inf in keys and values hidden by key_padding_mask do
     reference->to(kFloat64);
     reference->load_from(*mha);
     auto attend = [&](const Tensor& q, const Tensor& kv, const Tensor& mask) {
-      return per_head ? reference->forward(q, kv, kv, mask).output : mha->forward(q, kv, kv, mask).output;
+      return per_head ? reference->forward(q, kv, kv, {.key_padding_mask = mask}).output
+                      : mha->forward(q, kv, kv, {.key_padding_mask = mask}).output;
     };
     Generator gen(8);
     Tensor query = randn({2, 3, 4}, kFloat64, gen).requires_grad_();
@@ -216,8 +217,9 @@ TEST_CASE("padding: in self-attention, padded positions with NaN leave the visib
   Tensor garbage = x.clone();
   garbage.select(1, 2).fill_(kNaN);
   garbage.select(1, 3).fill_(kInf);
-  Tensor clean = mha->forward(x, x, x, padding).output.narrow(1, 0, 2);
-  Tensor out = mha->forward(garbage, garbage, garbage, padding).output.narrow(1, 0, 2);  // the visible queries
+  Tensor clean = mha->forward(x, x, x, {.key_padding_mask = padding}).output.narrow(1, 0, 2);
+  Tensor out = mha->forward(garbage, garbage, garbage, {.key_padding_mask = padding})
+                   .output.narrow(1, 0, 2);  // the visible queries
   CHECK(all_finite(out));
   CHECK(max_abs_diff(out, clean) < 1e-12);
 }

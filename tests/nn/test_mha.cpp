@@ -59,11 +59,11 @@ TEST_CASE("MultiheadAttention 2 tokens 2 heads by hand") {
   check_values(out.weights, {(e / (e + 1) + 0.5) / 2, (1 / (e + 1) + 0.5) / 2,  //
                              (0.5 + 1 / (1 + e4)) / 2, (0.5 + e4 / (1 + e4)) / 2});
   // Per head: (B, H, T, S).
-  auto per_head = mha->forward(x, x, x, {}, {}, true, /*average_attn_weights=*/false);
+  auto per_head = mha->forward(x, x, x, {.average_attn_weights = false});
   CHECK(per_head.weights.shape() == Shape{1, 2, 2, 2});
   check_values(per_head.weights, {e / (e + 1), 1 / (e + 1), 0.5, 0.5, 0.5, 0.5, 1 / (1 + e4), e4 / (1 + e4)});
   // No weights when not asked for.
-  CHECK_FALSE(mha->forward(x, x, x, {}, {}, /*need_weights=*/false).weights.defined());
+  CHECK_FALSE(mha->forward(x, x, x, {.need_weights = false}).weights.defined());
   // Unbatched (T, E) input: (T, E) output and (T, S) weights.
   auto unbatched = mha->forward(x.squeeze(0), x.squeeze(0), x.squeeze(0));
   CHECK(unbatched.output.shape() == Shape{2, 2});
@@ -75,10 +75,10 @@ TEST_CASE("MultiheadAttention store_attention keeps the last per-head weights") 
   auto mha = hand_mha();
   Tensor x = hand_x();
   CHECK_FALSE(mha->last_attention.defined());
-  mha->forward(x, x, x, {}, {}, /*need_weights=*/false);
+  mha->forward(x, x, x, {.need_weights = false});
   CHECK_FALSE(mha->last_attention.defined());  // off by default
   mha->store_attention = true;
-  auto out = mha->forward(x.clone().requires_grad_(), x, x, {}, {}, /*need_weights=*/false);
+  auto out = mha->forward(x.clone().requires_grad_(), x, x, {.need_weights = false});
   CHECK_FALSE(out.weights.defined());  // need_weights still decides what forward returns
   REQUIRE(mha->last_attention.defined());
   CHECK(mha->last_attention.shape() == Shape{1, 2, 2, 2});
@@ -91,10 +91,10 @@ TEST_CASE("MultiheadAttention causal masks by hand") {
   Tensor x = hand_x();
   // Token 0 sees only itself: head outputs v[0] = 0 and 1. Token 1 is unchanged.
   std::vector<double> expected = join(project(0, 1), project(1, 1 / (1 + e4)));
-  check_values(mha->forward(x, x, x, {}, {}, true, true, /*is_causal=*/true).output, expected);
-  check_values(mha->forward(x, x, x, {}, generate_square_subsequent_mask(2, kFloat64)).output, expected);
-  check_values(mha->forward(x, x, x, {}, nntest::bool_mask({{0, 1}, {0, 0}})).output, expected);
-  auto weights = mha->forward(x, x, x, {}, {}, true, false, true).weights;
+  check_values(mha->forward(x, x, x, {.is_causal = true}).output, expected);
+  check_values(mha->forward(x, x, x, {.attn_mask = generate_square_subsequent_mask(2, kFloat64)}).output, expected);
+  check_values(mha->forward(x, x, x, {.attn_mask = nntest::bool_mask({{0, 1}, {0, 0}})}).output, expected);
+  auto weights = mha->forward(x, x, x, {.average_attn_weights = false, .is_causal = true}).weights;
   check_values(weights, {1, 0, 0.5, 0.5, 1, 0, 1 / (1 + e4), e4 / (1 + e4)});
 }
 
@@ -102,17 +102,17 @@ TEST_CASE("MultiheadAttention key_padding_mask by hand") {
   auto mha = hand_mha();
   Tensor x = hand_x();
   // Key 1 ignored: every query sees key 0 only.
-  auto out = mha->forward(x, x, x, nntest::bool_mask({{0, 1}}));
+  auto out = mha->forward(x, x, x, {.key_padding_mask = nntest::bool_mask({{0, 1}})});
   check_values(out.output, join(project(0, 1), project(0, 1)));
   check_values(out.weights, {1, 0, 1, 0});
   // As a float mask: a large negative value is nearly the same, -inf exactly the same.
   const double inf = std::numeric_limits<double>::infinity();
-  check_values(mha->forward(x, x, x, tensor({{0.0, -inf}}, kFloat64)).output, values(out.output));
+  check_values(mha->forward(x, x, x, {.key_padding_mask = tensor({{0.0, -inf}}, kFloat64)}).output, values(out.output));
   // Batched: the mask applies to its own batch entry only.
   Tensor xx = cat({x, x}, 0);
-  auto two = mha->forward(xx, xx, xx, nntest::bool_mask({{0, 0}, {0, 1}}));
+  auto two = mha->forward(xx, xx, xx, {.key_padding_mask = nntest::bool_mask({{0, 0}, {0, 1}})});
   check_values(two.output, join(join(project(2 / (e + 1), 0.5), project(1, 1 / (1 + e4))), values(out.output)));
-  std::string msg = error_message([&] { mha->forward(xx, xx, xx, nntest::bool_mask({{0, 1}})); });
+  std::string msg = error_message([&] { mha->forward(xx, xx, xx, {.key_padding_mask = nntest::bool_mask({{0, 1}})}); });
   CHECK(contains(msg, "key_padding_mask"));
   CHECK(contains(msg, "[1,2]"));
 }
@@ -122,11 +122,11 @@ TEST_CASE("MultiheadAttention 3-D attn_mask is per batch and head") {
   Tensor x = hand_x();
   // (B·H, T, S) = (2, 2, 2): head 0 hides key 1 from both queries, head 1 hides nothing.
   Tensor mask = tensor({{{0, 1}, {0, 1}}, {{0, 0}, {0, 0}}}, kFloat64).ne(zeros({}, kFloat64));
-  auto out = mha->forward(x, x, x, {}, mask, true, false);
+  auto out = mha->forward(x, x, x, {.attn_mask = mask, .average_attn_weights = false});
   // head 0 outputs v[0] = 0 for both tokens; head 1 as without a mask.
   check_values(out.output, join(project(0, 0.5), project(0, 1 / (1 + e4))));
   check_values(out.weights, {1, 0, 1, 0, 0.5, 0.5, 1 / (1 + e4), e4 / (1 + e4)});
-  std::string msg = error_message([&] { mha->forward(x, x, x, {}, zeros({3, 2, 2}, kBool)); });
+  std::string msg = error_message([&] { mha->forward(x, x, x, {.attn_mask = zeros({3, 2, 2}, kBool)}); });
   CHECK(contains(msg, "attn_mask"));
   CHECK(contains(msg, "[3,2,2]"));
 }
@@ -137,10 +137,10 @@ TEST_CASE("MultiheadAttention float mask is added to the scores by hand") {
   // Token 0's scores get + [0, ln 2]: head 0 weights ∝ [e, 2], output 4/(e+2);
   // head 1 weights [1/3, 2/3], output 1/3. Token 1 unchanged.
   Tensor mask = tensor({{0.0, std::log(2.0)}, {0.0, 0.0}}, kFloat64);
-  auto out = mha->forward(x, x, x, {}, mask);
+  auto out = mha->forward(x, x, x, {.attn_mask = mask});
   check_values(out.output, join(project(4 / (e + 2), 1.0 / 3), project(1, 1 / (1 + e4))));
   // A float mask together with a key_padding_mask: both apply.
-  auto both = mha->forward(x, x, x, nntest::bool_mask({{0, 1}}), mask);
+  auto both = mha->forward(x, x, x, {.key_padding_mask = nntest::bool_mask({{0, 1}}), .attn_mask = mask});
   check_values(both.output, join(project(0, 1), project(0, 1)));
 }
 
@@ -150,13 +150,13 @@ TEST_CASE("MultiheadAttention: a fully masked query gives zero weights and outpu
   auto mha = hand_mha();
   Tensor x = hand_x();
   Tensor attn_mask = nntest::bool_mask({{1, 1}, {0, 0}});  // query 0 may see no key
-  auto out = mha->forward(x, x, x, {}, attn_mask);
+  auto out = mha->forward(x, x, x, {.attn_mask = attn_mask});
   check_values(out.weights.select(1, 0), {0, 0});
   check_values(out.output.select(1, 0), {0.5, -1});  // out_proj.bias
   auto unmasked = mha->forward(x, x, x);
   CHECK(max_abs_diff(out.output.select(1, 1), unmasked.output.select(1, 1)) == 0.0);  // query 1 is untouched
   // The same through key_padding_mask: every key of the batch padded.
-  auto padded = mha->forward(x, x, x, nntest::bool_mask({{1, 1}}));
+  auto padded = mha->forward(x, x, x, {.key_padding_mask = nntest::bool_mask({{1, 1}})});
   check_values(padded.output, {0.5, -1, 0.5, -1});
   check_values(padded.weights, {0, 0, 0, 0});
 }
@@ -189,7 +189,7 @@ TEST_CASE("MultiheadAttention without bias and with unbatched masks") {
   auto mha = hand_mha();
   Tensor x = hand_x().squeeze(0);  // (T, E)
   // An unbatched key_padding_mask is (S).
-  auto out = mha->forward(x, x, x, tensor({0.0, 1.0}, kFloat64).ne(zeros({}, kFloat64)));
+  auto out = mha->forward(x, x, x, {.key_padding_mask = tensor({0.0, 1.0}, kFloat64).ne(zeros({}, kFloat64))});
   check_values(out.output, join(project(0, 1), project(0, 1)));
   CHECK(out.weights.shape() == Shape{2, 2});
   // bias=false: no in_proj_bias and no out_proj.bias; the projections alone.
@@ -235,7 +235,7 @@ TEST_CASE("gradcheck MultiheadAttention self-attention") {
   Tensor padding = nntest::bool_mask({{0, 0, 1}, {0, 0, 0}});
   CHECK(gradcheck(
       [&](const std::vector<Tensor>& in) {
-        auto out = mha.forward(in[0], in[0], in[0], padding, {}, true, true, /*is_causal=*/true);
+        auto out = mha.forward(in[0], in[0], in[0], {.key_padding_mask = padding, .is_causal = true});
         return cat({out.output.flatten(), out.weights.flatten()});
       },
       {x, mha.in_proj_weight}));
@@ -251,8 +251,11 @@ TEST_CASE("gradcheck MultiheadAttention cross-attention with key_padding_mask an
   Tensor bool_mask = nntest::bool_mask({{1, 0, 0, 0, 0}, {0, 1, 0, 0, 1}, {0, 0, 0, 1, 0}});
   Tensor per_head = randn64({4, 3, 5}, 60);  // (B·H, T, S)
   for (const Tensor& mask : {float_mask, bool_mask, per_head}) {
-    CHECK(gradcheck([&](const std::vector<Tensor>& in) { return mha.forward(in[0], in[1], in[2], padding, mask).output; },
-                    {q, k, v, mha.in_proj_weight, mha.out_proj->bias}));
+    CHECK(gradcheck(
+        [&](const std::vector<Tensor>& in) {
+          return mha.forward(in[0], in[1], in[2], {.key_padding_mask = padding, .attn_mask = mask}).output;
+        },
+        {q, k, v, mha.in_proj_weight, mha.out_proj->bias}));
   }
 }
 
@@ -265,6 +268,9 @@ TEST_CASE("gradcheck MultiheadAttention with kdim and vdim different from embed_
   CHECK(mha.v_proj_weight.shape() == Shape{4, 5});
   Tensor q = randn64({2, 3, 4}, 62, true), k = randn64({2, 2, 3}, 63, true), v = randn64({2, 2, 5}, 64, true);
   Tensor padding = nntest::bool_mask({{0, 1}, {0, 0}});
-  CHECK(gradcheck([&](const std::vector<Tensor>& in) { return mha.forward(in[0], in[1], in[2], padding).output; },
-                  {q, k, v, mha.q_proj_weight, mha.k_proj_weight, mha.v_proj_weight}));
+  CHECK(gradcheck(
+      [&](const std::vector<Tensor>& in) {
+        return mha.forward(in[0], in[1], in[2], {.key_padding_mask = padding}).output;
+      },
+      {q, k, v, mha.q_proj_weight, mha.k_proj_weight, mha.v_proj_weight}));
 }

@@ -80,8 +80,8 @@ TEST_CASE("grouped-query MultiheadAttention equals the multi-head layer with rep
     Tensor padding = zeros({B, S}, kBool);
     padding.select(0, 1).narrow(0, 3, 2).fill_(1.0);
     Tensor G_out = randn64({B, T, E}, 7403);
-    auto a = grouped.forward(query, memory, memory, padding, {}, true, false);
-    auto b = full.forward(query, memory, memory, padding, {}, true, false);
+    auto a = grouped.forward(query, memory, memory, {.key_padding_mask = padding, .average_attn_weights = false});
+    auto b = full.forward(query, memory, memory, {.key_padding_mask = padding, .average_attn_weights = false});
     CHECK(max_abs_diff(a.output, b.output) < 1e-12);
     CHECK(max_abs_diff(a.weights, b.weights) < 1e-12);  // (B, H, T, S): per query head
     (a.output * G_out).sum().backward();
@@ -107,7 +107,7 @@ TEST_CASE("cached decoding with grouped heads, rotary positions, a window and AL
         mha.to(kFloat64);
         mha.eval();
         Tensor x = randn64({B, L, E}, 7411);
-        Tensor whole = mha.forward(x, x, x, {}, {}, false, true, /*is_causal=*/true).output;
+        Tensor whole = mha.forward(x, x, x, {.need_weights = false, .is_causal = true}).output;
         KVCache cache;
         std::vector<Tensor> steps{mha.forward_step(x.narrow(1, 0, 4), cache)};  // a prompt of 4, then one at a time
         for (int64_t t = 4; t < L; ++t) steps.push_back(mha.forward_step(x.narrow(1, t, 1), cache));
@@ -122,7 +122,9 @@ TEST_CASE("gradcheck grouped-query MultiheadAttention with rotary positions, inp
   MultiheadAttention mha(MultiheadAttentionOptions(8, 4).num_kv_heads(2).rotary(true).alibi(true));
   mha.to(kFloat64);
   Tensor x = randn64({2, 3, 8}, 7420, true);
-  auto f = [&](const std::vector<Tensor>& in) { return mha.forward(in[0], in[0], in[0], {}, {}, false, true, true).output; };
+  auto f = [&](const std::vector<Tensor>& in) {
+    return mha.forward(in[0], in[0], in[0], {.need_weights = false, .is_causal = true}).output;
+  };
   CHECK(gradcheck(f, {x, mha.q_proj_weight, mha.k_proj_weight, mha.v_proj_weight, mha.in_proj_bias}, nntest::fast()));
   CHECK(gradgradcheck(f, {x, mha.k_proj_weight}, nntest::fast()));
 }

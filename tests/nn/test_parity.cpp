@@ -28,7 +28,7 @@ double run_mha_case(const std::string& path, bool with_padding) {
   Tensor q = input(file, "query"), k = input(file, "key"), v = input(file, "value");
   Tensor padding = with_padding ? file.at("in.key_padding_mask") : Tensor();
   if (with_padding) CHECK(padding.dtype() == kBool);
-  auto out = mha.forward(q, k, v, padding, {}, /*need_weights=*/with_padding);
+  auto out = mha.forward(q, k, v, {.key_padding_mask = padding, .need_weights = with_padding});
   (out.output * file.at("in.G")).sum().backward();
 
   double worst = expect_close(out.output, file, "out.output");
@@ -43,7 +43,7 @@ double run_mha_case(const std::string& path, bool with_padding) {
   per_head.to(kFloat64);
   per_head.load_from(mha);
   Tensor q2 = input(file, "query"), k2 = input(file, "key"), v2 = input(file, "value");
-  auto split = per_head.forward(q2, k2, v2, padding, {}, with_padding);
+  auto split = per_head.forward(q2, k2, v2, {.key_padding_mask = padding, .need_weights = with_padding});
   (split.output * file.at("in.G")).sum().backward();
   worst = std::max(worst, expect_close(split.output, file, "out.output"));
   worst = std::max(worst, expect_close(q2.grad(), file, "grad.query"));

@@ -101,7 +101,12 @@ double run_mha_case(const std::string& name) {
     const Tensor mask = run.pass_mask ? attn_mask : Tensor();
     mha.zero_grad();
     MhaInputs in = mha_inputs(file);
-    AttentionOutput out = mha.forward(in.query, in.key, in.value, padding, mask, need_weights, average, run.is_causal);
+    AttentionOutput out = mha.forward(in.query, in.key, in.value,
+                                      {.key_padding_mask = padding,
+                                       .need_weights = need_weights,
+                                       .attn_mask = mask,
+                                       .average_attn_weights = average,
+                                       .is_causal = run.is_causal});
     (out.output * G).sum().backward();
     worst = std::max(worst, expect_attention(out, in, file));
     worst = std::max(worst, expect_param_grads(mha, file));
@@ -113,8 +118,12 @@ double run_mha_case(const std::string& name) {
     per_head.to(kFloat64);
     per_head.load_from(mha);
     MhaInputs in2 = mha_inputs(file);
-    AttentionOutput split =
-        per_head.forward(in2.query, in2.key, in2.value, padding, mask, need_weights, average, run.is_causal);
+    AttentionOutput split = per_head.forward(in2.query, in2.key, in2.value,
+                                             {.key_padding_mask = padding,
+                                              .need_weights = need_weights,
+                                              .attn_mask = mask,
+                                              .average_attn_weights = average,
+                                              .is_causal = run.is_causal});
     (split.output * G).sum().backward();
     worst = std::max(worst, expect_attention(split, in2, file));
     worst = std::max(worst, expect_close(per_head.stacked_in_proj_weight(true), file, "grad.param.in_proj_weight"));

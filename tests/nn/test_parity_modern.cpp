@@ -146,8 +146,10 @@ TEST_CASE("parity with PyTorch: MultiheadAttention with num_kv_heads, padding, c
     const bool self = meta_flag(c.file, "self_attention");
     Tensor query = input(c.file, "query");
     Tensor key = self ? query : input(c.file, "key"), value = self ? query : input(c.file, "value");
-    Tensor out = mha.forward(query, key, value, optional_input(c.file, "key_padding_mask"), {}, false, true,
-                             meta_flag(c.file, "is_causal"))
+    Tensor out = mha.forward(query, key, value,
+                             {.key_padding_mask = optional_input(c.file, "key_padding_mask"),
+                              .need_weights = false,
+                              .is_causal = meta_flag(c.file, "is_causal")})
                      .output;
     backward_with_G(out, c);
     expect_near(out, c, "out.output");

@@ -49,8 +49,12 @@ double compare(Pair& p, const Inputs& in, const Tensor& padding, const Tensor& m
   p.fused->zero_grad();
   p.split->zero_grad();
   Inputs a = fresh(in), b = fresh(in);
-  auto fused = p.fused->forward(a.q, a.k, a.v, padding, mask, true, false, causal);
-  auto split = p.split->forward(b.q, b.k, b.v, padding, mask, true, false, causal);
+  auto fused = p.fused->forward(
+      a.q, a.k, a.v,
+      {.key_padding_mask = padding, .attn_mask = mask, .average_attn_weights = false, .is_causal = causal});
+  auto split = p.split->forward(
+      b.q, b.k, b.v,
+      {.key_padding_mask = padding, .attn_mask = mask, .average_attn_weights = false, .is_causal = causal});
   Tensor G = randn64(fused.output.shape(), 99);
   (fused.output * G).sum().backward();
   (split.output * G).sum().backward();
@@ -142,6 +146,6 @@ TEST_CASE("PerHeadAttention weights have the same shapes as the fused ones") {
   CHECK(split.weights.shape() == fused.weights.shape());
   CHECK(max_abs_diff(split.output, fused.output) < kTol);
   Tensor xb = x.unsqueeze(0);
-  CHECK(p.split->forward(xb, xb, xb, {}, {}, true, false).weights.shape() == Shape{1, 2, 3, 3});
-  CHECK_FALSE(p.split->forward(xb, xb, xb, {}, {}, false).weights.defined());
+  CHECK(p.split->forward(xb, xb, xb, {.average_attn_weights = false}).weights.shape() == Shape{1, 2, 3, 3});
+  CHECK_FALSE(p.split->forward(xb, xb, xb, {.need_weights = false}).weights.defined());
 }
