@@ -13,13 +13,14 @@ using autograd::Saved;
 namespace {
 // A gradient of a reduced output, given back its reduced dims as size 1, ready to broadcast.
 Tensor unsqueeze_reduced(const Tensor& g, const Shape& in, const std::vector<int64_t>& dims, bool keepdim) {
-  if (keepdim) return g;
+  if (keepdim || in.empty()) return g;  // a 0-d input reduces no dim (its dims 0 and -1 name itself)
   Tensor out = g;
   for (int64_t d : wrap_dims(dims, static_cast<int64_t>(in.size()), "reduce")) out = out.unsqueeze(d);
   return out;
 }
 int64_t reduced_count(const Shape& in, const std::vector<int64_t>& dims) {
   int64_t n = 1;
+  if (in.empty()) return n;  // a 0-d input: one element, no dim reduced
   for (int64_t d : wrap_dims(dims, static_cast<int64_t>(in.size()), "reduce")) n *= in[d];
   return n;
 }

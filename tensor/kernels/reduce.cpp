@@ -25,6 +25,8 @@ struct ReducePlan {
 
 ReducePlan plan_reduction(const Tensor& t, const std::vector<int64_t>& dims, bool keepdim, std::string_view op) {
   std::vector<int64_t> wrapped = wrap_dims(dims, t.dim(), op);
+  // A 0-d tensor takes dim 0 or -1, as in PyTorch, and has no dim to reduce: the result is itself.
+  if (t.dim() == 0) wrapped.clear();
   std::vector<bool> reduce(t.dim(), false);
   for (int64_t d : wrapped) reduce[d] = true;
   ReducePlan p;
@@ -179,7 +181,7 @@ void sum_into(const ReducePlan& p, const Tensor& t, const Tensor& out, double di
 // the same bits, but a loop the compiler vectorises. Returns false when the layout differs.
 template <class T>
 bool sum_leading_dims(const Tensor& t, const std::vector<int64_t>& dims, const Tensor& out, double divisor) {
-  if (!t.is_contiguous() || dims.empty() || t.numel() == 0) return false;
+  if (!t.is_contiguous() || dims.empty() || t.numel() == 0 || t.dim() == 0) return false;
   std::vector<int64_t> sorted = wrap_dims(dims, t.dim(), "sum");
   std::sort(sorted.begin(), sorted.end());
   for (size_t i = 0; i < sorted.size(); ++i)

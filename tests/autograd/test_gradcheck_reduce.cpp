@@ -128,3 +128,25 @@ TEST_CASE("gradcheck reduce: sum_to every shape that broadcasts up") {
     }
   }
 }
+
+TEST_CASE("reductions of a 0-d tensor over dim 0 or -1 return it, and its gradient, as in PyTorch") {
+  // torch.tensor(3.).sum(0) is tensor(3.): a 0-d tensor takes dims 0 and -1 and has none to reduce.
+  // Once a write through an empty plan (a crash).
+  const Tensor x = tensor({3.0}, kFloat64).reshape({}).detach().requires_grad_();
+  for (int64_t dim : {0, -1}) {
+    CAPTURE(dim);
+    for (bool keepdim : {false, true}) {
+      CHECK(x.sum(dim, keepdim).item<double>() == 3.0);
+      CHECK(x.sum(dim, keepdim).dim() == 0);
+      CHECK(x.mean(std::vector<int64_t>{dim}, keepdim).item<double>() == 3.0);
+      CHECK(x.max(dim, keepdim).values.item<double>() == 3.0);
+      CHECK(x.logsumexp(std::vector<int64_t>{dim}, keepdim).item<double>() == 3.0);
+    }
+    CHECK(check1([&](const Tensor& a) { return a.sum(dim).tanh(); }, x));
+    CHECK(check1([&](const Tensor& a) { return a.mean(std::vector<int64_t>{dim}).exp(); }, x));
+    CHECK(check1([&](const Tensor& a) { return a.max(dim).values.tanh(); }, x));
+    CHECK(check1([&](const Tensor& a) { return a.logsumexp(std::vector<int64_t>{dim}).tanh(); }, x));
+    CHECK(check1([&](const Tensor& a) { return a.softmax(dim) * a; }, x));
+  }
+  CHECK_THROWS_WITH_AS(x.sum(1), "sum: dim 1 out of range for a tensor of 0 dims (expected -1 to 0)", Error);
+}
