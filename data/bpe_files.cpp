@@ -1,9 +1,6 @@
 // BPETokenizer's files: its own format, and GPT-2's encoder.json + vocab.bpe. Every file is
 // untrusted: sizes are bounded, each line and entry is checked, and what index() checks (tokens
 // distinct, all 256 bytes present, merges of existing tokens in an order that makes them) follows.
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <cerrno>
 #include <charconv>
@@ -15,6 +12,7 @@
 
 #include "data/bpe.h"
 #include "runtime/error.h"
+#include "runtime/files.h"
 
 namespace cppgrad::data {
 
@@ -23,30 +21,8 @@ namespace {
 constexpr int64_t kMaxFileBytes = int64_t{256} << 20;
 constexpr std::string_view kMagic = "cppgrad-bpe 1";
 
-// The bytes of `path`, which must be a regular file of at most kMaxFileBytes. Opened without
-// blocking, so that a FIFO is refused by fstat instead of waiting for a writer.
 std::string read_regular_file(const std::string& path, const char* what) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-  CPPGRAD_CHECK(fd >= 0, "{}: cannot open '{}': {}", what, path, std::strerror(errno));
-  struct Closer {
-    int fd;
-    ~Closer() { ::close(fd); }
-  } closer{fd};
-  struct stat info {};
-  CPPGRAD_CHECK(::fstat(fd, &info) == 0 && S_ISREG(info.st_mode), "{}: '{}' is not a regular file", what, path);
-  CPPGRAD_CHECK(info.st_size <= kMaxFileBytes, "{}: '{}' has {} bytes, more than the limit of {}", what, path,
-                info.st_size, kMaxFileBytes);
-  std::string bytes(static_cast<size_t>(info.st_size), '\0');
-  size_t filled = 0;
-  while (filled < bytes.size()) {
-    const ssize_t got = ::read(fd, bytes.data() + filled, bytes.size() - filled);
-    if (got < 0 && errno == EINTR) continue;
-    CPPGRAD_CHECK(got >= 0, "{}: cannot read '{}': {}", what, path, std::strerror(errno));
-    if (got == 0) break;  // the file shrank since fstat
-    filled += static_cast<size_t>(got);
-  }
-  bytes.resize(filled);
-  return bytes;
+  return files::read_regular_file(path, what, kMaxFileBytes);
 }
 
 // Splits `text` into lines at '\n' (a '\r' before it is dropped), each at most `max_line` bytes.

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "data/npy.h"
+#include "runtime/files.h"
 #include "tensor/kernels.h"
 
 namespace cppgrad::data {
@@ -300,27 +301,25 @@ Tensor parse_npy(std::span<const uint8_t> bytes, const std::string& source) {
 
 Tensor load_npy(const std::string& path) {
   // The header first, then the data straight into the tensor: no second copy of a large array.
-  std::ifstream file(path, std::ios::binary);
-  CPPGRAD_CHECK(file.good(), "load_npy: cannot open '{}'", path);
-  file.seekg(0, std::ios::end);
-  const auto file_size = static_cast<uint64_t>(file.tellg());
-  file.seekg(0);
+  files::InputFile file(path, "load_npy");
+  const auto file_size = static_cast<uint64_t>(file.size());
   std::vector<uint8_t> head(std::min<uint64_t>(file_size, 12));
-  file.read(reinterpret_cast<char*>(head.data()), static_cast<std::streamsize>(head.size()));
+  head.resize(file.read(head.data(), head.size()));
   const uint64_t header_end = npy_header_end(head, path);
   if (header_end > file_size)
     throw Error(fmt::format("npy: {}: the file ends inside the header ({} bytes, the header ends at {})", path,
                             file_size, header_end));
+  const size_t prefix = head.size();
   head.resize(header_end);
-  file.seekg(0);
-  file.read(reinterpret_cast<char*>(head.data()), static_cast<std::streamsize>(header_end));
+  if (file.read(head.data() + prefix, header_end - prefix) != header_end - prefix)
+    throw Error(fmt::format("npy: {}: the file ends inside the header", path));
   const NpyHeader h = parse_npy_header(head, path);
   if (file_size - header_end != h.data_bytes)
     throw Error(fmt::format("npy: {}: a {} array of shape {} needs {} bytes of data, the file has {}", path,
                             dtype_name(h.dtype), shape_str(h.shape), h.data_bytes, file_size - header_end));
   Tensor raw = npy_empty_storage(h);
-  file.read(static_cast<char*>(raw.raw_data()), static_cast<std::streamsize>(h.data_bytes));
-  CPPGRAD_CHECK(file.good() || h.data_bytes == 0, "load_npy: error reading '{}'", path);
+  if (file.read(raw.raw_data(), h.data_bytes) != h.data_bytes)
+    throw Error(fmt::format("npy: {}: the file ends inside the data (it shrank while it was read)", path));
   return npy_finish(raw, h);
 }
 

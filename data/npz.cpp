@@ -4,9 +4,11 @@
 #include <memory>
 #include <set>
 
+#include <unistd.h>
 #include <zip.h>
 
 #include "data/npy.h"
+#include "runtime/files.h"
 
 namespace cppgrad::data {
 
@@ -15,6 +17,7 @@ namespace {
 // Deflate cannot expand data more than about 1032 times; a larger declared size is a lie (or a
 // zip bomb), refused before any memory is allocated for it.
 constexpr uint64_t kMaxDeflateRatio = 1032;
+constexpr uint64_t kReadChunk = uint64_t{16} << 20;
 
 struct ArchiveCloser {
   void operator()(zip_t* archive) const { zip_discard(archive); }
@@ -61,18 +64,21 @@ NamedTensors read_arrays(zip_t* archive, uint64_t archive_size, const std::strin
 
     std::unique_ptr<zip_file_t, EntryCloser> file(zip_fopen_index(archive, static_cast<zip_uint64_t>(i), 0));
     if (!file) fail(fmt::format("cannot open {}: {}", where, zip_strerror(archive)));
-    std::vector<uint8_t> bytes(st.size);
-    uint64_t got = 0;
-    while (got < bytes.size()) {
+    // Read in chunks, so that the memory held follows the bytes the entry really gives, not the
+    // size it declares (which the checks above bound only to 1032 times its compressed size).
+    std::vector<uint8_t> bytes;
+    while (bytes.size() < st.size) {
+      const size_t got = bytes.size();
+      bytes.resize(got + std::min<uint64_t>(st.size - got, kReadChunk));
       const zip_int64_t n = zip_fread(file.get(), bytes.data() + got, bytes.size() - got);
       if (n < 0) fail(fmt::format("cannot read {}: {}", where, zip_file_strerror(file.get())));
-      if (n == 0) fail(fmt::format("{} ends after {} of its {} bytes", where, got, bytes.size()));
-      got += static_cast<uint64_t>(n);
+      if (n == 0) fail(fmt::format("{} ends after {} of its {} bytes", where, got, st.size));
+      bytes.resize(got + static_cast<uint64_t>(n));
     }
     uint8_t extra;  // libzip checks the CRC when the entry's end is read
     const zip_int64_t more = zip_fread(file.get(), &extra, 1);
     if (more < 0) fail(fmt::format("cannot read {}: {}", where, zip_file_strerror(file.get())));
-    if (more > 0) fail(fmt::format("{} is longer than the {} bytes it declares", where, bytes.size()));
+    if (more > 0) fail(fmt::format("{} is longer than the {} bytes it declares", where, st.size));
     arrays.emplace_back(key, parse_npy(bytes, fmt::format("{} in {}", name, source)));
   }
   return arrays;
@@ -103,13 +109,14 @@ NamedTensors parse_npz(std::span<const uint8_t> bytes, const std::string& source
 }
 
 NamedTensors load_npz(const std::string& path) {
-  std::error_code ec;
-  const uint64_t size = std::filesystem::file_size(path, ec);
-  CPPGRAD_CHECK(!ec, "load_npz: cannot open '{}': {}", path, ec.message());
+  files::InputFile file(path, "load_npz");
+  const auto size = static_cast<uint64_t>(file.size());
   if (size == 0) throw Error(fmt::format("npz: {}: not a readable zip archive: the file is empty", path));
   int code = 0;
-  Archive archive(zip_open(path.c_str(), ZIP_RDONLY | ZIP_CHECKCONS, &code));
+  const int fd = file.release();
+  Archive archive(zip_fdopen(fd, ZIP_RDONLY | ZIP_CHECKCONS, &code));  // closes fd once it succeeds
   if (!archive) {
+    ::close(fd);
     zip_error_t error;
     zip_error_init_with_code(&error, code);
     const std::string text = error_text(&error);

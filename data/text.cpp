@@ -4,6 +4,7 @@
 #include <fstream>
 #include <iterator>
 
+#include "runtime/files.h"
 #include "tensor/kernels.h"
 
 namespace cppgrad::data {
@@ -46,10 +47,9 @@ std::string CharVocabulary::decode(const std::vector<int64_t>& tokens) const {
 }
 
 std::string read_file_bytes(const std::string& path) {
-  std::ifstream file(path, std::ios::binary);
-  CPPGRAD_CHECK(file.good(), "cannot open '{}'", path);
-  std::string bytes{std::istreambuf_iterator<char>(file), std::istreambuf_iterator<char>()};
-  CPPGRAD_CHECK(!file.bad(), "error reading '{}'", path);
+  files::InputFile file(path, "read_file_bytes");
+  std::string bytes(static_cast<size_t>(file.size()), '\0');
+  bytes.resize(file.read(bytes.data(), bytes.size()));
   return bytes;
 }
 

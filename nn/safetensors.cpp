@@ -34,6 +34,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "runtime/files.h"
 #include "tensor/kernels.h"
 
 namespace cppgrad::nn {
@@ -590,27 +591,10 @@ void sync_directory(const std::filesystem::path& destination) {
   ::close(fd);
 }
 
-std::vector<uint8_t> read_file(const std::string& path, const Faults& faults) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) faults.fail("cannot open: {}", system_error_text(errno));
-  struct Closer {
-    int fd;
-    ~Closer() { ::close(fd); }
-  } closer{fd};
-
-  struct stat info {};
-  if (::fstat(fd, &info) != 0) faults.fail("cannot stat: {}", system_error_text(errno));
-  if (!S_ISREG(info.st_mode)) faults.fail("not a regular file");
-  std::vector<uint8_t> bytes(static_cast<size_t>(info.st_size));
-  size_t filled = 0;
-  while (filled < bytes.size()) {
-    const ssize_t got = ::read(fd, bytes.data() + filled, bytes.size() - filled);
-    if (got < 0 && errno == EINTR) continue;
-    if (got < 0) faults.fail("cannot read: {}", system_error_text(errno));
-    if (got == 0) break;  // the file shrank since fstat: parse what is there
-    filled += static_cast<size_t>(got);
-  }
-  bytes.resize(filled);
+std::vector<uint8_t> read_file(const std::string& path) {
+  files::InputFile file(path, "load_safetensors");
+  std::vector<uint8_t> bytes(static_cast<size_t>(file.size()));
+  bytes.resize(file.read(bytes.data(), bytes.size()));  // a file that shrank since: parse what is there
   return bytes;
 }
 
@@ -657,7 +641,7 @@ void save_safetensors(const std::string& path, const NamedTensors& tensors, cons
 
 SafetensorsContents load_safetensors(const std::string& path) {
   const Faults faults("load_safetensors", path);
-  const std::vector<uint8_t> bytes = read_file(path, faults);
+  const std::vector<uint8_t> bytes = read_file(path);
   return parse(bytes, faults);
 }
 

@@ -19,9 +19,14 @@ class Error : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-// "[2,3]" — the compact shape spelling used in every error message.
+// "[2,3]" — the compact shape spelling used in every error message. A shape of more than 16
+// dimensions (only a hostile file has one) is cut to its first 8 and last 2, so that a message
+// stays a line: "[1,1,1,1,1,1,1,1,...(49999990 more),1,1]".
 inline std::string shape_str(const std::vector<int64_t>& shape) {
-  return fmt::format("[{}]", fmt::join(shape, ","));
+  constexpr size_t kHead = 8, kTail = 2;
+  if (shape.size() <= 16) return fmt::format("[{}]", fmt::join(shape, ","));
+  return fmt::format("[{},...({} more),{}]", fmt::join(shape.begin(), shape.begin() + kHead, ","),
+                     shape.size() - kHead - kTail, fmt::join(shape.end() - kTail, shape.end(), ","));
 }
 
 // The length of the well-formed UTF-8 character at the start of `text` (1 to 4), or 0 when its

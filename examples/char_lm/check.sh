@@ -73,6 +73,9 @@ case "$mode" in
     expect_usage_error --seed -1                                # once wrapped silently
     expect_usage_error --data /dev/zero                         # once read without end, then abort
     expect_usage_error --data .                                 # a directory
+    rm -f fifo && mkfifo fifo                                   # a FIFO with no writer: once blocked for ever
+    expect_usage_error --data fifo
+    expect_usage_error "${tiny[@]}" --steps 5 --resume fifo
     head -c 2000000 /dev/zero | tr '\0' 'a' > big.txt
     expect_usage_error --data big.txt --max-data-mb 1           # beyond the limit asked for
     expect_usage_error "${tiny[@]}" --steps 5 --save /nonexistent-dir/run.safetensors

@@ -11,6 +11,7 @@
 #include <iostream>
 
 #include "cppgrad.h"
+#include "runtime/files.h"
 
 using cppgrad::Error;
 using cppgrad::excerpt;
@@ -64,27 +65,11 @@ void check_memory(const std::string& what, double floats) {
 }
 
 std::string read_data_file(const std::string& option, const std::string& path, int64_t max_bytes) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  CPPGRAD_CHECK(fd >= 0, "{}: cannot open '{}': {}", option, excerpt(path), std::strerror(errno));
-  struct Closer {
-    int fd;
-    ~Closer() { ::close(fd); }
-  } closer{fd};
-  struct stat info {};
-  CPPGRAD_CHECK(::fstat(fd, &info) == 0 && S_ISREG(info.st_mode), "{}: '{}' is not a regular file", option,
-                excerpt(path));
-  CPPGRAD_CHECK(info.st_size <= max_bytes, "{}: '{}' has {} bytes, more than the limit of {} (see --max-data-mb)",
-                option, excerpt(path), info.st_size, max_bytes);
-  std::string bytes(static_cast<size_t>(info.st_size), '\0');
-  size_t filled = 0;
-  while (filled < bytes.size()) {
-    const ssize_t got = ::read(fd, bytes.data() + filled, bytes.size() - filled);
-    if (got < 0 && errno == EINTR) continue;
-    CPPGRAD_CHECK(got >= 0, "{}: cannot read '{}': {}", option, excerpt(path), std::strerror(errno));
-    if (got == 0) break;  // the file shrank since fstat
-    filled += static_cast<size_t>(got);
-  }
-  bytes.resize(filled);
+  cppgrad::files::InputFile file(path, option);
+  CPPGRAD_CHECK(file.size() <= max_bytes, "{}: '{}' has {} bytes, more than the limit of {} (see --max-data-mb)",
+                option, excerpt(path), file.size(), max_bytes);
+  std::string bytes(static_cast<size_t>(file.size()), '\0');
+  bytes.resize(file.read(bytes.data(), bytes.size()));
   return bytes;
 }
 

@@ -8,21 +8,14 @@
 
 namespace gpt {
 
+// Each token drawn by nn::functional::sample_next_token: the scores divided by the temperature,
+// cut to the top k and to the nucleus, softmaxed, one draw.
 struct SampleOptions {
   int64_t length = 300;      // tokens to write
   double temperature = 0.8;  // 0: always the most likely token
   int64_t top_k = 0;         // draw among the k most likely only (0: all)
   double top_p = 1.0;        // nucleus: among the fewest most likely whose probabilities reach p (1: all)
 };
-
-// The distribution the next token is drawn from: softmax(scores / temperature), cut to the top_k
-// highest scores (ties broken towards the lower id, as a stable sort does), then to the nucleus
-// (the most likely tokens, in order, until their probability reaches top_p; at least one), and
-// renormalised. Temperature 0: all the mass on the highest score.
-std::vector<double> next_token_distribution(const std::vector<double>& scores, const SampleOptions& options);
-
-// One id drawn from a distribution that sums to 1, with one uniform draw of `gen`.
-int64_t draw(const std::vector<double>& probabilities, cppgrad::Generator& gen);
 
 // Extends `context` (at least one token) by `options.length` tokens and returns them. Each step
 // feeds the newest token only, the others' keys and values cached per layer. The model knows

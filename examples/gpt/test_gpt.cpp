@@ -1,13 +1,11 @@
 // gpt's model and sampling: the tied head is one parameter, GPT-2's scaled initialisation,
-// cached decoding against the whole prefix, activation checkpointing against none, and the
-// next-token distribution under temperature, top-k and top-p.
+// cached decoding against the whole prefix, and activation checkpointing against none. (The
+// sampling filters are the library's: nn::functional::sample_next_token, tests/nn/test_sampling.cpp.)
 #include <doctest/doctest.h>
 
 #include <cmath>
-#include <numeric>
 
 #include "gpt/model.h"
-#include "gpt/sample.h"
 
 using namespace cppgrad;
 using namespace gpt;
@@ -112,53 +110,4 @@ TEST_CASE("gpt: activation checkpointing gives the same loss and gradients") {
     for (size_t i = 0; i < grads[0].size(); ++i)
       for (size_t j = 0; j < grads[0][i].size(); ++j) CHECK(grads[1][i][j] == doctest::Approx(grads[0][i][j]).epsilon(1e-4).scale(1e-3));
   }
-}
-
-TEST_CASE("gpt: the next token's distribution under temperature, top-k and top-p") {
-  const std::vector<double> scores = {1.0, 3.0, 2.0, 0.0, 2.0};
-  auto softmax = [](std::vector<double> s, double temperature) {
-    double total = 0;
-    for (double& x : s) total += (x = std::exp(x / temperature));
-    for (double& x : s) x /= total;
-    return s;
-  };
-  SampleOptions o;
-  o.temperature = 1.0;
-  const auto all = next_token_distribution(scores, o);
-  const auto expected = softmax(scores, 1.0);
-  for (size_t i = 0; i < scores.size(); ++i) CHECK(all[i] == doctest::Approx(expected[i]).epsilon(1e-12));
-
-  o.temperature = 0.5;  // sharper: the ratios are squared
-  const auto sharp = next_token_distribution(scores, o);
-  CHECK(sharp[1] / sharp[2] == doctest::Approx(std::exp(2.0)));
-
-  o.temperature = 1.0, o.top_k = 2;  // the highest, then the tie 2.0 broken towards the lower id
-  const auto top2 = next_token_distribution(scores, o);
-  CHECK(top2[1] == doctest::Approx(std::exp(1.0) / (std::exp(1.0) + 1.0)));
-  CHECK(top2[2] == doctest::Approx(1.0 / (std::exp(1.0) + 1.0)));
-  CHECK((top2[0] == 0.0 && top2[3] == 0.0 && top2[4] == 0.0));
-
-  o.top_k = 0, o.top_p = 0.6;  // the most likely holds 0.52 of the mass: one more is needed
-  const auto nucleus = next_token_distribution(scores, o);
-  CHECK(expected[1] < 0.6);
-  CHECK(nucleus[1] == doctest::Approx(expected[1] / (expected[1] + expected[2])));
-  CHECK((nucleus[2] > 0 && nucleus[4] == 0.0 && nucleus[0] == 0.0 && nucleus[3] == 0.0));
-
-  o.top_p = 1e-9;  // at least one token
-  const auto one = next_token_distribution(scores, o);
-  CHECK(one[1] == 1.0);
-  o.top_p = 1.0, o.temperature = 0.0;  // greedy
-  CHECK(next_token_distribution(scores, o) == std::vector<double>{0, 1, 0, 0, 0});
-
-  // Draws follow the distribution, and a seed decides them.
-  Generator gen(5), again(5);
-  std::vector<int64_t> counts(5, 0);
-  for (int i = 0; i < 4000; ++i) {
-    const int64_t id = draw(top2, gen);
-    CHECK(id == draw(top2, again));
-    ++counts[static_cast<size_t>(id)];
-  }
-  CHECK((counts[0] == 0 && counts[3] == 0 && counts[4] == 0));
-  // 4000 draws of p ≈ 0.731: the count's std is 28; 5 stds apart would be a defect.
-  CHECK(std::abs(static_cast<double>(counts[1]) - 4000 * top2[1]) < 140);
 }

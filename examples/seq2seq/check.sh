@@ -87,6 +87,8 @@ case "$mode" in
     expect_refusal "GB" --d-model 65536 --ff 1048576 --heads 1   # once std::bad_alloc and abort
     head -c 100 run.safetensors > truncated.safetensors
     expect_refusal "truncated.safetensors" "${tiny[@]}" --steps 70 --resume truncated.safetensors
+    rm -f fifo && mkfifo fifo  # a FIFO with no writer: once blocked for ever
+    expect_refusal "'fifo' is not a regular file (a FIFO)" "${tiny[@]}" --steps 70 --resume fifo
     [ ! -e /nonexistent-dir ] && [ ! -e '.run.safetensors.tmp-'* ] 2>/dev/null || fail "a refused run left files behind"
     ;;
   resume|ranks_resume)

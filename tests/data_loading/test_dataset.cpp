@@ -87,5 +87,5 @@ TEST_CASE("read_char_text: a file's bytes as token ids of its vocabulary, and ba
                        Error);
   CHECK_THROWS_AS(text.vocab.decode({4}), Error);
   std::filesystem::remove(path);
-  CHECK_THROWS_WITH_AS(read_char_text(path.string()), fmt::format("cannot open '{}'", path.string()).c_str(), Error);
+  CHECK_THROWS_WITH_AS(read_char_text(path.string()), fmt::format("read_file_bytes: cannot open '{}': No such file or directory", path.string()).c_str(), Error);
 }

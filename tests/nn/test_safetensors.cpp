@@ -347,7 +347,7 @@ TEST_CASE("safetensors: save then load through a file") {
   CHECK(names_in(dir.path) == std::vector<std::string>{"model.safetensors"});
 
   CHECK_THROWS_WITH_AS(load_safetensors((dir.path / "missing.safetensors").string()),
-                       doctest::Contains("missing.safetensors: cannot open: No such file or directory"), Error);
+                       doctest::Contains("load_safetensors: cannot open '"), Error);
   CHECK_THROWS_WITH_AS(load_safetensors(dir.path.string()), doctest::Contains("not a regular file"), Error);
   std::ofstream(dir.path / "short.safetensors") << "abc";
   CHECK_THROWS_WITH_AS(load_safetensors((dir.path / "short.safetensors").string()),

@@ -90,6 +90,15 @@ TEST_CASE("excerpt: input quoted in an error is cut short, on one line") {
   CHECK(excerpt(accented).starts_with(std::string(79, 'a') + "..."));
 }
 
+TEST_CASE("shape_str: a shape of more than 16 dimensions is cut, so that a message stays a line") {
+  CHECK(shape_str({}) == "[]");
+  CHECK(shape_str({2, 3}) == "[2,3]");
+  CHECK(shape_str(std::vector<int64_t>(16, 1)) == "[1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1]");
+  std::vector<int64_t> hostile(50'000'000, 1);  // a rank a hostile file's header can declare
+  hostile.back() = 7;
+  CHECK(shape_str(hostile) == "[1,1,1,1,1,1,1,1,...(49999990 more),1,7]");
+}
+
 TEST_CASE("excerpt: bytes that are not UTF-8 are escaped, well-formed characters kept") {
   CHECK(excerpt("caf\xc3\xa9 \xe6\x97\xa5 \xf0\x9f\x98\x80") == "caf\xc3\xa9 \xe6\x97\xa5 \xf0\x9f\x98\x80");  // é 日 😀
   CHECK(excerpt("a\xff" "b") == "a\\xffb");                // never in UTF-8

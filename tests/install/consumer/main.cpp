@@ -1,10 +1,12 @@
 // Uses the installed cppgrad through its umbrella header: a matmul (BLAS), a backward pass
-// (autograd), a printed tensor (fmt) and a loss curve (plot). Exits 0 when the gradient is right
-// and the curve drawn.
+// (autograd), a printed tensor (fmt), a loss curve (plot), an .npz round trip (libzip) and a
+// BPE tokenizer (PCRE2): every library the installed one needs at link time. Exits 0 when each
+// gives the right answer.
 #include <cppgrad/cppgrad.h>
 
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -24,6 +26,16 @@ int main() {
   // The installed training pictures (runtime/plot/): a loss curve drawn from logged values.
   const std::string svg = plot::draw_loss_curves({.title = "consumer", .train = {{1, 2.0}, {2, 1.0}}}).svg();
   ok = ok && svg.starts_with("<svg ") && svg.find(">consumer<") != std::string::npos;
+
+  // .npz files (libzip): written and read back.
+  const std::string npz = (std::filesystem::temp_directory_path() / "cppgrad_consumer.npz").string();
+  data::save_npz(npz, {{"w", w}});
+  ok = ok && data::load_npz(npz).at(0).second.to_vector<float>() == std::vector<float>{0.5f, -1.0f};
+  std::filesystem::remove(npz);
+
+  // The BPE tokenizer (PCRE2 splits the text before merging): a text round-trips.
+  const data::BPETokenizer tokenizer = data::BPETokenizer::train("low lower lowest low low", 260);
+  ok = ok && tokenizer.decode(tokenizer.encode("lowest low")) == "lowest low";
 
   std::printf("y = %g\ndy/dx = %s\n%s\n", y.item<float>(), x.grad().str().c_str(), ok ? "ok" : "WRONG");
   return ok ? 0 : 1;
