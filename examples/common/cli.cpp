@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <iostream>
 
 #include "cppgrad.h"
 #include "runtime/files.h"
@@ -70,6 +71,27 @@ std::string read_data_file(const std::string& option, const std::string& path, i
   std::string bytes(static_cast<size_t>(file.size()), '\0');
   bytes.resize(file.read(bytes.data(), bytes.size()));
   return bytes;
+}
+
+int run_main(const std::string& program, const std::function<int()>& body, const std::string& smaller) {
+  // Called before the error line: the output so far goes out first, and in order on a terminal.
+  auto report = [&](int code, const std::string& message) {
+    std::cout.flush();
+    std::fflush(stdout);
+    fmt::print(stderr, "{}: {}\n", program, message);
+    return code;
+  };
+  try {
+    return body();
+  } catch (const Error& e) {
+    return report(kExitRefused, e.what());
+  } catch (const std::bad_alloc&) {
+    return report(kExitOutOfMemory, smaller.empty() ? "out of memory" : fmt::format("out of memory (try a smaller {})", smaller));
+  } catch (const std::exception& e) {
+    return report(kExitFailed, fmt::format("error: {}", excerpt(e.what(), 400)));
+  } catch (...) {
+    return report(kExitFailed, "error: an exception that is not a std::exception");
+  }
 }
 
 }  // namespace examples

@@ -4,18 +4,29 @@
 //   - output files (--save, --plot, ...) that can be written, so a bad path does not cost a run;
 //   - a model whose memory the machine can hold;
 //   - a data file that is a regular file of a sensible size.
-// And the exit codes: 0 done, 2 refused input or options (one line on stderr), 3 out of memory.
+// And the exit codes: 0 done, 1 an unforeseen error, 2 refused input or options (one line on
+// stderr), 3 out of memory.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include <CLI/CLI.hpp>
 
 namespace examples {
 
+inline constexpr int kExitFailed = 1;
 inline constexpr int kExitRefused = 2;
 inline constexpr int kExitOutOfMemory = 3;
+
+// Runs a program's body and returns its exit code; whatever the body throws is reported, never
+// left to escape main. (An exception escaping main ends the program in std::terminate, which
+// aborts without flushing: the lines printed so far to a file or a pipe were lost.) What was
+// printed is flushed first, then one line on stderr, "program: message": cppgrad::Error is
+// refused input, kExitRefused; running out of memory kExitOutOfMemory, with "try a smaller
+// `smaller`" when given; any other exception kExitFailed.
+int run_main(const std::string& program, const std::function<int()>& body, const std::string& smaller = "");
 
 // A CLI11 check: the option is a number in [min, max] (NaN and inf are refused).
 CLI::Validator number_in(double min, double max);

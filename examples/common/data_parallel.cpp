@@ -2,6 +2,8 @@
 
 #include <fmt/core.h>
 
+#include <cstdio>
+
 #include "cli.h"
 
 using namespace cppgrad;
@@ -9,7 +11,10 @@ using namespace cppgrad;
 namespace examples {
 
 int exit_job(int code) {
-  if (code != 0 && distributed::world_size() > 1) distributed::abort(code);
+  if (code != 0 && distributed::world_size() > 1) {
+    std::fflush(stdout);  // MPI's abort ends the process without flushing what it printed
+    distributed::abort(code);
+  }
   return code;
 }
 
@@ -29,16 +34,7 @@ std::optional<int> parse_command_line(CLI::App& app, int argc, char** argv, cons
 }
 
 int run_program(const std::string& program, const std::string& smaller, const std::function<int()>& body) {
-  const std::string who = name_in_job(program);
-  try {
-    return body();
-  } catch (const Error& e) {
-    fmt::print(stderr, "{}: {}\n", who, e.what());
-    return exit_job(kExitRefused);
-  } catch (const std::bad_alloc&) {
-    fmt::print(stderr, "{}: out of memory (try a smaller {})\n", who, smaller);
-    return exit_job(kExitOutOfMemory);
-  }
+  return exit_job(run_main(name_in_job(program), body, smaller));
 }
 
 void resume_run(const std::string& path, const NamedTensors& saved, optim::TrainingState& state) {

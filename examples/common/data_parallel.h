@@ -28,9 +28,9 @@ std::string name_in_job(const std::string& program);
 // Parses the command line. Returns the exit code when the program must end now: 0 after --help
 // (printed by rank 0), kExitRefused after a refused option (one line on stderr).
 std::optional<int> parse_command_line(CLI::App& app, int argc, char** argv, const std::string& program);
-// Runs the program's body and returns its exit code: a cppgrad::Error is one line on stderr and
-// kExitRefused, running out of memory kExitOutOfMemory with a hint ("try a smaller --batch, ..."
-// names `smaller`); under mpirun either ends the whole job.
+// Runs the program's body through run_main (common/cli.h: every exception reported after the
+// output so far is flushed, one line on stderr, kExitRefused for a cppgrad::Error, ...) and
+// returns its exit code; under mpirun a non-zero code ends the whole job.
 int run_program(const std::string& program, const std::string& smaller, const std::function<int()>& body);
 
 // Loads a checkpoint written by save_run_file into `state`: the number of processes first, then

@@ -1,4 +1,6 @@
 // Train on arrays saved from Python (np.save("x.npy", x); np.save("y.npy", y)): from_numpy [DIR]
+#include <cstdio>
+
 #include <fmt/core.h>
 
 #include "cppgrad.h"
@@ -6,10 +8,12 @@
 using namespace cppgrad;
 namespace F = cppgrad::nn::functional;
 
-int main(int argc, char** argv) {
+int main(int argc, char** argv) try {
   const std::string dir = argc > 1 ? argv[1] : ".";
   Tensor x = data::load_npy(dir + "/x.npy");  // (512, 2) float32
+  fmt::print("x.npy: {} {}\n", shape_str(x.shape()), dtype_name(x.dtype()));
   Tensor y = data::load_npy(dir + "/y.npy");  // (512, 1) float32
+  fmt::print("y.npy: {} {}\n", shape_str(y.shape()), dtype_name(y.dtype()));
   auto dataset = std::make_shared<data::TensorDataset>(data::NamedTensors{{"x", x}, {"y", y}});
   data::DataLoader loader(dataset, data::DataLoaderOptions(32).shuffle(true).seed(0));
 
@@ -32,4 +36,8 @@ int main(int argc, char** argv) {
   }
   nn::save(*model, "from_numpy.safetensors");  // reload with nn::load(*model, path)
   return 0;
+} catch (const std::exception& e) {  // reported here: escaping main, it would abort unflushed output
+  std::fflush(stdout);
+  fmt::print(stderr, "from_numpy: {}\n", e.what());
+  return 1;
 }

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <fmt/core.h>
 
+#include "common/cli.h"
 #include "lessons/lessons.h"
 #include "lessons/lesson10_sharing.h"
 #include "lessons/lesson11_positions.h"
@@ -57,7 +58,7 @@ int main(int argc, char** argv) {
     lessons::print(result);
     fmt::print("(lesson {} took {:.0f} ms)\n\n", number, 1000.0 * took.count());
   };
-  try {
+  return examples::run_main("lesson", [&] {
     timed("1", [] { return lessons::run_lesson1(); });
     timed("2", [] { return lessons::run_lesson2(); });
     timed("3", [] { return lessons::run_lesson3(); });
@@ -69,9 +70,6 @@ int main(int argc, char** argv) {
     timed("9", [] { return lessons::run_lesson9(); });
     timed("10", [] { return lessons::run_lesson10(); });
     timed("11", [&] { return lessons::run_lesson11(lesson11); });
-  } catch (const cppgrad::Error& e) {
-    fmt::print(stderr, "lesson: {}\n", e.what());
-    return 2;
-  }
-  return 0;
+    return 0;
+  });
 }

@@ -1,0 +1,19 @@
+// examples::run_main: every exception a program's body throws becomes one exit code, never an
+// exception escaping main (std::terminate would abort and lose the buffered output).
+#include <doctest/doctest.h>
+
+#include <new>
+#include <stdexcept>
+
+#include "common/cli.h"
+#include "cppgrad.h"
+
+TEST_CASE("run_main: the body's exit code, or the code of what it threw") {
+  using namespace examples;
+  CHECK(run_main("t", [] { return 0; }) == 0);
+  CHECK(run_main("t", [] { return 5; }) == 5);
+  CHECK(run_main("t", []() -> int { throw cppgrad::Error("bad --option"); }) == kExitRefused);
+  CHECK(run_main("t", []() -> int { throw std::bad_alloc(); }, "--batch") == kExitOutOfMemory);
+  CHECK(run_main("t", []() -> int { throw std::runtime_error("unforeseen"); }) == kExitFailed);
+  CHECK(run_main("t", []() -> int { throw 42; }) == kExitFailed);
+}
