@@ -3,8 +3,8 @@
 // temperature, cut to the top k and to the nucleus, softmaxed, and one token drawn.
 #pragma once
 
-#include "nn/options.h"
-#include "tensor/tensor.h"
+#include "options.h"
+#include "../tensor/tensor.h"
 
 namespace cppgrad::nn::functional {
 
