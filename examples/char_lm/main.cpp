@@ -96,16 +96,9 @@ int main(int argc, char** argv) {
       ++log.step;
 
       losses.add(loss.item());
-      const bool eval_now = log.step % o.eval_every == 0 || log.step == o.steps;
-      if (!eval_now && log.step % 10 != 0) continue;
-      const int64_t characters = losses.count() * o.batch * o.model.seq_len;  // every rank has as many
-      const double mean = losses.report(log.step, log.train_curve);           // a collective
-      std::optional<double> eval_loss;
-      if (eval_now && lead) {
-        last_eval = eval_loss = loss_on(*model, held_out);
-        log.eval_curve.emplace_back(static_cast<double>(log.step), *eval_loss);
-      }
-      if (lead) progress.update(log.step, mean, opt.lr(), characters, eval_now, eval_loss);
+      if (auto held = examples::report_step(log, losses, progress, o.steps, o.eval_every, opt.lr(),
+                                            o.batch * o.model.seq_len, lead, [&] { return loss_on(*model, held_out); }))
+        last_eval = held;
     }
     if (lead) progress.finish();
     const double train_seconds = progress.elapsed_seconds();

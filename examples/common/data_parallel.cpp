@@ -144,4 +144,20 @@ bool decided_by_rank0(bool decision) {
   return t.item<int64_t>() != 0;
 }
 
+std::optional<double> report_step(TrainingLog& log, StepLosses& losses, cppgrad::Progress& progress,
+                                  int64_t last_step, int64_t eval_every, double lr, int64_t units, bool lead,
+                                  const std::function<double()>& held_out_loss) {
+  const bool eval_now = log.step % eval_every == 0 || log.step == last_step;
+  if (!eval_now && log.step % 10 != 0) return std::nullopt;
+  const int64_t units_since = losses.count() * units;            // every rank has as many
+  const double mean = losses.report(log.step, log.train_curve);  // a collective
+  std::optional<double> eval_loss;
+  if (eval_now && lead) {
+    eval_loss = held_out_loss();
+    log.eval_curve.emplace_back(static_cast<double>(log.step), *eval_loss);
+  }
+  if (lead) progress.update(log.step, mean, lr, units_since, eval_now, eval_loss);
+  return eval_loss;
+}
+
 }  // namespace examples

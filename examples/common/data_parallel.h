@@ -80,6 +80,14 @@ class StepLosses {
  private:
   std::vector<double> recent_;
 };
+// After a step is taken (log.step counts it): at every 10th step, every `eval_every`-th and the
+// last, the mean of the losses since the last report joins log.train_curve and the progress line
+// (a collective: every rank calls it); at the evaluation steps rank 0 (`lead`) also computes
+// `held_out_loss()` into log.eval_curve and returns it. `units` are the tokens or characters of
+// one step on one rank.
+std::optional<double> report_step(TrainingLog& log, StepLosses& losses, cppgrad::Progress& progress,
+                                  int64_t last_step, int64_t eval_every, double lr, int64_t units, bool lead,
+                                  const std::function<double()>& held_out_loss);
 // Rank 0's decision, on every rank (a collective).
 bool decided_by_rank0(bool decision);
 
