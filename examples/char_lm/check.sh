@@ -8,6 +8,7 @@
 #   check.sh ranks_resume CHAR_LM DIR   the same on 2 processes (scripts/mpirun 2), 4 windows each;
 #                                  the loss falls as on 1; a 2-process checkpoint is refused on 1
 set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/../common/check_lib.sh"  # fail, check_svg, losses
 mode="$1" char_lm="$2" dir="$3"
 mpirun_script="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)/scripts/mpirun"
 rm -rf "$dir" && mkdir -p "$dir" && cd "$dir"
@@ -16,20 +17,6 @@ data=/usr/share/common-licenses/GPL-3
 [ -r "$data" ] || data="$(dirname "$0")/../../README.md"
 base=(--data "$data" --threads 1 --heads 2 --layers 1 --ff 64 --batch 8 --warmup 10 --seed 7)
 tiny=("${base[@]}" --d-model 32 --seq-len 16)
-
-fail() { echo "FAIL: $*" >&2; exit 1; }
-
-# An SVG a browser opens: it starts as XML or <svg, ends with </svg>, and parses when xmllint exists.
-check_svg() {
-  [ -s "$1" ] || fail "$1 is missing or empty"
-  head -c 200 "$1" | grep -q '<svg\|<?xml' || fail "$1 does not start as an SVG"
-  tail -c 20 "$1" | grep -q '</svg>' || fail "$1 does not end with </svg>"
-  if command -v xmllint > /dev/null; then xmllint --noout "$1" || fail "$1 is not well-formed XML"; fi
-}
-
-# The loss of the first and the last progress line (whatever they print: a "nan" must fail the
-# numeric check below, not be skipped).
-losses() { tr '\r' '\n' < "$1" | grep -o '^step *[0-9]*/[0-9]*  loss [^ ]*' | awk 'NR == 1 { first = $NF } { last = $NF } END { print first, last }'; }
 
 # Runs char_lm with bad arguments: it must print one line on stderr and exit with 2.
 expect_usage_error() {

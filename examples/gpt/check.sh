@@ -10,6 +10,7 @@
 #                              for gpt2 (BPE) and llama (characters, 2 micro-batches a step)
 #   check.sh ranks_resume GPT DIR   the gpt2 resume on 2 processes (scripts/mpirun 2)
 set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/../common/check_lib.sh"  # fail, check_svg, losses
 mode="$1" gpt="$2" dir="$3"
 mpirun_script="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)/scripts/mpirun"
 rm -rf "$dir" && mkdir -p "$dir" && cd "$dir"
@@ -19,18 +20,6 @@ data=/usr/share/common-licenses/GPL-3
 [ -r "$data" ] || data="$(dirname "$0")/../../README.md"
 base=(--data "$data" --threads 1 --d-model 32 --seq-len 32 --batch 8 --bpe-vocab 320 --seed 7)
 tiny=("${base[@]}" --size tiny)
-
-fail() { echo "FAIL: $*" >&2; exit 1; }
-
-check_svg() {
-  [ -s "$1" ] || fail "$1 is missing or empty"
-  head -c 200 "$1" | grep -q '<svg\|<?xml' || fail "$1 does not start as an SVG"
-  tail -c 20 "$1" | grep -q '</svg>' || fail "$1 does not end with </svg>"
-  if command -v xmllint > /dev/null; then xmllint --noout "$1" || fail "$1 is not well-formed XML"; fi
-}
-
-# The loss of the first and the last progress line.
-losses() { tr '\r' '\n' < "$1" | grep -o '^step *[0-9]*/[0-9]*  loss [^ ]*' | awk 'NR == 1 { first = $NF } { last = $NF } END { print first, last }'; }
 
 loss_falls() {  # LOG FACTOR: the last progress line's loss below FACTOR × the first's
   local first last

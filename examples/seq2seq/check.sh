@@ -9,20 +9,11 @@
 #   check.sh ranks_learn  SEQ2SEQ DIR   the same on 2 processes (scripts/mpirun 2), batch 16 each
 #   check.sh ranks_resume SEQ2SEQ DIR   the exact resume on 2 processes; refused on 1
 set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/../common/check_lib.sh"  # fail, check_svg, losses
 mode="$1" seq2seq="$2" dir="$3"
 mpirun_script="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)/scripts/mpirun"
 rm -rf "$dir" && mkdir -p "$dir" && cd "$dir"
 tiny=(--threads 1 --d-model 32 --heads 2 --layers 1 --ff 64 --batch 16 --seq-len 6 --vocab 10 --seed 7)
-
-fail() { echo "FAIL: $*" >&2; exit 1; }
-
-# An SVG a browser opens: it starts as XML or <svg, ends with </svg>, and parses when xmllint exists.
-check_svg() {
-  [ -s "$1" ] || fail "$1 is missing or empty"
-  head -c 200 "$1" | grep -q '<svg\|<?xml' || fail "$1 does not start as an SVG"
-  tail -c 20 "$1" | grep -q '</svg>' || fail "$1 does not end with </svg>"
-  if command -v xmllint > /dev/null; then xmllint --noout "$1" || fail "$1 is not well-formed XML"; fi
-}
 
 # Runs seq2seq with hostile arguments: it must exit with 2 before training, printing one line
 # on stderr that contains the first argument.
@@ -36,10 +27,6 @@ expect_refusal() {
   grep -q '^step' bad.out && fail "seq2seq $* trained before refusing"
   return 0
 }
-
-# The loss of the first and the last progress line (whatever they print: a "nan" must fail the
-# numeric check below, not be skipped).
-losses() { tr '\r' '\n' < "$1" | grep -o '^step *[0-9]*/[0-9]*  loss [^ ]*' | awk 'NR == 1 { first = $NF } { last = $NF } END { print first, last }'; }
 
 case "$mode" in
   smoke)
