@@ -235,6 +235,22 @@ void Module::load_state_dict(const NamedTensors& state, bool strict) {
     if (!mismatched.empty()) msg += fmt::format("\n  shape mismatches: {}", fmt::join(mismatched, "; "));
     throw Error(msg);
   }
+  // A weight that is NaN or infinite (or would be in the model's dtype) is no trained model's:
+  // every output it touches is NaN, and training on it trains on nonsense. Buffers may hold
+  // infinities on purpose (a mask of -inf), so only parameters are checked.
+  std::set<std::string> parameters;
+  walk("", true, [&](const std::string& name, const Entry&, bool is_param) {
+    if (is_param) parameters.insert(name);
+  });
+  for (const auto& [name, target] : own) {
+    auto found = given.find(name);
+    if (found == given.end() || !parameters.count(name) || !target.is_floating_point()) continue;
+    const int64_t at = first_non_finite(*found->second, target.dtype());
+    if (at < 0) continue;
+    const double v = found->second->contiguous().to(kFloat64).reshape({-1}).to_vector<double>()[static_cast<size_t>(at)];
+    throw Error(fmt::format("load_state_dict: '{}' holds {} (element {} of {}), not a finite {} weight", name, v, at,
+                            shape_str(target.shape()), dtype_name(target.dtype())));
+  }
   NoGradGuard no_grad;
   for (const auto& [name, target] : own) {
     auto found = given.find(name);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "runtime/reference_mode.h"
 #include "tensor/iterate.h"
@@ -87,6 +88,35 @@ void Adam::check_state(size_t index, const Tensor& param, const ParamGroup& grou
   check_buffer(index, "exp_avg", state.at("exp_avg"), param);
   check_buffer(index, "exp_avg_sq", state.at("exp_avg_sq"), param, /*non_negative=*/true);
   if (amsgrad) check_buffer(index, "max_exp_avg_sq", state.at("max_exp_avg_sq"), param, true);
+  check_moments(index, state, *group.beta1, *group.beta2, t);
+}
+
+void Adam::check_moments(size_t index, const std::map<std::string, Tensor>& state, double b1, double b2, int64_t t) {
+  // The moments as t gradients g₁..g_t could have left them, from zeros:
+  //   m = (1-β1) Σ_k β1^k g_{t-k},   v = (1-β2) Σ_k β2^k g_{t-k}²   (k = 0 .. t-1)
+  // By Cauchy–Schwarz, m² ≤ (1-β1)² Σ_k (β1²/β2)^k · Σ_k β2^k g² = (1-β1)²/(1-β2) · S · v, with
+  // S = Σ_k (β1²/β2)^k < 1/(1 - β1²/β2) (check_group keeps β1² < β2). A larger exp_avg beside its
+  // exp_avg_sq (3e38 beside 1e-8) comes from no run: one step would move the weight by about
+  // lr·|m|/√v. Allowed on top: a factor 2 for rounding, and √(smallest normal) for gradients
+  // whose squares underflowed to 0 in v but not in m.
+  const double ratio = b1 == 0.0 ? 0.0 : b1 * b1 / b2;
+  const double sum = ratio == 0.0 ? 1.0 : (1.0 - std::pow(ratio, static_cast<double>(t))) / (1.0 - ratio);
+  const double factor = 2.0 * (1.0 - b1) * (1.0 - b1) / (1.0 - b2) * sum;
+  const Tensor& m_buf = state.at("exp_avg");
+  const std::vector<double> m = m_buf.to_vector<double>(), v = state.at("exp_avg_sq").to_vector<double>();
+  const double underflow = std::sqrt(m_buf.dtype() == kFloat32 ? double{std::numeric_limits<float>::min()}
+                                                               : std::numeric_limits<double>::min());
+  for (size_t i = 0; i < m.size(); ++i)
+    CPPGRAD_CHECK(std::abs(m[i]) <= std::sqrt(factor * v[i]) + underflow,
+                  "Optimizer::load_state_dict: state.{}.exp_avg holds {} (element {}) beside an exp_avg_sq of {}: no "
+                  "sequence of gradients leaves |exp_avg| above {:.3g}·√exp_avg_sq with betas ({}, {})",
+                  index, m[i], i, v[i], std::sqrt(factor / 2.0), b1, b2);
+  if (state.count("max_exp_avg_sq")) {  // the running maximum of v: never below it
+    const std::vector<double> v_max = state.at("max_exp_avg_sq").to_vector<double>();
+    for (size_t i = 0; i < v.size(); ++i)
+      CPPGRAD_CHECK(v_max[i] >= v[i], "Optimizer::load_state_dict: state.{}.max_exp_avg_sq holds {} (element {}), below "
+                    "its exp_avg_sq {}: it is their running maximum", index, v_max[i], i, v[i]);
+  }
 }
 
 void Adam::finish_step() { queue_.run(); }

@@ -34,11 +34,16 @@ class Adam : public Optimizer {
   void update(const Tensor& param, const Tensor& grad, const ParamGroup& group,
               std::map<std::string, Tensor>& state) override;
   void finish_step() override;
-  // step (int64, 0-d, 1 to 2^53), exp_avg and exp_avg_sq (>= 0), max_exp_avg_sq with amsgrad.
+  // step (int64, 0-d, 1 to 2^53), exp_avg and exp_avg_sq (>= 0), max_exp_avg_sq with amsgrad;
+  // and the moments as gradients could have left them (check_moments).
   void check_state(size_t index, const Tensor& param, const ParamGroup& group,
                    const std::map<std::string, Tensor>& state) const override;
 
  private:
+  // |exp_avg| within the bound t steps of betas (b1, b2) allow beside exp_avg_sq, and
+  // max_exp_avg_sq (when kept) at least exp_avg_sq.
+  static void check_moments(size_t index, const std::map<std::string, Tensor>& state, double b1, double b2, int64_t t);
+
   bool decoupled_;
   fast::AdamQueue queue_;  // the fast form's queued updates
 };

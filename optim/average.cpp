@@ -5,6 +5,7 @@
 #include <string>
 
 #include "autograd/node.h"
+#include "tensor/state_dict.h"
 
 namespace cppgrad::optim {
 
@@ -40,9 +41,6 @@ nn::NamedTensors ExponentialMovingAverage::state_dict() const {
 
 void ExponentialMovingAverage::load_state_dict(const nn::NamedTensors& state) {
   std::map<std::string, Tensor> by_name(state.begin(), state.end());
-  CPPGRAD_CHECK(by_name.size() == averages_.size(),
-                "ExponentialMovingAverage::load_state_dict: {} tensors for {} parameters", by_name.size(),
-                averages_.size());
   NoGradGuard no_grad;
   for (size_t i = 0; i < averages_.size(); ++i) {
     const std::string name = std::to_string(i);
@@ -55,10 +53,21 @@ void ExponentialMovingAverage::load_state_dict(const nn::NamedTensors& state) {
                   "floating one", name, dtype_name(it->second.dtype()));
   }
   // Checked in full before any is copied: a rejected state leaves the averages as they were.
+  // Only "0" .. "<n-1>": another name ("00", "0 ") is one no average wrote.
+  for (const auto& [name, t] : state) {
+    const bool written = !name.empty() && name.size() <= 19 && name.find_first_not_of("0123456789") == std::string::npos &&
+                         name == std::to_string(std::stoull(name)) && std::stoull(name) < averages_.size();
+    CPPGRAD_CHECK(written, "ExponentialMovingAverage::load_state_dict: unexpected entry '{}' (the averages of {} "
+                  "parameters are '0', '1', ...)", excerpt(name), averages_.size());
+  }
+  // Finite, and in the averages' dtype too (a float64 file's 1e300 is inf in float32).
   for (size_t i = 0; i < averages_.size(); ++i) {
     const Tensor& given = by_name.at(std::to_string(i));
-    for (double v : given.to_vector<double>())
-      CPPGRAD_CHECK(std::isfinite(v), "ExponentialMovingAverage::load_state_dict: '{}' holds {}, not a finite number", i, v);
+    const int64_t at = first_non_finite(given, averages_[i].dtype());
+    if (at >= 0)
+      throw Error(fmt::format("ExponentialMovingAverage::load_state_dict: '{}' holds {} (element {}), not a finite {} "
+                              "number", i, given.to(kFloat64).contiguous().reshape({-1}).to_vector<double>()[static_cast<size_t>(at)],
+                              at, dtype_name(averages_[i].dtype())));
   }
   for (size_t i = 0; i < averages_.size(); ++i) {
     averages_[i].copy_(by_name.at(std::to_string(i)));

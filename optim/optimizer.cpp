@@ -1,9 +1,10 @@
 #include "optim/optimizer.h"
 
 #include <algorithm>
-#include <array>
+#include <set>
 #include <cmath>
 #include <cstdio>
+#include <limits>
 #include <string_view>
 #include <type_traits>
 #include <unordered_set>
@@ -42,19 +43,51 @@ Optimizer::Optimizer(std::vector<ParamGroup> groups, const ParamGroup& defaults,
   state_.resize(count);
 }
 
-void Optimizer::check_group(const ParamGroup& group, size_t index) const {
-  auto at_least_zero = [&](const std::optional<double>& v, const char* what) {
-    CPPGRAD_CHECK(!v || *v >= 0.0, "{}: parameter group {}: {} {}", name_, index, what, *v);
+void Optimizer::check_group(const ParamGroup& group, size_t index, bool from_file) const {
+  // "Adam: parameter group 0", and from a file also the entry: "('param_groups.0.eps')".
+  auto at = [&](const char* option) {
+    return from_file ? fmt::format("{}: parameter group {} ('param_groups.{}.{}')", name_, index, index, option)
+                     : fmt::format("{}: parameter group {}", name_, index);
   };
-  at_least_zero(group.lr, "negative learning rate");
-  at_least_zero(group.weight_decay, "negative weight_decay");
-  at_least_zero(group.momentum, "negative momentum");
-  at_least_zero(group.eps, "negative eps");
-  for (const auto* beta : {&group.beta1, &group.beta2})
-    CPPGRAD_CHECK(!*beta || (**beta >= 0.0 && **beta < 1.0), "{}: parameter group {}: betas must be in [0, 1), got ({}, {})",
-                  name_, index, group.beta1.value_or(0.0), group.beta2.value_or(0.0));
+  auto at_least_zero = [&](const std::optional<double>& v, const char* option, const char* what) {
+    CPPGRAD_CHECK(!v || *v >= 0.0, "{}: {} {}", at(option), what, *v);
+  };
+  at_least_zero(group.lr, "lr", "negative learning rate");
+  at_least_zero(group.weight_decay, "weight_decay", "negative weight_decay");
+  at_least_zero(group.momentum, "momentum", "negative momentum");
+  at_least_zero(group.eps, "eps", "negative eps");
+  // The upper ends (kMaxLearningRate, kMaxWeightDecay): no real run comes near them, and a file
+  // beyond them is refused rather than trained on.
+  auto at_most = [&](const std::optional<double>& v, const char* option, double max) {
+    CPPGRAD_CHECK(!v || *v <= max, "{}: {} {} is above {} (optim/optimizer.h says why)", at(option), option, *v, max);
+  };
+  at_most(group.lr, "lr", kMaxLearningRate);
+  at_most(group.weight_decay, "weight_decay", kMaxWeightDecay);
+  // momentum 1 sums every gradient so far and never forgets one; above 1 the buffer grows
+  // without bound. dampening outside [0, 1] scales the gradient by a negative or a growing factor.
+  CPPGRAD_CHECK(!group.momentum || *group.momentum < 1.0, "{}: momentum {} must be below 1", at("momentum"),
+                *group.momentum);
+  CPPGRAD_CHECK(!group.dampening || (*group.dampening >= 0.0 && *group.dampening <= 1.0),
+                "{}: dampening {} must be in [0, 1]", at("dampening"), *group.dampening);
+  // eps 0 divides 0 by 0 at a coordinate whose gradients have all been 0 (m = v = 0).
+  CPPGRAD_CHECK(!group.eps || *group.eps > 0.0, "{}: eps must be positive, got {}", at("eps"), *group.eps);
+  const char* beta_names[] = {"beta1", "beta2"};
+  for (int b = 0; b < 2; ++b) {
+    const std::optional<double>& beta = b == 0 ? group.beta1 : group.beta2;
+    CPPGRAD_CHECK(!beta || (*beta >= 0.0 && *beta < 1.0), "{}: betas must be in [0, 1), got ({}, {})", at(beta_names[b]),
+                  group.beta1.value_or(0.0), group.beta2.value_or(0.0));
+  }
+  // |m| / √v, the size of Adam's step in units of lr, is bounded only when beta1² < beta2
+  // (Adam::check_moments derives the bound): with beta2 0 and beta1 0.9, a coordinate whose
+  // gradient falls after large ones moves by a large multiple of lr (char_lm's held-out loss
+  // once reached 28,573). Every published pair keeps beta2 above beta1²: (0.9, 0.999),
+  // (0.9, 0.98), (0.9, 0.95), (0.5, 0.999), (0, 0.99).
+  if (group.beta1 && group.beta2)
+    CPPGRAD_CHECK(*group.beta1 == 0.0 || *group.beta1 * *group.beta1 < *group.beta2,
+                  "{}: betas ({}, {}): beta2 must be above beta1² = {}, or Adam's step |m|/√v has no bound", at("beta2"),
+                  *group.beta1, *group.beta2, *group.beta1 * *group.beta1);
   CPPGRAD_CHECK(!group.nesterov.value_or(false) || (group.momentum.value_or(0.0) > 0.0 && group.dampening.value_or(0.0) == 0.0),
-                "{}: parameter group {}: Nesterov momentum needs momentum > 0 and dampening 0", name_, index);
+                "{}: Nesterov momentum needs momentum > 0 and dampening 0", at("nesterov"));
 }
 
 void Optimizer::step() {
@@ -100,6 +133,8 @@ void Optimizer::zero_grad(bool set_to_none) {
 
 void Optimizer::set_lr(double lr) {
   CPPGRAD_CHECK(lr >= 0.0, "{}::set_lr: negative learning rate {}", name_, lr);
+  CPPGRAD_CHECK(lr <= kMaxLearningRate, "{}::set_lr: learning rate {} is above {} (optim/optimizer.h says why)", name_, lr,
+                kMaxLearningRate);
   for (auto& group : groups_) group.lr = lr;
 }
 
@@ -120,11 +155,14 @@ void Optimizer::load_state_dict(const NamedTensors& state) {
   constexpr const char* op = "Optimizer::load_state_dict";
   std::vector<std::map<std::string, Tensor>> loaded(state_.size());
   std::vector<ParamGroup> groups = groups_;
-  std::vector<std::array<bool, 2>> group_found(groups.size(), {false, false});  // lr, weight_decay
+  std::vector<std::set<std::string>> group_found(groups.size());  // the options read, per group
   for (const auto& [key, t] : state) {
     size_t g = 0, i = 0;
     char field[64] = {0};
     if (std::sscanf(key.c_str(), "param_groups.%zu.%63s", &g, field) == 2) {
+      // Only the spelling state_dict() writes: "param_groups.00.lr", "param_groups. 0.lr" and
+      // "param_groups.0.lr junk" read as group 0's lr, and would override it.
+      CPPGRAD_CHECK(key == fmt::format("param_groups.{}.{}", g, field), "{}: unknown key '{}'", op, excerpt(key));
       CPPGRAD_CHECK(g < groups.size(), "{}: '{}' names group {} of {}", op, excerpt(key), g, groups.size());
       CPPGRAD_CHECK(t.dim() == 0 && t.is_floating_point(), "{}: '{}' must be a 0-d floating tensor, got {} of shape {}",
                     op, excerpt(key), dtype_name(t.dtype()), shape_str(t.shape()));
@@ -144,7 +182,7 @@ void Optimizer::load_state_dict(const NamedTensors& state) {
           },
           groups[g]);
       if (!known) throw Error(fmt::format("{}: unknown key '{}'", op, excerpt(key)));
-      if (name == "lr" || name == "weight_decay") group_found[g][name == "lr" ? 0 : 1] = true;
+      group_found[g].insert(field);
     } else if (std::sscanf(key.c_str(), "state.%zu.%63s", &i, field) == 2) {
       CPPGRAD_CHECK(i < loaded.size(), "{}: '{}' names parameter {}, but there are {}", op, excerpt(key), i,
                     loaded.size());
@@ -155,9 +193,11 @@ void Optimizer::load_state_dict(const NamedTensors& state) {
     }
   }
   for (size_t g = 0; g < groups.size(); ++g) {
-    for (int f = 0; f < 2; ++f)
-      CPPGRAD_CHECK(group_found[g][f], "{}: 'param_groups.{}.{}' is missing", op, g, f == 0 ? "lr" : "weight_decay");
-    check_group(groups[g], g);
+    // lr and weight_decay always; the other options only since every option is saved per group,
+    // so an older file without them keeps the run's own (and resumes as it did).
+    for (const char* option : {"lr", "weight_decay"})
+      CPPGRAD_CHECK(group_found[g].count(option), "{}: 'param_groups.{}.{}' is missing", op, g, option);
+    check_group(groups[g], g, /*from_file=*/true);
   }
   // Each parameter's buffers are checked by the subclass, which knows what update() keeps.
   // Floating buffers take the parameter's dtype, as in PyTorch: a float64 checkpoint resumes a
@@ -200,9 +240,13 @@ void Optimizer::check_buffer(size_t index, const std::string& name, const Tensor
                 dtype_name(buffer.dtype()));
   CPPGRAD_CHECK(buffer.shape() == param.shape(), "{}: {} has shape {}, but parameter {} has shape {}", op, key,
                 shape_str(buffer.shape()), index, shape_str(param.shape()));
+  // Finite in the parameter's dtype too: a float64 file's 1e300 would be inf in a float32 run.
+  const bool as_float = param.dtype() == kFloat32;
+  const double largest = as_float ? double{std::numeric_limits<float>::max()} : std::numeric_limits<double>::max();
   for (double v : buffer.to_vector<double>())
-    CPPGRAD_CHECK(std::isfinite(v) && (!non_negative || v >= 0.0), "{}: {} holds {}, not a finite{} number", op, key,
-                  v, non_negative ? " non-negative" : "");
+    CPPGRAD_CHECK(std::abs(v) <= largest && (!non_negative || v >= 0.0),  // false for NaN
+                  "{}: {} holds {}, not a finite{} number{}", op, key, v, non_negative ? " non-negative" : "",
+                  as_float ? " in float32" : "");
 }
 
 }  // namespace cppgrad::optim

@@ -15,6 +15,15 @@ namespace cppgrad::optim {
 
 using nn::NamedTensors;
 
+// The largest learning rate and weight decay an optimizer takes (when built, by set_lr, and from
+// a checkpoint). Real runs stay far below: rates are at most about 10 (SGD scaled linearly to
+// very large batches), and seq2seq's --lr, a factor of the paper's schedule, reaches 1e3 only at
+// d_model 1; decoupled weight decay is at most about 1 (AdamW's 0.01 to 0.1, some recipes 1) and
+// L2 decay 5e-4. Beyond them a step multiplies a weight by 1 - lr·λ far from 1: a file holding
+// weight_decay 1e30 trained on NaN before these bounds.
+inline constexpr double kMaxLearningRate = 1e3;
+inline constexpr double kMaxWeightDecay = 1e2;
+
 // Parameters that share their options (e.g. "no decay for biases"). As in PyTorch, a group
 // inherits every option it leaves unset from the optimizer's options (SGDOptions, AdamOptions):
 //   SGD({ParamGroup{.params = weights, .weight_decay = 5e-4}, ParamGroup{.params = biases}},
@@ -109,8 +118,9 @@ class Optimizer {
 
  private:
   size_t index_of(const Tensor& param) const;  // across groups, in order
-  // Throws if an option of `group` is out of range (negative lr, beta outside [0, 1), ...).
-  void check_group(const ParamGroup& group, size_t index) const;
+  // Throws if an option of `group` is out of range (negative lr, beta outside [0, 1), eps 0, ...);
+  // `from_file`: the message names the entry ('param_groups.0.eps').
+  void check_group(const ParamGroup& group, size_t index, bool from_file = false) const;
 
   std::string name_;
   std::vector<ParamGroup> groups_;

@@ -50,8 +50,8 @@ void LRScheduler::load_state_dict(const NamedTensors& state) {
       CPPGRAD_CHECK(t.dim() == 0 && t.is_floating_point(), "{}: '{}' must be a 0-d floating tensor, got {} of shape {}",
                     op, key, dtype_name(t.dtype()), shape_str(t.shape()));
       base_lrs[g] = t.item<double>();
-      CPPGRAD_CHECK(std::isfinite(base_lrs[g]) && base_lrs[g] >= 0.0, "{}: '{}' is {}, not a finite non-negative rate",
-                    op, key, base_lrs[g]);
+      CPPGRAD_CHECK(base_lrs[g] >= 0.0 && base_lrs[g] <= kMaxLearningRate, "{}: '{}' is {}, not a finite rate in [0, {}] "
+                    "(optim/optimizer.h says why)", op, key, base_lrs[g], kMaxLearningRate);
       found_lr[g] = true;
     } else {
       throw Error(fmt::format("{}: unknown key '{}'", op, excerpt(key)));

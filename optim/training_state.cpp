@@ -110,7 +110,11 @@ void TrainingState::load_state_dict(const NamedTensors& state) {
 }
 
 void TrainingState::save(const std::string& path, const nn::Metadata& metadata) const {
-  nn::save_safetensors(path, state_dict(), metadata);
+  const NamedTensors state = state_dict();
+  // A checkpoint is never written from a non-finite state: its own load would refuse it (every
+  // part refuses a NaN), and a run resumed from it would train on nonsense.
+  check_finite(state, fmt::format("TrainingState::save: '{}' not written", excerpt(path)));
+  nn::save_safetensors(path, state, metadata);
 }
 
 nn::Metadata TrainingState::load(const std::string& path) {

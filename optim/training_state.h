@@ -77,7 +77,8 @@ class TrainingState {
   NamedTensors state_dict() const;
   void load_state_dict(const NamedTensors& state);
 
-  // state_dict() in a safetensors file with `metadata`, written atomically (nn::save_safetensors).
+  // state_dict() in a safetensors file with `metadata`, written atomically (nn::save_safetensors);
+  // refused, with an Error naming the entry, when an entry holds a NaN or an infinity.
   void save(const std::string& path, const nn::Metadata& metadata = {}) const;
   // Loads the file into every part; returns its metadata. Errors name the file.
   nn::Metadata load(const std::string& path);

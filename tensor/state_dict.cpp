@@ -1,7 +1,9 @@
 #include "tensor/state_dict.h"
 
 #include <cmath>
+#include <limits>
 
+#include "tensor/kernels.h"
 #include "tensor/tensor.h"
 
 namespace cppgrad {
@@ -17,6 +19,30 @@ NamedTensors under_prefix(const std::string& prefix, const NamedTensors& tensors
   for (const auto& [name, t] : tensors)
     if (name.starts_with(prefix)) out.emplace_back(name.substr(prefix.size()), t);
   return out;
+}
+
+int64_t first_non_finite(const Tensor& t, DType as) {
+  if (!t.defined() || !t.is_floating_point()) return -1;
+  const Tensor plain = kernels::contiguous(t);
+  const double largest = as == kFloat32 ? double{std::numeric_limits<float>::max()} : std::numeric_limits<double>::max();
+  return dispatch_floating(plain.dtype(), "first_non_finite", [&](auto tag) -> int64_t {
+    using T = decltype(tag);
+    const T* data = plain.data<T>();
+    for (int64_t i = 0; i < plain.numel(); ++i)
+      if (!(std::abs(static_cast<double>(data[i])) <= largest)) return i;  // NaN fails every comparison
+    return -1;
+  });
+}
+
+void check_finite(const NamedTensors& state, const std::string& owner) {
+  for (const auto& [name, t] : state) {
+    const int64_t at = first_non_finite(t);
+    if (at < 0) continue;
+    const Tensor plain = kernels::contiguous(t);
+    const double v = plain.dtype() == kFloat32 ? double{plain.data<float>()[at]} : plain.data<double>()[at];
+    throw Error(fmt::format("{}: '{}' holds {} (element {} of {})", owner, excerpt(name), v, at,
+                            excerpt(shape_str(t.shape()), 40)));
+  }
 }
 
 bool Bounds::contains(double v) const {

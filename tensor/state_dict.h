@@ -53,6 +53,15 @@ struct Bounds {
   std::string str() const;  // "[0, 1)", "> 0", "finite"
 };
 
+// The flat index (row-major) of the first NaN or infinity in `t`, or -1 when every element is
+// finite (always for an integer or bool tensor). With `as` float32: also the first element
+// beyond float32's range, which would become an infinity there (a float64 file's 1e300 loaded
+// into a float32 model). One pass, no copy of a contiguous tensor.
+int64_t first_non_finite(const Tensor& t, DType as = kFloat64);
+// Throws an Error naming the first entry of `state` that holds a NaN or an infinity, and where:
+// "<owner>: 'model.fc.weight' holds nan (element 3 of [4, 2])".
+void check_finite(const NamedTensors& state, const std::string& owner);
+
 class StateReader {
  public:
   // `owner` starts every message ("Generator::load_state_dict").

@@ -85,6 +85,8 @@ int run_main(const std::string& program, const std::function<int()>& body, const
     return body();
   } catch (const Error& e) {
     return report(kExitRefused, e.what());
+  } catch (const Diverged& e) {
+    return report(kExitDiverged, e.what());
   } catch (const std::bad_alloc&) {
     return report(kExitOutOfMemory, smaller.empty() ? "out of memory" : fmt::format("out of memory (try a smaller {})", smaller));
   } catch (const std::exception& e) {

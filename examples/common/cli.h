@@ -5,11 +5,13 @@
 //   - a model whose memory the machine can hold;
 //   - a data file that is a regular file of a sensible size.
 // And the exit codes: 0 done, 1 an unforeseen error, 2 refused input or options (one line on
-// stderr), 3 out of memory.
+// stderr), 3 out of memory, 4 training stopped on a NaN or an infinity (one line naming the step
+// and the quantity).
 #pragma once
 
 #include <cstdint>
 #include <functional>
+#include <stdexcept>
 #include <string>
 
 #include <CLI/CLI.hpp>
@@ -19,13 +21,22 @@ namespace examples {
 inline constexpr int kExitFailed = 1;
 inline constexpr int kExitRefused = 2;
 inline constexpr int kExitOutOfMemory = 3;
+inline constexpr int kExitDiverged = 4;
+
+// What a training program throws when a step's loss, gradient norm or a weight is NaN or infinite
+// (run_state.h, stop_if_non_finite): training on would only train on nonsense, and no checkpoint
+// is written from such a state. PyTorch users know the stop from anomaly detection and from
+// trainers' terminate_on_nan.
+struct Diverged : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
 
 // Runs a program's body and returns its exit code; whatever the body throws is reported, never
 // left to escape main. (An exception escaping main ends the program in std::terminate, which
 // aborts without flushing: the lines printed so far to a file or a pipe were lost.) What was
 // printed is flushed first, then one line on stderr, "program: message": cppgrad::Error is
 // refused input, kExitRefused; running out of memory kExitOutOfMemory, with "try a smaller
-// `smaller`" when given; any other exception kExitFailed.
+// `smaller`" when given; Diverged kExitDiverged; any other exception kExitFailed.
 int run_main(const std::string& program, const std::function<int()>& body, const std::string& smaller = "");
 
 // A CLI11 check: the option is a number in [min, max] (NaN and inf are refused).

@@ -2,6 +2,7 @@
 
 #include <fmt/core.h>
 
+#include <cmath>
 #include <cstdio>
 
 #include "cli.h"
@@ -102,6 +103,7 @@ void restore_dropout_stream(const NamedTensors& ranks) {
 
 void save_run_file(const std::string& path, const optim::TrainingState& state, const nn::Metadata& metadata) {
   NamedTensors entries = state.state_dict();
+  stop_if_state_non_finite(entries);  // on every rank: each stops, none waits in the gather
   const NamedTensors streams = gather_dropout_streams();  // a collective: every rank
   entries.insert(entries.end(), streams.begin(), streams.end());
   if (distributed::rank() != 0) return;
@@ -154,6 +156,8 @@ std::optional<double> report_step(TrainingLog& log, StepLosses& losses, cppgrad:
   std::optional<double> eval_loss;
   if (eval_now && lead) {
     eval_loss = held_out_loss();
+    if (!std::isfinite(*eval_loss))
+      throw Diverged(fmt::format("step {}: the held-out loss is {}; training stopped, nothing saved", log.step, *eval_loss));
     log.eval_curve.emplace_back(static_cast<double>(log.step), *eval_loss);
   }
   if (lead) progress.update(log.step, mean, lr, units_since, eval_now, eval_loss);

@@ -1,7 +1,10 @@
 #include "common/run_state.h"
 
 #include <algorithm>
+#include <cmath>
 #include <set>
+
+#include "common/cli.h"
 
 using namespace cppgrad;
 
@@ -27,12 +30,53 @@ std::vector<std::pair<double, double>> read_curve(const Tensor& t, const std::st
   for (size_t i = 0; i < v.size(); i += 2) {
     CPPGRAD_CHECK(v[i] >= 1 && v[i] <= static_cast<double>(step), "checkpoint: {} has a point at step {}, not in [1, {}]",
                   name, v[i], step);
-    curve.emplace_back(v[i], v[i + 1]);  // a loss may be anything a diverging run printed
+    // Finite: a run stops at its first non-finite loss, and writes no checkpoint after one.
+    CPPGRAD_CHECK(std::isfinite(v[i + 1]), "checkpoint: {} has {} at step {}, not a finite value", name, v[i + 1], v[i]);
+    curve.emplace_back(v[i], v[i + 1]);
   }
   return curve;
 }
 
 }  // namespace
+
+namespace {
+
+// "model.fc.weight holds nan (element 3)", for the first parameter (or gradient, when `grads`)
+// of `model` that is not finite; empty when all are.
+std::string first_non_finite_of(const nn::Module& model, bool grads) {
+  for (const auto& [name, p] : model.named_parameters()) {
+    const Tensor t = grads ? p.grad() : p;
+    const int64_t at = first_non_finite(t);
+    if (at < 0) continue;
+    const double v = t.contiguous().to(kFloat64).reshape({-1}).to_vector<double>()[static_cast<size_t>(at)];
+    return fmt::format("{}{} holds {} (element {})", grads ? "the gradient of " : "", name, v, at);
+  }
+  return {};
+}
+
+}  // namespace
+
+void stop_if_non_finite(int64_t step, const std::string& quantity, double value, const nn::Module& model) {
+  if (std::isfinite(value)) return;
+  // The first non-finite tensor, when there is one, says where the nonsense entered.
+  std::string where = first_non_finite_of(model, false);
+  if (where.empty()) where = first_non_finite_of(model, true);
+  throw Diverged(fmt::format("step {}: {} is {}; {}; training stopped, nothing saved", step, quantity, value,
+                             where.empty() ? "every parameter and gradient is finite" : "the first non-finite: " + where));
+}
+
+void stop_if_weights_non_finite(int64_t step, const nn::Module& model) {
+  const std::string where = first_non_finite_of(model, false);
+  if (!where.empty()) throw Diverged(fmt::format("step {}: the weights are not finite: {}; nothing saved", step, where));
+}
+
+void stop_if_state_non_finite(const NamedTensors& entries) {
+  try {
+    check_finite(entries, "not saved");
+  } catch (const Error& e) {
+    throw Diverged(fmt::format("{}: a checkpoint is never written from a non-finite state", e.what()));
+  }
+}
 
 NamedTensors with_generators_of_today(const NamedTensors& checkpoint) {
   std::set<std::string> names;

@@ -3,6 +3,7 @@
 // what the loop itself counts (the step, and the curves --plot draws).
 #pragma once
 
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -33,6 +34,17 @@ struct TrainingLog {
 // also refuses a step count the schedule or the optimizer disagrees with, and a curve point
 // past the step. `run` and `log` must outlive it.
 cppgrad::optim::TrainingState training_state(const Run& run, TrainingLog& log);
+
+// Stops the run (throws Diverged: exit code 4) when `value`, a step's `quantity` ("the training
+// loss", "the gradient norm"), is NaN or infinite: one line naming the step, the quantity, and
+// the first parameter of `model` (or else the first gradient) that is not finite. A number per
+// step: the cheap check every step can afford.
+void stop_if_non_finite(int64_t step, const std::string& quantity, double value, const cppgrad::nn::Module& model);
+// Stops the run when a parameter of `model` is not finite (a full pass over the weights: at the
+// end of training, before the checkpoint and the samples).
+void stop_if_weights_non_finite(int64_t step, const cppgrad::nn::Module& model);
+// Stops the run when an entry a checkpoint would hold is not finite, naming it.
+void stop_if_state_non_finite(const NamedTensors& entries);
 
 // Checkpoints written before Generator::state_dict held the default generator and the per-rank
 // streams as "rng.default.words" int64 [5] and "rng.ranks.words" [world, 5] (one row per rank):

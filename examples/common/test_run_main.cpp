@@ -14,6 +14,7 @@ TEST_CASE("run_main: the body's exit code, or the code of what it threw") {
   CHECK(run_main("t", [] { return 5; }) == 5);
   CHECK(run_main("t", []() -> int { throw cppgrad::Error("bad --option"); }) == kExitRefused);
   CHECK(run_main("t", []() -> int { throw std::bad_alloc(); }, "--batch") == kExitOutOfMemory);
+  CHECK(run_main("t", []() -> int { throw Diverged("step 3: the training loss is nan"); }) == kExitDiverged);
   CHECK(run_main("t", []() -> int { throw std::runtime_error("unforeseen"); }) == kExitFailed);
   CHECK(run_main("t", []() -> int { throw 42; }) == kExitFailed);
 }

@@ -15,7 +15,8 @@
 //
 // Exit codes: 0 done; 2 refused options or input (a checkpoint that does not fit, a path that
 // cannot be written, a --data that is not a text file of a sensible size), with one line on
-// stderr; 3 out of memory.
+// stderr; 3 out of memory; 4 a NaN or an infinity in the loss, the gradient norm or the weights
+// (one line naming the step and the quantity; nothing saved).
 #include <CLI/CLI.hpp>
 #include <cmath>
 #include <fmt/core.h>
@@ -103,10 +104,14 @@ int main(int argc, char** argv) {
         const data::Batch b = loader.next();
         Tensor logits = model->forward(b["input"]);  // (B, T, vocab)
         Tensor loss = F::cross_entropy(logits.reshape({-1, o.model.vocab}), b["target"].reshape({-1}));
-        step_loss += loss.item() / static_cast<double>(o.accum);
+        const double loss_value = loss.item();
+        // A NaN or an infinity stops the run (exit 4) instead of training on: the loss and the
+        // gradient norm clipping computes are one number each.
+        examples::stop_if_non_finite(log.step + 1, "the training loss", loss_value, *model);
+        step_loss += loss_value / static_cast<double>(o.accum);
         (loss / static_cast<double>(o.accum)).backward();  // the gradients sum to the step's mean's
       }
-      optim::clip_grad_norm_(params, o.clip);
+      examples::stop_if_non_finite(log.step + 1, "the gradient norm", optim::clip_grad_norm_(params, o.clip), *model);
       opt.step();
       schedule.step();
       ++log.step;
@@ -117,6 +122,7 @@ int main(int argc, char** argv) {
         last_eval = held;
     }
     if (lead) progress.finish();
+    examples::stop_if_weights_non_finite(log.step, *model);  // the last update's, before anything is kept
     const double train_seconds = progress.elapsed_seconds();
     double held = 0;
     if (lead) {

@@ -12,7 +12,8 @@
 // evaluates, prints and writes files.
 //
 // Exit codes: 0 done; 2 refused options or input (a checkpoint that does not fit, a path that
-// cannot be written), with one line on stderr; 3 out of memory.
+// cannot be written), with one line on stderr; 3 out of memory; 4 a NaN or an infinity in the
+// loss or the weights (one line naming the step and the quantity; nothing saved).
 #include <CLI/CLI.hpp>
 #include <fmt/core.h>
 
@@ -81,6 +82,9 @@ int main(int argc, char** argv) {
                                      F::CrossEntropyOptions().ignore_index(PAD));  // this rank's token mean
       const double rank_tokens = static_cast<double>(b.tgt_pad.numel()) - b.tgt_pad.sum().item<double>();
       tokens += static_cast<int64_t>(examples::to_global_token_mean(loss, rank_tokens));  // weighs the ranks' means
+      const double loss_value = loss.item();
+      // A NaN or an infinity stops the run (exit 4) instead of training on; the loss is one number.
+      examples::stop_if_non_finite(log.step + 1, "the training loss", loss_value, *model);
       opt.zero_grad();
       loss.backward();  // under mpirun, returns with the gradients averaged over the ranks
       opt.step();
@@ -88,7 +92,7 @@ int main(int argc, char** argv) {
       schedule.step();
       step_profile.after(++log.step, progress, rank_batch);
 
-      losses.add(loss.item());
+      losses.add(loss_value);
       const bool eval_now = log.step % o.eval_every == 0 || log.step == o.steps;
       if (!eval_now && log.step % 10 != 0) continue;
       const double mean = losses.report(log.step, log.train_curve);  // a collective
@@ -96,6 +100,7 @@ int main(int argc, char** argv) {
       if (eval_now && lead) {
         average.swap();  // the averaged weights: those the run decodes with
         eval = held_out_eval(*model, held_out);
+        examples::stop_if_non_finite(log.step, "the held-out loss of the averaged weights", eval->loss, *model);
         average.swap();
         log.eval_curve.emplace_back(static_cast<double>(log.step), eval->loss);
         log.accuracy_curve.emplace_back(static_cast<double>(log.step), eval->accuracy);
@@ -109,6 +114,7 @@ int main(int argc, char** argv) {
       tokens = 0;
     }
     if (lead) progress.finish();
+    examples::stop_if_weights_non_finite(log.step, *model);  // the last update's, before anything is kept
     const double train_seconds = progress.elapsed_seconds();
     if (lead && reached)
       fmt::print("target reached: {:.1f}% of held-out sequences right after {} steps, {} of training\n", *reached,

@@ -164,6 +164,27 @@ TEST_CASE("hostile state dicts: 100,000 unexpected keys give a short message, in
   CHECK_THROWS_WITH_AS(layer.load_state_dict(integers), Contains("dtype int64"), Error);
 }
 
+TEST_CASE("hostile state dicts: a weight that is NaN, infinite or beyond float32 is refused, naming it") {
+  Linear layer(2, 2);  // float32
+  const std::vector<float> before = layer.weight.to_vector<float>();
+  for (double bad : {std::nan(""), HUGE_VAL, -HUGE_VAL, 1e300}) {
+    CAPTURE(bad);
+    NamedTensors state = layer.state_dict();
+    Tensor weight = state[0].second.to(kFloat64).clone();  // 1e300: a float64 file's value
+    weight.data<double>()[3] = bad;
+    state[0].second = weight;
+    CHECK_THROWS_WITH_AS(layer.load_state_dict(state), Contains("'weight' holds"), Error);
+    CHECK_THROWS_WITH_AS(layer.load_state_dict(state), Contains("(element 3 of [2,2]), not a finite float32 weight"),
+                         Error);
+  }
+  CHECK(layer.weight.to_vector<float>() == before);  // left as it was
+  // A large finite weight loads: the bound is the dtype's range, not a guess at what training gives.
+  NamedTensors large = layer.state_dict();
+  large[0].second = full({2, 2}, 1e30, kFloat32);
+  layer.load_state_dict(large);
+  CHECK(layer.weight.to_vector<float>()[0] == 1e30f);
+}
+
 TEST_CASE("padding: NaN and inf in keys and values hidden by key_padding_mask do not reach any output") {
   manual_seed(5);
   for (bool per_head : {false, true}) {

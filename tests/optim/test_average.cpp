@@ -70,8 +70,12 @@ TEST_CASE("ExponentialMovingAverage state saves and loads; bad input is a clear 
   check_values(restored.averages()[0], {2.0, 3.0});
   check_values(restored.averages()[1], {3.0});
 
-  CHECK(optimtest::error_message([&] { restored.load_state_dict({saved[0]}); }).find("1 tensors for 2 parameters") !=
+  CHECK(optimtest::error_message([&] { restored.load_state_dict({saved[0]}); }).find("'1' is missing") !=
         std::string::npos);
+  // A name no average writes, even one that reads as a number, is refused with its name.
+  for (const char* name : {"00", "1 ", "2", "99999999999999999999999"})
+    CHECK(optimtest::error_message([&] { restored.load_state_dict({saved[0], saved[1], {name, saved[0].second}}); })
+              .find(fmt::format("unexpected entry '{}'", name)) != std::string::npos);
   CHECK(optimtest::error_message([&] {
           restored.load_state_dict({saved[0], {"1", zeros({2}, kFloat64)}});
         }).find("'1' is [2], the parameter [1]") != std::string::npos);

@@ -84,6 +84,22 @@ TEST_CASE("hostile optimizer state: Adam refuses every malformed entry, naming i
       {"param_groups.0.weight_decay", zeros({2}, kFloat64), "must be a 0-d floating tensor"},
       {"param_groups.3.lr", scalar_tensor(0.1, kFloat64), "names group 3 of 1"},
       {"param_groups.0.betas", scalar_tensor(0.1, kFloat64), "unknown key 'param_groups.0.betas'"},
+      // spellings state_dict() never writes, that read as group 0's lr (and once overrode it)
+      {"param_groups.00.lr", scalar_tensor(0.1, kFloat64), "unknown key 'param_groups.00.lr'"},
+      {"param_groups. 0.lr", scalar_tensor(0.1, kFloat64), "unknown key 'param_groups. 0.lr'"},
+      {"param_groups.0.lr junk", scalar_tensor(0.1, kFloat64), "unknown key 'param_groups.0.lr junk'"},
+      {"state.00.exp_avg", zeros({3}), "unknown key 'state.00.exp_avg'"},
+      // values no run uses, that once trained on NaN or an exploding loss
+      {"param_groups.0.eps", scalar_tensor(0.0, kFloat64), "('param_groups.0.eps'): eps must be positive, got 0"},
+      {"param_groups.0.weight_decay", scalar_tensor(1e30, kFloat64),
+       "('param_groups.0.weight_decay'): weight_decay 1e+30 is above 100"},
+      {"param_groups.0.lr", scalar_tensor(1e30, kFloat64), "('param_groups.0.lr'): lr 1e+30 is above 1000"},
+      {"param_groups.0.beta2", scalar_tensor(0.0, kFloat64),
+       "('param_groups.0.beta2'): betas (0.9, 0): beta2 must be above beta1² = 0.81"},
+      {"param_groups.0.beta1", scalar_tensor(1.0, kFloat64), "('param_groups.0.beta1'): betas must be in [0, 1)"},
+      // moments no gradients leave: |m| beyond its bound beside v, a running maximum below v
+      {"state.0.exp_avg", tensor({3e38, 0.0, 0.0}), "(element 0) beside an exp_avg_sq of 0.001"},
+      {"state.1.max_exp_avg_sq", zeros({2}), "state.1.max_exp_avg_sq holds 0 (element 0), below its exp_avg_sq"},
       {"whatever", scalar_tensor(0.1, kFloat64), "unknown key 'whatever'"},
   };
   for (const Row& row : rows) {

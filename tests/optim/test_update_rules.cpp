@@ -167,8 +167,9 @@ TEST_CASE("Adam with AMSGrad divides by the running maximum of v") {
   Quadratic q;
   // A large rate and a short second-moment memory: after the first step some elements land
   // near their targets, their v shrinks, and the maximum keeps the old value.
-  Adam opt(q.params(), AdamOptions(0.5).beta2(0.5).amsgrad(true));
-  AdamReference ref{.lr = 0.5, .beta2 = 0.5, .amsgrad = true};
+  // (beta1 0.5: beta2 must stay above beta1², see Optimizer::check_group.)
+  Adam opt(q.params(), AdamOptions(0.5).beta1(0.5).beta2(0.5).amsgrad(true));
+  AdamReference ref{.lr = 0.5, .beta1 = 0.5, .beta2 = 0.5, .amsgrad = true};
   Trajectory expected = ref.run(q, 3);
   AdamReference plain = ref;
   plain.amsgrad = false;

@@ -1,0 +1,100 @@
+// edit_checkpoint: rewrites one entry of a checkpoint (a safetensors file), keeping every other
+// entry and the metadata as they are. The tamper table (common/tamper_check.sh) makes its rows
+// with it from a real checkpoint of each training program.
+//
+//   edit_checkpoint IN OUT set NAME VALUE     every element of NAME becomes VALUE (same dtype, shape)
+//   edit_checkpoint IN OUT set1 NAME VALUE    only its first element
+//   edit_checkpoint IN OUT remove NAME
+//   edit_checkpoint IN OUT copy NAME NEW      NEW, a copy of NAME, beside it (a misspelt twin)
+//   edit_checkpoint IN OUT add NAME VALUE     a new 0-d float64 entry
+//   edit_checkpoint IN OUT rows NAME NEW N    NEW: NAME repeated as N rows (a per-rank entry)
+//   edit_checkpoint IN OUT junk PREFIX N      N new 0-d int64 entries PREFIX0, PREFIX1, ...
+//   edit_checkpoint IN names                  prints the entries' names, one a line
+//
+// VALUE is a number as strtod reads it (nan, inf, -inf, 1e30); an int64 entry takes it as a
+// whole number. Exit codes: 0 written, 2 bad arguments or an entry that is not there.
+#include <fmt/core.h>
+
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "cppgrad.h"
+
+using namespace cppgrad;
+
+namespace {
+
+double number(const std::string& text) {
+  char* end = nullptr;
+  const double v = std::strtod(text.c_str(), &end);
+  CPPGRAD_CHECK(!text.empty() && *end == '\0', "'{}' is not a number", excerpt(text));
+  return v;
+}
+
+Tensor filled(const Tensor& like, const std::string& value, bool first_only) {
+  Tensor out = like.contiguous().clone();
+  if (out.dtype() == kInt64) {
+    const int64_t v = std::stoll(value);
+    for (int64_t i = 0; i < (first_only ? 1 : out.numel()); ++i) out.data<int64_t>()[i] = v;
+    return out;
+  }
+  CPPGRAD_CHECK(out.is_floating_point(), "a {} entry takes no number", dtype_name(out.dtype()));
+  const double v = number(value);
+  dispatch_floating(out.dtype(), "edit_checkpoint", [&](auto tag) {
+    using T = decltype(tag);
+    for (int64_t i = 0; i < (first_only ? 1 : out.numel()); ++i) out.data<T>()[i] = static_cast<T>(v);
+  });
+  return out;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::vector<std::string> args(argv + 1, argv + argc);
+  try {
+    CPPGRAD_CHECK(args.size() >= 4 || (args.size() == 2 && args[1] == "names"), "usage: edit_checkpoint IN OUT set|set1|remove|copy|add|rows|junk NAME [VALUE] [N]");
+    nn::SafetensorsContents file = nn::load_safetensors(args[0]);
+    if (args[1] == "names") {
+      for (const auto& entry : file.tensors) fmt::print("{}\n", entry.first);
+      return 0;
+    }
+    const std::string& op = args[2];
+    const std::string& name = args[3];
+    auto arg = [&](size_t i) -> const std::string& {
+      CPPGRAD_CHECK(args.size() > i, "{} needs {} arguments", op, i - 2);
+      return args[i];
+    };
+    NamedTensors out;
+    if (op == "set" || op == "set1" || op == "remove" || op == "copy" || op == "rows") {
+      CPPGRAD_CHECK(file.contains(name), "no entry '{}' in {}", excerpt(name), args[0]);
+      for (const auto& [key, t] : file.tensors) {
+        if (key != name) {
+          out.emplace_back(key, t);
+        } else if (op == "set" || op == "set1") {
+          out.emplace_back(key, filled(t, arg(4), op == "set1"));
+        } else if (op == "copy") {
+          out.emplace_back(key, t);
+          out.emplace_back(arg(4), t);
+        } else if (op == "rows") {
+          out.emplace_back(key, t);
+          out.emplace_back(arg(4), stack(std::vector<Tensor>(static_cast<size_t>(std::stoll(arg(5))), t)));
+        }  // remove: left out
+      }
+    } else if (op == "add") {
+      out = file.tensors;
+      out.emplace_back(name, scalar_tensor(number(arg(4)), kFloat64));
+    } else if (op == "junk") {
+      out = file.tensors;
+      const int64_t n = std::stoll(arg(4));
+      for (int64_t i = 0; i < n; ++i) out.emplace_back(name + std::to_string(i), scalar_tensor(1, kInt64));
+    } else {
+      throw Error(fmt::format("unknown edit '{}'", excerpt(op)));
+    }
+    nn::save_safetensors(args[1], out, file.metadata);
+    return 0;
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "edit_checkpoint: {}\n", e.what());
+    return 2;
+  }
+}
