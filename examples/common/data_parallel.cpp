@@ -75,8 +75,8 @@ void check_same_processes(const NamedTensors& checkpoint) {
     if (name == "rng.ranks.state") words = &t;
   const int64_t saved_world = words == nullptr ? 1 : words->dim() >= 1 ? words->size(0) : -1;
   CPPGRAD_CHECK(saved_world == distributed::world_size(),
-                "checkpoint: it was written by a run of {} processes, and this one has {}; resume on as many "
-                "(the batches and dropout streams are each rank's)",
+                "checkpoint: it was written by a run of {} processes, and this one has {} (rng.ranks.state holds a row "
+                "per process); resume on as many (the batches and dropout streams are each rank's)",
                 saved_world < 0 ? "?" : std::to_string(saved_world), distributed::world_size());
 }
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <set>
 
 #include "common/cli.h"
@@ -128,7 +129,42 @@ optim::TrainingState training_state(const Run& run, TrainingLog& log) {
         CPPGRAD_CHECK(t.item<int64_t>() <= log.step, "checkpoint: optim.{} is {}, more than the {} steps taken", name,
                       t.item<int64_t>(), log.step);
   });
+  // Weights (and their averages) no training run reaches: a model entry of 1e30 is finite, but
+  // one resumed from it trained on losses of 1e29 and exited 0.
+  const nn::Module* model = &run.model;
+  const optim::ExponentialMovingAverage* average = run.average;
+  state.require([model, optimizer, average, &log] {
+    const double bound = reachable_weight(*optimizer, log.step);
+    if (!std::isfinite(bound)) return;
+    NoGradGuard no_grad;
+    auto check = [&](const std::string& name, const Tensor& t) {
+      if (t.numel() == 0 || t.abs().max().item<double>() <= bound) return;  // one pass; the rest names the element
+      const std::vector<double> v = t.to(kFloat64).contiguous().reshape({-1}).to_vector<double>();
+      for (size_t i = 0; i < v.size(); ++i)
+        CPPGRAD_CHECK(std::abs(v[i]) <= bound, "checkpoint: '{}' holds {} (element {}): {} steps of Adam move a weight "
+                      "from its initialisation (within ±{}) to ±{:.3g} at most (examples/common/run_state.cpp)", name,
+                      v[i], i, log.step, kInitialWeight, bound);
+    };
+    for (const auto& [name, p] : model->named_parameters()) check("model." + name, p);
+    if (average)
+      for (size_t i = 0; i < average->averages().size(); ++i) check(fmt::format("average.{}", i), average->averages()[i]);
+  });
   return state;
+}
+
+double reachable_weight(const optim::Optimizer& optimizer, int64_t steps) {
+  // Adam's step moves a weight by lr·|m|/(√v+ε) ≤ lr·B, with B = (1-β1)/√((1-β2)(1-β1²/β2)) by
+  // Cauchy–Schwarz (Adam::check_moments), whatever the gradients; AdamW's decay, p·(1 - lr·λ),
+  // only shrinks a weight while lr·λ ≤ 2. So after `steps` steps at rates of at most
+  // optim::kMaxLearningRate a weight lies within kInitialWeight + steps·kMaxLearningRate·B.
+  double largest_step = 0;
+  for (const auto& g : optimizer.param_groups()) {
+    if (!g.beta1 || !g.beta2) return std::numeric_limits<double>::infinity();  // not Adam: no such bound
+    const double b1 = *g.beta1, b2 = *g.beta2;
+    const double ratio = b1 == 0.0 ? 0.0 : b1 * b1 / b2;  // < 1: Optimizer::check_group
+    largest_step = std::max(largest_step, (1.0 - b1) / std::sqrt((1.0 - b2) * (1.0 - ratio)));
+  }
+  return kInitialWeight + static_cast<double>(steps) * optim::kMaxLearningRate * largest_step;
 }
 
 }  // namespace examples

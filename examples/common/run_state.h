@@ -31,9 +31,17 @@ struct TrainingLog {
 
 // Every part under its name: model., optim., average. (when there is one), sched., rng.default.,
 // loader., then train.step, train.loss_curve, train.eval_curve and train.accuracy_curve. Its load
-// also refuses a step count the schedule or the optimizer disagrees with, and a curve point
-// past the step. `run` and `log` must outlive it.
+// also refuses a step count the schedule or the optimizer disagrees with, a curve point past the
+// step, and a weight or average beyond reachable_weight. `run` and `log` must outlive it.
 cppgrad::optim::TrainingState training_state(const Run& run, TrainingLog& log);
+
+// The programs initialise every weight from a normal of standard deviation at most 1 (or as 0 or
+// 1): none beyond 100 (a draw of 100σ has probability e^-5000).
+inline constexpr double kInitialWeight = 100;
+// The largest magnitude a weight can reach in `steps` steps of `optimizer` (Adam or AdamW, each
+// group's betas) from within ±kInitialWeight; infinity for another optimizer. training_state's
+// load refuses model and average entries beyond it.
+double reachable_weight(const cppgrad::optim::Optimizer& optimizer, int64_t steps);
 
 // Stops the run (throws Diverged: exit code 4) when `value`, a step's `quantity` ("the training
 // loss", "the gradient norm"), is NaN or infinite: one line naming the step, the quantity, and

@@ -1,0 +1,100 @@
+#!/usr/bin/env bash
+# The tamper table: a real checkpoint of a training program, written by a 3-step run, rewritten
+# one entry at a time (edit_checkpoint) and resumed by the same program. Every row must end in a
+# refusal naming the entry (exit 2, one line on stderr holding the name) or a stop naming the
+# quantity (exit 4); never in a run that exits 0 on nonsense. The rows: values out of the range
+# their meaning allows, names misspelt (a leading zero, a space, trailing junk), entries no part
+# reads (a million would be refused as the first is), entries missing, per-rank entries of
+# another number of processes, and NaN, inf or 1e30 in weights, moments and averaged weights.
+# The untouched checkpoint itself must resume (exit 0).
+#
+#   tamper_check.sh PROGRAM BINARY EDIT_CHECKPOINT DIR    PROGRAM: char_lm, seq2seq or gpt
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/check_lib.sh"  # fail
+program="$1" bin="$2" edit="$3" dir="$4"
+rm -rf "$dir" && mkdir -p "$dir" && cd "$dir"
+data=/usr/share/common-licenses/GPL-3
+[ -r "$data" ] || data="$(dirname "$0")/../../README.md"
+head -c 3000 "$data" > small.txt
+size=(--threads 1 --d-model 8 --heads 2 --layers 1 --ff 16 --batch 4 --seed 7 --eval-every 100)
+case "$program" in
+  char_lm) args=("${size[@]}" --data small.txt --seq-len 8 --warmup 2 --sample-len 0) ;;
+  seq2seq) args=("${size[@]}" --seq-len 4 --vocab 8 --train-size 64 --average 0.9) ;;
+  gpt) args=("${size[@]}" --data small.txt --tokenizer char --seq-len 8 --warmup 1 --decay-steps 50 --sample-len 0
+             --eval-windows 4) ;;
+  *) fail "unknown program $program" ;;
+esac
+
+"$bin" "${args[@]}" --steps 3 --save run.safetensors > run.log
+"$bin" "${args[@]}" --steps 5 --resume run.safetensors > resumed.log || fail "$program: its own checkpoint did not resume"
+weight="$("$edit" run.safetensors names | grep -m1 '^model\.')"  # the first weight of the model
+module_name="${weight#model.}"                                     # as the model's own load names it
+
+rows=0
+# row EXPECT PHRASE EDIT...: the checkpoint with one EDIT (edit_checkpoint's arguments), resumed
+# for 2 steps, must be refused (EXPECT refuse: exit 2) or stopped (stop: exit 4) with one line on
+# stderr that holds PHRASE.
+row() {
+  local expect="$1" phrase="$2" want=2
+  shift 2
+  [ "$expect" = stop ] && want=4
+  "$edit" run.safetensors tampered.safetensors "$@" || fail "edit_checkpoint $* failed"
+  set +e
+  "$bin" "${args[@]}" --steps 5 --resume tampered.safetensors > tampered.out 2> tampered.err
+  local code=$?
+  set -e
+  [ "$code" -ne 0 ] || fail "$program: '$*' was accepted and trained on (exit 0)"
+  [ "$code" -eq "$want" ] || fail "$program: '$*' gave exit code $code, not $want: $(head -c 400 tampered.err)"
+  [ "$(wc -l < tampered.err)" -eq 1 ] || fail "$program: '$*' did not give a one-line message: $(head -c 400 tampered.err)"
+  grep -qF -- "$phrase" tampered.err || fail "$program: '$*': the message does not name '$phrase': $(cat tampered.err)"
+  rows=$((rows + 1))
+}
+
+# ---- range: values no run uses (each once trained on NaN or an exploding loss, or restarted) ----
+row refuse "'param_groups.0.eps'" set optim.param_groups.0.eps 0
+row refuse "'param_groups.0.weight_decay'" set optim.param_groups.0.weight_decay 1e30
+row refuse "'param_groups.0.beta2'" set optim.param_groups.0.beta2 0
+row refuse "'param_groups.0.beta1'" set optim.param_groups.0.beta1 1
+row refuse "'param_groups.0.lr'" set optim.param_groups.0.lr 1e30
+row refuse "'param_groups.0.lr'" set optim.param_groups.0.lr -1
+row refuse "'base_lrs.0'" set sched.base_lrs.0 1e30
+row refuse "'last_step'" set sched.last_step -1
+row refuse "'train.step'" set train.step -1
+row refuse "state.0.step" set optim.state.0.step 0
+# ---- spelling: names no program writes, that read as a real one -----------------------------------
+row refuse "'param_groups.00.lr'" copy optim.param_groups.0.lr optim.param_groups.00.lr
+row refuse "'param_groups. 0.lr'" copy optim.param_groups.0.lr "optim.param_groups. 0.lr"
+row refuse "'param_groups.0.lr junk'" copy optim.param_groups.0.lr "optim.param_groups.0.lr junk"
+row refuse "'state.00.exp_avg'" copy optim.state.0.exp_avg optim.state.00.exp_avg
+row refuse "'base_lrs.00'" copy sched.base_lrs.0 sched.base_lrs.00
+row refuse "unexpected keys: $module_name " copy "$weight" "$weight "
+# ---- extra: entries no part of the run reads ------------------------------------------------------
+row refuse "unexpected entry 'junk'" add loader.junk 1
+row refuse "unexpected entry 'stray'" add stray 1
+row refuse "unexpected key state.0.junk" add optim.state.0.junk 1
+row refuse "unexpected entry 'rng.ranks.state' in a checkpoint of 1 process" rows rng.default.state rng.ranks.state 1
+row refuse "unexpected entry 'rng.ranks.junk0'" junk rng.ranks.junk 100000
+# ---- missing --------------------------------------------------------------------------------------
+row refuse "'param_groups.0.lr' is missing" remove optim.param_groups.0.lr
+row refuse "state.0.exp_avg_sq is missing" remove optim.state.0.exp_avg_sq
+row refuse "missing keys: $module_name" remove "$weight"
+row refuse "'epoch' is missing" remove loader.epoch
+row refuse "'state' is missing" remove rng.default.state
+row refuse "'train.step' is missing" remove train.step
+# ---- per rank: every rank's dropout stream, in a file of another number of processes --------------
+row refuse "2 processes, and this one has 1 (rng.ranks.state holds a row per process)" rows rng.default.state rng.ranks.state 2
+# ---- non-finite, or beyond what training reaches ---------------------------------------------------
+row refuse "'$module_name' holds nan" set1 "$weight" nan
+row refuse "'$module_name' holds inf" set1 "$weight" inf
+row refuse "'$weight' holds 1e+30" set1 "$weight" 1e30
+row refuse "state.0.exp_avg holds nan" set optim.state.0.exp_avg nan
+row refuse "state.0.exp_avg holds 3.0000000054977558e+38" set optim.state.0.exp_avg 3e38
+row refuse "state.0.exp_avg_sq holds inf" set optim.state.0.exp_avg_sq inf
+row refuse "state.0.exp_avg_sq holds -1" set optim.state.0.exp_avg_sq -1
+row refuse "train.loss_curve" set train.loss_curve nan
+if [ "$program" = seq2seq ]; then  # the moving average of the weights
+  row refuse "'0' holds nan" set1 average.0 nan
+  row refuse "'average.0' holds 1e+30" set average.0 1e30
+  row refuse "'average.0' is missing" remove average.0
+fi
+echo "ok: $program: $rows tampered checkpoints, each refused or stopped with its entry named"
