@@ -889,6 +889,56 @@ def perturb_twin(model):
                 p.normal_(0.0, 0.15)
 
 
+def bytes_to_unicode():
+    """GPT-2's table: each byte spelt as a printable character (vocab.json's and merges.txt's spelling)."""
+    printable = list(range(ord("!"), ord("~") + 1)) + list(range(ord("\xa1"), ord("\xac") + 1)) + \
+        list(range(ord("\xae"), ord("\xff") + 1))
+    chars, extra = {}, 0
+    for b in range(256):
+        if b in printable:
+            chars[b] = chr(b)
+        else:
+            chars[b] = chr(256 + extra)
+            extra += 1
+    return chars
+
+
+# The text the twin's GPT-2 vocabulary learns its merges on.
+VOCAB_TEXT = ("The licenses for most software and other practical works are designed to take away your freedom "
+              "to share and change the works. By contrast, the GNU General Public License is intended to guarantee "
+              "your freedom to share and change all versions of a program, to make sure it remains free software "
+              "for all its users. When we speak of free software, we are referring to freedom, not price.")
+
+
+def write_gpt2_vocabulary(directory, vocab_size):
+    """vocab.json and merges.txt in GPT-2's formats, as the Hub's gpt2 repository has them: the 256
+    bytes (ids 0..255 in the table's order), then vocab_size - 256 merges learnt on VOCAB_TEXT, each
+    joining the most frequent adjacent pair within the words (" word" keeps its space, as GPT-2's)."""
+    spell = bytes_to_unicode()
+    words = [[spell[b] for b in w.encode()] for w in
+             [("" if i == 0 else " ") + w for i, w in enumerate(VOCAB_TEXT.split(" "))]]
+    vocab = {spell[b]: i for i, b in enumerate(spell)}
+    merges = []
+    while len(vocab) < vocab_size:
+        counts = {}
+        for w in words:
+            for pair in zip(w, w[1:]):
+                counts[pair] = counts.get(pair, 0) + 1
+        best = max(sorted(counts), key=lambda pair: counts[pair])  # ties: the first in sorted order
+        merges.append(best)
+        vocab[best[0] + best[1]] = len(vocab)
+        for w in words:
+            i = 0
+            while i < len(w) - 1:
+                if (w[i], w[i + 1]) == best:
+                    w[i:i + 2] = [best[0] + best[1]]
+                i += 1
+    with open(os.path.join(directory, "vocab.json"), "w", encoding="utf-8") as f:
+        json.dump(vocab, f, ensure_ascii=False)
+    with open(os.path.join(directory, "merges.txt"), "w", encoding="utf-8") as f:
+        f.write("#version: 0.2\n" + "".join(f"{a} {b}\n" for a, b in merges))
+
+
 def hf_case(path, seed, *, arch, dtype="F64", hub_style=False):
     """A twin's model.safetensors, config.json and logits. gpt2 with hub_style: the names as the
     Hub's gpt2 file has them (no "transformer." prefix, no lm_head.weight, each layer's attn.bias
@@ -919,6 +969,8 @@ def hf_case(path, seed, *, arch, dtype="F64", hub_style=False):
               "float_dtype": dtype, "arch": arch, "case": os.path.basename(directory)}
     write_safetensors(os.path.join(directory, "twin_logits.safetensors"), {"in.tokens": tokens, "out.logits": logits},
                       common)
+    if arch == "gpt2" and hub_style:  # the tokenizer's files beside the weights, as the Hub's gpt2 has them
+        write_gpt2_vocabulary(directory, config["vocab_size"])
 
 
 HF_CASES = {

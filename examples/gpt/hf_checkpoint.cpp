@@ -392,4 +392,31 @@ void save_hf_checkpoint(const LanguageModel& model, const HFLayout& layout, cons
   nn::save_safetensors(path, hf_state_dict(model, layout), {{"format", "pt"}});
 }
 
+void save_hf_directory(const LanguageModel& model, const HFLayout& layout, const std::string& dir) {
+  const ModelConfig& c = model.config;
+  const bool f64 = model.parameters().front().dtype() == kFloat64;
+  nlohmann::ordered_json j;
+  if (c.arch == Arch::GPT2) {
+    j = {{"model_type", "gpt2"}, {"architectures", {"GPT2LMHeadModel"}}, {"vocab_size", c.vocab},
+         {"n_positions", c.seq_len}, {"n_embd", c.d_model}, {"n_layer", c.layers}, {"n_head", c.heads},
+         {"n_inner", c.ff}, {"activation_function", "gelu_new"}, {"layer_norm_epsilon", c.norm_eps},
+         {"tie_word_embeddings", true}};
+  } else {
+    j = {{"model_type", "llama"}, {"architectures", {"LlamaForCausalLM"}}, {"vocab_size", c.vocab},
+         {"hidden_size", c.d_model}, {"intermediate_size", c.ff}, {"num_hidden_layers", c.layers},
+         {"num_attention_heads", c.heads}, {"num_key_value_heads", c.kv_heads}, {"max_position_embeddings", c.seq_len},
+         {"rms_norm_eps", c.norm_eps}, {"rope_theta", c.rope_theta}, {"hidden_act", "silu"},
+         {"tie_word_embeddings", false}};
+  }
+  j["torch_dtype"] = f64 ? "float64" : "float32";
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  CPPGRAD_CHECK(!ec, "cannot create the directory '{}': {}", excerpt(dir), ec.message());
+  save_hf_checkpoint(model, layout, (fs::path(dir) / "model.safetensors").string());
+  const fs::path config = fs::path(dir) / "config.json";
+  std::ofstream out(config, std::ios::binary | std::ios::trunc);
+  out << j.dump(2) << "\n";
+  CPPGRAD_CHECK(out.good(), "cannot write '{}'", excerpt(config.string()));
+}
+
 }  // namespace gpt

@@ -6,6 +6,7 @@
 //   auto model = gpt::make_model(config);
 //   gpt::load_hf_checkpoint(*model, file);                           // every name and shape checked
 //   gpt::save_hf_checkpoint(*model, file.layout, "tuned/model.safetensors");
+//   gpt::save_hf_directory(*model, file.layout, "tuned");           // and tuned/config.json
 //
 // The names, against the models' own (model.h):
 //
@@ -92,8 +93,12 @@ void load_hf_checkpoint(LanguageModel& model, const HFCheckpoint& file);
 cppgrad::nn::NamedTensors hf_state_dict(const LanguageModel& model, const HFLayout& layout);
 void save_hf_checkpoint(const LanguageModel& model, const HFLayout& layout, const std::string& path);
 
-// The layout gpt writes for a model that was not read from a file (transformers' own save:
-// "transformer." prefix with lm_head.weight for gpt2, "model." for llama).
+// As save_pretrained leaves a model: DIR/model.safetensors and DIR/config.json (the sizes and
+// constants under transformers' keys), DIR created if need be.
+void save_hf_directory(const LanguageModel& model, const HFLayout& layout, const std::string& dir);
+
+// The layout gpt writes for a model that was not read from a file, as transformers' save_pretrained
+// writes one: gpt2's names under "transformer." without the tied lm_head.weight; llama's.
 HFLayout default_hf_layout(Arch arch);
 
 }  // namespace gpt
