@@ -7,7 +7,9 @@
 //      JSON fault further on) the top level is an object; "__metadata__" maps strings to strings; every other entry is
 //      an object with exactly dtype (a known name), shape (non-negative integers whose product
 //      fits int64) and data_offsets (two non-negative integers, begin <= end), and
-//      numel × element size equals end - begin;
+//      numel × element size equals end - begin; no array has more than 64 values and no inner
+//      object more than 65,536 keys, refused as they are read, so that the parse holds at most a
+//      small multiple of the header;
 //   4. sorted by begin, the tensors tile the data block: the first begins at 0, each begins
 //      where the one before ended (no overlap, no hole), the last ends at the block's end;
 //   5. every BOOL byte is 0 or 1.
@@ -460,7 +462,12 @@ std::vector<uint8_t> serialize(const NamedTensors& tensors, const Metadata& meta
     CPPGRAD_CHECK(first_invalid_utf8(name) == std::string_view::npos, "{}: tensor name {} is not valid UTF-8", op,
           quote(name));
     CPPGRAD_CHECK(t.defined(), "{}: tensor {} is undefined", op, quote(name));
+    CPPGRAD_CHECK(static_cast<size_t>(t.dim()) <= kMaxHeaderArray,  // what the reader takes back
+                  "{}: tensor {} has {} dimensions; a safetensors shape has at most {}", op, quote(name), t.dim(),
+                  kMaxHeaderArray);
   }
+  CPPGRAD_CHECK(metadata.size() <= kMaxHeaderObjectKeys, "{}: {} __metadata__ entries; the reader takes at most {}", op,
+                metadata.size(), kMaxHeaderObjectKeys);
   for (const auto& [key, value] : metadata) {
     CPPGRAD_CHECK(first_invalid_utf8(key) == std::string_view::npos && first_invalid_utf8(value) == std::string_view::npos,
           "{}: __metadata__ entry {} is not valid UTF-8", op, quote(key));

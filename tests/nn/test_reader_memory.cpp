@@ -52,20 +52,17 @@ TEST_CASE("safetensors memory: a hostile header is refused holding at most about
     const char* refusal;
   };
   constexpr int64_t kCount = 10'000'000;  // 20-70 MB of header text
+  std::string metadata_keys;
+  for (int64_t i = 0; i < kCount * 2 / 5; ++i) metadata_keys += fmt::format("{}\"k{}\":\"\"", i ? "," : "", i);
   const Case cases[] = {
       // A shape of ten million dimensions (before: 16-33x the header, 2 GB for 100 MB).
       {"a shape of 10^7 dimensions",
-       "{\"x\":{\"dtype\":\"F32\",\"shape\":[" + repeated("1", kCount) + "],\"data_offsets\":[0,4]}}",
+       fmt::format(R"({{"x":{{"dtype":"F32","shape":[{}],"data_offsets":[0,4]}}}})", repeated("1", kCount)),
        "an array of more than 64 values (in \"x\")"},
       // The whole header one big array (before: 3.2 GB for a 100 MB header).
-      {"a top-level array", "[" + repeated("1", kCount) + "]", "top level is a JSON array"},
-      // Millions of metadata strings, and of fields in a tensor's entry.
-      {"metadata of 4 million keys",
-       "{\"__metadata__\":{" + [] {
-         std::string keys;
-         for (int64_t i = 0; i < kCount / 2.5; ++i) keys += fmt::format("{}\"k{}\":\"\"", i ? "," : "", i);
-         return keys;
-       }() + "}}",
+      {"a top-level array", fmt::format("[{}]", repeated("1", kCount)), "top level is a JSON array"},
+      // Millions of metadata strings.
+      {"metadata of 4 million keys", fmt::format(R"({{"__metadata__":{{{}}}}})", metadata_keys),
        "an object of more than 65536 keys (in \"__metadata__\")"},
   };
   for (const Case& c : cases) {
@@ -98,4 +95,16 @@ TEST_CASE("safetensors memory: an honest header of 200,000 entries parses in a s
   // What it holds at the end is 200,000 tensors (a TensorImpl, a Storage and a name each, ~400
   // bytes) for ~70 bytes of header each; the parse itself adds the entries' names and fields.
   if (peak.measured) CHECK(peak.bytes < 12 * static_cast<int64_t>(header.size()));
+}
+
+TEST_CASE("safetensors: the writer keeps to what the reader takes (64 dimensions, 65,536 metadata keys)") {
+  const Tensor deep = ones(Shape(64, 1));
+  const nn::SafetensorsContents back = nn::parse_safetensors(nn::serialize_safetensors({{"deep", deep}}), "deep");
+  CHECK(back.tensors.at(0).second.shape() == deep.shape());
+  CHECK_THROWS_WITH_AS(nn::serialize_safetensors({{"deeper", ones(Shape(65, 1))}}),
+                       doctest::Contains("tensor \"deeper\" has 65 dimensions; a safetensors shape has at most 64"),
+                       Error);
+  nn::Metadata many;
+  for (int i = 0; i <= 65'536; ++i) many[fmt::format("k{}", i)] = "";
+  CHECK_THROWS_WITH_AS(nn::serialize_safetensors({}, many), doctest::Contains("65537 __metadata__ entries"), Error);
 }
