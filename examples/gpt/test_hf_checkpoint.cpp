@@ -11,27 +11,21 @@
 #include <set>
 #include <unistd.h>
 
+#include "../../tests/common/check.h"  // max_abs_diff, error_message, contains, with_entry
 #include "gpt/hf_checkpoint.h"
 
 using namespace cppgrad;
 using namespace gpt;
+using namespace cppgrad::check;
 namespace fs = std::filesystem;
 
 namespace {
 
 const std::string kData = CPPGRAD_TEST_DATA;
 
-double max_abs_difference(const Tensor& a, const Tensor& b) {
-  REQUIRE(a.shape() == b.shape());
-  const auto x = a.to_vector<double>(), y = b.to_vector<double>();
-  double worst = 0;
-  for (size_t i = 0; i < x.size(); ++i) worst = std::max(worst, std::abs(x[i] - y[i]));
-  return worst;
-}
-
 double max_abs(const Tensor& a) {
   double worst = 0;
-  for (double v : a.to_vector<double>()) worst = std::max(worst, std::abs(v));
+  for (double v : values(a)) worst = std::max(worst, std::abs(v));
   return worst;
 }
 
@@ -64,17 +58,6 @@ struct ScratchDir {
   ~ScratchDir() { fs::remove_all(path); }
 };
 
-// The error `f` throws (a failed check when it throws none).
-template <class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  FAIL("no Error thrown");
-  return {};
-}
 
 }  // namespace
 
@@ -104,14 +87,14 @@ TEST_CASE("gpt: Hugging Face checkpoints give their PyTorch twin's logits, whole
     // the last place of logits up to ~10 (1e-5 relative to the largest), float64 to ~1e-14.
     const double scale = std::max(1.0, max_abs(expected));
     const double tolerance = (c.dtype == kFloat32 ? 1e-5 : 1e-10) * scale;
-    const double whole = max_abs_difference(logits, expected);
+    const double whole = max_abs_diff(logits, expected);
     MESSAGE(fmt::format("{}: largest logit {:.3g}, largest difference {:.3g}", c.name, scale, whole));
     CHECK(whole < tolerance);
     // Cached decoding: the first five tokens at once, then one at a time.
     std::vector<nn::KVCache> caches;
     std::vector<Tensor> steps = {model->forward_step(tokens.slice(1, 0, 5), caches)};
     for (int64_t t = 5; t < tokens.size(1); ++t) steps.push_back(model->forward_step(tokens.slice(1, t, t + 1), caches));
-    CHECK(max_abs_difference(cat(steps, 1), expected) < tolerance);
+    CHECK(max_abs_diff(cat(steps, 1), expected) < tolerance);
   }
 }
 
@@ -142,112 +125,76 @@ TEST_CASE("gpt: a Hugging Face checkpoint saved back is the same tensors, byte f
 }
 
 TEST_CASE("gpt: a Hugging Face checkpoint of another architecture is refused, naming it") {
-  CHECK(error_of([] { read_hf_checkpoint(kData + "/hf_llama_f32", Arch::GPT2); })
-            .find("a Llama checkpoint (model.embed_tokens.weight), not gpt2") != std::string::npos);
-  CHECK(error_of([] { read_hf_checkpoint(kData + "/hf_gpt2_hub_f32", Arch::Llama); })
-            .find("a GPT-2 checkpoint (wte.weight), not llama") != std::string::npos);
-  CHECK(error_of([] { read_hf_checkpoint(kData + "/hf_gpt2_f64", Arch::Llama); })
-            .find("a GPT-2 checkpoint (transformer.wte.weight), not llama") != std::string::npos);
+  CHECK(contains(error_message([] { read_hf_checkpoint(kData + "/hf_llama_f32", Arch::GPT2); }),
+                 "a Llama checkpoint (model.embed_tokens.weight), not gpt2"));
+  CHECK(contains(error_message([] { read_hf_checkpoint(kData + "/hf_gpt2_hub_f32", Arch::Llama); }),
+                 "a GPT-2 checkpoint (wte.weight), not llama"));
+  CHECK(contains(error_message([] { read_hf_checkpoint(kData + "/hf_gpt2_f64", Arch::Llama); }),
+                 "a GPT-2 checkpoint (transformer.wte.weight), not llama"));
   // A gpt2 model given a llama file's contents.
   const HFCheckpoint llama = read_hf_checkpoint(kData + "/hf_llama_f32");
   auto gpt2 = loaded(read_hf_checkpoint(kData + "/hf_gpt2_hub_f32"), kFloat32);
-  CHECK(error_of([&] { load_hf_checkpoint(*gpt2, llama); }).find("a llama checkpoint, not gpt2") != std::string::npos);
+  CHECK(contains(error_message([&] { load_hf_checkpoint(*gpt2, llama); }), "a llama checkpoint, not gpt2"));
   // Neither architecture's names.
   ScratchDir scratch("other");
   nn::save_safetensors((scratch.path / "model.safetensors").string(), {{"encoder.weight", ones({2, 2})}});
-  CHECK(error_of([&] { read_hf_checkpoint(scratch.path.string()); })
-            .find("neither GPT-2's names (transformer.wte.weight) nor Llama's (model.embed_tokens.weight); it holds "
-                  "encoder.weight") != std::string::npos);
+  CHECK(contains(error_message([&] { read_hf_checkpoint(scratch.path.string()); }),
+                 "neither GPT-2's names (transformer.wte.weight) nor Llama's (model.embed_tokens.weight); it holds "
+                 "encoder.weight"));
 }
 
 TEST_CASE("gpt: a Hugging Face checkpoint that does not fit is refused, naming what differs") {
   ScratchDir scratch("unfit");
   const std::string dir = kData + "/hf_gpt2_hub_f32";
-  const auto original = nn::load_safetensors(dir + "/model.safetensors");
-  // Writes the twin's file with `edit` applied, beside a copy of its config.json, and returns
-  // what loading it says.
-  auto refusal = [&](const std::function<void(nn::NamedTensors&)>& edit) {
-    nn::NamedTensors tensors = original.tensors;
-    edit(tensors);
-    fs::copy_file(dir + "/config.json", scratch.path / "config.json", fs::copy_options::overwrite_existing);
+  const nn::NamedTensors twin = nn::load_safetensors(dir + "/model.safetensors").tensors;
+  fs::copy_file(dir + "/config.json", scratch.path / "config.json");
+  // What loading `tensors`, written beside the twin's config.json, says.
+  auto refusal = [&](const nn::NamedTensors& tensors) {
     nn::save_safetensors((scratch.path / "model.safetensors").string(), tensors);
-    const std::string e = error_of([&] {
+    return error_message([&] {
       const HFCheckpoint file = read_hf_checkpoint(scratch.path.string(), Arch::GPT2);
       auto model = make_model(hf_model_config(file));
       load_hf_checkpoint(*model, file);
     });
-    return e;
   };
-  auto erase = [](nn::NamedTensors& t, const std::string& name) {
-    std::erase_if(t, [&](const auto& entry) { return entry.first == name; });
+  auto without_layer = [&](const std::string& head) {
+    nn::NamedTensors out = twin;
+    std::erase_if(out, [&](const auto& entry) { return entry.first.starts_with(head); });
+    return out;
   };
-  auto replace = [](nn::NamedTensors& t, const std::string& name, const Tensor& value) {
-    for (auto& [n, v] : t)
-      if (n == name) v = value;
-  };
+  const Tensor wte = nn::load_safetensors(dir + "/model.safetensors").at("wte.weight");
 
-  SUBCASE("a missing name") {
-    const std::string e = refusal([&](auto& t) { erase(t, "h.1.ln_2.bias"); });
-    CHECK(e.find("does not fit a gpt2 of 2 layers, d_model 32, 4 heads, ff 128, vocabulary 300, 16 positions: missing "
-                 "h.1.ln_2.bias") != std::string::npos);
-  }
-  SUBCASE("a wrong shape, and another") {
-    const std::string e = refusal([&](auto& t) {
-      replace(t, "h.0.attn.c_proj.weight", zeros({32, 31}));
-      replace(t, "ln_f.bias", zeros({33}));
-    });
-    CHECK(e.find("h.0.attn.c_proj.weight is [32,31], not [32,32], ln_f.bias is [33], not [32]") != std::string::npos);
-  }
-  SUBCASE("a Linear's layout where GPT-2 keeps Conv1D's") {
-    const std::string e = refusal([&](auto& t) {
-      for (auto& [n, v] : t)
-        if (n == "h.1.mlp.c_fc.weight") v = v.t().contiguous();
-    });
-    CHECK(e.find("h.1.mlp.c_fc.weight is [128,32], not [32,128]") != std::string::npos);
-  }
-  SUBCASE("a tensor that is no weight of the model") {
-    const std::string e = refusal([&](auto& t) {
-      t.emplace_back("h.0.attn.rotary.inv_freq", ones({4}));
-      t.emplace_back("score.weight", ones({2, 32}));
-    });
-    CHECK(e.find("unexpected h.0.attn.rotary.inv_freq, score.weight") != std::string::npos);
-  }
-  SUBCASE("integers for weights") {
-    const std::string e = refusal([&](auto& t) { replace(t, "h.0.ln_1.weight", zeros({32}, kInt64)); });
-    CHECK(e.find("h.0.ln_1.weight is int64, not floating-point") != std::string::npos);
-  }
-  SUBCASE("a layer missing") {
-    const std::string e = refusal([&](auto& t) {
-      std::erase_if(t, [](const auto& entry) { return entry.first.starts_with("h.0."); });
-    });
-    CHECK(e.find("layer 0 is missing (h.0. ...), though layer 1 is there") != std::string::npos);
-  }
-  SUBCASE("an lm_head.weight that is not the token embedding") {
-    const std::string e = refusal([&](auto& t) {
-      Tensor head = original.at("wte.weight").clone();
-      head.at<float>({3, 4}) += 1.0f;
-      t.emplace_back("lm_head.weight", head);
-    });
-    CHECK(e.find("lm_head.weight differs from wte.weight (by up to 1): an untied GPT-2") != std::string::npos);
-  }
-  SUBCASE("config.json contradicting the shapes") {
-    const std::string e = refusal([&](auto& t) {
-      std::erase_if(t, [](const auto& entry) { return entry.first.starts_with("h.1."); });
-    });
-    CHECK(e.find("config.json says layers 2, the weights' shapes 1") != std::string::npos);
-  }
+  CHECK(contains(refusal(with_entry(twin, "h.1.ln_2.bias", {})),
+                 "does not fit a gpt2 of 2 layers, d_model 32, 4 heads, ff 128, vocabulary 300, 16 positions: missing "
+                 "h.1.ln_2.bias"));
+  CHECK(contains(refusal(with_entry(with_entry(twin, "h.0.attn.c_proj.weight", zeros({32, 31})), "ln_f.bias", zeros({33}))),
+                 "h.0.attn.c_proj.weight is [32,31], not [32,32], ln_f.bias is [33], not [32]"));
+  // A Linear's (out, in) where GPT-2's Conv1D keeps (in, out).
+  CHECK(contains(refusal(with_entry(twin, "h.1.mlp.c_fc.weight", zeros({128, 32}))),
+                 "h.1.mlp.c_fc.weight is [128,32], not [32,128]"));
+  CHECK(contains(refusal(with_entry(with_entry(twin, "h.0.attn.rotary.inv_freq", ones({4})), "score.weight", ones({2, 32}))),
+                 "unexpected h.0.attn.rotary.inv_freq, score.weight"));
+  CHECK(contains(refusal(with_entry(twin, "h.0.ln_1.weight", zeros({32}, kInt64))),
+                 "h.0.ln_1.weight is int64, not floating-point"));
+  CHECK(contains(refusal(without_layer("h.0.")), "layer 0 is missing (h.0. ...), though layer 1 is there"));
+  CHECK(contains(refusal(without_layer("h.1.")), "config.json says layers 2, the weights' shapes 1"));
+  Tensor untied = wte.clone();
+  untied.at<float>({3, 4}) += 1.0f;
+  CHECK(contains(refusal(with_entry(twin, "lm_head.weight", untied)),
+                 "lm_head.weight differs from wte.weight (by up to 1): an untied GPT-2"));
+  CHECK(refusal(with_entry(twin, "lm_head.weight", wte)).empty());  // the tied copy, as transformers' state_dict has it
 }
 
 TEST_CASE("gpt: the heads come from config.json or the caller, and must agree") {
   ScratchDir scratch("heads");
   fs::copy_file(kData + "/hf_llama_f32/model.safetensors", scratch.path / "model.safetensors");
   const HFCheckpoint bare = read_hf_checkpoint(scratch.path.string());  // no config.json
-  CHECK(error_of([&] { hf_model_config(bare); }).find("how many attention heads? The shapes do not tell: give --heads")
-        != std::string::npos);
+  CHECK(contains(error_message([&] { hf_model_config(bare); }),
+                 "how many attention heads? The shapes do not tell: give --heads"));
   const ModelConfig eight = hf_model_config(bare, 8);  // head_dim 4: k_proj's 16 rows are 4 key/value heads
   CHECK(eight.heads == 8);
   CHECK(eight.kv_heads == 4);
   CHECK(eight.norm_eps == 1e-6);  // LlamaConfig's default
   const HFCheckpoint with_config = read_hf_checkpoint(kData + "/hf_llama_f32");
-  CHECK(error_of([&] { hf_model_config(with_config, 8); }).find("--heads 8: config.json beside") != std::string::npos);
+  CHECK(contains(error_message([&] { hf_model_config(with_config, 8); }), "--heads 8: config.json beside"));
 }
