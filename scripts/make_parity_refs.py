@@ -939,14 +939,16 @@ def write_gpt2_vocabulary(directory, vocab_size):
         f.write("#version: 0.2\n" + "".join(f"{a} {b}\n" for a, b in merges))
 
 
-def hf_case(path, seed, *, arch, dtype="F64", hub_style=False):
+def hf_case(path, seed, *, arch, dtype="F64", hub_style=False, kv_heads=None):
     """A twin's model.safetensors, config.json and logits. gpt2 with hub_style: the names as the
     Hub's gpt2 file has them (no "transformer." prefix, no lm_head.weight, each layer's attn.bias
     and attn.masked_bias buffers); otherwise as transformers' LMHeadModel state_dict, lm_head.weight
-    included."""
+    included. kv_heads: the Llama's key/value heads, if not HF_LLAMA_CONFIG's."""
     torch.manual_seed(seed)
     t = TORCH_DTYPES[dtype]
     config = HF_GPT2_CONFIG if arch == "gpt2" else HF_LLAMA_CONFIG
+    if kv_heads is not None:
+        config = {**config, "num_key_value_heads": kv_heads}
     model = (GPT2LMHeadModel if arch == "gpt2" else LlamaForCausalLM)(config)
     perturb_twin(model)
     model = model.to(t)
@@ -977,7 +979,8 @@ HF_CASES = {
     "hf_gpt2_hub_f32": (hf_case, 501, dict(arch="gpt2", dtype="F32", hub_style=True)),
     "hf_gpt2_f64": (hf_case, 502, dict(arch="gpt2")),
     "hf_llama_f32": (hf_case, 503, dict(arch="llama", dtype="F32")),
-    "hf_llama_f64": (hf_case, 504, dict(arch="llama")),
+    # as many key/value heads as heads: cppgrad keeps q, k and v in one fused matrix then
+    "hf_llama_f64": (hf_case, 504, dict(arch="llama", kv_heads=4)),
 }
 
 

@@ -188,6 +188,36 @@ HFCheckpoint::Config read_config(const fs::path& path, Arch arch) {
   return c;
 }
 
+// Every difference between the file and the model of `c`, in the file's names, in one message.
+void check_fits(const HFCheckpoint& file, const ModelConfig& c) {
+  const std::string where = excerpt(file.path);
+  const std::vector<Entry> entries = entries_of(c, file.layout);
+  std::vector<std::string> missing, wrong, unexpected;
+  std::set<std::string> expected_names;
+  for (const Entry& e : entries) {
+    expected_names.insert(e.hf_name);
+    const Tensor* t = find(file.tensors, e.hf_name);
+    if (t == nullptr)
+      missing.push_back(e.hf_name);
+    else if (t->shape() != e.shape)
+      wrong.push_back(fmt::format("{} is {}, not {}", e.hf_name, shape_str(t->shape()), shape_str(e.shape)));
+    else if (!t->is_floating_point())
+      wrong.push_back(fmt::format("{} is {}, not floating-point", e.hf_name, dtype_name(t->dtype())));
+  }
+  for (const auto& [name, t] : file.tensors)
+    if (!expected_names.count(name)) unexpected.push_back(excerpt(name));
+  if (!missing.empty() || !wrong.empty() || !unexpected.empty()) {
+    std::vector<std::string> parts;
+    if (!missing.empty()) parts.push_back(fmt::format("missing {}", listing(missing)));
+    if (!wrong.empty()) parts.push_back(listing(wrong));
+    if (!unexpected.empty()) parts.push_back(fmt::format("unexpected {}", listing(unexpected)));
+    std::string all;
+    for (const auto& p : parts) all += (all.empty() ? "" : "; ") + p;
+    throw Error(fmt::format("{} does not fit a {}: {}", where, describe(c), all));
+  }
+
+}
+
 }  // namespace
 
 HFLayout default_hf_layout(Arch arch) {
@@ -310,6 +340,9 @@ ModelConfig hf_model_config(const HFCheckpoint& file, std::optional<int64_t> hea
   if (gpt2)
     CPPGRAD_CHECK(!given.positions || *given.positions == c.seq_len,
                   "{}: config.json says {} positions, wpe.weight has {}", where, given.positions.value_or(0), c.seq_len);
+  // The whole file checked now, so that a model is built only for a file that holds all its
+  // weights (a hostile file's shapes cannot ask for more memory than the file has bytes).
+  check_fits(file, c);
   return c;
 }
 
@@ -318,32 +351,8 @@ void load_hf_checkpoint(LanguageModel& model, const HFCheckpoint& file) {
   const std::string where = excerpt(file.path);
   CPPGRAD_CHECK(file.layout.arch == c.arch, "{}: a {} checkpoint, not {}", where, arch_name(file.layout.arch),
                 arch_name(c.arch));
+  check_fits(file, c);
   const std::vector<Entry> entries = entries_of(c, file.layout);
-
-  // Every difference, in the file's names, in one message.
-  std::vector<std::string> missing, wrong, unexpected;
-  std::set<std::string> expected_names;
-  for (const Entry& e : entries) {
-    expected_names.insert(e.hf_name);
-    const Tensor* t = find(file.tensors, e.hf_name);
-    if (t == nullptr)
-      missing.push_back(e.hf_name);
-    else if (t->shape() != e.shape)
-      wrong.push_back(fmt::format("{} is {}, not {}", e.hf_name, shape_str(t->shape()), shape_str(e.shape)));
-    else if (!t->is_floating_point())
-      wrong.push_back(fmt::format("{} is {}, not floating-point", e.hf_name, dtype_name(t->dtype())));
-  }
-  for (const auto& [name, t] : file.tensors)
-    if (!expected_names.count(name)) unexpected.push_back(excerpt(name));
-  if (!missing.empty() || !wrong.empty() || !unexpected.empty()) {
-    std::vector<std::string> parts;
-    if (!missing.empty()) parts.push_back(fmt::format("missing {}", listing(missing)));
-    if (!wrong.empty()) parts.push_back(listing(wrong));
-    if (!unexpected.empty()) parts.push_back(fmt::format("unexpected {}", listing(unexpected)));
-    std::string all;
-    for (const auto& p : parts) all += (all.empty() ? "" : "; ") + p;
-    throw Error(fmt::format("{} does not fit a {}: {}", where, describe(c), all));
-  }
 
   // The model's state_dict from the file's tensors: transposed back from Conv1D's layout, the
   // fused projection's rows gathered in order, converted to the model's dtype.

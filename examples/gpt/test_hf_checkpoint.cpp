@@ -33,11 +33,14 @@ struct Case {
   const char* name;
   Arch arch;
   DType dtype;
+  int64_t kv_heads;
 };
-constexpr Case kCases[] = {{"hf_gpt2_hub_f32", Arch::GPT2, kFloat32},
-                           {"hf_gpt2_f64", Arch::GPT2, kFloat64},
-                           {"hf_llama_f32", Arch::Llama, kFloat32},
-                           {"hf_llama_f64", Arch::Llama, kFloat64}};
+// The llama twins: grouped-query attention (separate q, k, v weights in cppgrad), and as many
+// key/value heads as heads (one fused in_proj_weight, whose rows q_proj, k_proj and v_proj are).
+constexpr Case kCases[] = {{"hf_gpt2_hub_f32", Arch::GPT2, kFloat32, 4},
+                           {"hf_gpt2_f64", Arch::GPT2, kFloat64, 4},
+                           {"hf_llama_f32", Arch::Llama, kFloat32, 2},
+                           {"hf_llama_f64", Arch::Llama, kFloat64, 4}};
 
 std::shared_ptr<LanguageModel> loaded(const HFCheckpoint& file, DType dtype) {
   auto model = make_model(hf_model_config(file));
@@ -72,7 +75,7 @@ TEST_CASE("gpt: Hugging Face checkpoints give their PyTorch twin's logits, whole
     CHECK(config.d_model == 32);
     CHECK(config.heads == 4);
     CHECK(config.vocab == 300);
-    CHECK(config.kv_heads == (c.arch == Arch::Llama ? 2 : 4));  // llama's from k_proj's rows
+    CHECK(config.kv_heads == c.kv_heads);  // llama's from k_proj's rows
     CHECK(config.ff == (c.arch == Arch::Llama ? 64 : 128));
     CHECK(config.norm_eps == (c.arch == Arch::Llama ? 1e-6 : 1e-5));  // config.json's
     auto model = loaded(file, c.dtype);
@@ -197,4 +200,17 @@ TEST_CASE("gpt: the heads come from config.json or the caller, and must agree") 
   CHECK(eight.norm_eps == 1e-6);  // LlamaConfig's default
   const HFCheckpoint with_config = read_hf_checkpoint(kData + "/hf_llama_f32");
   CHECK(contains(error_message([&] { hf_model_config(with_config, 8); }), "--heads 8: config.json beside"));
+}
+
+TEST_CASE("gpt: a Hugging Face checkpoint whose shapes ask for a huge model is refused before it is built") {
+  // d_model 50,000 read off a thin embedding: the model would need 4·d² = 10¹⁰ weights a layer,
+  // but the file holds none of them, and hf_model_config says so before anything is allocated.
+  ScratchDir scratch("huge");
+  nn::save_safetensors((scratch.path / "model.safetensors").string(),
+                       {{"wte.weight", zeros({1, 50000})}, {"wpe.weight", zeros({1, 50000})},
+                        {"h.0.mlp.c_fc.weight", zeros({50000, 1})}});
+  const HFCheckpoint file = read_hf_checkpoint(scratch.path.string());
+  CHECK(contains(error_message([&] { hf_model_config(file, 1); }),
+                 "does not fit a gpt2 of 1 layers, d_model 50000, 1 heads, ff 1, vocabulary 1, 1 positions: missing "
+                 "h.0.ln_1.weight"));
 }
