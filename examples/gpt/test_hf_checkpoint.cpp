@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 #include <set>
 #include <unistd.h>
 
@@ -213,4 +214,35 @@ TEST_CASE("gpt: a Hugging Face checkpoint whose shapes ask for a huge model is r
   CHECK(contains(error_message([&] { hf_model_config(file, 1); }),
                  "does not fit a gpt2 of 1 layers, d_model 50000, 1 heads, ff 1, vocabulary 1, 1 positions: missing "
                  "h.0.ln_1.weight"));
+}
+
+TEST_CASE("gpt: a config.json that is not transformers' config of the model is refused, naming the key") {
+  ScratchDir scratch("config");
+  fs::copy_file(kData + "/hf_llama_f32/model.safetensors", scratch.path / "model.safetensors");
+  auto refusal = [&](const std::string& config) {
+    std::ofstream(scratch.path / "config.json", std::ios::trunc) << config;
+    return error_message([&] { hf_model_config(read_hf_checkpoint(scratch.path.string())); });
+  };
+  CHECK(contains(refusal("{\"num_attention_heads\": 4"), "config.json: not JSON"));
+  CHECK(contains(refusal("[4]"), "config.json: not a JSON object"));
+  CHECK(contains(refusal("{\"num_attention_heads\": \"four\"}"), "num_attention_heads is \"four\", not a positive count"));
+  CHECK(contains(refusal("{\"num_attention_heads\": -4}"), "num_attention_heads is -4, not a positive count"));
+  CHECK(contains(refusal("{\"rms_norm_eps\": 0}"), "rms_norm_eps is 0, not a positive number"));
+  CHECK(contains(refusal("{\"model_type\": \"mistral\"}"), "model_type is 'mistral', not llama"));
+  CHECK(contains(refusal("{\"hidden_act\": \"gelu\"}"), "hidden_act is 'gelu': gpt's llama uses SwiGLU (silu)"));
+  CHECK(contains(refusal("{\"rope_scaling\": {\"type\": \"linear\", \"factor\": 2.0}}"), "rope_scaling is set"));
+  CHECK(contains(refusal("{\"tie_word_embeddings\": true}"), "tie_word_embeddings is set"));
+  CHECK(contains(refusal("{\"num_attention_heads\": 4, \"num_key_value_heads\": 4}"),
+                 "config.json says key/value heads 4, the weights' shapes 2"));
+  CHECK(contains(refusal("{\"num_attention_heads\": 4, \"intermediate_size\": 11008}"),
+                 "config.json says ff 11008, the weights' shapes 64"));
+  CHECK(refusal("{\"num_attention_heads\": 4, \"rms_norm_eps\": 1e-5, \"rope_theta\": 500000.0}").empty());
+  const ModelConfig c = hf_model_config(read_hf_checkpoint(scratch.path.string()));
+  CHECK(c.norm_eps == 1e-5);
+  CHECK(c.rope_theta == 500000.0);
+  // GPT-2's activation must be GELU's tanh form.
+  fs::copy_file(kData + "/hf_gpt2_hub_f32/model.safetensors", scratch.path / "model.safetensors",
+                fs::copy_options::overwrite_existing);
+  CHECK(contains(refusal("{\"n_head\": 4, \"activation_function\": \"relu\"}"),
+                 "activation_function is 'relu': gpt's gpt2 uses GELU's tanh form (gelu_new)"));
 }
