@@ -293,17 +293,17 @@ ModelConfig hf_model_config(const HFCheckpoint& file, std::optional<int64_t> hea
   const std::string embedding = gpt2 ? layout.prefix + "wte.weight" : "model.embed_tokens.weight";
   const Shape vd = matrix(embedding);
   c.vocab = vd[0], c.d_model = vd[1];
-  // The layers: one more than the largest number in the names; every number below it must
-  // appear (a layer has a dozen tensors, so a number past their count means a gap).
+  // The layers: the numbers in the names, which must run 0, 1, ..., n - 1 with no gap (so the
+  // count is at most the file's number of tensors, whatever number a name claims).
   const std::string layer_head = gpt2 ? layout.prefix + "h." : "model.layers.";
-  int64_t layers = 0;
   std::set<int64_t> seen;
   for (const auto& [name, t] : file.tensors)
-    if (auto i = layer_of(name, layer_head)) seen.insert(*i), layers = std::max(layers, *i + 1);
-  CPPGRAD_CHECK(layers > 0, "{}: no layers ({}0. ...)", where, layer_head);
-  for (int64_t i = 0; i < layers; ++i)
-    CPPGRAD_CHECK(seen.count(i), "{}: layer {} is missing ({}{}. ...), though layer {} is there", where, i, layer_head,
-                  i, layers - 1);
+    if (auto i = layer_of(name, layer_head)) seen.insert(*i);
+  CPPGRAD_CHECK(!seen.empty(), "{}: no layers ({}0. ...)", where, layer_head);
+  int64_t layers = 0;
+  while (seen.count(layers)) ++layers;
+  CPPGRAD_CHECK(layers == static_cast<int64_t>(seen.size()), "{}: layer {} is missing ({}{}. ...), though layer {} is "
+                "there", where, layers, layer_head, layers, *seen.rbegin());
   c.layers = layers;
   c.ff = gpt2 ? matrix(layer_head + "0.mlp.c_fc.weight")[1] : matrix("model.layers.0.mlp.gate_proj.weight")[0];
   if (gpt2) c.seq_len = matrix(layout.prefix + "wpe.weight")[0];

@@ -246,3 +246,12 @@ TEST_CASE("gpt: a config.json that is not transformers' config of the model is r
   CHECK(contains(refusal("{\"n_head\": 4, \"activation_function\": \"relu\"}"),
                  "activation_function is 'relu': gpt's gpt2 uses GELU's tanh form (gelu_new)"));
 }
+
+TEST_CASE("gpt: a Hugging Face checkpoint whose layer numbers run past int64 is refused") {
+  ScratchDir scratch("layer-number");
+  nn::NamedTensors tensors = nn::load_safetensors(kData + "/hf_gpt2_hub_f32/model.safetensors").tensors;
+  tensors.emplace_back("h.9223372036854775807.ln_1.weight", ones({32}));
+  nn::save_safetensors((scratch.path / "model.safetensors").string(), tensors);
+  CHECK(contains(error_message([&] { hf_model_config(read_hf_checkpoint(scratch.path.string()), 4); }),
+                 "layer 2 is missing (h.2. ...), though layer 9223372036854775807 is there"));
+}
