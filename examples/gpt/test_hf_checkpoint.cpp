@@ -51,6 +51,11 @@ std::shared_ptr<LanguageModel> loaded(const HFCheckpoint& file, DType dtype) {
   return model;
 }
 
+std::string describe_sizes(const ModelConfig& c) {
+  return fmt::format("{} vocab {} layers {} d {} heads {}/{} ff {} T {}", arch_name(c.arch), c.vocab, c.layers, c.d_model,
+                     c.heads, c.kv_heads, c.ff, c.seq_len);
+}
+
 // A directory of its own under the system's temporary one, removed at the end of the test.
 struct ScratchDir {
   fs::path path;
@@ -254,4 +259,35 @@ TEST_CASE("gpt: a Hugging Face checkpoint whose layer numbers run past int64 is 
   nn::save_safetensors((scratch.path / "model.safetensors").string(), tensors);
   CHECK(contains(error_message([&] { hf_model_config(read_hf_checkpoint(scratch.path.string()), 4); }),
                  "layer 2 is missing (h.2. ...), though layer 9223372036854775807 is there"));
+}
+
+TEST_CASE("gpt: a model of gpt's own, saved under Hugging Face's names, reads back as the same model") {
+  ScratchDir scratch("own");
+  for (Arch arch : {Arch::GPT2, Arch::Llama}) {
+    CAPTURE(arch_name(arch));
+    ModelConfig c;
+    c.arch = arch, c.vocab = 13, c.layers = 3, c.d_model = 16, c.heads = 4, c.ff = 24, c.seq_len = 10;
+    c.kv_heads = arch == Arch::Llama ? 2 : 4;
+    c.norm_eps = 1e-6, c.rope_theta = 500.0;
+    manual_seed(5);
+    auto model = make_model(c);
+    const std::string dir = (scratch.path / arch_name(arch)).string();
+    save_hf_directory(*model, default_hf_layout(arch), dir);  // model.safetensors and config.json
+    const HFCheckpoint file = read_hf_checkpoint(dir, arch);
+    CHECK(file.layout.prefix == (arch == Arch::GPT2 ? "transformer." : "model."));
+    CHECK(file.layout.lm_head == (arch == Arch::Llama));  // transformers drops GPT-2's tied copy
+    const ModelConfig read = hf_model_config(file);  // every size and constant from the files
+    CHECK(describe_sizes(read) == describe_sizes(c));
+    CHECK(read.norm_eps == c.norm_eps);
+    CHECK(read.rope_theta == (arch == Arch::Llama ? c.rope_theta : 10000.0));  // GPT-2 has none
+    auto again = make_model(read);
+    load_hf_checkpoint(*again, file);
+    const nn::NamedTensors original = model->state_dict(), loaded = again->state_dict();
+    REQUIRE(original.size() == loaded.size());
+    for (size_t i = 0; i < original.size(); ++i) {
+      CAPTURE(original[i].first);
+      CHECK(loaded[i].first == original[i].first);
+      CHECK(max_abs_diff(loaded[i].second, original[i].second) == 0.0);  // copied, never computed
+    }
+  }
 }
