@@ -7,7 +7,9 @@
 //      JSON fault further on) the top level is an object; "__metadata__" maps strings to strings; every other entry is
 //      an object with exactly dtype (a known name), shape (non-negative integers whose product
 //      fits int64) and data_offsets (two non-negative integers, begin <= end), and
-//      numel × element size equals end - begin;
+//      numel × element size equals end - begin; no array has more than 64 values and no inner
+//      object more than 65,536 keys, refused as they are read, so that the parse holds at most a
+//      small multiple of the header;
 //   4. sorted by begin, the tensors tile the data block: the first begins at 0, each begins
 //      where the one before ended (no overlap, no hole), the last ends at the block's end;
 //   5. every BOOL byte is 0 or 1.
@@ -145,6 +147,13 @@ class Faults {
 
 // A valid header is an object of objects of arrays of numbers: three levels of containers.
 constexpr size_t kMaxHeaderNesting = 3;
+// No valid header has a longer array (a shape of more than 64 dimensions: NumPy stops at 64) or
+// an inner object of more keys (a tensor has 3 fields; __metadata__ of that many strings is
+// unheard of). Both bound what the parse holds to a small multiple of the header: a value of
+// nlohmann-json takes 16 bytes and an object's key ~80, for as little as 2 bytes of text ("1,"),
+// so a header of one 50-million-element array would otherwise take 1.6 GB to refuse.
+constexpr size_t kMaxHeaderArray = 64;
+constexpr size_t kMaxHeaderObjectKeys = 65'536;
 
 // Reads the header from nlohmann-json's SAX events, in time linear in the header, one top-level
 // entry at a time: as soon as an entry's value is complete, it goes to `on_entry` and is dropped
@@ -177,6 +186,10 @@ class HeaderBuilder {
 
   bool key(Json::string_t& key) {
     auto& object = *open_.back()->get_ptr<Json::object_t*>();
+    if (open_.size() > 1 && object.size() == kMaxHeaderObjectKeys) {
+      faults_.fail("header has an object of more than {} keys (in {}), which no safetensors header has",
+                   kMaxHeaderObjectKeys, quote(*entry_name_));
+    }
     auto [slot, inserted] = object.try_emplace(std::move(key));
     if (!inserted) faults_.fail("header has the duplicate key {}", quote(slot->first));
     if (open_.size() == 1) entry_name_ = &slot->first, entry_slot_ = &slot->second;
@@ -199,8 +212,14 @@ class HeaderBuilder {
       return &root_;
     }
     if (open_.back()->is_array()) {
-      open_.back()->get_ptr<Json::array_t*>()->push_back(std::move(value));
-      return &open_.back()->get_ptr<Json::array_t*>()->back();
+      auto& array = *open_.back()->get_ptr<Json::array_t*>();
+      if (open_.size() == 1) faults_.fail("header's top level is a JSON array, not an object");
+      if (array.size() == kMaxHeaderArray) {
+        faults_.fail("header has an array of more than {} values (in {}), which no safetensors header has: a shape "
+                     "has at most {} dimensions", kMaxHeaderArray, quote(*entry_name_), kMaxHeaderArray);
+      }
+      array.push_back(std::move(value));
+      return &array.back();
     }
     *value_slot_ = std::move(value);
     return value_slot_;
@@ -443,7 +462,12 @@ std::vector<uint8_t> serialize(const NamedTensors& tensors, const Metadata& meta
     CPPGRAD_CHECK(first_invalid_utf8(name) == std::string_view::npos, "{}: tensor name {} is not valid UTF-8", op,
           quote(name));
     CPPGRAD_CHECK(t.defined(), "{}: tensor {} is undefined", op, quote(name));
+    CPPGRAD_CHECK(static_cast<size_t>(t.dim()) <= kMaxHeaderArray,  // what the reader takes back
+                  "{}: tensor {} has {} dimensions; a safetensors shape has at most {}", op, quote(name), t.dim(),
+                  kMaxHeaderArray);
   }
+  CPPGRAD_CHECK(metadata.size() <= kMaxHeaderObjectKeys, "{}: {} __metadata__ entries; the reader takes at most {}", op,
+                metadata.size(), kMaxHeaderObjectKeys);
   for (const auto& [key, value] : metadata) {
     CPPGRAD_CHECK(first_invalid_utf8(key) == std::string_view::npos && first_invalid_utf8(value) == std::string_view::npos,
           "{}: __metadata__ entry {} is not valid UTF-8", op, quote(key));
