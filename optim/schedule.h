@@ -17,6 +17,8 @@ class LRScheduler {
   void step();
   int64_t last_step() const { return last_step_; }
   double last_lr() const { return optimizer_.lr(); }
+  // Each group's initial rate, the base_lr lr_at scales (PyTorch's scheduler.base_lrs).
+  const std::vector<double>& base_lrs() const { return base_lrs_; }
   // The rate for group `group` (whose initial rate was base_lr) after `step` scheduler steps.
   virtual double lr_at(int64_t step, double base_lr) const = 0;
 

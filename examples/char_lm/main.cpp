@@ -37,6 +37,16 @@ int main(int argc, char** argv) {
   add_options(app, o);
   if (auto code = examples::parse_command_line(app, argc, argv, "char_lm")) return *code;
   return examples::run_program("char_lm", "--batch, --d-model, --ff, --layers or --data", [&] {
+    // The options a checkpoint keeps: resuming, each is the checkpoint's (one given otherwise is refused).
+    examples::KeptOptions kept(app);
+    kept.add("--d-model", o.model.d_model).add("--heads", o.model.heads).add("--layers", o.model.layers)
+        .add("--ff", o.model.ff).add("--dropout", o.model.dropout).add("--seq-len", o.model.seq_len).add("--batch", o.batch)
+        .add("--lr", o.lr).add("--warmup", o.warmup).add("--weight-decay", o.weight_decay).add("--clip", o.clip);
+    std::optional<nn::SafetensorsContents> resumed;
+    if (!o.resume.empty()) {
+      resumed = nn::load_safetensors(o.resume);
+      kept.resume_from(resumed->metadata);
+    }
     const int64_t rank_batch = check_options(o);  // everything that can be refused, before training
     const Text text = read_text(o);
 
@@ -68,7 +78,7 @@ int main(int argc, char** argv) {
     examples::TrainingLog log;
     optim::TrainingState state = examples::training_state({*model, opt, schedule, loader}, log);
     state.add_constant("data.vocab", text.vocab_tensor());  // a model only makes sense with its characters
-    if (!o.resume.empty()) examples::resume_run(o.resume, checkpoint_of_this_model(o, text), state);
+    if (resumed) examples::resume_run(o.resume, checkpoint_of_this_model(std::move(*resumed), o, text), state);
     if (lead && !o.resume.empty()) fmt::print("resumed from {} at step {}\n", o.resume, log.step);
     const data::Batch held_out = held_out_windows(text, o.model.seq_len);
     if (lead)
@@ -116,7 +126,11 @@ int main(int argc, char** argv) {
     }
 
     // ---- what the run leaves: a checkpoint, the curves, a sample -------------------------------
-    if (!o.save.empty()) examples::save_run_file(o.save, state, checkpoint_metadata(o, held));
+    if (!o.save.empty()) {
+      nn::Metadata metadata = checkpoint_metadata(o, held);
+      kept.save_into(metadata);
+      examples::save_run_file(o.save, state, metadata);
+    }
     if (!lead) return 0;
     if (!o.plot.empty()) {
       training_curves(o, text, log.step, held, held_out["input"].size(0), log.train_curve, log.eval_curve).write(o.plot);

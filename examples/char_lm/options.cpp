@@ -86,8 +86,7 @@ Text read_text(const Options& o) {
   return t;
 }
 
-nn::NamedTensors checkpoint_of_this_model(const Options& o, const Text& text) {
-  auto ckpt = nn::load_safetensors(o.resume);
+nn::NamedTensors checkpoint_of_this_model(nn::SafetensorsContents ckpt, const Options& o, const Text& text) {
   // A model only makes sense with the vocabulary it was trained on: token ids are its rows.
   const Tensor vocab = text.vocab_tensor();
   CPPGRAD_CHECK(ckpt.contains("data.vocab") && ckpt.at("data.vocab").dtype() == kInt64 &&

@@ -48,9 +48,10 @@ struct Text {
 // shorter than a window or a --prompt with a character the text lacks.
 Text read_text(const Options& o);
 
-// The tensors of the checkpoint --resume names, refused unless its model has this run's sizes
-// and was trained on a text of the same characters.
-cppgrad::nn::NamedTensors checkpoint_of_this_model(const Options& o, const Text& text);
+// The tensors of `ckpt`, the checkpoint --resume names, refused unless its model has this run's
+// sizes and was trained on a text of the same characters.
+cppgrad::nn::NamedTensors checkpoint_of_this_model(cppgrad::nn::SafetensorsContents ckpt, const Options& o,
+                                                   const Text& text);
 
 // The checkpoint's metadata: the text, the held-out loss, the processes and the model's sizes.
 cppgrad::nn::Metadata checkpoint_metadata(const Options& o, double held_out_loss);

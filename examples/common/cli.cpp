@@ -38,6 +38,38 @@ CLI::Validator digits_only() {
       "NON-NEGATIVE INTEGER");
 }
 
+std::string KeptOptions::key_of(const std::string& option) {
+  std::string key = option.substr(option.find_first_not_of('-'));
+  for (char& c : key)
+    if (c == '-') c = '_';
+  return key;
+}
+
+void KeptOptions::resume_from(const std::map<std::string, std::string>& metadata) {
+  for (const Kept& k : kept_) {
+    const std::string key = key_of(k.option);
+    auto saved = metadata.find(key);
+    if (saved == metadata.end()) continue;  // an older checkpoint: the option as given
+    CLI::Option* option = app_.get_option(k.option);
+    const bool given = option->count() > 0;
+    const std::string own = k.text();
+    option->clear();
+    option->add_result(saved->second);
+    try {
+      option->run_callback();  // the option's validators and conversion, into its variable
+    } catch (const CLI::Error& e) {
+      throw Error(fmt::format("--resume: the checkpoint's {} '{}' is not a value {} takes: {}", key,
+                              excerpt(saved->second, 40), k.option, excerpt(e.what(), 200)));
+    }
+    CPPGRAD_CHECK(!given || k.text() == own, "{} {}: the checkpoint's run has {} {}, and a resumed run continues with "
+                  "it (leave {} out, or start a new run without --resume)", k.option, own, k.option, k.text(), k.option);
+  }
+}
+
+void KeptOptions::save_into(std::map<std::string, std::string>& metadata) const {
+  for (const Kept& k : kept_) metadata[key_of(k.option)] = k.text();
+}
+
 void check_writable(const std::string& option, const std::string& path) {
   namespace fs = std::filesystem;
   const fs::path p(path);

@@ -11,10 +11,13 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include <CLI/CLI.hpp>
+#include <fmt/core.h>
 
 namespace examples {
 
@@ -38,6 +41,40 @@ struct Diverged : std::runtime_error {
 // refused input, kExitRefused; running out of memory kExitOutOfMemory, with "try a smaller
 // `smaller`" when given; Diverged kExitDiverged; any other exception kExitFailed.
 int run_main(const std::string& program, const std::function<int()>& body, const std::string& smaller = "");
+
+// The options a run is defined by, that its checkpoint keeps (the rates, the schedule, the
+// decay, the clip norm, the batch, the model's sizes): saved in the metadata under the option's
+// name without dashes ("--weight-decay" as "weight_decay"). On --resume each is the checkpoint's:
+// one left out takes the checkpoint's value, and one given with another value is refused (exit 2,
+// naming both), never dropped silently. So a PyTorch user's expectation holds (loading an
+// optimizer's state_dict brings back its lr and weight decay) and no option given is ignored.
+// A checkpoint without the key (written before it was kept) leaves the option as given.
+//   KeptOptions kept(app);
+//   kept.add("--lr", o.lr).add("--warmup", o.warmup);
+//   if (resuming) kept.resume_from(file.metadata);   // before anything is built from them
+//   ... kept.save_into(metadata);
+class KeptOptions {
+ public:
+  explicit KeptOptions(CLI::App& app) : app_(app) {}
+  template <class T>
+  KeptOptions& add(const std::string& option, T& value) {
+    kept_.push_back({option, [&value] { return fmt::format("{}", value); }});
+    return *this;
+  }
+  // Each kept option's value becomes the metadata's; the metadata's is checked by the option's
+  // own validators (a tampered "lr": "1e30" is refused as --lr 1e30 would be).
+  void resume_from(const std::map<std::string, std::string>& metadata);
+  void save_into(std::map<std::string, std::string>& metadata) const;
+
+ private:
+  struct Kept {
+    std::string option;
+    std::function<std::string()> text;  // the value, as the shortest text that reads back the same
+  };
+  static std::string key_of(const std::string& option);
+  CLI::App& app_;
+  std::vector<Kept> kept_;
+};
 
 // A CLI11 check: the option is a number in [min, max] (NaN and inf are refused).
 CLI::Validator number_in(double min, double max);

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "cli.h"
 #include "run_state.h"
 #include "distributed/distributed.h"
 

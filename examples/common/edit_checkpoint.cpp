@@ -9,7 +9,9 @@
 //   edit_checkpoint IN OUT add NAME VALUE     a new 0-d float64 entry
 //   edit_checkpoint IN OUT rows NAME NEW N    NEW: NAME repeated as N rows (a per-rank entry)
 //   edit_checkpoint IN OUT junk PREFIX N      N new 0-d int64 entries PREFIX0, PREFIX1, ...
+//   edit_checkpoint IN OUT meta KEY VALUE     the metadata's KEY becomes VALUE
 //   edit_checkpoint IN names                  prints the entries' names, one a line
+//   edit_checkpoint IN meta-of KEY            prints the metadata's KEY
 //
 // VALUE is a number as strtod reads it (nan, inf, -inf, 1e30); an int64 entry takes it as a
 // whole number. Exit codes: 0 written, 2 bad arguments or an entry that is not there.
@@ -53,10 +55,15 @@ Tensor filled(const Tensor& like, const std::string& value, bool first_only) {
 int main(int argc, char** argv) {
   const std::vector<std::string> args(argv + 1, argv + argc);
   try {
-    CPPGRAD_CHECK(args.size() >= 4 || (args.size() == 2 && args[1] == "names"), "usage: edit_checkpoint IN OUT set|set1|remove|copy|add|rows|junk NAME [VALUE] [N]");
+    CPPGRAD_CHECK(args.size() >= 4 || (args.size() >= 2 && (args[1] == "names" || args[1] == "meta-of")), "usage: edit_checkpoint IN OUT set|set1|remove|copy|add|rows|junk|meta NAME [VALUE] [N]");
     nn::SafetensorsContents file = nn::load_safetensors(args[0]);
     if (args[1] == "names") {
       for (const auto& entry : file.tensors) fmt::print("{}\n", entry.first);
+      return 0;
+    }
+    if (args[1] == "meta-of") {
+      CPPGRAD_CHECK(args.size() == 3 && file.metadata.count(args[2]), "no metadata key given, or none such in {}", args[0]);
+      fmt::print("{}\n", file.metadata.at(args[2]));
       return 0;
     }
     const std::string& op = args[2];
@@ -66,6 +73,11 @@ int main(int argc, char** argv) {
       return args[i];
     };
     NamedTensors out;
+    if (op == "meta") {
+      file.metadata[name] = arg(4);
+      nn::save_safetensors(args[1], file.tensors, file.metadata);
+      return 0;
+    }
     if (op == "set" || op == "set1" || op == "remove" || op == "copy" || op == "rows") {
       CPPGRAD_CHECK(file.contains(name), "no entry '{}' in {}", excerpt(name), args[0]);
       for (const auto& [key, t] : file.tensors) {

@@ -133,17 +133,17 @@ optim::TrainingState training_state(const Run& run, TrainingLog& log) {
   // one resumed from it trained on losses of 1e29 and exited 0.
   const nn::Module* model = &run.model;
   const optim::ExponentialMovingAverage* average = run.average;
-  state.require([model, optimizer, average, &log] {
-    const double bound = reachable_weight(*optimizer, log.step);
+  state.require([model, optimizer, schedule, average, &log] {
+    const double bound = reachable_weight(*optimizer, *schedule, log.step);
     if (!std::isfinite(bound)) return;
     NoGradGuard no_grad;
     auto check = [&](const std::string& name, const Tensor& t) {
       if (t.numel() == 0 || t.abs().max().item<double>() <= bound) return;  // one pass; the rest names the element
       const std::vector<double> v = t.to(kFloat64).contiguous().reshape({-1}).to_vector<double>();
       for (size_t i = 0; i < v.size(); ++i)
-        CPPGRAD_CHECK(std::abs(v[i]) <= bound, "checkpoint: '{}' holds {} (element {}): {} steps of Adam move a weight "
-                      "from its initialisation (within ±{}) to ±{:.3g} at most (examples/common/run_state.cpp)", name,
-                      v[i], i, log.step, kInitialWeight, bound);
+        CPPGRAD_CHECK(std::abs(v[i]) <= bound, "checkpoint: '{}' holds {} (element {}): {} steps of Adam at the "
+                      "schedule's rates move a weight from its initialisation (within ±{}) to ±{:.4g} at most "
+                      "(examples/common/run_state.cpp)", name, v[i], i, log.step, kInitialWeight, bound);
     };
     for (const auto& [name, p] : model->named_parameters()) check("model." + name, p);
     if (average)
@@ -152,11 +152,11 @@ optim::TrainingState training_state(const Run& run, TrainingLog& log) {
   return state;
 }
 
-double reachable_weight(const optim::Optimizer& optimizer, int64_t steps) {
+double reachable_weight(const optim::Optimizer& optimizer, const optim::LRScheduler& schedule, int64_t steps) {
   // Adam's step moves a weight by lr·|m|/(√v+ε) ≤ lr·B, with B = (1-β1)/√((1-β2)(1-β1²/β2)) by
   // Cauchy–Schwarz (Adam::check_moments), whatever the gradients; AdamW's decay, p·(1 - lr·λ),
-  // only shrinks a weight while lr·λ ≤ 2. So after `steps` steps at rates of at most
-  // optim::kMaxLearningRate a weight lies within kInitialWeight + steps·kMaxLearningRate·B.
+  // only shrinks a weight while lr·λ ≤ 2. So after `steps` steps a weight lies within
+  // kInitialWeight + B·Σ lr, the rates the schedule gave (lr_at(0) .. lr_at(steps-1)).
   double largest_step = 0;
   for (const auto& g : optimizer.param_groups()) {
     if (!g.beta1 || !g.beta2) return std::numeric_limits<double>::infinity();  // not Adam: no such bound
@@ -164,7 +164,21 @@ double reachable_weight(const optim::Optimizer& optimizer, int64_t steps) {
     const double ratio = b1 == 0.0 ? 0.0 : b1 * b1 / b2;  // < 1: Optimizer::check_group
     largest_step = std::max(largest_step, (1.0 - b1) / std::sqrt((1.0 - b2) * (1.0 - ratio)));
   }
-  return kInitialWeight + static_cast<double>(steps) * optim::kMaxLearningRate * largest_step;
+  // The sum, step by step up to the programs' largest --steps (linear in the steps, as the run
+  // was); beyond, every rate at optim::kMaxLearningRate.
+  double rates = static_cast<double>(steps) * optim::kMaxLearningRate;
+  if (steps <= 100'000'000) {
+    rates = 0;
+    for (double base : schedule.base_lrs()) {
+      double sum = 0;
+      for (int64_t k = 0; k < steps; ++k) {
+        const double lr = schedule.lr_at(k, base);
+        sum += std::isfinite(lr) ? std::clamp(lr, 0.0, optim::kMaxLearningRate) : optim::kMaxLearningRate;
+      }
+      rates = std::max(rates, sum);
+    }
+  }
+  return kInitialWeight + rates * largest_step;
 }
 
 }  // namespace examples

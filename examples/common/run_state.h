@@ -36,12 +36,14 @@ struct TrainingLog {
 cppgrad::optim::TrainingState training_state(const Run& run, TrainingLog& log);
 
 // The programs initialise every weight from a normal of standard deviation at most 1 (or as 0 or
-// 1): none beyond 100 (a draw of 100σ has probability e^-5000).
-inline constexpr double kInitialWeight = 100;
+// 1): none beyond 10 (a draw of 10σ has probability 1.5e-23). 1000 leaves a margin for
+// pretrained weights (gpt's --init-from), whose largest are the checkpoint's, not ours to know.
+inline constexpr double kInitialWeight = 1000;
 // The largest magnitude a weight can reach in `steps` steps of `optimizer` (Adam or AdamW, each
-// group's betas) from within ±kInitialWeight; infinity for another optimizer. training_state's
-// load refuses model and average entries beyond it.
-double reachable_weight(const cppgrad::optim::Optimizer& optimizer, int64_t steps);
+// group's betas) at the rates `schedule` gave, from within ±kInitialWeight; infinity for another
+// optimizer. training_state's load refuses model and average entries beyond it.
+double reachable_weight(const cppgrad::optim::Optimizer& optimizer, const cppgrad::optim::LRScheduler& schedule,
+                        int64_t steps);
 
 // Stops the run (throws Diverged: exit code 4) when `value`, a step's `quantity` ("the training
 // loss", "the gradient norm"), is NaN or infinite: one line naming the step, the quantity, and

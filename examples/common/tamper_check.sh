@@ -27,7 +27,8 @@ esac
 
 "$bin" "${args[@]}" --steps 3 --save run.safetensors > run.log
 "$bin" "${args[@]}" --steps 5 --resume run.safetensors > resumed.log || fail "$program: its own checkpoint did not resume"
-weight="$("$edit" run.safetensors names | grep -m1 '^model\.')"  # the first weight of the model
+names="$("$edit" run.safetensors names)"
+weight="$(grep -m1 '^model\.' <<< "$names")"  # the first weight of the model
 module_name="${weight#model.}"                                     # as the model's own load names it
 
 rows=0
@@ -61,6 +62,8 @@ row refuse "'base_lrs.0'" set sched.base_lrs.0 1e30
 row refuse "'last_step'" set sched.last_step -1
 row refuse "'train.step'" set train.step -1
 row refuse "state.0.step" set optim.state.0.step 0
+# an option the checkpoint keeps, tampered in its metadata: refused as the option itself would be
+row refuse "the checkpoint's lr '1e30' is not a value --lr takes" meta lr 1e30
 # ---- spelling: names no program writes, that read as a real one -----------------------------------
 row refuse "'param_groups.00.lr'" copy optim.param_groups.0.lr optim.param_groups.00.lr
 row refuse "'param_groups. 0.lr'" copy optim.param_groups.0.lr "optim.param_groups. 0.lr"
@@ -86,7 +89,8 @@ row refuse "2 processes, and this one has 1 (rng.ranks.state holds a row per pro
 # ---- non-finite, or beyond what training reaches ---------------------------------------------------
 row refuse "'$module_name' holds nan" set1 "$weight" nan
 row refuse "'$module_name' holds inf" set1 "$weight" inf
-row refuse "'$weight' holds 1e+30" set1 "$weight" 1e30
+row refuse "'$weight' holds 1.0000000150474662e+30" set1 "$weight" 1e30
+row refuse "'$weight' holds 5000" set1 "$weight" 5000  # finite, but beyond what 3 steps at these rates reach
 row refuse "state.0.exp_avg holds nan" set optim.state.0.exp_avg nan
 row refuse "state.0.exp_avg holds 3.0000000054977558e+38" set optim.state.0.exp_avg 3e38
 row refuse "state.0.exp_avg_sq holds inf" set optim.state.0.exp_avg_sq inf
@@ -94,7 +98,31 @@ row refuse "state.0.exp_avg_sq holds -1" set optim.state.0.exp_avg_sq -1
 row refuse "train.loss_curve" set train.loss_curve nan
 if [ "$program" = seq2seq ]; then  # the moving average of the weights
   row refuse "'0' holds nan" set1 average.0 nan
-  row refuse "'average.0' holds 1e+30" set average.0 1e30
-  row refuse "'average.0' is missing" remove average.0
+  row refuse "'average.0' holds 1.0000000150474662e+30" set average.0 1e30
+  row refuse "\"average.\": ExponentialMovingAverage::load_state_dict: '0' is missing" remove average.0
 fi
-echo "ok: $program: $rows tampered checkpoints, each refused or stopped with its entry named"
+
+# ---- options against the checkpoint: one given on --resume with another value than the run's is
+# refused (it was once ignored silently); one left out takes the checkpoint's (resumed.log above)
+options=0
+refused_option() {
+  set +e
+  "$bin" "${args[@]}" --steps 5 --resume run.safetensors "$@" > option.out 2> option.err
+  local code=$?
+  set -e
+  [ "$code" -eq 2 ] || fail "$program: --resume with $* gave exit code $code, not 2: $(head -c 400 option.err)"
+  grep -qF -- "$1 $2: the checkpoint's run has $1" option.err || fail "$program: $*: not named: $(cat option.err)"
+  options=$((options + 1))
+}
+refused_option --lr 0.25
+refused_option --dropout 0.5
+if [ "$program" = seq2seq ]; then
+  refused_option --warmup 7
+else
+  refused_option --weight-decay 0.05
+  refused_option --clip 0.5
+fi
+"$bin" "${args[@]}" --steps 5 --resume run.safetensors --lr "$("$edit" run.safetensors meta-of lr)" > /dev/null ||
+  fail "$program: --resume with the checkpoint's own --lr was refused"
+echo "ok: $program: $rows tampered checkpoints, each refused or stopped with its entry named; $options options" \
+     "given against the checkpoint, each refused naming both values"

@@ -5,10 +5,13 @@
 // all-zero generator state). Made on a tiny seq2seq run, as `seq2seq --resume` loads it.
 #include <doctest/doctest.h>
 
+#include <cmath>
+#include <functional>
 #include <limits>
 #include <memory>
 
 #include "../../tests/common/check.h"
+#include "common/cli.h"
 #include "common/run_state.h"
 #include "common/tiny_run.h"
 #include "seq2seq/model.h"
@@ -115,6 +118,12 @@ TEST_CASE("checkpoint: every entry a run could not have written is refused, nami
       {"train.loss_curve", tensor({1.0, 2.0, 3.0}), "float64 vector of (step, loss) pairs"},
       {"train.eval_curve", tensor(std::vector<double>{7, 0.5}, {2}), "a point at step 7, not in [1, 2]"},
       {"stray", scalar_tensor(1.0), "unexpected entry 'stray'"},
+      // meaning: values no run uses, weights no run reaches
+      {"optim.param_groups.0.eps", scalar_tensor(0.0, kFloat64), "('param_groups.0.eps'): eps must be positive"},
+      {"model.transformer.encoder.layers.0.self_attn.in_proj_weight", full({12, 4}, 1e30),
+       "'model.transformer.encoder.layers.0.self_attn.in_proj_weight' holds 1.0000000150474662e+30 (element 0): 2 "
+       "steps of Adam"},
+      {"average.0", full({12, 4}, 1e30), "'average.0' holds 1.0000000150474662e+30"},
   };
   for (const Row& row : rows) {
     CAPTURE(row.key);
@@ -156,4 +165,56 @@ TEST_CASE("checkpoint: a file of the older generator layout (rng.default.words) 
   }
   for (size_t i = 0; i < model_today.size(); ++i)  // the same step from the same state: the same bits
     CHECK(model_older[i].second.to_vector<float>() == model_today[i].second.to_vector<float>());
+}
+
+TEST_CASE("checkpoint: a weight no run reaches is refused, and the bound follows the steps and rates taken") {
+  TinyRun tiny;
+  examples::TrainingLog log;
+  // Adam with betas (0.9, 0.98) moves a weight by at most lr·0.1/√(0.02·(1 - 0.81/0.98)) a step.
+  const double per_step = 0.1 / std::sqrt(0.02 * (1.0 - 0.81 / 0.98));
+  CHECK(examples::reachable_weight(*tiny.opt, *tiny.schedule, 0) == examples::kInitialWeight);
+  double rates = 0;
+  for (int64_t k = 0; k < 5; ++k) rates += tiny.schedule->lr_at(k, 1.0);
+  CHECK(examples::reachable_weight(*tiny.opt, *tiny.schedule, 5) ==
+        doctest::Approx(examples::kInitialWeight + rates * per_step).epsilon(1e-12));
+  // No such bound for an optimizer without Adam's step bound.
+  optim::SGD sgd(tiny.model->parameters(), optim::SGDOptions(0.1));
+  optim::NoamLR noam(sgd, 4, 4, 0.5);
+  CHECK(std::isinf(examples::reachable_weight(sgd, noam, 5)));
+}
+
+TEST_CASE("checkpoint: a non-finite loss, gradient norm or weight stops the run, naming the step and the first one") {
+  TinyRun tiny;
+  const nn::Module& model = *tiny.model;
+  const auto [first_name, first] = model.named_parameters().front();
+  auto stopped = [](const std::function<void()>& f) -> std::string {
+    try {
+      f();
+    } catch (const examples::Diverged& e) {
+      return e.what();
+    }
+    return "<went on>";
+  };
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  CHECK(stopped([&] { examples::stop_if_non_finite(4, "the training loss", 2.5, model); }) == "<went on>");
+  CHECK(stopped([&] { examples::stop_if_non_finite(4, "the training loss", nan, model); }) ==
+        "step 4: the training loss is nan; every parameter and gradient is finite; training stopped, nothing saved");
+  // The first non-finite gradient, when every weight is finite.
+  tiny.train_step();
+  Tensor grad = first.grad();
+  REQUIRE(grad.defined());
+  grad.data<float>()[2] = std::numeric_limits<float>::infinity();
+  CHECK(stopped([&] { examples::stop_if_non_finite(5, "the gradient norm", HUGE_VAL, model); }) ==
+        fmt::format("step 5: the gradient norm is inf; the first non-finite: the gradient of {} holds inf (element 2); "
+                    "training stopped, nothing saved", first_name));
+  // A weight before any gradient; and the pass over the weights, and over a checkpoint's entries.
+  first.data<float>()[1] = std::numeric_limits<float>::quiet_NaN();
+  CHECK(stopped([&] { examples::stop_if_non_finite(5, "the training loss", nan, model); })
+            .find(fmt::format("the first non-finite: {} holds nan (element 1)", first_name)) != std::string::npos);
+  CHECK(stopped([&] { examples::stop_if_weights_non_finite(6, model); }) ==
+        fmt::format("step 6: the weights are not finite: {} holds nan (element 1); nothing saved", first_name));
+  examples::TrainingLog log;
+  CHECK(stopped([&] { examples::stop_if_state_non_finite(examples::training_state(tiny.run(), log).state_dict()); }) ==
+        fmt::format("not saved: 'model.{}' holds nan (element 1 of [12,4]): a checkpoint is never written from a "
+                    "non-finite state", first_name));
 }

@@ -41,8 +41,15 @@ int main(int argc, char** argv) {
   add_options(app, o);
   if (auto code = examples::parse_command_line(app, argc, argv, "gpt")) return *code;
   return examples::run_program("gpt", "--batch, --seq-len, --d-model, --layers or --size", [&] {
+    // The options a checkpoint keeps besides the model's sizes: resuming, each is the checkpoint's
+    // (one given otherwise is refused; the sizes are finish_options' to check).
+    examples::KeptOptions kept(app);
+    kept.add("--lr", o.lr).add("--min-lr", o.min_lr).add("--warmup", o.warmup).add("--decay-steps", o.decay_steps)
+        .add("--weight-decay", o.weight_decay).add("--beta2", o.beta2).add("--clip", o.clip).add("--batch", o.batch)
+        .add("--accum", o.accum).add("--dropout", o.model.dropout);
     std::optional<Checkpoint> resumed;
     if (!o.resume.empty()) resumed = read_checkpoint(o.resume);
+    if (resumed) kept.resume_from(resumed->metadata);
     const std::optional<HFCheckpoint> pretrained = read_pretrained(app, o);  // --init-from hf:PATH
     // before training, what can be refused
     const int64_t rank_batch = finish_options(app, o, resumed ? &*resumed : nullptr, pretrained ? &*pretrained : nullptr);
@@ -151,7 +158,11 @@ int main(int argc, char** argv) {
     }
 
     // ---- what the run leaves: a checkpoint, the curves, a sample -------------------------------
-    if (!o.save.empty()) examples::save_run_file(o.save, state, checkpoint_metadata(o, held));
+    if (!o.save.empty()) {
+      nn::Metadata metadata = checkpoint_metadata(o, held);
+      kept.save_into(metadata);
+      examples::save_run_file(o.save, state, metadata);
+    }
     if (!o.save_hf.empty() && lead) {
       save_hf_directory(*model, pretrained ? pretrained->layout : default_hf_layout(o.model.arch), o.save_hf);
       fmt::print("model written under Hugging Face's names to {}/model.safetensors and config.json\n", o.save_hf);

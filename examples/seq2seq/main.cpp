@@ -36,6 +36,17 @@ int main(int argc, char** argv) {
   add_options(app, o);
   if (auto code = examples::parse_command_line(app, argc, argv, "seq2seq")) return *code;
   return examples::run_program("seq2seq", "--batch, --d-model, --ff or --layers", [&] {
+    // The options a checkpoint keeps: resuming, each is the checkpoint's (one given otherwise is refused).
+    examples::KeptOptions kept(app);
+    kept.add("--task", o.task).add("--vocab", o.vocab).add("--seq-len", o.seq_len).add("--train-size", o.train_size)
+        .add("--d-model", o.model.d_model).add("--heads", o.model.heads).add("--layers", o.model.layers)
+        .add("--ff", o.model.ff).add("--dropout", o.model.dropout).add("--batch", o.batch).add("--lr", o.lr)
+        .add("--warmup", o.warmup).add("--average", o.average);
+    std::optional<nn::SafetensorsContents> resumed;
+    if (!o.resume.empty()) {
+      resumed = nn::load_safetensors(o.resume);
+      kept.resume_from(resumed->metadata);
+    }
     const int64_t rank_batch = check_options(o);  // everything that can be refused, before training
     const Task task = parse_task(o.task);
 
@@ -59,7 +70,7 @@ int main(int argc, char** argv) {
 
     examples::TrainingLog log;
     optim::TrainingState state = examples::training_state({*model, opt, schedule, loader, &average}, log);
-    if (!o.resume.empty()) examples::resume_run(o.resume, checkpoint_of_task(o), state);
+    if (resumed) examples::resume_run(o.resume, checkpoint_of_task(std::move(*resumed), o), state);
     if (lead && !o.resume.empty()) fmt::print("resumed from {} at step {}\n", o.resume, log.step);
     if (lead)
       fmt::print("task {} · {} parameters · d_model {} · {} heads · {}+{} layers · batch {}{} · length ≤ {} · {} threads{}\n",
@@ -132,7 +143,11 @@ int main(int argc, char** argv) {
     }
 
     // ---- what the run leaves: a checkpoint, the curves, the attention of every head ------------
-    if (!o.save.empty()) examples::save_run_file(o.save, state, checkpoint_metadata(o, accuracy));
+    if (!o.save.empty()) {
+      nn::Metadata metadata = checkpoint_metadata(o, accuracy);
+      kept.save_into(metadata);
+      examples::save_run_file(o.save, state, metadata);
+    }
     if (!lead) return 0;
     if (!o.plot.empty()) {
       training_curves(o, log.step, accuracy, log.train_curve, log.eval_curve, log.accuracy_curve).write(o.plot);

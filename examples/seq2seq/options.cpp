@@ -56,8 +56,7 @@ int64_t check_options(Options& o) {
   return rank_batch;
 }
 
-nn::NamedTensors checkpoint_of_task(const Options& o) {
-  auto ckpt = nn::load_safetensors(o.resume);
+nn::NamedTensors checkpoint_of_task(nn::SafetensorsContents ckpt, const Options& o) {
   CPPGRAD_CHECK(ckpt.metadata.count("task") && ckpt.metadata.at("task") == o.task,
                 "--resume: the checkpoint was trained on '{}', not '{}'",
                 ckpt.metadata.count("task") ? excerpt(ckpt.metadata.at("task")) : "?", o.task);

@@ -46,7 +46,7 @@ void add_options(CLI::App& app, Options& o);
 int64_t check_options(Options& o);
 
 // The tensors of the checkpoint --resume names, refused unless it was trained on this --task.
-cppgrad::nn::NamedTensors checkpoint_of_task(const Options& o);
+cppgrad::nn::NamedTensors checkpoint_of_task(cppgrad::nn::SafetensorsContents ckpt, const Options& o);
 
 // The checkpoint's metadata: the task, the model's sizes, the processes and the accuracy.
 cppgrad::nn::Metadata checkpoint_metadata(const Options& o, double accuracy);
