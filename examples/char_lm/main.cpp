@@ -42,10 +42,13 @@ int main(int argc, char** argv) {
     kept.add("--d-model", o.model.d_model).add("--heads", o.model.heads).add("--layers", o.model.layers)
         .add("--ff", o.model.ff).add("--dropout", o.model.dropout).add("--seq-len", o.model.seq_len).add("--batch", o.batch)
         .add("--lr", o.lr).add("--warmup", o.warmup).add("--weight-decay", o.weight_decay).add("--clip", o.clip);
+    // --seed also seeds sampling, which a resumed run may be asked for with another: it wins, with a notice.
+    kept.add_overridable("--seed", o.seed);
     std::optional<nn::SafetensorsContents> resumed;
     if (!o.resume.empty()) {
       resumed = nn::load_safetensors(o.resume);
-      kept.resume_from(resumed->metadata);
+      for (const std::string& notice : kept.resume_from(resumed->metadata))
+        if (lead) fmt::print("{}\n", notice);
     }
     const int64_t rank_batch = check_options(o);  // everything that can be refused, before training
     const Text text = read_text(o);

@@ -45,7 +45,8 @@ std::string KeptOptions::key_of(const std::string& option) {
   return key;
 }
 
-void KeptOptions::resume_from(const std::map<std::string, std::string>& metadata) {
+std::vector<std::string> KeptOptions::resume_from(const std::map<std::string, std::string>& metadata) {
+  std::vector<std::string> notices;
   for (const Kept& k : kept_) {
     const std::string key = key_of(k.option);
     auto saved = metadata.find(key);
@@ -53,17 +54,24 @@ void KeptOptions::resume_from(const std::map<std::string, std::string>& metadata
     CLI::Option* option = app_.get_option(k.option);
     const bool given = option->count() > 0;
     const std::string own = k.text();
-    option->clear();
-    option->add_result(saved->second);
-    try {
+    auto set = [&](const std::string& text) {
+      option->clear();
+      option->add_result(text);
       option->run_callback();  // the option's validators and conversion, into its variable
+    };
+    try {
+      set(saved->second);
     } catch (const CLI::Error& e) {
       throw Error(fmt::format("--resume: the checkpoint's {} '{}' is not a value {} takes: {}", key,
                               excerpt(saved->second, 40), k.option, excerpt(e.what(), 200)));
     }
-    CPPGRAD_CHECK(!given || k.text() == own, "{} {}: the checkpoint's run has {} {}, and a resumed run continues with "
-                  "it (leave {} out, or start a new run without --resume)", k.option, own, k.option, k.text(), k.option);
+    if (!given || k.text() == own) continue;
+    CPPGRAD_CHECK(k.overridable, "{} {}: the checkpoint's run has {} {}, and a resumed run continues with it (leave {} "
+                  "out, or start a new run without --resume)", k.option, own, k.option, k.text(), k.option);
+    notices.push_back(fmt::format("note: {} {} replaces the checkpoint's {}", k.option, own, k.text()));
+    set(own);
   }
+  return notices;
 }
 
 void KeptOptions::save_into(std::map<std::string, std::string>& metadata) const {

@@ -58,18 +58,27 @@ class KeptOptions {
   explicit KeptOptions(CLI::App& app) : app_(app) {}
   template <class T>
   KeptOptions& add(const std::string& option, T& value) {
-    kept_.push_back({option, [&value] { return fmt::format("{}", value); }});
+    kept_.push_back({option, [&value] { return fmt::format("{}", value); }, false});
+    return *this;
+  }
+  // An option kept the same way, except that one given with another value wins, with a notice
+  // (--seed: it seeds the sampling a resumed run may be asked for, and the epochs to come).
+  template <class T>
+  KeptOptions& add_overridable(const std::string& option, T& value) {
+    kept_.push_back({option, [&value] { return fmt::format("{}", value); }, true});
     return *this;
   }
   // Each kept option's value becomes the metadata's; the metadata's is checked by the option's
-  // own validators (a tampered "lr": "1e30" is refused as --lr 1e30 would be).
-  void resume_from(const std::map<std::string, std::string>& metadata);
+  // own validators (a tampered "lr": "1e30" is refused as --lr 1e30 would be). Returns the
+  // notices to print, one per overridable option given with another value.
+  std::vector<std::string> resume_from(const std::map<std::string, std::string>& metadata);
   void save_into(std::map<std::string, std::string>& metadata) const;
 
  private:
   struct Kept {
     std::string option;
     std::function<std::string()> text;  // the value, as the shortest text that reads back the same
+    bool overridable;
   };
   static std::string key_of(const std::string& option);
   CLI::App& app_;

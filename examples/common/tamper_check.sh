@@ -118,7 +118,11 @@ refused_option --lr 0.25
 refused_option --dropout 0.5
 if [ "$program" = seq2seq ]; then
   refused_option --warmup 7
+  refused_option --seed 99  # it draws the task's examples
 else
+  # --seed also seeds sampling: another one wins, with a notice
+  "$bin" "${args[@]}" --steps 5 --resume run.safetensors --seed 99 > seed.log || fail "$program: --seed 99 was refused"
+  grep -q "^note: --seed 99 replaces the checkpoint's 7$" seed.log || fail "$program: no notice for --seed 99"
   refused_option --weight-decay 0.05
   refused_option --clip 0.5
 fi

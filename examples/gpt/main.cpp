@@ -47,9 +47,13 @@ int main(int argc, char** argv) {
     kept.add("--lr", o.lr).add("--min-lr", o.min_lr).add("--warmup", o.warmup).add("--decay-steps", o.decay_steps)
         .add("--weight-decay", o.weight_decay).add("--beta2", o.beta2).add("--clip", o.clip).add("--batch", o.batch)
         .add("--accum", o.accum).add("--dropout", o.model.dropout);
+    // --seed also seeds sampling, which a resumed run may be asked for with another: it wins, with a notice.
+    kept.add_overridable("--seed", o.seed);
     std::optional<Checkpoint> resumed;
     if (!o.resume.empty()) resumed = read_checkpoint(o.resume);
-    if (resumed) kept.resume_from(resumed->metadata);
+    if (resumed)
+      for (const std::string& notice : kept.resume_from(resumed->metadata))
+        if (lead) fmt::print("{}\n", notice);
     const std::optional<HFCheckpoint> pretrained = read_pretrained(app, o);  // --init-from hf:PATH
     // before training, what can be refused
     const int64_t rank_batch = finish_options(app, o, resumed ? &*resumed : nullptr, pretrained ? &*pretrained : nullptr);
