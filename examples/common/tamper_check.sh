@@ -16,7 +16,7 @@ rm -rf "$dir" && mkdir -p "$dir" && cd "$dir"
 data=/usr/share/common-licenses/GPL-3
 [ -r "$data" ] || data="$(dirname "$0")/../../README.md"
 head -c 3000 "$data" > small.txt
-size=(--threads 1 --d-model 8 --heads 2 --layers 1 --ff 16 --batch 4 --seed 7 --eval-every 100)
+size=(--threads 1 --d-model 8 --heads 2 --layers 1 --ff 16 --batch 4 --eval-every 100)
 case "$program" in
   char_lm) args=("${size[@]}" --data small.txt --seq-len 8 --warmup 2 --sample-len 0) ;;
   seq2seq) args=("${size[@]}" --seq-len 4 --vocab 8 --train-size 64 --average 0.9) ;;
@@ -122,7 +122,7 @@ if [ "$program" = seq2seq ]; then
 else
   # --seed also seeds sampling: another one wins, with a notice
   "$bin" "${args[@]}" --steps 5 --resume run.safetensors --seed 99 > seed.log || fail "$program: --seed 99 was refused"
-  grep -q "^note: --seed 99 replaces the checkpoint's 7$" seed.log || fail "$program: no notice for --seed 99"
+  grep -q "^note: --seed 99 replaces the checkpoint's 0$" seed.log || fail "$program: no notice for --seed 99"
   refused_option --weight-decay 0.05
   refused_option --clip 0.5
 fi
