@@ -32,7 +32,6 @@
 
 using namespace cppgrad;
 namespace F = cppgrad::nn::functional;
-using bench::adam_options;
 using bench::CopyTaskRow;
 using bench::kBatches;
 
@@ -104,12 +103,12 @@ class DecoderLM : public nn::Module {
 };
 
 // One training step of DecoderLM on random tokens: predict token t + 1 from tokens ≤ t.
-class LanguageModelRow {
+class LanguageModelRow : public bench::TrainingRow {
  public:
   explicit LanguageModelRow(const bench::LanguageModelConfig& c) : vocab_(c.vocab) {
     model_ = std::make_shared<DecoderLM>(c);
     model_->train();
-    adam_ = std::make_unique<optim::Adam>(model_->parameters(), adam_options());
+    make_optimizer(model_->parameters());
     Generator data(1);
     for (int i = 0; i < kBatches; ++i) {
       Tensor tokens = randint(0, c.vocab, {c.batch, c.seq + 1}, data);     // (B, T + 1)
@@ -121,22 +120,15 @@ class LanguageModelRow {
   void step() {
     const size_t i = next_++ % inputs_.size();
     Tensor logits = model_->forward(inputs_[i]);  // (B, T, vocab)
-    Tensor loss = F::cross_entropy(logits.reshape({-1, vocab_}), targets_[i]);
-    adam_->zero_grad();
-    loss.backward();
-    adam_->step();
-    last_loss = loss.item();
+    update(F::cross_entropy(logits.reshape({-1, vocab_}), targets_[i]));
   }
 
   int64_t parameter_count() const { return model_->parameter_count(); }
-  double last_loss = NAN;
 
  private:
   int64_t vocab_;
   std::shared_ptr<DecoderLM> model_;
-  std::unique_ptr<optim::Adam> adam_;
   std::vector<Tensor> inputs_, targets_;
-  size_t next_ = 0;
 };
 
 // ---- running a row ----------------------------------------------------------------------------
