@@ -29,6 +29,11 @@ ops, as the papers and Hugging Face's Llama write it, in float64 and in float32
 
 Single ops (logsumexp, sort, topk; issue 27) are called several ways on one input each, in
 float64 and float32 (tests/nn/test_parity_ops.cpp).
+
+Hugging Face checkpoints (issue 27): twins of transformers' GPT2LMHeadModel and LlamaForCausalLM,
+written out in torch ops, save a directory each (hf_*/model.safetensors under transformers' names,
+config.json, twin_logits.safetensors) for examples/gpt/test_hf_checkpoint.cpp and examples/gpt's
+CLI check.
 """
 
 import argparse
@@ -671,6 +676,314 @@ OPS_CASES = {
 }
 
 
+# ---- Hugging Face checkpoints: GPT-2 and Llama twins (issue 27) -----------------------------------
+# transformers is not installable here, so each twin is written out in torch ops following
+# transformers' GPT2LMHeadModel and LlamaForCausalLM, with their parameter names and shapes. A case
+# is a directory as the Hub has it: model.safetensors (the weights only, under transformers' names),
+# config.json, and twin_logits.safetensors (in.tokens (B, T) and out.logits (B, T, vocab), the
+# twin's forward in the case's dtype), which examples/gpt/test_hf_checkpoint.cpp and the gpt CLI
+# check read. Weights are N(0, 0.15^2) (embeddings N(0, 0.5^2), biases N(0, 0.1^2), norms' gains
+# 1 + N(0, 0.1^2)) so that every term shows in the logits.
+
+
+def gelu_new(x):
+    """transformers' gelu_new (GPT-2's MLP): GELU's tanh form."""
+    return 0.5 * x * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * torch.pow(x, 3.0))))
+
+
+class Conv1D(nn.Module):
+    """transformers' Conv1D: a Linear whose weight is stored (in, out)."""
+
+    def __init__(self, out_features, in_features):
+        super().__init__()
+        self.weight = nn.Parameter(torch.empty(in_features, out_features))
+        self.bias = nn.Parameter(torch.empty(out_features))
+
+    def forward(self, x):
+        return x @ self.weight + self.bias
+
+
+class GPT2Attention(nn.Module):
+    def __init__(self, d, heads, positions):
+        super().__init__()
+        self.heads = heads
+        self.c_attn, self.c_proj = Conv1D(3 * d, d), Conv1D(d, d)
+        # The causal mask and the masked score, buffers as older transformers saved them.
+        self.register_buffer("bias", torch.tril(torch.ones(positions, positions)).view(1, 1, positions, positions))
+        self.register_buffer("masked_bias", torch.tensor(-1e4))
+
+    def forward(self, x):
+        B, T, d = x.shape
+        q, k, v = self.c_attn(x).split(d, dim=2)
+        q, k, v = (t.view(B, T, self.heads, d // self.heads).transpose(1, 2) for t in (q, k, v))  # (B, H, T, hd)
+        w = q @ k.transpose(-1, -2) / math.sqrt(d // self.heads)
+        causal = self.bias[:, :, :T, :T].bool()
+        w = torch.where(causal, w, torch.tensor(torch.finfo(w.dtype).min, dtype=w.dtype))
+        y = (torch.softmax(w, dim=-1) @ v).transpose(1, 2).reshape(B, T, d)
+        return self.c_proj(y)
+
+
+class GPT2MLP(nn.Module):
+    def __init__(self, d, ff):
+        super().__init__()
+        self.c_fc, self.c_proj = Conv1D(ff, d), Conv1D(d, ff)
+
+    def forward(self, x):
+        return self.c_proj(gelu_new(self.c_fc(x)))
+
+
+class GPT2Block(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        d = c["n_embd"]
+        self.ln_1 = nn.LayerNorm(d, eps=c["layer_norm_epsilon"])
+        self.attn = GPT2Attention(d, c["n_head"], c["n_positions"])
+        self.ln_2 = nn.LayerNorm(d, eps=c["layer_norm_epsilon"])
+        self.mlp = GPT2MLP(d, c["n_inner"] or 4 * d)
+
+    def forward(self, x):
+        x = x + self.attn(self.ln_1(x))
+        return x + self.mlp(self.ln_2(x))
+
+
+class GPT2Model(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.wte = nn.Embedding(c["vocab_size"], c["n_embd"])
+        self.wpe = nn.Embedding(c["n_positions"], c["n_embd"])
+        self.h = nn.ModuleList(GPT2Block(c) for _ in range(c["n_layer"]))
+        self.ln_f = nn.LayerNorm(c["n_embd"], eps=c["layer_norm_epsilon"])
+
+    def forward(self, tokens):
+        x = self.wte(tokens) + self.wpe(torch.arange(tokens.shape[1]))
+        for block in self.h:
+            x = block(x)
+        return self.ln_f(x)
+
+
+class GPT2LMHeadModel(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.transformer = GPT2Model(c)
+        self.lm_head = nn.Linear(c["n_embd"], c["vocab_size"], bias=False)
+        self.lm_head.weight = self.transformer.wte.weight  # tied
+
+    def forward(self, tokens):
+        return self.lm_head(self.transformer(tokens))
+
+
+class LlamaRMSNorm(nn.Module):
+    def __init__(self, d, eps):
+        super().__init__()
+        self.weight, self.eps = nn.Parameter(torch.ones(d)), eps
+
+    def forward(self, x):
+        # transformers computes in float32 for half inputs; float32 and float64 stay as they are
+        return self.weight * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps))
+
+
+def rotate_half(x):
+    """transformers' rotate_half: feature j turns with feature j + d/2."""
+    half = x.shape[-1] // 2
+    return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
+
+
+class LlamaAttention(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        d, self.heads, self.kv_heads = c["hidden_size"], c["num_attention_heads"], c["num_key_value_heads"]
+        self.head_dim, self.theta = d // self.heads, c["rope_theta"]
+        self.q_proj = nn.Linear(d, self.heads * self.head_dim, bias=False)
+        self.k_proj = nn.Linear(d, self.kv_heads * self.head_dim, bias=False)
+        self.v_proj = nn.Linear(d, self.kv_heads * self.head_dim, bias=False)
+        self.o_proj = nn.Linear(self.heads * self.head_dim, d, bias=False)
+
+    def forward(self, x):
+        B, T, _ = x.shape
+        hd = self.head_dim
+        q = self.q_proj(x).view(B, T, self.heads, hd).transpose(1, 2)     # (B, H, T, hd)
+        k = self.k_proj(x).view(B, T, self.kv_heads, hd).transpose(1, 2)  # (B, G, T, hd)
+        v = self.v_proj(x).view(B, T, self.kv_heads, hd).transpose(1, 2)
+        # LlamaRotaryEmbedding: inv_freq = theta^(-2i/hd), angles (T, hd/2) repeated to (T, hd)
+        inv_freq = 1.0 / (self.theta ** (torch.arange(0, hd, 2, dtype=torch.float64) / hd))
+        freqs = torch.outer(torch.arange(T, dtype=torch.float64), inv_freq)
+        emb = torch.cat((freqs, freqs), dim=-1)
+        cos, sin = emb.cos().to(x.dtype), emb.sin().to(x.dtype)
+        q, k = q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin
+        repeat = self.heads // self.kv_heads  # repeat_kv: query head i reads key/value head i // repeat
+        k, v = k.repeat_interleave(repeat, dim=1), v.repeat_interleave(repeat, dim=1)
+        w = q @ k.transpose(-1, -2) / math.sqrt(hd)
+        w = w + torch.triu(torch.full((T, T), torch.finfo(w.dtype).min, dtype=w.dtype), diagonal=1)
+        y = (torch.softmax(w, dim=-1) @ v).transpose(1, 2).reshape(B, T, self.heads * hd)
+        return self.o_proj(y)
+
+
+class LlamaMLP(nn.Module):
+    def __init__(self, d, ff):
+        super().__init__()
+        self.gate_proj = nn.Linear(d, ff, bias=False)
+        self.up_proj = nn.Linear(d, ff, bias=False)
+        self.down_proj = nn.Linear(ff, d, bias=False)
+
+    def forward(self, x):
+        return self.down_proj(torch.nn.functional.silu(self.gate_proj(x)) * self.up_proj(x))
+
+
+class LlamaDecoderLayer(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        d, eps = c["hidden_size"], c["rms_norm_eps"]
+        self.input_layernorm = LlamaRMSNorm(d, eps)
+        self.self_attn = LlamaAttention(c)
+        self.post_attention_layernorm = LlamaRMSNorm(d, eps)
+        self.mlp = LlamaMLP(d, c["intermediate_size"])
+
+    def forward(self, x):
+        x = x + self.self_attn(self.input_layernorm(x))
+        return x + self.mlp(self.post_attention_layernorm(x))
+
+
+class LlamaModel(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.embed_tokens = nn.Embedding(c["vocab_size"], c["hidden_size"])
+        self.layers = nn.ModuleList(LlamaDecoderLayer(c) for _ in range(c["num_hidden_layers"]))
+        self.norm = LlamaRMSNorm(c["hidden_size"], c["rms_norm_eps"])
+
+    def forward(self, tokens):
+        x = self.embed_tokens(tokens)
+        for layer in self.layers:
+            x = layer(x)
+        return self.norm(x)
+
+
+class LlamaForCausalLM(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.model = LlamaModel(c)
+        self.lm_head = nn.Linear(c["hidden_size"], c["vocab_size"], bias=False)
+
+    def forward(self, tokens):
+        return self.lm_head(self.model(tokens))
+
+
+HF_GPT2_CONFIG = {"model_type": "gpt2", "architectures": ["GPT2LMHeadModel"], "vocab_size": 300, "n_positions": 16,
+                  "n_embd": 32, "n_layer": 2, "n_head": 4, "n_inner": None, "activation_function": "gelu_new",
+                  "layer_norm_epsilon": 1e-5, "tie_word_embeddings": True}
+HF_LLAMA_CONFIG = {"model_type": "llama", "architectures": ["LlamaForCausalLM"], "vocab_size": 300, "hidden_size": 32,
+                   "intermediate_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
+                   "num_key_value_heads": 2, "max_position_embeddings": 64, "rms_norm_eps": 1e-6,
+                   "rope_theta": 10000.0, "hidden_act": "silu", "tie_word_embeddings": False}
+
+
+def perturb_twin(model):
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if name.endswith("wte.weight") or name.endswith("wpe.weight") or name.endswith("embed_tokens.weight"):
+                p.normal_(0.0, 0.5)
+            elif "ln_" in name or "norm" in name:
+                p.copy_(1.0 + 0.1 * torch.randn(p.shape)) if name.endswith("weight") else p.normal_(0.0, 0.1)
+            elif name.endswith("bias"):
+                p.normal_(0.0, 0.1)
+            else:
+                p.normal_(0.0, 0.15)
+
+
+def bytes_to_unicode():
+    """GPT-2's table: each byte spelt as a printable character (vocab.json's and merges.txt's spelling)."""
+    printable = list(range(ord("!"), ord("~") + 1)) + list(range(ord("\xa1"), ord("\xac") + 1)) + \
+        list(range(ord("\xae"), ord("\xff") + 1))
+    chars, extra = {}, 0
+    for b in range(256):
+        if b in printable:
+            chars[b] = chr(b)
+        else:
+            chars[b] = chr(256 + extra)
+            extra += 1
+    return chars
+
+
+# The text the twin's GPT-2 vocabulary learns its merges on.
+VOCAB_TEXT = ("The licenses for most software and other practical works are designed to take away your freedom "
+              "to share and change the works. By contrast, the GNU General Public License is intended to guarantee "
+              "your freedom to share and change all versions of a program, to make sure it remains free software "
+              "for all its users. When we speak of free software, we are referring to freedom, not price.")
+
+
+def write_gpt2_vocabulary(directory, vocab_size):
+    """vocab.json and merges.txt in GPT-2's formats, as the Hub's gpt2 repository has them: the 256
+    bytes (ids 0..255 in the table's order), then vocab_size - 256 merges learnt on VOCAB_TEXT, each
+    joining the most frequent adjacent pair within the words (" word" keeps its space, as GPT-2's)."""
+    spell = bytes_to_unicode()
+    words = [[spell[b] for b in w.encode()] for w in
+             [("" if i == 0 else " ") + w for i, w in enumerate(VOCAB_TEXT.split(" "))]]
+    vocab = {spell[b]: i for i, b in enumerate(spell)}
+    merges = []
+    while len(vocab) < vocab_size:
+        counts = {}
+        for w in words:
+            for pair in zip(w, w[1:]):
+                counts[pair] = counts.get(pair, 0) + 1
+        best = max(sorted(counts), key=lambda pair: counts[pair])  # ties: the first in sorted order
+        merges.append(best)
+        vocab[best[0] + best[1]] = len(vocab)
+        for w in words:
+            i = 0
+            while i < len(w) - 1:
+                if (w[i], w[i + 1]) == best:
+                    w[i:i + 2] = [best[0] + best[1]]
+                i += 1
+    with open(os.path.join(directory, "vocab.json"), "w", encoding="utf-8") as f:
+        json.dump(vocab, f, ensure_ascii=False)
+    with open(os.path.join(directory, "merges.txt"), "w", encoding="utf-8") as f:
+        f.write("#version: 0.2\n" + "".join(f"{a} {b}\n" for a, b in merges))
+
+
+def hf_case(path, seed, *, arch, dtype="F64", hub_style=False, kv_heads=None):
+    """A twin's model.safetensors, config.json and logits. gpt2 with hub_style: the names as the
+    Hub's gpt2 file has them (no "transformer." prefix, no lm_head.weight, each layer's attn.bias
+    and attn.masked_bias buffers); otherwise as transformers' LMHeadModel state_dict, lm_head.weight
+    included. kv_heads: the Llama's key/value heads, if not HF_LLAMA_CONFIG's."""
+    torch.manual_seed(seed)
+    t = TORCH_DTYPES[dtype]
+    config = HF_GPT2_CONFIG if arch == "gpt2" else HF_LLAMA_CONFIG
+    if kv_heads is not None:
+        config = {**config, "num_key_value_heads": kv_heads}
+    model = (GPT2LMHeadModel if arch == "gpt2" else LlamaForCausalLM)(config)
+    perturb_twin(model)
+    model = model.to(t)
+    tokens = torch.randint(0, config["vocab_size"], (2, 12))
+    with torch.no_grad():
+        logits = model(tokens)
+    state = model.state_dict()  # the tied lm_head.weight is listed, as transformers' is
+    if arch == "gpt2":
+        if hub_style:
+            state = {k.removeprefix("transformer."): v for k, v in state.items() if k != "lm_head.weight"}
+        else:
+            state = {k: v for k, v in state.items() if not k.endswith(".attn.bias") and not k.endswith("masked_bias")}
+    directory = path.removesuffix(".safetensors")
+    os.makedirs(directory, exist_ok=True)
+    write_safetensors(os.path.join(directory, "model.safetensors"), state, {"format": "pt"})
+    with open(os.path.join(directory, "config.json"), "w") as f:
+        json.dump({**config, "torch_dtype": "float32" if dtype == "F32" else "float64"}, f, indent=2)
+        f.write("\n")
+    common = {"format": "cppgrad-refs-1", "generator": "scripts/make_parity_refs.py", "torch": torch.__version__,
+              "float_dtype": dtype, "arch": arch, "case": os.path.basename(directory)}
+    write_safetensors(os.path.join(directory, "twin_logits.safetensors"), {"in.tokens": tokens, "out.logits": logits},
+                      common)
+    if arch == "gpt2" and hub_style:  # the tokenizer's files beside the weights, as the Hub's gpt2 has them
+        write_gpt2_vocabulary(directory, config["vocab_size"])
+
+
+HF_CASES = {
+    "hf_gpt2_hub_f32": (hf_case, 501, dict(arch="gpt2", dtype="F32", hub_style=True)),
+    "hf_gpt2_f64": (hf_case, 502, dict(arch="gpt2")),
+    "hf_llama_f32": (hf_case, 503, dict(arch="llama", dtype="F32")),
+    # as many key/value heads as heads: cppgrad keeps q, k and v in one fused matrix then
+    "hf_llama_f64": (hf_case, 504, dict(arch="llama", kv_heads=4)),
+}
+
+
 # ---- the cases ----------------------------------------------------------------------------------
 # name -> (function, seed, options). Each seed is fixed, so a case's file is the same on every run.
 
@@ -736,6 +1049,7 @@ CASES = {
 }
 CASES.update(MODERN_CASES)
 CASES.update(OPS_CASES)
+CASES.update(HF_CASES)
 
 
 def main():
@@ -749,7 +1063,10 @@ def main():
         function, seed, options = CASES[name]
         path = os.path.normpath(os.path.join(args.out, name + ".safetensors"))
         function(path, seed, **options)
-        print(f"{path}: {os.path.getsize(path)} bytes")
+        written = [path] if os.path.exists(path) else [  # a Hugging Face case is a directory
+            os.path.join(path.removesuffix(".safetensors"), f) for f in sorted(os.listdir(path.removesuffix(".safetensors")))]
+        for f in written:
+            print(f"{f}: {os.path.getsize(f)} bytes")
 
 
 if __name__ == "__main__":

@@ -9,10 +9,15 @@
 #   check.sh resume  GPT DIR   30 steps, save, resume to 40 == 40 steps straight, byte for byte,
 #                              for gpt2 (BPE) and llama (characters, 2 micro-batches a step)
 #   check.sh ranks_resume GPT DIR   the gpt2 resume on 2 processes (scripts/mpirun 2)
+#   check.sh hf      GPT DIR   --init-from hf: the PyTorch twins' GPT-2 (its vocab.json and merges.txt
+#                              beside it) and Llama files in tests/data: sampled, fine-tuned, written
+#                              back with --save-hf and read again to the same held-out loss, resumed;
+#                              files that do not fit refused
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/../common/check_lib.sh"  # fail, check_svg, losses
 mode="$1" gpt="$2" dir="$3"
 mpirun_script="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)/scripts/mpirun"
+twins="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)/tests/data"  # hf_*: scripts/make_parity_refs.py
 rm -rf "$dir" && mkdir -p "$dir" && cd "$dir"
 # A short text every Debian machine has (base-files): the checks take seconds. (The default
 # corpus, the Jargon File, is the README's run.)
@@ -133,6 +138,47 @@ case "$mode" in
         grep -q '2 processes' straight.log || fail "the run did not train on 2 processes"
       fi
     done
+    ;;
+  hf)
+    gpt2="$twins/hf_gpt2_hub_f32" llama="$twins/hf_llama_f32"
+    hf=(--data "$data" --threads 1 --seq-len 16 --batch 8 --seed 7)
+    held_out() { grep -o '^held-out loss [0-9.]*' "$1" | grep -o '[0-9.]*$'; }
+    # sampling only: the tokenizer found beside the weights, the sizes read off the shapes
+    "$gpt" "${hf[@]}" --init-from "hf:$gpt2" --steps 0 --sample-len 20 --prompt "The software" > sample.log
+    grep -q "^weights from $gpt2/model.safetensors (gpt2 under Hugging Face's names)" sample.log || fail "no weights read"
+    grep -q 'gpt2 tokenizer, vocabulary 300) · gpt2 pretrained · 35584 parameters · 2 layers · d_model 32 · 4 heads · ff 128' \
+      sample.log || fail "not the twin's model and tokenizer: $(sed -n 2p sample.log)"
+    grep -q '^step' sample.log && fail "--steps 0 trained"
+    sample_of sample.log | head -n 1 | grep -q '^The software' || fail "no sample continuing the prompt"
+    # fine-tuning, then the model under Hugging Face's names, read back: the same held-out loss
+    "$gpt" "${hf[@]}" --init-from "hf:$gpt2" --steps 40 --eval-every 20 --lr 3e-3 --sample-len 10 --save-hf tuned \
+      --save run.safetensors > tune.log
+    loss_falls tune.log 0.8
+    [ -s tuned/model.safetensors ] && grep -q '"n_head": 4' tuned/config.json || fail "no model written by --save-hf"
+    "$gpt" "${hf[@]}" --init-from hf:tuned --gpt2-vocab "$gpt2" --steps 0 --sample-len 0 > reread.log
+    [ -n "$(held_out tune.log)" ] && [ "$(held_out tune.log)" = "$(held_out reread.log)" ] ||
+      fail "the model written by --save-hf has held-out loss $(held_out reread.log), the run's was $(held_out tune.log)"
+    # the fine-tuned run resumes (its window of 16 of the 16 positions, its tokenizer)
+    "$gpt" --data "$data" --threads 1 --batch 8 --steps 45 --resume run.safetensors --sample-len 0 > resumed.log
+    grep -q 'step *45/45' resumed.log || fail "the fine-tuned run did not resume"
+    # a llama (grouped-query attention, config.json's RMSNorm epsilon) fine-tuned on characters
+    "$gpt" "${hf[@]}" --init-from "hf:$llama/model.safetensors" --tokenizer char --steps 30 --eval-every 15 --lr 3e-3 \
+      --sample-len 10 --save-hf tuned_llama > llama.log
+    grep -q 'llama pretrained · .* 4 heads (2 key/value) · ff 64' llama.log || fail "not the twin's llama"
+    loss_falls llama.log 0.8
+    grep -q '"rms_norm_eps": 1e-06' tuned_llama/config.json || fail "--save-hf lost the llama's epsilon"
+    # files that do not fit
+    expect_usage_error "a Llama checkpoint (model.embed_tokens.weight), not gpt2" "${hf[@]}" --init-from "hf:$llama" --arch gpt2
+    expect_usage_error "a GPT-2 checkpoint (wte.weight), not llama" "${hf[@]}" --init-from "hf:$gpt2" --arch llama
+    expect_usage_error "--layers 4: the model of .* has layers 2" "${hf[@]}" --init-from "hf:$gpt2" --layers 4
+    expect_usage_error "--seq-len 32: the model of .* knows 16 positions" --data "$data" --threads 1 --init-from "hf:$gpt2" --seq-len 32
+    expect_usage_error "--size: with --init-from" "${hf[@]}" --init-from "hf:$gpt2" --size tiny
+    expect_usage_error "must be hf:PATH" "${hf[@]}" --init-from "$gpt2"
+    expect_usage_error "give the model's tokenizer" "${hf[@]}" --init-from "hf:$llama"
+    expect_usage_error "tokenizer has 320 tokens, more than the 300 rows" "${hf[@]}" --init-from "hf:$gpt2" --tokenizer bpe \
+      --bpe-vocab 320
+    mkdir -p cut && head -c 5000 "$gpt2/model.safetensors" > cut/model.safetensors
+    expect_usage_error "cut/model.safetensors" "${hf[@]}" --init-from hf:cut --gpt2-vocab "$gpt2"
     ;;
   *) fail "unknown mode $mode" ;;
 esac

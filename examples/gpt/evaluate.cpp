@@ -40,7 +40,7 @@ plot::Canvas training_curves(const Options& o, const Corpus& corpus, int64_t ste
   figure.notes = {fmt::format("{} bytes, {} tokens ({}, vocabulary {}), the last tenth held out · d_model {} · {} heads "
                               "· {} layers · batch {} × {}{}", corpus.bytes, corpus.train.size() + corpus.held_out.size(),
                               o.tokenizer, corpus.tokenizer.vocab_size(), m.d_model, m.heads, m.layers, o.batch,
-                              m.seq_len, o.accum > 1 ? fmt::format(" × {} accumulated", o.accum) : ""),
+                              o.window, o.accum > 1 ? fmt::format(" × {} accumulated", o.accum) : ""),
                   fmt::format("held-out loss after {} steps: {:.3f} nats per token", step, held_out_loss)};
   figure.train = train, figure.held_out = held_out;
   figure.train_name = m.dropout > 0 ? fmt::format("train, dropout {}", m.dropout) : "train";

@@ -6,6 +6,8 @@
 //   gpt --data book.txt --tokenizer char --size gpt-M --steps 5000 --accum 4 --checkpoint
 //   gpt --save run.safetensors                 # ...later: gpt --resume run.safetensors --steps 2000
 //   gpt --resume run.safetensors --steps 0 --prompt "The hacker" --top-p 0.9   # sample only
+//   gpt --init-from hf:gpt2 --steps 0 --prompt "Hello"   # GPT-2's model.safetensors, config.json, vocab.json, merges.txt
+//   gpt --init-from hf:gpt2 --data mine.txt --seq-len 128 --steps 200 --lr 1e-4 --save-hf tuned   # fine-tune
 //   scripts/mpirun 2 build/release/examples/gpt/gpt --threads 1   # data-parallel, 8 windows a rank
 //
 // The training windows are every start in the tokens of the text's first 90%, read in a fresh
@@ -40,9 +42,13 @@ int main(int argc, char** argv) {
   return examples::run_program("gpt", "--batch, --seq-len, --d-model, --layers or --size", [&] {
     std::optional<Checkpoint> resumed;
     if (!o.resume.empty()) resumed = read_checkpoint(o.resume);
-    const int64_t rank_batch = finish_options(app, o, resumed ? &*resumed : nullptr);  // before training, what can be refused
+    std::optional<HFCheckpoint> pretrained = read_pretrained(app, o);  // --init-from hf:PATH
+    // before training, what can be refused
+    const int64_t rank_batch = finish_options(app, o, resumed ? &*resumed : nullptr, pretrained ? &*pretrained : nullptr);
     const Corpus corpus = read_corpus(o, resumed ? &*resumed : nullptr);
-    o.model.vocab = corpus.tokenizer.vocab_size();
+    if (o.model.vocab == 0) o.model.vocab = corpus.tokenizer.vocab_size();  // else a pretrained model's, or as saved
+    CPPGRAD_CHECK(corpus.tokenizer.vocab_size() <= o.model.vocab, "the {} tokenizer has {} tokens, more than the {} rows "
+                  "of the model's embedding", o.tokenizer, corpus.tokenizer.vocab_size(), o.model.vocab);
     if (lead && !o.write_tokens.empty())
       for (const auto& [part, ids] : {std::pair{"train", &corpus.train}, std::pair{"held_out", &corpus.held_out}})
         data::save_npy(fmt::format("{}.{}.npy", o.write_tokens, part), tensor(*ids, {static_cast<int64_t>(ids->size())}));
@@ -50,6 +56,18 @@ int main(int argc, char** argv) {
     // ---- the model and AdamW, warm-up then cosine ----------------------------------------------
     manual_seed(o.seed + static_cast<uint64_t>(world.rank()));  // weights (rank 0's are broadcast) and dropout
     std::shared_ptr<LanguageModel> model = make_model(o.model);
+    if (pretrained) {
+      try {
+        load_hf_checkpoint(*model, *pretrained);
+      } catch (const Error& e) {
+        throw Error(fmt::format("--init-from: {}", e.what()));
+      }
+      if (lead) fmt::print("weights from {} ({} under Hugging Face's names)\n", pretrained->path, o.arch);
+    }
+    // The names --save-hf writes: the file's, or transformers' own. The file's tensors, now in
+    // the model, are not kept through training (GPT-2 124M's are half a gigabyte).
+    const HFLayout hf_layout = pretrained ? pretrained->layout : default_hf_layout(o.model.arch);
+    pretrained.reset();
     model->set_checkpoint_layers(o.checkpoint);
     distributed::DistributedDataParallel ddp(model);  // rank 0's weights everywhere; hooks nothing in a world of one
     // Weight decay on the 2-D weights (matrices, embeddings) only: decaying the norms' gains and
@@ -61,7 +79,7 @@ int main(int argc, char** argv) {
     optim::WarmupCosineLR schedule(opt, o.warmup, o.decay_steps, o.min_lr);
 
     // ---- the data: every window of the training tokens, each rank its share of every epoch -----
-    const int64_t T = o.model.seq_len;
+    const int64_t T = o.window;
     auto train_set = std::make_shared<data::TextDataset>(corpus.train, T, /*stride=*/1);
     CPPGRAD_CHECK(train_set->size() >= o.batch, "--data: '{}' gives {} training windows of --seq-len {}, fewer than one "
                   "--batch of {}", excerpt(o.data), train_set->size(), T, o.batch);
@@ -132,6 +150,10 @@ int main(int argc, char** argv) {
 
     // ---- what the run leaves: a checkpoint, the curves, a sample -------------------------------
     if (!o.save.empty()) examples::save_run_file(o.save, state, checkpoint_metadata(o, held));
+    if (!o.save_hf.empty() && lead) {
+      save_hf_directory(*model, hf_layout, o.save_hf);
+      fmt::print("model written under Hugging Face's names to {}/model.safetensors and config.json\n", o.save_hf);
+    }
     if (!lead) return 0;
     if (!o.plot.empty()) {
       training_curves(o, corpus, log.step, held, held_out["input"].size(0), log.train_curve, log.eval_curve).write(o.plot);
@@ -144,7 +166,8 @@ int main(int argc, char** argv) {
     if (o.sample.length > 0) {
       fmt::print("\nsample (temperature {}, top-k {}, top-p {}, seed {}):\n", o.sample.temperature, o.sample.top_k,
                  o.sample.top_p, o.seed);
-      const std::vector<int64_t> written = generate(*model, prompt, T, o.sample, sample_gen);
+      o.sample.vocab = corpus.tokenizer.vocab_size();  // a pretrained model may have more rows than tokens
+      const std::vector<int64_t> written = generate(*model, prompt, o.model.seq_len, o.sample, sample_gen);
       fmt::print("{}{}\n", corpus.tokenizer.decode(prompt), corpus.tokenizer.decode(written));
     }
     return 0;

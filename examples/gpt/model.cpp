@@ -56,6 +56,7 @@ GPT2::GPT2(const ModelConfig& c) : LanguageModel(c) {
                          .dim_feedforward(c.ff)
                          .dropout(c.dropout)
                          .activation(nn::Activation::GELUTanh)
+                         .layer_norm_eps(c.norm_eps)
                          .norm_first(true);
   blocks = register_module("blocks", std::make_shared<nn::TransformerEncoder>(layer, c.layers, /*final_norm=*/true));
   lm_head = register_module("lm_head", std::make_shared<nn::Linear>(c.d_model, c.vocab, /*bias=*/false));
@@ -86,6 +87,8 @@ Llama::Llama(const ModelConfig& c) : LanguageModel(c) {
   decoder = register_module("decoder", std::make_shared<nn::Decoder>(nn::DecoderOptions(c.vocab, c.d_model, c.layers, c.heads)
                                                                          .num_kv_heads(c.kv_heads)
                                                                          .hidden_dim(c.ff)
+                                                                         .norm_eps(c.norm_eps)
+                                                                         .rope_base(c.rope_theta)
                                                                          .dropout(c.dropout)));
 }
 

@@ -26,6 +26,8 @@ struct ModelConfig {
   int64_t layers = 4, d_model = 128, heads = 4, kv_heads = 0, ff = 512;  // kv_heads 0: heads (llama only)
   int64_t seq_len = 128;  // the longest context; gpt2's learned positions have this many rows
   double dropout = 0.0;
+  double norm_eps = 1e-5;        // the LayerNorms' (gpt2) or RMSNorms' (llama) epsilon
+  double rope_theta = 10000.0;   // llama's rotary base θ
 };
 
 class LanguageModel : public cppgrad::nn::Module {

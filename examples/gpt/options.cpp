@@ -1,5 +1,6 @@
 #include "gpt/options.h"
 
+#include <cmath>
 #include <filesystem>
 #include <zlib.h>
 
@@ -67,6 +68,62 @@ int64_t metadata_int(const Checkpoint& c, const std::string& key) {
   throw Error(fmt::format("--resume: the checkpoint's {} is '{}', not a count", key, excerpt(text)));
 }
 
+double metadata_number(const Checkpoint& c, const std::string& key) {
+  const std::string text = metadata_at(c, key);
+  try {
+    size_t used = 0;
+    const double value = std::stod(text, &used);
+    if (used == text.size() && std::isfinite(value) && value > 0) return value;
+  } catch (const std::exception&) {
+  }
+  throw Error(fmt::format("--resume: the checkpoint's {} is '{}', not a positive number", key, excerpt(text)));
+}
+
+// GPT-2's vocabulary files in `dir`: OpenAI's names (encoder.json, vocab.bpe) or the Hub's
+// (vocab.json, merges.txt), the same formats.
+std::optional<std::pair<std::filesystem::path, std::filesystem::path>> gpt2_vocab_files(const std::filesystem::path& dir) {
+  std::error_code ec;
+  for (const auto& [vocab, merges] : {std::pair{"encoder.json", "vocab.bpe"}, std::pair{"vocab.json", "merges.txt"}})
+    if (std::filesystem::exists(dir / vocab, ec) && std::filesystem::exists(dir / merges, ec))
+      return std::pair{dir / vocab, dir / merges};
+  return std::nullopt;
+}
+
+// --init-from: the model is the file's; the sizes given must agree with it.
+void take_pretrained(const CLI::App& app, Options& o, const HFCheckpoint& file) {
+  CPPGRAD_CHECK(app.count("--size") == 0, "--size: with --init-from, the model's sizes are the file's");
+  const bool heads_given = app.count("--heads") > 0;
+  ModelConfig m;
+  try {
+    m = hf_model_config(file, heads_given ? std::optional(o.model.heads) : std::nullopt);
+  } catch (const Error& e) {
+    throw Error(fmt::format("--init-from: {}", e.what()));
+  }
+  for (const auto& s : kSizeOptions) {
+    if (s.field == &ModelConfig::seq_len) continue;
+    CPPGRAD_CHECK(app.count(s.option) == 0 || o.model.*s.field == m.*s.field, "{} {}: the model of {} has {} {}",
+                  s.option, o.model.*s.field, excerpt(file.path), s.key, m.*s.field);
+  }
+  // --seq-len: the training windows, at most the positions the model knows.
+  const bool window_given = app.count("--seq-len") > 0;
+  CPPGRAD_CHECK(!window_given || o.model.seq_len <= m.seq_len, "--seq-len {}: the model of {} knows {} positions",
+                o.model.seq_len, excerpt(file.path), m.seq_len);
+  o.window = window_given ? o.model.seq_len : m.seq_len;
+  m.dropout = o.model.dropout;
+  o.model = m;
+  o.arch = arch_name(m.arch);
+  o.size = "pretrained";  // as the run's first line names it
+  // Its tokenizer: the token ids are the embedding's rows.
+  if (app.count("--tokenizer") == 0 && o.gpt2_vocab.empty()) {
+    const auto dir = std::filesystem::path(file.path).parent_path();
+    CPPGRAD_CHECK(m.arch == Arch::GPT2 && gpt2_vocab_files(dir), "--init-from: give the model's tokenizer: "
+                  "--gpt2-vocab DIR (GPT-2's encoder.json and vocab.bpe){}", m.arch == Arch::GPT2 ? ", or put them "
+                  "beside its model.safetensors" : "; Llama's own (tokenizer.model) is not one gpt reads, so only "
+                  "--tokenizer char or bpe, whose ids are not the ones it learnt");
+    o.gpt2_vocab = dir.string();
+  }
+}
+
 // A gzip file's bytes, uncompressed, at most max_bytes of them.
 std::string read_gzip_file(const std::string& path, int64_t max_bytes) {
   namespace fs = std::filesystem;
@@ -118,8 +175,13 @@ void add_options(CLI::App& app, Options& o) {
       ->check(CLI::IsMember({"char", "bpe"}));
   app.add_option("--bpe-vocab", o.bpe_vocab, "the learnt BPE's vocabulary size (256 bytes + merges)")
       ->check(CLI::Range(int64_t{256}, int64_t{1} << 20));
-  app.add_option("--gpt2-vocab", o.gpt2_vocab, "GPT-2's own tokenizer: a directory with encoder.json and vocab.bpe")
+  app.add_option("--gpt2-vocab", o.gpt2_vocab, "GPT-2's own tokenizer: a directory with encoder.json and vocab.bpe "
+                                               "(or the Hub's vocab.json and merges.txt)")
       ->check(CLI::ExistingDirectory);
+  app.add_option("--init-from", o.init_from, "hf:PATH: start from a Hugging Face GPT-2 or Llama model.safetensors (or "
+                                             "its directory, with config.json); the sizes are its own");
+  app.add_option("--save-hf", o.save_hf, "at the end, write the model to DIR/model.safetensors under Hugging Face's "
+                                         "names, and DIR/config.json");
   app.add_option("--steps", o.steps, "training steps in all (a resumed run continues up to this; 0 with --resume: "
                                      "only sample)")->check(CLI::Range(0, 100'000'000));
   app.add_option("--batch", o.batch, "windows per micro-batch, over all processes")->check(CLI::Range(1, 65536));
@@ -159,22 +221,50 @@ void add_options(CLI::App& app, Options& o) {
   app.add_option("--prompt", o.prompt, "text the sample continues (default: a token of the held-out text)");
 }
 
-int64_t finish_options(const CLI::App& app, Options& o, const Checkpoint* resumed) {
+std::optional<HFCheckpoint> read_pretrained(const CLI::App& app, const Options& o) {
+  if (o.init_from.empty()) return std::nullopt;
+  CPPGRAD_CHECK(o.init_from.starts_with("hf:"), "--init-from: '{}' must be hf:PATH (a Hugging Face model.safetensors, "
+                "or the directory holding it)", excerpt(o.init_from));
+  CPPGRAD_CHECK(o.resume.empty(), "--init-from: not with --resume (a resumed run's model is its checkpoint's)");
+  const std::optional<Arch> arch = app.count("--arch") ? std::optional(parse_arch(o.arch)) : std::nullopt;
+  try {
+    return read_hf_checkpoint(o.init_from.substr(3), arch);
+  } catch (const Error& e) {
+    throw Error(fmt::format("--init-from: {}", e.what()));
+  }
+}
+
+int64_t finish_options(const CLI::App& app, Options& o, const Checkpoint* resumed, const HFCheckpoint* pretrained) {
   const bool size_given = app.count("--size") > 0;
-  if (resumed) {
+  if (pretrained) {
+    take_pretrained(app, o, *pretrained);
+    if (!o.gpt2_vocab.empty()) o.tokenizer = "gpt2";
+    if (o.decay_steps == 0) o.decay_steps = std::max<int64_t>(o.steps, 1);
+    if (app.count("--warmup") == 0) o.warmup = std::min<int64_t>(o.warmup, o.decay_steps / 10);
+  } else if (resumed) {
     // The model is the checkpoint's: what was given must agree with it.
     const std::string arch = metadata_at(*resumed, "arch");
     CPPGRAD_CHECK(app.count("--arch") == 0 || o.arch == arch, "--resume: the checkpoint's model is {}, not {}",
                   excerpt(arch), o.arch);
     o.arch = arch;
     if (size_given) apply_preset(app, o);
+    // --seq-len is the training windows, shorter than the model's context after --init-from.
+    const auto& saved_meta = resumed->metadata;
+    const int64_t window = metadata_int(*resumed, saved_meta.count("window") ? "window" : "seq_len");
     for (const auto& s : kSizeOptions) {
       const int64_t saved = metadata_int(*resumed, s.key);
+      const int64_t compared = s.field == &ModelConfig::seq_len ? window : saved;
       const bool given = app.count(s.option) > 0 || (size_given && s.field != &ModelConfig::kv_heads);
-      CPPGRAD_CHECK(!given || o.model.*s.field == saved, "--resume: the checkpoint's model has {} {}, not {}", s.key,
-                    saved, o.model.*s.field);
+      CPPGRAD_CHECK(!given || o.model.*s.field == compared, "--resume: the checkpoint's model has {} {}, not {}", s.key,
+                    compared, o.model.*s.field);
       o.model.*s.field = saved;
     }
+    o.window = window;
+    // Written since --init-from (a pretrained model's vocabulary and constants); older checkpoints
+    // have the defaults.
+    if (saved_meta.count("vocab")) o.model.vocab = metadata_int(*resumed, "vocab");
+    if (saved_meta.count("norm_eps")) o.model.norm_eps = metadata_number(*resumed, "norm_eps");
+    if (saved_meta.count("rope_theta")) o.model.rope_theta = metadata_number(*resumed, "rope_theta");
     CPPGRAD_CHECK(app.count("--tokenizer") == 0 || o.tokenizer == resumed->tokenizer.kind,
                   "--resume: the checkpoint's tokenizer is {}, not {}", resumed->tokenizer.kind, o.tokenizer);
     o.tokenizer = resumed->tokenizer.kind;
@@ -183,6 +273,7 @@ int64_t finish_options(const CLI::App& app, Options& o, const Checkpoint* resume
     if (app.count("--warmup") == 0) o.warmup = metadata_int(*resumed, "warmup");
   } else {
     apply_preset(app, o);
+    o.window = o.model.seq_len;
     if (!o.gpt2_vocab.empty()) o.tokenizer = "gpt2";
     if (o.decay_steps == 0) o.decay_steps = std::max<int64_t>(o.steps, 1);
     if (app.count("--warmup") == 0) o.warmup = std::min<int64_t>(o.warmup, o.decay_steps / 10);  // short runs
@@ -202,12 +293,21 @@ int64_t finish_options(const CLI::App& app, Options& o, const Checkpoint* resume
   CPPGRAD_CHECK(o.min_lr <= o.lr, "--min-lr {} is above --lr {}", o.min_lr, o.lr);
   if (!o.save.empty()) examples::check_writable("--save", o.save);
   if (!o.plot.empty()) examples::check_writable("--plot", o.plot);
+  if (!o.save_hf.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(o.save_hf, ec);
+    CPPGRAD_CHECK(!ec, "--save-hf: cannot create the directory '{}': {}", excerpt(o.save_hf), ec.message());
+    examples::check_writable("--save-hf", (std::filesystem::path(o.save_hf) / "model.safetensors").string());
+  }
   if (!o.write_tokens.empty()) examples::check_writable("--write-tokens", o.write_tokens + ".train.npy");
   // Parameters: 4 d² + 3 d·ff a block at most, the embeddings (a vocabulary of at most
   // --bpe-vocab, or GPT-2's 50257) and positions; each float kept 4 times (weights, gradient,
   // AdamW's two moments).
   const double d = static_cast<double>(m.d_model), ff = static_cast<double>(m.ff);
-  const double vocab = o.tokenizer == "gpt2" ? 50257.0 : o.tokenizer == "bpe" ? static_cast<double>(o.bpe_vocab) : 256.0;
+  const double vocab = m.vocab > 0           ? static_cast<double>(m.vocab)
+                       : o.tokenizer == "gpt2" ? 50257.0
+                       : o.tokenizer == "bpe"  ? static_cast<double>(o.bpe_vocab)
+                                               : 256.0;
   examples::check_memory("the model", 4.0 * (2.0 * vocab * d + static_cast<double>(m.seq_len) * d +
                                              static_cast<double>(m.layers) * (4.0 * d * d + 3.0 * d * ff)));
   const int64_t rank_batch = examples::per_rank_batch("--batch", o.batch);
@@ -282,8 +382,11 @@ Corpus read_corpus(const Options& o, const Checkpoint* resumed) {
     c.tokenizer = {"char", data::CharVocabulary::of(text), {}};
   } else if (o.tokenizer == "gpt2") {
     const std::filesystem::path dir(o.gpt2_vocab);
+    const auto files = gpt2_vocab_files(dir);
     try {
-      c.tokenizer = {"gpt2", {}, data::BPETokenizer::load_gpt2(dir / "encoder.json", dir / "vocab.bpe")};
+      CPPGRAD_CHECK(files, "'{}' holds neither encoder.json and vocab.bpe nor vocab.json and merges.txt",
+                    excerpt(o.gpt2_vocab));
+      c.tokenizer = {"gpt2", {}, data::BPETokenizer::load_gpt2(files->first, files->second)};
     } catch (const Error& e) {
       throw Error(fmt::format("--gpt2-vocab: {}", e.what()));
     }
@@ -297,7 +400,7 @@ Corpus read_corpus(const Options& o, const Checkpoint* resumed) {
   c.train = c.tokenizer.encode(train_text);
   c.held_out = c.tokenizer.encode(held_text);
   c.bytes = n, c.held_out_bytes = n - split;
-  const int64_t T = o.model.seq_len;
+  const int64_t T = o.window;
   CPPGRAD_CHECK(static_cast<int64_t>(c.held_out.size()) > T, "--data: '{}' has {} held-out tokens (the last 10% of {} "
                 "bytes); they must be more than --seq-len {}", excerpt(o.data), c.held_out.size(), n, T);
   CPPGRAD_CHECK(static_cast<int64_t>(c.train.size()) > T, "--data: '{}' has {} training tokens, not more than --seq-len {}",
@@ -319,6 +422,10 @@ nn::Metadata checkpoint_metadata(const Options& o, double held_out_loss) {
                            {"held_out_loss", fmt::format("{:.4f}", held_out_loss)},
                            {"processes", std::to_string(distributed::world_size())}};
   for (const auto& s : kSizeOptions) metadata[s.key] = std::to_string(o.model.*s.field);
+  metadata["window"] = std::to_string(o.window);
+  metadata["vocab"] = std::to_string(o.model.vocab);
+  metadata["norm_eps"] = fmt::format("{}", o.model.norm_eps);  // the shortest text that reads back the same double
+  metadata["rope_theta"] = fmt::format("{}", o.model.rope_theta);
   return metadata;
 }
 

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "gpt/hf_checkpoint.h"
 #include "gpt/model.h"
 #include "gpt/sample.h"
 
@@ -20,6 +21,9 @@ struct Options {
   int64_t max_data_mb = 100;
   std::string arch = "gpt2", size = "small";
   ModelConfig model;  // its sizes come from --size, then from the options given one by one
+  int64_t window = 0;  // tokens per training window: --seq-len; at most model.seq_len, the longest context
+  std::string init_from;  // hf:PATH, a Hugging Face model.safetensors (or its directory) to start from
+  std::string save_hf;    // a directory to write the model to under Hugging Face's names, at the end
   std::string tokenizer = "bpe";
   int64_t bpe_vocab = 512;
   std::string gpt2_vocab;  // a directory with encoder.json and vocab.bpe
@@ -39,13 +43,19 @@ struct Options {
 // Declares every option of `o` on `app`, with its help text and range.
 void add_options(CLI::App& app, Options& o);
 
+// --init-from hf:PATH, read (before the options are finished: its shapes are the model's sizes).
+std::optional<HFCheckpoint> read_pretrained(const CLI::App& app, const Options& o);
+
 // After parsing: fills the model's sizes from --size and the options given one by one, refuses
 // what would fail later (kv-heads that do not divide heads, an output path that cannot be written,
 // a model larger than memory, a batch that does not divide among the processes), sets the thread
 // count, and returns this process's share of the batch. Resuming, the sizes, the architecture
-// and the tokenizer are the checkpoint's: one given that differs is refused.
+// and the tokenizer are the checkpoint's: one given that differs is refused. Starting from a
+// Hugging Face file, the architecture and sizes are the file's (a size given that differs is
+// refused, --seq-len may shorten the training windows), and its tokenizer must be given or lie
+// beside it (GPT-2's encoder.json and vocab.bpe, or vocab.json and merges.txt).
 struct Checkpoint;
-int64_t finish_options(const CLI::App& app, Options& o, const Checkpoint* resumed);
+int64_t finish_options(const CLI::App& app, Options& o, const Checkpoint* resumed, const HFCheckpoint* pretrained);
 
 // Characters (the text's bytes), a byte-level BPE learned on the training part, or GPT-2's.
 struct Tokenizer {

@@ -27,7 +27,9 @@ std::vector<int64_t> generate(LanguageModel& model, std::vector<int64_t> context
     }
     const auto T = static_cast<int64_t>(feed.size());
     Tensor logits = model.forward_step(tensor(feed, {1, T}), caches);          // (1, T, vocab)
-    const int64_t next = F::sample_next_token(logits.select(0, 0).select(0, T - 1), sampling, gen).item<int64_t>();
+    Tensor last = logits.select(0, 0).select(0, T - 1);  // (vocab)
+    if (options.vocab > 0) last = last.narrow(0, 0, std::min(options.vocab, last.size(0)));
+    const int64_t next = F::sample_next_token(last, sampling, gen).item<int64_t>();
     context.push_back(next);
     out.push_back(next);
     feed = {next};

@@ -15,6 +15,7 @@ struct SampleOptions {
   double temperature = 0.8;  // 0: always the most likely token
   int64_t top_k = 0;         // draw among the k most likely only (0: all)
   double top_p = 1.0;        // nucleus: among the fewest most likely whose probabilities reach p (1: all)
+  int64_t vocab = 0;         // draw among the ids below this only, the tokenizer's (0: all the model's rows)
 };
 
 // Extends `context` (at least one token) by `options.length` tokens and returns them. Each step
