@@ -1,6 +1,7 @@
 #include "gpt/hf_checkpoint.h"
 
 #include <charconv>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -103,6 +104,17 @@ std::optional<int64_t> layer_of(const std::string& name, const std::string& head
   return i;
 }
 
+// Whether a and b hold the same bits (a tied copy must be one: -0.0 is not 0.0, a NaN may be).
+bool same_bits(const Tensor& a, const Tensor& b) {
+  if (a.dtype() != b.dtype() || a.shape() != b.shape()) return false;
+  auto bits_equal = [](const auto& x, const auto& y) {
+    return std::memcmp(x.data(), y.data(), x.size() * sizeof(x[0])) == 0;
+  };
+  if (a.dtype() == kFloat32) return bits_equal(a.to_vector<float>(), b.to_vector<float>());
+  if (a.dtype() == kFloat64) return bits_equal(a.to_vector<double>(), b.to_vector<double>());
+  return false;
+}
+
 // "a, b, c and 4 more": the first few of a list, for a one-line message.
 std::string listing(const std::vector<std::string>& items) {
   constexpr size_t kShown = 6;
@@ -129,17 +141,20 @@ constexpr ConfigKeys kGPT2Keys = {"n_head", nullptr, "n_layer", "n_embd", "n_inn
 constexpr ConfigKeys kLlamaKeys = {"num_attention_heads", "num_key_value_heads", "num_hidden_layers", "hidden_size",
                                    "intermediate_size", "vocab_size", "max_position_embeddings", "rms_norm_eps"};
 
-HFCheckpoint::Config read_config(const fs::path& path, Arch arch) {
-  const std::string where = path.string();
+std::string read_config_file(const fs::path& path) {
   std::error_code ec;
   const auto size = fs::file_size(path, ec);
-  CPPGRAD_CHECK(!ec && size <= (1u << 20), "{}: not a readable file of at most 1 MB", where);
+  CPPGRAD_CHECK(!ec && size <= (1u << 20), "{}: not a readable file of at most 1 MB", excerpt(path.string()));
   std::ifstream in(path, std::ios::binary);
   std::stringstream text;
   text << in.rdbuf();
+  return text.str();
+}
+
+HFCheckpoint::Config parse_config(const std::string& text, const std::string& where, Arch arch) {
   nlohmann::json j;
   try {
-    j = nlohmann::json::parse(text.str());
+    j = nlohmann::json::parse(text);
   } catch (const nlohmann::json::exception& e) {
     throw Error(fmt::format("{}: not JSON: {}", where, e.what()));
   }
@@ -152,18 +167,18 @@ HFCheckpoint::Config read_config(const fs::path& path, Arch arch) {
   auto count_at = [&](const char* key) -> std::optional<int64_t> {
     if (key == nullptr || !j.contains(key) || j[key].is_null()) return std::nullopt;
     CPPGRAD_CHECK(j[key].is_number_integer() && j[key].get<int64_t>() > 0, "{}: {} is {}, not a positive count", where,
-                  key, j[key].dump());
+                  key, excerpt(j[key].dump()));
     return j[key].get<int64_t>();
   };
   auto number_at = [&](const char* key) -> std::optional<double> {
     if (!j.contains(key) || j[key].is_null()) return std::nullopt;
     CPPGRAD_CHECK(j[key].is_number() && j[key].get<double>() > 0, "{}: {} is {}, not a positive number", where, key,
-                  j[key].dump());
+                  excerpt(j[key].dump()));
     return j[key].get<double>();
   };
   const std::string name = arch_name(arch);
   if (auto type = string_at("model_type"))
-    CPPGRAD_CHECK(*type == name, "{}: model_type is '{}', not {}", where, *type, name);
+    CPPGRAD_CHECK(*type == name, "{}: model_type is '{}', not {}", where, excerpt(*type), name);
   const ConfigKeys& k = arch == Arch::GPT2 ? kGPT2Keys : kLlamaKeys;
   HFCheckpoint::Config c{count_at(k.heads), count_at(k.kv_heads), count_at(k.layers), count_at(k.d_model),
                          count_at(k.ff),    count_at(k.vocab),    count_at(k.positions), number_at(k.norm_eps),
@@ -172,13 +187,13 @@ HFCheckpoint::Config read_config(const fs::path& path, Arch arch) {
     // GPT-2's MLP uses GELU's tanh form, which transformers calls gelu_new.
     const auto act = string_at("activation_function");
     CPPGRAD_CHECK(!act || *act == "gelu_new" || *act == "gelu_pytorch_tanh",
-                  "{}: activation_function is '{}': gpt's gpt2 uses GELU's tanh form (gelu_new)", where, *act);
+                  "{}: activation_function is '{}': gpt's gpt2 uses GELU's tanh form (gelu_new)", where, excerpt(*act));
   } else {
     c.rope_theta = number_at("rope_theta");
     const auto act = string_at("hidden_act");
-    CPPGRAD_CHECK(!act || *act == "silu", "{}: hidden_act is '{}': gpt's llama uses SwiGLU (silu)", where, *act);
+    CPPGRAD_CHECK(!act || *act == "silu", "{}: hidden_act is '{}': gpt's llama uses SwiGLU (silu)", where, excerpt(*act));
     CPPGRAD_CHECK(!j.contains("rope_scaling") || j["rope_scaling"].is_null(),
-                  "{}: rope_scaling is set ({}): gpt's llama has plain rotary positions", where, j["rope_scaling"].dump());
+                  "{}: rope_scaling is set ({}): gpt's llama has plain rotary positions", where, excerpt(j["rope_scaling"].dump()));
     CPPGRAD_CHECK(!j.contains("attention_bias") || j["attention_bias"] == false,
                   "{}: attention_bias is set: gpt's llama has no biases", where);
     CPPGRAD_CHECK(!j.contains("tie_word_embeddings") || j["tie_word_embeddings"] == false,
@@ -240,8 +255,16 @@ HFCheckpoint read_hf_checkpoint(const std::string& path, std::optional<Arch> exp
   CPPGRAD_CHECK(fs::is_regular_file(file, ec), "'{}' is not a file (a model.safetensors, or a directory with one)",
                 excerpt(file.string()));
   auto contents = nn::load_safetensors(file.string());
+  const fs::path config = file.parent_path() / "config.json";
+  const std::optional<std::string> config_text =
+      fs::exists(config, ec) ? std::optional(read_config_file(config)) : std::nullopt;
+  return hf_checkpoint_of(std::move(contents), file.string(), config_text, expected);
+}
+
+HFCheckpoint hf_checkpoint_of(nn::SafetensorsContents contents, const std::string& path,
+                              const std::optional<std::string>& config_json, std::optional<Arch> expected) {
   HFCheckpoint out;
-  out.path = file.string();
+  out.path = path;
   HFLayout& layout = out.layout;
   const bool llama = contents.contains("model.embed_tokens.weight");
   const bool gpt2_prefixed = contents.contains("transformer.wte.weight");
@@ -272,8 +295,8 @@ HFCheckpoint read_hf_checkpoint(const std::string& path, std::optional<Arch> exp
     else
       out.tensors.emplace_back(name, t);
   }
-  const fs::path config = file.parent_path() / "config.json";
-  if (fs::exists(config, ec)) out.config = read_config(config, layout.arch);
+  if (config_json)
+    out.config = parse_config(*config_json, excerpt((fs::path(path).parent_path() / "config.json").string()), layout.arch);
   return out;
 }
 
@@ -293,6 +316,7 @@ ModelConfig hf_model_config(const HFCheckpoint& file, std::optional<int64_t> hea
   const std::string embedding = gpt2 ? layout.prefix + "wte.weight" : "model.embed_tokens.weight";
   const Shape vd = matrix(embedding);
   c.vocab = vd[0], c.d_model = vd[1];
+  CPPGRAD_CHECK(c.vocab > 0 && c.d_model > 0, "{}: {} is {}: no tokens or no features", where, embedding, shape_str(vd));
   // The layers: the numbers in the names, which must run 0, 1, ..., n - 1 with no gap (so the
   // count is at most the file's number of tensors, whatever number a name claims).
   const std::string layer_head = gpt2 ? layout.prefix + "h." : "model.layers.";
@@ -307,6 +331,7 @@ ModelConfig hf_model_config(const HFCheckpoint& file, std::optional<int64_t> hea
   c.layers = layers;
   c.ff = gpt2 ? matrix(layer_head + "0.mlp.c_fc.weight")[1] : matrix("model.layers.0.mlp.gate_proj.weight")[0];
   if (gpt2) c.seq_len = matrix(layout.prefix + "wpe.weight")[0];
+  CPPGRAD_CHECK(c.ff > 0 && c.seq_len > 0, "{}: an MLP of {} features, {} positions: empty", where, c.ff, c.seq_len);
 
   // The heads: the shapes do not tell them.
   CPPGRAD_CHECK(!heads || !given.heads || *heads == *given.heads, "--heads {}: config.json beside {} says {}", *heads,
@@ -363,10 +388,12 @@ void load_hf_checkpoint(LanguageModel& model, const HFCheckpoint& file) {
     const Tensor& t = *find(file.tensors, e.hf_name);
     if (e.tied_copy) {
       const Tensor& tied = *find(file.tensors, file.layout.prefix + "wte.weight");
-      NoGradGuard no_grad;
-      const double differs = (t.to(kFloat64) - tied.to(kFloat64)).abs().max().item();
-      CPPGRAD_CHECK(differs == 0.0, "{}: lm_head.weight differs from {}wte.weight (by up to {:.3g}): an untied GPT-2, and "
-                    "gpt's gpt2 ties them", where, file.layout.prefix, differs);
+      if (!same_bits(t, tied)) {
+        NoGradGuard no_grad;
+        const double differs = (t.to(kFloat64) - tied.to(kFloat64)).abs().max().item();
+        throw Error(fmt::format("{}: lm_head.weight differs from {}wte.weight (by up to {:.3g}): an untied GPT-2, and "
+                                "gpt's gpt2 ties them", where, file.layout.prefix, differs));
+      }
       continue;
     }
     if (!parts.count(e.model_name)) order.push_back(e.model_name);

@@ -78,6 +78,10 @@ struct HFCheckpoint {
 // The architecture is told by the names: `expected` that differs from the file's is an Error
 // naming both ("a Llama checkpoint (model.embed_tokens.weight), not gpt2").
 HFCheckpoint read_hf_checkpoint(const std::string& path, std::optional<Arch> expected = std::nullopt);
+// The same from a file already parsed, and config.json's text (nullopt: none); `path` names the
+// file in messages.
+HFCheckpoint hf_checkpoint_of(cppgrad::nn::SafetensorsContents contents, const std::string& path,
+                              const std::optional<std::string>& config_json, std::optional<Arch> expected = std::nullopt);
 
 // The model the file holds: its sizes read off the shapes, the heads from config.json (or
 // `heads`, when given; a value contradicting config.json is an Error). gpt2's seq_len is the

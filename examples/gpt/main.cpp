@@ -54,7 +54,7 @@ int main(int argc, char** argv) {
     if (resumed)
       for (const std::string& notice : kept.resume_from(resumed->metadata))
         if (lead) fmt::print("{}\n", notice);
-    const std::optional<HFCheckpoint> pretrained = read_pretrained(app, o);  // --init-from hf:PATH
+    std::optional<HFCheckpoint> pretrained = read_pretrained(app, o);  // --init-from hf:PATH
     // before training, what can be refused
     const int64_t rank_batch = finish_options(app, o, resumed ? &*resumed : nullptr, pretrained ? &*pretrained : nullptr);
     const Corpus corpus = read_corpus(o, resumed ? &*resumed : nullptr);
@@ -76,6 +76,10 @@ int main(int argc, char** argv) {
       }
       if (lead) fmt::print("weights from {} ({} under Hugging Face's names)\n", pretrained->path, o.arch);
     }
+    // The names --save-hf writes: the file's, or transformers' own. The file's tensors, now in
+    // the model, are not kept through training (GPT-2 124M's are half a gigabyte).
+    const HFLayout hf_layout = pretrained ? pretrained->layout : default_hf_layout(o.model.arch);
+    pretrained.reset();
     model->set_checkpoint_layers(o.checkpoint);
     distributed::DistributedDataParallel ddp(model);  // rank 0's weights everywhere; hooks nothing in a world of one
     // Weight decay on the 2-D weights (matrices, embeddings) only: decaying the norms' gains and
@@ -168,7 +172,7 @@ int main(int argc, char** argv) {
       examples::save_run_file(o.save, state, metadata);
     }
     if (!o.save_hf.empty() && lead) {
-      save_hf_directory(*model, pretrained ? pretrained->layout : default_hf_layout(o.model.arch), o.save_hf);
+      save_hf_directory(*model, hf_layout, o.save_hf);
       fmt::print("model written under Hugging Face's names to {}/model.safetensors and config.json\n", o.save_hf);
     }
     if (!lead) return 0;

@@ -280,3 +280,18 @@ TEST_CASE("layer_norm in float64 at 1e200: the same normalised row, not zeros") 
   Tensor ordinary = tensor({{1.0, -1.0, 3.0, 0.5}}, kFloat64);
   CHECK(max_abs_diff(F::layer_norm(ordinary * 1e100, {4}), F::layer_norm(ordinary, {4}, {}, {}, 0.0)) < 1e-12);
 }
+
+TEST_CASE("layer_norm of a row with a NaN among zeros: that row NaN, the others untouched") {
+  // The NaN makes the sum of squares non-finite, which sends the row to the rescaled moments;
+  // there a NaN must not be skipped (the row's largest |x| would be 0, whose exponent is
+  // undefined: UBSan caught -INT_MIN, fuzz_hf_checkpoint's finding).
+  for (DType dtype : {kFloat32, kFloat64}) {
+    CAPTURE(dtype_name(dtype));
+    const double nan = std::numeric_limits<double>::quiet_NaN();
+    Tensor x = tensor({{0.0, nan, 0.0, 0.0}, {nan, nan, nan, nan}, {1.0, -1.0, 3.0, 0.5}}, dtype);
+    Tensor y = F::layer_norm(x, {4});
+    for (int64_t row = 0; row < 2; ++row)
+      for (double v : y[row].to(kFloat64).to_vector<double>()) CHECK(std::isnan(v));
+    CHECK(max_abs_diff(y[2], F::layer_norm(x[2], {4})) == 0.0);
+  }
+}

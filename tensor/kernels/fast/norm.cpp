@@ -36,8 +36,14 @@ template <class F>
 // inf or NaN stays NaN, as it would unscaled.
 template <class T>
 std::pair<double, double> scaled_moments(const T* xr, int64_t width) {
+  // peak: the largest |x|, NaN when any is (std::max would skip a NaN, and a row of NaN and
+  // zeros would ask ilogb for the exponent of 0)
   double peak = 0;
-  for (int64_t j = 0; j < width; ++j) peak = std::max(peak, std::abs(double(xr[j])));
+  for (int64_t j = 0; j < width; ++j) {
+    const double a = std::abs(double(xr[j]));
+    peak = std::isnan(a) ? a : std::max(peak, a);
+    if (std::isnan(peak)) break;
+  }
   if (!std::isfinite(peak)) return {std::numeric_limits<double>::quiet_NaN(), std::numeric_limits<double>::quiet_NaN()};
   const double scale = std::ldexp(1.0, -std::ilogb(peak)), n = static_cast<double>(width);
   const double mu = row_sum(width, [&](int64_t j) { return xr[j] * scale; }) / n;
