@@ -118,14 +118,7 @@ Cell median_round(std::vector<Cell> rounds) {
 
 std::string figure(double x, const char* format) { return std::isnan(x) ? "-" : fmt::format(fmt::runtime(format), x); }
 
-std::string load_average() {
-  double one = NAN;
-  if (FILE* f = std::fopen("/proc/loadavg", "r")) {
-    if (std::fscanf(f, "%lf", &one) != 1) one = NAN;
-    std::fclose(f);
-  }
-  return figure(one, "{:.2f}");
-}
+std::string load_average() { return figure(bench::load_average(), "{:.2f}"); }
 
 int run_table(int argc, char** argv) {
   std::vector<long> lens{256, 1024, 4096, 8192}, thread_counts{1};

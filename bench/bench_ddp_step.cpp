@@ -16,12 +16,10 @@
 #include <string>
 #include <vector>
 
+#include "copy_task_row.h"
 #include "cppgrad.h"
 #include "distributed/distributed.h"
 #include "harness.h"
-#include "rows.h"
-#include "seq2seq/model.h"
-#include "seq2seq/tasks.h"
 
 using namespace cppgrad;
 namespace dist = cppgrad::distributed;
@@ -41,19 +39,11 @@ struct Result {
 
 Result run(double bucket_mb, int steps) {
   const bench::CopyTaskConfig c;
-  seq2seq::ModelConfig m;
-  m.vocab = c.vocab;
-  m.d_model = c.d_model;
-  m.heads = c.heads;
-  m.layers = c.layers;
-  m.ff = c.ff;
-  m.dropout = c.dropout;
-  m.max_len = c.positions();
   manual_seed(0);
-  auto model = std::make_shared<seq2seq::Seq2SeqModel>(m);
+  auto model = std::make_shared<seq2seq::Seq2SeqModel>(bench::copy_task_model(c));
   model->train();
   dist::DistributedDataParallel ddp(model, dist::DistributedDataParallelOptions().bucket_cap_mb(bucket_mb));
-  optim::Adam adam(model->parameters(), optim::AdamOptions(1e-4).beta1(0.9).beta2(0.98).eps(1e-9));
+  optim::Adam adam(model->parameters(), bench::adam_options());
   Generator data(1);
   std::vector<seq2seq::Batch> batches;
   for (int i = 0; i < 8; ++i) {

@@ -29,15 +29,6 @@ namespace F = cppgrad::nn::functional;
 
 namespace {
 
-double load_average() {
-  double one = NAN;
-  if (FILE* f = std::fopen("/proc/loadavg", "r")) {
-    if (std::fscanf(f, "%lf", &one) != 1) one = NAN;
-    std::fclose(f);
-  }
-  return one;
-}
-
 struct Problem {
   Tensor q, k, v, G;
   F::AttentionOptions options;
@@ -87,7 +78,7 @@ int main(int argc, char** argv) {
   const char* coretype = std::getenv("OPENBLAS_CORETYPE");
   fmt::print("scaled_dot_product_attention fwd+bwd: batch 1, {} query heads of d {}, causal, float32, {} threads; "
              "OPENBLAS_CORETYPE={}; load average {:.2f} at start\n",
-             H, d, get_num_threads(), coretype ? coretype : "(unset)", load_average());
+             H, d, get_num_threads(), coretype ? coretype : "(unset)", bench::load_average());
   fmt::print("{:>6} {:>12} | {:>12} {:>12} {:>8} | {:>10} {:>10}\n", "T", "path", "g=8 med ms", "g=2 med ms",
              "g2 / g8", "g=8 MB", "g=2 MB");
   for (int64_t T : lens) {

@@ -22,11 +22,7 @@ int main(int argc, char** argv) {
   for (int i = 1; i + 1 < argc; i += 2)
     if (!std::strcmp(argv[i], "--threads")) threads = std::atoi(argv[i + 1]);
   if (threads > 0) set_num_threads(threads);
-  double load = NAN;
-  if (FILE* f = std::fopen("/proc/loadavg", "r")) {
-    if (std::fscanf(f, "%lf", &load) != 1) load = NAN;
-    std::fclose(f);
-  }
+  const double load = bench::load_average();
   const char* coretype = std::getenv("OPENBLAS_CORETYPE");
   fmt::print("rms_norm fwd+bwd, float32, {} threads; OPENBLAS_CORETYPE={}; load average {:.2f} at start\n",
              get_num_threads(), coretype ? coretype : "(unset)", load);

@@ -20,19 +20,10 @@ using namespace cppgrad;
 namespace {
 // The CPU's vector units, and so which clone of the cloned loops runs (runtime/simd_clones.h).
 std::string cpu_flags() {
-  std::ifstream info("/proc/cpuinfo");
-  std::string line, model = "?", flags;
-  while (std::getline(info, line)) {
-    if (line.rfind("model name", 0) == 0 && model == "?") model = line.substr(line.find(':') + 2);
-    if (line.rfind("flags", 0) == 0 && flags.empty()) flags = line + " ";
-  }
-  std::string have;
-  for (const char* f : {"avx2", "fma", "avx512f", "avx512bw", "avx512_vnni", "avx512_bf16", "amx_bf16"})
-    have += fmt::format(" {}{}", flags.find(std::string(" ") + f + " ") != std::string::npos ? "+" : "-", f);
   const char* clone = __builtin_cpu_supports("avx512f") ? "x86-64-v4 (AVX-512)"
                       : __builtin_cpu_supports("avx2") ? "x86-64-v3 (AVX2)"
                                                        : "baseline (SSE2)";
-  return fmt::format("{}; flags:{}; clone run: {}", model, have, clone);
+  return fmt::format("{}; clone run: {}", bench::cpu_description(), clone);
 }
 }  // namespace
 

@@ -26,6 +26,33 @@
 
 namespace bench {
 
+// ---- the machine -----------------------------------------------------------------------------
+
+// The CPU's model and the flags of the vector units a figure depends on ("+avx512f -amx_bf16"),
+// printed beside every benchmark: machines differ from day to day.
+inline std::string cpu_description() {
+  std::ifstream info("/proc/cpuinfo");
+  std::string line, model = "?", flags;
+  while (std::getline(info, line)) {
+    if (line.rfind("model name", 0) == 0 && model == "?") model = line.substr(line.find(':') + 2);
+    if (line.rfind("flags", 0) == 0 && flags.empty()) flags = line + " ";
+  }
+  std::string out = model + "; flags:";
+  for (const char* f : {"avx2", "fma", "avx512f", "avx512bw", "avx512_vnni", "avx512_bf16", "amx_bf16"})
+    out += std::string(" ") + (flags.find(std::string(" ") + f + " ") != std::string::npos ? "+" : "-") + f;
+  return out;
+}
+
+// The 1-minute load average (NAN where /proc is missing).
+inline double load_average() {
+  double one = NAN;
+  if (std::FILE* f = std::fopen("/proc/loadavg", "r")) {
+    if (std::fscanf(f, "%lf", &one) != 1) one = NAN;
+    std::fclose(f);
+  }
+  return one;
+}
+
 // ---- timing ----------------------------------------------------------------------------------
 
 inline double seconds(const std::function<void()>& f) {

@@ -25,14 +25,15 @@
 #include <fmt/core.h>
 #include <memory>
 
+#include "copy_task_row.h"
 #include "harness.h"
 #include "matmul_cblas.h"
 #include "rows.h"
-#include "seq2seq/model.h"
-#include "seq2seq/tasks.h"
 
 using namespace cppgrad;
 namespace F = cppgrad::nn::functional;
+using bench::CopyTaskRow;
+using bench::kBatches;
 
 namespace {
 
@@ -71,53 +72,6 @@ class AttentionRow {
   Tensor x_, grad_;
 };
 
-// Adam as examples/seq2seq sets it, at a fixed rate (the schedule costs nothing measurable).
-optim::AdamOptions adam_options() { return optim::AdamOptions(1e-4).beta1(0.9).beta2(0.98).eps(1e-9); }
-
-constexpr int kBatches = 8;  // made before timing and used in turn: data making is not timed
-
-// One training step of examples/seq2seq's model on the copy task.
-class CopyTaskRow {
- public:
-  explicit CopyTaskRow(const bench::CopyTaskConfig& c) : vocab_(c.vocab) {
-    seq2seq::ModelConfig m;
-    m.vocab = c.vocab;
-    m.d_model = c.d_model;
-    m.heads = c.heads;
-    m.layers = c.layers;
-    m.ff = c.ff;
-    m.dropout = c.dropout;
-    m.max_len = c.positions();
-    model_ = std::make_shared<seq2seq::Seq2SeqModel>(m);
-    model_->train();
-    adam_ = std::make_unique<optim::Adam>(model_->parameters(), adam_options());
-    Generator data(1);
-    for (int i = 0; i < kBatches; ++i)
-      batches_.push_back(seq2seq::make_batch(seq2seq::Task::Copy, c.batch, c.length, c.vocab, data));
-  }
-
-  void step() {
-    const seq2seq::Batch& b = batches_[next_++ % batches_.size()];
-    Tensor logits = model_->forward(b.src, b.tgt_in, b.src_pad, b.tgt_pad);  // (B, T, vocab)
-    Tensor loss = F::cross_entropy(logits.reshape({-1, vocab_}), b.tgt_out.reshape({-1}),
-                                   F::CrossEntropyOptions().ignore_index(seq2seq::PAD));
-    adam_->zero_grad();
-    loss.backward();
-    adam_->step();
-    last_loss = loss.item();
-  }
-
-  int64_t parameter_count() const { return model_->parameter_count(); }
-  double last_loss = NAN;
-
- private:
-  int64_t vocab_;
-  std::shared_ptr<seq2seq::Seq2SeqModel> model_;
-  std::unique_ptr<optim::Adam> adam_;
-  std::vector<seq2seq::Batch> batches_;
-  size_t next_ = 0;
-};
-
 // A decoder-only language model: token embedding scaled by √d_model plus sinusoidal positions,
 // post-norm Transformer encoder layers made causal (an encoder layer under a causal mask is a
 // decoder-only block), a final LayerNorm, and logits from the embedding matrix itself (tied).
@@ -149,12 +103,12 @@ class DecoderLM : public nn::Module {
 };
 
 // One training step of DecoderLM on random tokens: predict token t + 1 from tokens ≤ t.
-class LanguageModelRow {
+class LanguageModelRow : public bench::TrainingRow {
  public:
   explicit LanguageModelRow(const bench::LanguageModelConfig& c) : vocab_(c.vocab) {
     model_ = std::make_shared<DecoderLM>(c);
     model_->train();
-    adam_ = std::make_unique<optim::Adam>(model_->parameters(), adam_options());
+    make_optimizer(model_->parameters());
     Generator data(1);
     for (int i = 0; i < kBatches; ++i) {
       Tensor tokens = randint(0, c.vocab, {c.batch, c.seq + 1}, data);     // (B, T + 1)
@@ -166,22 +120,15 @@ class LanguageModelRow {
   void step() {
     const size_t i = next_++ % inputs_.size();
     Tensor logits = model_->forward(inputs_[i]);  // (B, T, vocab)
-    Tensor loss = F::cross_entropy(logits.reshape({-1, vocab_}), targets_[i]);
-    adam_->zero_grad();
-    loss.backward();
-    adam_->step();
-    last_loss = loss.item();
+    update(F::cross_entropy(logits.reshape({-1, vocab_}), targets_[i]));
   }
 
   int64_t parameter_count() const { return model_->parameter_count(); }
-  double last_loss = NAN;
 
  private:
   int64_t vocab_;
   std::shared_ptr<DecoderLM> model_;
-  std::unique_ptr<optim::Adam> adam_;
   std::vector<Tensor> inputs_, targets_;
-  size_t next_ = 0;
 };
 
 // ---- running a row ----------------------------------------------------------------------------

@@ -10,6 +10,8 @@
 
 namespace cppgrad::nn::functional {
 
+// ---- layers, activations and losses as functions ---------------------------------------------
+
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   return cppgrad::linear(x, weight, bias);  // (..., in) -> (..., out), bias added inside the GEMM; checked by its kernel
 }
@@ -133,6 +135,8 @@ Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction) 
   return sq;
 }
 
+// ---- attention: which path computes it, positions and biases ---------------------------------
+
 namespace {
 std::atomic<AttentionBackend> g_attention_backend{AttentionBackend::Auto};
 // From this many scores per head the fused path is as fast as the materialising one and smaller;
@@ -198,6 +202,8 @@ AttentionPositions positions_of(const AttentionOptions& o) {
 Tensor attention_bias(const AttentionOptions& o, int64_t heads, int64_t target_len, int64_t source_len, DType dtype) {
   return attention_position_bias(positions_of(o), o.is_causal(), heads, target_len, source_len, dtype);
 }
+
+// ---- attention as the formula reads: softmax(QKᵀ/√d_k)V ---------------------------------------
 
 namespace {
 
@@ -294,6 +300,8 @@ AttentionOutput scaled_dot_product_attention(const Tensor& q, const Tensor& k, c
   return {output.reshape(with_lead({heads, T, v.size(-1)})),                // (..., g, r·T, dv) -> (..., h, T, dv)
           o.need_weights() ? weights.reshape(scores_shape) : Tensor()};
 }
+
+// ---- masks -------------------------------------------------------------------------------------
 
 Tensor generate_square_subsequent_mask(int64_t size, DType dtype) {
   CPPGRAD_CHECK(size >= 0, "generate_square_subsequent_mask: negative size {}", size);

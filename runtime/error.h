@@ -1,4 +1,5 @@
-// cppgrad::Error, the one exception type, and the helpers that build its messages.
+// cppgrad::Error, the exception every public entry throws (OutOfMemoryError its one subtype), and the
+// helpers that build its messages.
 #pragma once
 
 #include <algorithm>
@@ -17,6 +18,13 @@ namespace cppgrad {
 class Error : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
+};
+
+// An allocation the machine could not grant (torch.OutOfMemoryError): an Error naming the op and
+// the shape, of its own type so that a program can tell it from bad input (the examples exit 3).
+class OutOfMemoryError : public Error {
+ public:
+  using Error::Error;
 };
 
 // "[2,3]" — the compact shape spelling used in every error message. A shape of more than 16

@@ -63,6 +63,19 @@ LoadState& load_state() {
 }
 std::atomic<bool> g_adapt{!user_chose_waiting()};
 
+// CPPGRAD_DEBUG_BACKOFF=1 prints each decision of the back-off to stderr, with the seconds since
+// the first region, so that a user can see why a stretch of steps ran slow.
+const bool g_log_backoff = [] {
+  const char* v = std::getenv("CPPGRAD_DEBUG_BACKOFF");
+  return v != nullptr && *v != '\0' && std::string_view(v) != "0";
+}();
+template <class... Args>
+void log_backoff(fmt::format_string<Args...> format, Args&&... args) {
+  static const int64_t start = RegionClock::now();
+  fmt::print(stderr, "[cppgrad back-off {:9.3f} s] {}\n", double(RegionClock::now() - start) * 1e-9,
+             fmt::format(format, std::forward<Args>(args)...));
+}
+
 }  // namespace
 
 void set_num_threads(int n) {
@@ -149,6 +162,7 @@ int region_threads() {
   if (state.forced) return 1;
   const bool one = state.backoff.backed_off(RegionClock::now());
   if (one != state.on_one_thread) {
+    if (g_log_backoff && !one) log_backoff("trying {} threads again", wanted);
     if (g_threads.load() == 0) g_threads.store(wanted);  // keep the default while OpenMP's says 1
     apply_threads(one ? 1 : wanted);
     state.on_one_thread = one;
@@ -162,6 +176,11 @@ void report_parallel_region(int64_t work_ns, int64_t wait_ns) {
   std::lock_guard lock(state.mutex);
   if (state.on_one_thread || state.forced) return;
   if (state.backoff.report(work_ns, wait_ns, RegionClock::now())) {
+    if (g_log_backoff) {
+      log_backoff("a region stalled (the calling thread worked {:.2f} ms, then waited {:.2f} ms for the others): "
+                  "1 thread for {:.1f} s", double(work_ns) * 1e-6, double(wait_ns) * 1e-6,
+                  double(state.backoff.current_wait()) * 1e-9);
+    }
     if (g_threads.load() == 0) g_threads.store(omp_get_max_threads());  // get_num_threads() stays
     apply_threads(1);
     state.on_one_thread = true;

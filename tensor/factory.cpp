@@ -27,14 +27,16 @@ Tensor allocate(const Shape& shape, DType dtype, Storage::Init init, std::string
   // granted by overcommit and end the process when the pages are touched.
   static const double memory_bytes =
       static_cast<double>(::sysconf(_SC_PHYS_PAGES)) * static_cast<double>(::sysconf(_SC_PAGESIZE));
-  CPPGRAD_CHECK(static_cast<double>(nbytes) <= memory_bytes,
-                "{}: shape {} of {} needs {:.3g} GB, more than this machine's {:.3g} GB of memory", op, shape_str(shape),
-                dtype_name(dtype), static_cast<double>(nbytes) / 1e9, memory_bytes / 1e9);
+  if (static_cast<double>(nbytes) > memory_bytes) {
+    throw OutOfMemoryError(fmt::format("{}: shape {} of {} needs {:.3g} GB, more than this machine's {:.3g} GB of memory",
+                                       op, shape_str(shape), dtype_name(dtype), static_cast<double>(nbytes) / 1e9,
+                                       memory_bytes / 1e9));
+  }
   std::shared_ptr<Storage> storage;
   try {
     storage = std::make_shared<Storage>(static_cast<size_t>(nbytes), init);
   } catch (const std::bad_alloc&) {
-    throw Error(fmt::format("{}: out of memory: shape {} of {} needs {} bytes", op, shape_str(shape),
+    throw OutOfMemoryError(fmt::format("{}: out of memory: shape {} of {} needs {} bytes", op, shape_str(shape),
                             dtype_name(dtype), nbytes));
   }
   auto impl = std::make_shared<TensorImpl>(std::move(storage), shape, contiguous_strides(shape), 0, dtype);

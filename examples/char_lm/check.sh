@@ -58,6 +58,7 @@ case "$mode" in
     expect_usage_error --lr nan
     expect_usage_error --clip inf
     expect_usage_error --seed -1                                # once wrapped silently
+    expect_usage_error --seed 18446744073709551616              # 2^64: once clamped silently
     expect_usage_error --data /dev/zero                         # once read without end, then abort
     expect_usage_error --data .                                 # a directory
     rm -f fifo && mkfifo fifo                                   # a FIFO with no writer: once blocked for ever
@@ -66,6 +67,7 @@ case "$mode" in
     head -c 2000000 /dev/zero | tr '\0' 'a' > big.txt
     expect_usage_error --data big.txt --max-data-mb 1           # beyond the limit asked for
     expect_usage_error "${tiny[@]}" --steps 5 --save /nonexistent-dir/run.safetensors
+    expect_usage_error "${tiny[@]}" --steps 5 --save /proc/run.safetensors  # as root: once failed after training
     expect_usage_error "${tiny[@]}" --steps 5 --plot /nonexistent-dir/loss.svg
     expect_usage_error --d-model 65536 --ff 1048576 --heads 1 --layers 100
     grep -q '^step' bad.out && fail "a refused run trained"

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <charconv>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -33,7 +34,13 @@ CLI::Validator digits_only() {
   return CLI::Validator(
       [](const std::string& text) -> std::string {
         const bool digits = !text.empty() && text.find_first_not_of("0123456789") == std::string::npos;
-        return digits ? std::string() : fmt::format("{} is not a non-negative whole number", excerpt(text));
+        if (!digits) return fmt::format("{} is not a non-negative whole number", excerpt(text));
+        // Past 2^64 - 1 the parse would clamp: a --seed of 2^64 would silently be 2^64 - 1.
+        uint64_t value = 0;
+        const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+        if (error != std::errc() || end != text.data() + text.size())
+          return fmt::format("{} is larger than 18446744073709551615 (2^64 - 1)", excerpt(text));
+        return {};
       },
       "NON-NEGATIVE INTEGER");
 }
@@ -53,8 +60,14 @@ void check_writable(const std::string& option, const std::string& path) {
   const fs::path dir = p.has_parent_path() ? p.parent_path() : fs::path(".");
   CPPGRAD_CHECK(::stat(dir.c_str(), &info) == 0 && S_ISDIR(info.st_mode), "{}: the directory of '{}' does not exist",
                 option, excerpt(path));
-  CPPGRAD_CHECK(::access(dir.c_str(), W_OK | X_OK) == 0, "{}: cannot create files in the directory of '{}': {}", option,
-                excerpt(path), std::strerror(errno));
+  // Asked by creating a file there: access() answers for the permission bits alone, and root passes
+  // them where no file can be made (/proc, a read-only mount).
+  const std::string probe = (dir / fmt::format(".{}.{}.probe", p.filename().string(), ::getpid())).string();
+  const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  CPPGRAD_CHECK(fd >= 0, "{}: cannot create files in the directory of '{}': {}", option, excerpt(path),
+                std::strerror(errno));
+  ::close(fd);
+  ::unlink(probe.c_str());
 }
 
 void check_memory(const std::string& what, double floats) {
@@ -81,12 +94,15 @@ int run_main(const std::string& program, const std::function<int()>& body, const
     fmt::print(stderr, "{}: {}\n", program, message);
     return code;
   };
+  const std::string try_smaller = smaller.empty() ? "" : fmt::format(" (try a smaller {})", smaller);
   try {
     return body();
+  } catch (const cppgrad::OutOfMemoryError& e) {
+    return report(kExitOutOfMemory, e.what() + try_smaller);
   } catch (const Error& e) {
     return report(kExitRefused, e.what());
   } catch (const std::bad_alloc&) {
-    return report(kExitOutOfMemory, smaller.empty() ? "out of memory" : fmt::format("out of memory (try a smaller {})", smaller));
+    return report(kExitOutOfMemory, "out of memory" + try_smaller);
   } catch (const std::exception& e) {
     return report(kExitFailed, fmt::format("error: {}", excerpt(e.what(), 400)));
   } catch (...) {

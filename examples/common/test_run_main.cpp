@@ -14,6 +14,8 @@ TEST_CASE("run_main: the body's exit code, or the code of what it threw") {
   CHECK(run_main("t", [] { return 5; }) == 5);
   CHECK(run_main("t", []() -> int { throw cppgrad::Error("bad --option"); }) == kExitRefused);
   CHECK(run_main("t", []() -> int { throw std::bad_alloc(); }, "--batch") == kExitOutOfMemory);
+  // A tensor the machine cannot hold (4.4 TB) is out of memory, not bad input: once exit 2.
+  CHECK(run_main("t", []() -> int { cppgrad::zeros({int64_t{1} << 40}); return 0; }, "--batch") == kExitOutOfMemory);
   CHECK(run_main("t", []() -> int { throw std::runtime_error("unforeseen"); }) == kExitFailed);
   CHECK(run_main("t", []() -> int { throw 42; }) == kExitFailed);
 }

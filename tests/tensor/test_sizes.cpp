@@ -30,8 +30,10 @@ TEST_CASE("sizes: byte counts past 64 bits or past the machine's memory are refu
   // 2^61 float64 elements fit int64, but their bytes do not fit 64 bits.
   CHECK_THROWS_WITH_AS(zeros({int64_t{1} << 61}, kFloat64), Contains("bytes"), Error);
   // 2^40 floats are 4.4 TB: more than any machine this runs on, refused before asking for them.
-  CHECK_THROWS_WITH_AS(zeros({int64_t{1} << 40}), Contains("more than this machine's"), Error);
-  CHECK_THROWS_WITH_AS(full({int64_t{1} << 40}, 1.0), Contains("memory"), Error);
+  // An OutOfMemoryError (an Error of its own type, as torch.OutOfMemoryError), so that a program
+  // can tell a request the machine cannot grant from bad input.
+  CHECK_THROWS_WITH_AS(zeros({int64_t{1} << 40}), Contains("more than this machine's"), OutOfMemoryError);
+  CHECK_THROWS_WITH_AS(full({int64_t{1} << 40}, 1.0), Contains("memory"), OutOfMemoryError);
 }
 
 TEST_CASE("sizes: view, reshape and expand refuse shapes whose count wraps") {
