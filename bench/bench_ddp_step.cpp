@@ -6,9 +6,10 @@
 // Each rank trains on its share of every global batch, as the example does. Printed, per bucket
 // size (in a world of N > 1): the median step time (forward, loss, backward with the gradients'
 // all-reduce, Adam) of the slowest rank, tokens per second of the global batch, the median time
-// backward spent at its end waiting for the all-reduces, and its share of the step; then the
-// blocking all-reduce of all the gradients at once, alone. One bucket holding everything starts
-// only when backward is over and hides nothing; smaller buckets start while backward goes on.
+// backward spent at its end waiting for the all-reduces (each step, the longest wait of any
+// rank), and its share of the step; then the blocking all-reduce of all the gradients at once,
+// alone. One bucket holding everything starts only when backward is over and hides nothing;
+// smaller buckets start while backward goes on.
 #include <mpi.h>
 
 #include <fmt/core.h>
@@ -26,6 +27,7 @@ namespace F = cppgrad::nn::functional;
 
 namespace {
 
+// The largest of every rank's `seconds` (every rank calls it, in the same order).
 double slowest(double seconds) {
   if (dist::is_initialized()) MPI_Allreduce(MPI_IN_PLACE, &seconds, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
   return seconds;
@@ -65,7 +67,7 @@ Result run(double bucket_mb, int steps) {
     });
     if (i < 5) continue;  // warm-up
     step_times.push_back(slowest(s));
-    waits.push_back(ddp.last_wait_seconds());
+    waits.push_back(slowest(ddp.last_wait_seconds()));  // rank 0's alone may be the shortest
   }
   if (dist::rank() == 0 && bucket_mb == 1.0) {
     fmt::print("{} parameters in {} buckets of <= {} MB:", model->parameter_count(), ddp.bucket_count(), bucket_mb);
