@@ -44,12 +44,7 @@ int main(int argc, char** argv) {
         .add("--lr", o.lr).add("--warmup", o.warmup).add("--weight-decay", o.weight_decay).add("--clip", o.clip);
     // --seed also seeds sampling, which a resumed run may be asked for with another: it wins, with a notice.
     kept.add_overridable("--seed", o.seed);
-    std::optional<nn::SafetensorsContents> resumed;
-    if (!o.resume.empty()) {
-      resumed = nn::load_safetensors(o.resume);
-      for (const std::string& notice : kept.resume_from(resumed->metadata))
-        if (lead) fmt::print("{}\n", notice);
-    }
+    std::optional<nn::SafetensorsContents> resumed = kept.resume_from_file(o.resume, lead);
     const int64_t rank_batch = check_options(o);  // everything that can be refused, before training
     const Text text = read_text(o);
 

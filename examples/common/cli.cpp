@@ -52,6 +52,15 @@ std::string KeptOptions::key_of(const std::string& option) {
   return key;
 }
 
+std::optional<cppgrad::nn::SafetensorsContents> KeptOptions::resume_from_file(const std::string& path,
+                                                                              bool print_notices) {
+  if (path.empty()) return std::nullopt;
+  cppgrad::nn::SafetensorsContents contents = cppgrad::nn::load_safetensors(path);
+  for (const std::string& notice : resume_from(contents.metadata))
+    if (print_notices) fmt::print("{}\n", notice);
+  return contents;
+}
+
 std::vector<std::string> KeptOptions::resume_from(const std::map<std::string, std::string>& metadata) {
   std::vector<std::string> notices;
   for (const Kept& k : kept_) {

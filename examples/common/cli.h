@@ -12,12 +12,15 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
 #include <CLI/CLI.hpp>
 #include <fmt/core.h>
+
+#include "nn/safetensors.h"
 
 namespace examples {
 
@@ -72,6 +75,9 @@ class KeptOptions {
   // own validators (a tampered "lr": "1e30" is refused as --lr 1e30 would be). Returns the
   // notices to print, one per overridable option given with another value.
   std::vector<std::string> resume_from(const std::map<std::string, std::string>& metadata);
+  // --resume's file read whole, then resume_from(its metadata), the notices printed when
+  // `print_notices` (on rank 0); nothing when `path` is empty (no --resume).
+  std::optional<cppgrad::nn::SafetensorsContents> resume_from_file(const std::string& path, bool print_notices);
   void save_into(std::map<std::string, std::string>& metadata) const;
 
  private:

@@ -42,12 +42,7 @@ int main(int argc, char** argv) {
         .add("--d-model", o.model.d_model).add("--heads", o.model.heads).add("--layers", o.model.layers)
         .add("--ff", o.model.ff).add("--dropout", o.model.dropout).add("--batch", o.batch).add("--lr", o.lr)
         .add("--warmup", o.warmup).add("--average", o.average).add("--seed", o.seed);  // the seed draws the data
-    std::optional<nn::SafetensorsContents> resumed;
-    if (!o.resume.empty()) {
-      resumed = nn::load_safetensors(o.resume);
-      for (const std::string& notice : kept.resume_from(resumed->metadata))
-        if (lead) fmt::print("{}\n", notice);
-    }
+    std::optional<nn::SafetensorsContents> resumed = kept.resume_from_file(o.resume, lead);
     const int64_t rank_batch = check_options(o);  // everything that can be refused, before training
     const Task task = parse_task(o.task);
 
