@@ -39,13 +39,9 @@
 #include "harness.h"
 
 using namespace cppgrad;
+using bench::median;
 
 namespace {
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? NAN : v[v.size() / 2];
-}
 
 // The highest median over `window` consecutive steps.
 double worst_window_median(const std::vector<double>& steps, size_t window) {

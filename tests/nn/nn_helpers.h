@@ -67,6 +67,16 @@ inline void set_values(Tensor param, const std::vector<double>& v) {
 
 // Gradcheck options for the whole-layer checks: fast mode (random projections), with a
 // tolerance that still catches any wrong term.
+// A safetensors file made by hand: the 8-byte little-endian length, the header text, then
+// `data_bytes` zero bytes of data.
+inline std::vector<uint8_t> safetensors_file_of(const std::string& header, size_t data_bytes = 0) {
+  std::vector<uint8_t> bytes;
+  for (int i = 0; i < 8; ++i) bytes.push_back(static_cast<uint8_t>(static_cast<uint64_t>(header.size()) >> (8 * i)));
+  bytes.insert(bytes.end(), header.begin(), header.end());
+  bytes.resize(bytes.size() + data_bytes, 0);
+  return bytes;
+}
+
 inline GradcheckOptions fast(uint64_t seed = 1) {
   GradcheckOptions o;
   o.fast_mode = true;

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "cppgrad.h"
+#include "nn_helpers.h"
 #include "nn/safetensors.h"
 
 using namespace cppgrad;
@@ -26,22 +27,13 @@ namespace {
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
-// A file made by hand: the 8-byte little-endian length, the header text, then `data`.
-std::vector<uint8_t> file_of(const std::string& header, size_t data_bytes = 0) {
-  std::vector<uint8_t> bytes;
-  for (int i = 0; i < 8; ++i) bytes.push_back(static_cast<uint8_t>(static_cast<uint64_t>(header.size()) >> (8 * i)));
-  bytes.insert(bytes.end(), header.begin(), header.end());
-  bytes.resize(bytes.size() + data_bytes, 0);
-  return bytes;
-}
-
 // A header of `count` float32 [1] tensors named like a model's weights.
 std::vector<uint8_t> file_of_many(int64_t count) {
   std::string header = "{";
   for (int64_t i = 0; i < count; ++i)
     header += fmt::format("{}\"layer.{}.w\":{{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[{},{}]}}",
                           i == 0 ? "" : ",", i, 4 * i, 4 * i + 4);
-  return file_of(header + "}", static_cast<size_t>(4 * count));
+  return nntest::safetensors_file_of(header + "}", static_cast<size_t>(4 * count));
 }
 
 std::string parse_error(const std::vector<uint8_t>& bytes) {
@@ -91,31 +83,31 @@ TEST_CASE("hostile safetensors: a header of 50,000 entries parses in one linear 
   for (int i = 0; i < 20'000; ++i)
     header += fmt::format("\"k{}\":{{\"dtype\":\"F32\",\"shape\":[0],\"data_offsets\":[0,0]}},", i == 19'999 ? 7 : i);
   header.back() = '}';
-  CHECK(parse_error(file_of(header)).find("duplicate key \"k7\"") != std::string::npos);
+  CHECK(parse_error(nntest::safetensors_file_of(header)).find("duplicate key \"k7\"") != std::string::npos);
 }
 
 TEST_CASE("hostile safetensors: huge strings are quoted as a short excerpt") {
   // An unterminated string runs to the end of the header: the JSON parser's report repeats it.
   const std::string unterminated = "{\"a\":\"" + std::string(1'000'000, 'x');
-  std::string message = parse_error(file_of(unterminated));
+  std::string message = parse_error(nntest::safetensors_file_of(unterminated));
   CHECK(message.find("header is not valid JSON") != std::string::npos);
   CHECK(message.size() < 400);
   // A 1 MB tensor name, with a fault that names the tensor.
   const std::string name(1'000'000, 'n');
-  message = parse_error(file_of("{\"" + name + "\":{\"dtype\":\"X9\",\"shape\":[],\"data_offsets\":[0,0]}}"));
+  message = parse_error(nntest::safetensors_file_of("{\"" + name + "\":{\"dtype\":\"X9\",\"shape\":[],\"data_offsets\":[0,0]}}"));
   CHECK(message.find("unknown dtype") != std::string::npos);
   CHECK(message.find("(1000000 bytes)") != std::string::npos);
   CHECK(message.size() < 400);
 }
 
 TEST_CASE("hostile safetensors: an empty tensor with a 2^62 dim loads, and reducing it is refused, not a crash") {
-  const auto bytes = file_of("{\"t\":{\"dtype\":\"F32\",\"shape\":[4611686018427387904,0],\"data_offsets\":[0,0]}}");
+  const auto bytes = nntest::safetensors_file_of("{\"t\":{\"dtype\":\"F32\",\"shape\":[4611686018427387904,0],\"data_offsets\":[0,0]}}");
   const Tensor t = parse_safetensors(bytes).at("t");
   CHECK(t.numel() == 0);
   CHECK(t.sum({0}).shape() == Shape{0});
   CHECK_THROWS_WITH_AS(t.sum({1}), Contains("too large to exist"), Error);  // once SIGFPE
   // Sizes whose product passes int64 are refused by the reader itself.
-  CHECK(parse_error(file_of("{\"t\":{\"dtype\":\"F32\",\"shape\":[4294967296,4294967296,0],\"data_offsets\":[0,0]}}"))
+  CHECK(parse_error(nntest::safetensors_file_of("{\"t\":{\"dtype\":\"F32\",\"shape\":[4294967296,4294967296,0],\"data_offsets\":[0,0]}}"))
             .find("multiply past the int64 range") != std::string::npos);
 }
 

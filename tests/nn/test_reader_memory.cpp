@@ -9,6 +9,7 @@
 
 #include "../common/peak_memory.h"
 #include "cppgrad.h"
+#include "nn_helpers.h"
 #include "nn/safetensors.h"
 
 using namespace cppgrad;
@@ -16,13 +17,6 @@ using testing_memory::peak_memory;
 using testing_memory::PeakMemory;
 
 namespace {
-
-std::vector<uint8_t> file_of(const std::string& header) {
-  std::vector<uint8_t> bytes;
-  for (int i = 0; i < 8; ++i) bytes.push_back(static_cast<uint8_t>(static_cast<uint64_t>(header.size()) >> (8 * i)));
-  bytes.insert(bytes.end(), header.begin(), header.end());
-  return bytes;
-}
 
 // `count` copies of `item` joined by commas.
 std::string repeated(const std::string& item, int64_t count) {
@@ -67,7 +61,7 @@ TEST_CASE("safetensors memory: a hostile header is refused holding at most about
   };
   for (const Case& c : cases) {
     CAPTURE(c.what);
-    const std::vector<uint8_t> bytes = file_of(c.header);
+    const std::vector<uint8_t> bytes = nntest::safetensors_file_of(c.header);
     const PeakMemory peak = peak_memory([&] { nn::parse_safetensors(bytes, "hostile"); });
     CHECK(peak.error.find(c.refusal) != std::string::npos);
     report(c.what, peak, c.header.size());
@@ -84,7 +78,7 @@ TEST_CASE("safetensors memory: an honest header of 200,000 entries parses in a s
     header += fmt::format("{}\"layer.{}.w\":{{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[{},{}]}}",
                           i == 0 ? "" : ",", i, 4 * i, 4 * i + 4);
   header += "}";
-  std::vector<uint8_t> bytes = file_of(header);
+  std::vector<uint8_t> bytes = nntest::safetensors_file_of(header);
   bytes.resize(bytes.size() + 4 * kCount, 0);
   const PeakMemory peak = peak_memory([&] {
     const nn::SafetensorsContents contents = nn::parse_safetensors(bytes, "honest");
