@@ -31,6 +31,8 @@
 #include "nn/decoder.h"
 #include "nn/safetensors.h"
 #include "nn/attention_maps.h"
+#include "nn/onnx/export.h"
+#include "nn/onnx/modules.h"
 #include "optim/optimizer.h"
 #include "optim/sgd.h"
 #include "optim/adam.h"

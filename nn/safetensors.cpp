@@ -17,18 +17,11 @@
 // alignment). Each fault is a cppgrad::Error "op: source: what is wrong".
 #include "nn/safetensors.h"
 
-#include <fcntl.h>
-#include <signal.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <bit>
 #include <cerrno>
 #include <cstring>
-#include <filesystem>
 #include <functional>
-#include <fstream>
 #include <limits>
 #include <set>
 #include <string_view>
@@ -125,8 +118,6 @@ uint64_t read_u64_le(const uint8_t* p) {
 void append_u64_le(std::vector<uint8_t>& out, uint64_t value) {
   for (int i = 0; i < 8; ++i) out.push_back(static_cast<uint8_t>(value >> (8 * i)));
 }
-
-std::string system_error_text(int error) { return std::error_code(error, std::generic_category()).message(); }
 
 // Builds every error of one call: "parse_safetensors: <memory>: header is not valid JSON: ...".
 class Faults {
@@ -509,112 +500,6 @@ std::vector<uint8_t> serialize(const NamedTensors& tensors, const Metadata& meta
   return out;
 }
 
-// The mode a new file gets from open(..., 0666): 0666 less the process's umask. The umask is
-// read from /proc, since the umask() call that reads it also changes it, racing other threads.
-mode_t new_file_mode() {
-  mode_t mask = 022;
-  std::ifstream status("/proc/self/status");
-  for (std::string line; std::getline(status, line);) {
-    if (line.rfind("Umask:", 0) == 0) {
-      mask = static_cast<mode_t>(std::stoul(line.substr(6), nullptr, 8));
-      break;
-    }
-  }
-  return 0666 & ~mask;
-}
-
-// The temporaries of `destination` are named ".<file name>.tmp-<pid>-XXXXXX": the process that
-// writes one is in its name.
-std::string temp_prefix(const std::filesystem::path& destination) {
-  return fmt::format(".{}.tmp-", destination.filename().string());
-}
-
-// A save killed mid-write (kill -9, a power cut) leaves its temporary behind, since no code of
-// it runs any more. The next save of the same file removes those whose process has gone; a
-// live process may be saving the same file at this moment, so its temporary stays. Best
-// effort: what cannot be removed is left, silently.
-void remove_stale_temporaries(const std::filesystem::path& destination) {
-  namespace fs = std::filesystem;
-  const fs::path dir = destination.has_parent_path() ? destination.parent_path() : ".";
-  const std::string prefix = temp_prefix(destination);
-  std::error_code error;
-  for (fs::directory_iterator it(dir, error), end; !error && it != end; it.increment(error)) {
-    const std::string name = it->path().filename().string();
-    if (name.rfind(prefix, 0) != 0) continue;
-    const std::string_view rest = std::string_view(name).substr(prefix.size());  // "<pid>-XXXXXX"
-    const size_t dash = rest.find('-');
-    if (dash == 0 || dash > 9 || rest.substr(0, dash).find_first_not_of("0123456789") != std::string_view::npos) continue;
-    const auto pid = static_cast<pid_t>(std::stol(std::string(rest.substr(0, dash))));
-    if (pid <= 0 || pid == ::getpid()) continue;
-    if (::kill(pid, 0) == 0 || errno != ESRCH) continue;  // alive (EPERM: alive, someone else's)
-    std::error_code ignored;
-    fs::remove(it->path(), ignored);
-  }
-}
-
-// A temporary file next to the destination that removes itself unless renamed into place, so
-// that every way out of save_safetensors, a throw included, leaves no stray file behind.
-class TempFile {
- public:
-  TempFile(const std::filesystem::path& destination, const Faults& faults) : faults_(faults) {
-    const std::filesystem::path dir = destination.has_parent_path() ? destination.parent_path() : ".";
-    name_ = (dir / fmt::format("{}{}-XXXXXX", temp_prefix(destination), ::getpid())).string();
-    fd_ = ::mkstemp(name_.data());
-    if (fd_ < 0) faults.fail("cannot create a temporary file in {}: {}", dir.string(), system_error_text(errno));
-  }
-  ~TempFile() {
-    if (fd_ >= 0) ::close(fd_);
-    if (!renamed_) ::unlink(name_.c_str());
-  }
-  TempFile(const TempFile&) = delete;
-  TempFile& operator=(const TempFile&) = delete;
-
-  void set_mode(mode_t mode) {
-    if (::fchmod(fd_, mode) != 0) fail_with_errno("cannot set the permissions of");
-  }
-
-  void write_all(std::span<const uint8_t> bytes) {
-    while (!bytes.empty()) {
-      const ssize_t written = ::write(fd_, bytes.data(), bytes.size());
-      if (written < 0 && errno == EINTR) continue;
-      if (written < 0) fail_with_errno("cannot write");
-      bytes = bytes.subspan(static_cast<size_t>(written));
-    }
-  }
-
-  void sync_and_close() {
-    if (::fsync(fd_) != 0) fail_with_errno("cannot fsync");
-    const int fd = fd_;
-    fd_ = -1;
-    if (::close(fd) != 0) fail_with_errno("cannot close");
-  }
-
-  void rename_to(const std::string& path) {
-    if (::rename(name_.c_str(), path.c_str()) != 0) fail_with_errno("cannot rename into place");
-    renamed_ = true;
-  }
-
- private:
-  [[noreturn]] void fail_with_errno(std::string_view what) const {
-    faults_.fail("{} the temporary file {}: {}", what, name_, system_error_text(errno));
-  }
-
-  const Faults& faults_;
-  std::string name_;
-  int fd_ = -1;
-  bool renamed_ = false;
-};
-
-// After a rename, the directory entry is durable only once the directory itself is synced.
-// Best effort: the file is already in place, so a failure here is not reported.
-void sync_directory(const std::filesystem::path& destination) {
-  const std::filesystem::path dir = destination.has_parent_path() ? destination.parent_path() : ".";
-  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return;
-  ::fsync(fd);
-  ::close(fd);
-}
-
 std::vector<uint8_t> read_file(const std::string& path) {
   files::InputFile file(path, "load_safetensors");
   std::vector<uint8_t> bytes(static_cast<size_t>(file.size()));
@@ -645,22 +530,8 @@ SafetensorsContents parse_safetensors(std::span<const uint8_t> bytes, const std:
 }
 
 void save_safetensors(const std::string& path, const NamedTensors& tensors, const Metadata& metadata) {
-  const Faults faults("save_safetensors", path);
   const std::vector<uint8_t> bytes = serialize(tensors, metadata, "save_safetensors");
-  const std::filesystem::path destination(path);
-  if (!destination.has_filename()) faults.fail("the path names no file");
-
-  // An existing file keeps its permissions; a new one gets what open() would give it.
-  struct stat existing {};
-  const mode_t mode = ::stat(path.c_str(), &existing) == 0 ? (existing.st_mode & 07777) : new_file_mode();
-
-  remove_stale_temporaries(destination);
-  TempFile temp(destination, faults);
-  temp.set_mode(mode);
-  temp.write_all(bytes);
-  temp.sync_and_close();
-  temp.rename_to(path);
-  sync_directory(destination);
+  files::write_file_atomically(path, bytes, "save_safetensors");
 }
 
 SafetensorsContents load_safetensors(const std::string& path) {

@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -36,5 +37,11 @@ class InputFile {
 // The bytes of the regular file `path`, at most `max_bytes` of them (a larger file is refused
 // before anything is read: "WHAT: 'PATH' has N bytes, more than the limit of M").
 std::string read_regular_file(const std::string& path, std::string_view what, int64_t max_bytes);
+
+// Writes `bytes` to `path` whole or not at all: into a temporary file beside it, synced, then
+// renamed over `path`, so that a reader never sees a half-written file and a failed or killed
+// write leaves the old file as it was. An existing file keeps its permissions. Errors are
+// cppgrad::Error "WHAT: PATH: REASON" (a directory that does not exist or cannot be written).
+void write_file_atomically(const std::string& path, std::span<const uint8_t> bytes, std::string_view what);
 
 }  // namespace cppgrad::files

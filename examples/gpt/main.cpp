@@ -6,6 +6,7 @@
 //   gpt --data book.txt --tokenizer char --size gpt-M --steps 5000 --accum 4 --checkpoint
 //   gpt --save run.safetensors                 # ...later: gpt --resume run.safetensors --steps 2000
 //   gpt --resume run.safetensors --steps 0 --prompt "The hacker" --top-p 0.9   # sample only
+//   gpt --export-onnx gpt.onnx                 # the trained model for ONNX Runtime (docs/onnx.md)
 //   gpt --init-from hf:gpt2 --steps 0 --prompt "Hello"   # GPT-2's model.safetensors, config.json, vocab.json, merges.txt
 //   gpt --init-from hf:gpt2 --data mine.txt --seq-len 128 --steps 200 --lr 1e-4 --save-hf tuned   # fine-tune
 //   scripts/mpirun 2 build/release/examples/gpt/gpt --threads 1   # data-parallel, 8 windows a rank
@@ -175,6 +176,7 @@ int main(int argc, char** argv) {
       save_hf_directory(*model, hf_layout, o.save_hf);
       fmt::print("model written under Hugging Face's names to {}/model.safetensors and config.json\n", o.save_hf);
     }
+    if (!o.export_onnx.empty() && lead) export_onnx_file(*model, o.export_onnx);
     if (!lead) return 0;
     if (!o.plot.empty()) {
       training_curves(o, corpus, log.step, held, held_out["input"].size(0), log.train_curve, log.eval_curve).write(o.plot);

@@ -180,6 +180,8 @@ void add_options(CLI::App& app, Options& o) {
       ->check(CLI::ExistingDirectory);
   app.add_option("--init-from", o.init_from, "hf:PATH: start from a Hugging Face GPT-2 or Llama model.safetensors (or "
                                              "its directory, with config.json); the sizes are its own");
+  app.add_option("--export-onnx", o.export_onnx, "at the end, write the model as an ONNX inference graph: input "
+                                                 "tokens (batch, sequence), output logits");
   app.add_option("--save-hf", o.save_hf, "at the end, write the model to DIR/model.safetensors under Hugging Face's "
                                          "names, and DIR/config.json");
   app.add_option("--steps", o.steps, "training steps in all (a resumed run continues up to this; 0 with --resume: "
@@ -293,6 +295,7 @@ int64_t finish_options(const CLI::App& app, Options& o, const Checkpoint* resume
   CPPGRAD_CHECK(o.min_lr <= o.lr, "--min-lr {} is above --lr {}", o.min_lr, o.lr);
   if (!o.save.empty()) examples::check_writable("--save", o.save);
   if (!o.plot.empty()) examples::check_writable("--plot", o.plot);
+  if (!o.export_onnx.empty()) examples::check_writable("--export-onnx", o.export_onnx);
   if (!o.save_hf.empty()) {
     std::error_code ec;
     std::filesystem::create_directories(o.save_hf, ec);

@@ -4,6 +4,7 @@
 //   seq2seq --task reverse --steps 2000 --plot loss.svg --attention attn.svg
 //   seq2seq --save run.safetensors   # ...later: seq2seq --resume run.safetensors --steps 3000
 //   seq2seq --target-accuracy 99     # stop at the first held-out evaluation that reaches 99%
+//   seq2seq --export-onnx s2s.onnx   # the trained model for ONNX Runtime (docs/onnx.md)
 //   scripts/mpirun 2 build/release/examples/seq2seq --threads 1   # data-parallel, 16 a rank
 //
 // Data-parallel: under mpirun each of N processes trains on batch/N sequences of every global
@@ -154,6 +155,11 @@ int main(int argc, char** argv) {
       plot::draw_attention_grid(attention_grid(*model, held_out, o, log.step)).write(o.attention);
       average.swap();
       fmt::print("attention grid written to {}\n", o.attention);
+    }
+    if (!o.export_onnx.empty()) {
+      average.swap();  // the weights that decoded the held-out set
+      export_onnx_file(*model, o.export_onnx);
+      average.swap();
     }
     return 0;
   });

@@ -30,6 +30,8 @@ void add_options(CLI::App& app, Options& o) {
   app.add_flag("--checkpoint", o.checkpoint_layers,
                "recompute each layer's activations in backward instead of keeping them (less memory, more time)");
   app.add_option("--plot", o.plot, "write the train and held-out loss curves as SVG");
+  app.add_option("--export-onnx", o.export_onnx, "write the trained model (the weights decoding uses) as an ONNX "
+                                                 "inference graph: inputs src, tgt_in, src_pad, tgt_pad; output logits");
   app.add_option("--attention", o.attention, "write every head's attention for one held-out example as an SVG grid");
   app.add_option("--attention-example", o.attention_example,
                  "which held-out example --attention draws (default: the longest)")
@@ -43,6 +45,7 @@ int64_t check_options(Options& o) {
   if (!o.save.empty()) examples::check_writable("--save", o.save);
   if (!o.plot.empty()) examples::check_writable("--plot", o.plot);
   if (!o.attention.empty()) examples::check_writable("--attention", o.attention);
+  if (!o.export_onnx.empty()) examples::check_writable("--export-onnx", o.export_onnx);
   // Parameters: embedding and output layer, 4 d² + 2 d·ff per encoder layer and 8 d² + 2 d·ff per
   // decoder layer; each float is kept 5 times (weights, gradient, Adam's two moments, the average).
   const double d = static_cast<double>(o.model.d_model), ff = static_cast<double>(o.model.ff);

@@ -1,0 +1,191 @@
+// ONNX export without ONNX Runtime: what the file holds (initializers under state_dict names, a
+// tied weight once, symbolic batch and sequence axes, opset 17), and what is refused with an Error
+// naming it (a module with no exporter, a graph ONNX's checker rejects, options that name nothing,
+// a destination that cannot be written, leaving no half-written file). The numbers a file computes
+// are checked in ONNX Runtime by examples/onnx_export/check.sh.
+#include <doctest/doctest.h>
+#include <onnx/onnx_pb.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "cppgrad.h"
+
+using namespace cppgrad;
+namespace fs = std::filesystem;
+// cppgrad::onnx, spelt out: the test reads files back with ONNX's own classes, namespace ::onnx.
+namespace ox = cppgrad::onnx;
+
+namespace {
+
+struct TempDir {
+  TempDir() {
+    std::string pattern = (fs::temp_directory_path() / "cppgrad-onnx-XXXXXX").string();
+    REQUIRE(::mkdtemp(pattern.data()) != nullptr);
+    path = pattern;
+  }
+  ~TempDir() {
+    std::error_code ignored;
+    fs::remove_all(path, ignored);
+  }
+  std::string file(const std::string& name) const { return (path / name).string(); }
+  size_t entries() const { return static_cast<size_t>(std::distance(fs::directory_iterator(path), fs::directory_iterator())); }
+  fs::path path;
+};
+
+::onnx::ModelProto read_model(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream bytes;
+  bytes << in.rdbuf();
+  ::onnx::ModelProto model;
+  REQUIRE(model.ParseFromString(bytes.str()));
+  return model;
+}
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+// A custom autograd::Function: y = 2x. It has no ONNX form, and neither has the layer that calls it.
+struct Double : autograd::Function<Double> {
+  static Tensor forward(autograd::FunctionCtx&, const Tensor& x) { return x.detach() * 2.0; }
+  static std::vector<Tensor> backward(autograd::FunctionCtx&, const std::vector<Tensor>& grad_outputs) {
+    return {grad_outputs[0] * 2.0};
+  }
+};
+struct Doubler : nn::UnaryModule {
+  Tensor forward(const Tensor& x) override { return Double::apply(x); }
+  std::string type_name() const override { return "Doubler"; }
+};
+
+// A model of one's own that composes the exporters, one of whose children has none.
+struct Net : nn::Module {
+  Net() {
+    fc = register_module("fc", std::make_shared<nn::Linear>(4, 3));
+    head = register_module("head", std::make_shared<nn::Linear>(3, 4));
+    head->weight = fc->weight.transpose(0, 1).detach().contiguous();  // a tensor of its own, not tied
+  }
+  std::vector<ox::Value> export_onnx(ox::Graph& g, const std::vector<ox::Value>& in) const override {
+    return {ox::linear(g, *head, ox::relu(g, ox::linear(g, *fc, in.at(0))))};
+  }
+  std::shared_ptr<nn::Linear> fc, head;
+};
+
+}  // namespace
+
+TEST_CASE("onnx export: initializers carry the state_dict names, a tied weight once; axes stay symbolic") {
+  manual_seed(3);
+  {
+    auto decoder = std::make_shared<nn::Decoder>(nn::DecoderOptions(11, 8, 2, 2).num_kv_heads(1).tie_embeddings(true));
+    TempDir dir;
+    ox::export_model(*decoder, {zeros({2, 3}, kInt64)}, dir.file("d.onnx"), {.input_names = {"tokens"}});
+    const ::onnx::ModelProto model = read_model(dir.file("d.onnx"));
+    CHECK(model.opset_import(0).version() == 17);
+    std::set<std::string> initializers;
+    for (const auto& t : model.graph().initializer())
+      if (t.name().rfind("Constant", 0) != 0 && t.name().find("/Constant") == std::string::npos) initializers.insert(t.name());
+    std::set<std::string> state;
+    for (const auto& [name, t] : decoder->state_dict()) state.insert(name);
+    CHECK(initializers == state);  // tok_embeddings.weight once, though the output uses it too
+    const auto& tokens = model.graph().input(0);
+    CHECK(tokens.name() == "tokens");
+    REQUIRE(tokens.type().tensor_type().shape().dim_size() == 2);
+    CHECK(tokens.type().tensor_type().shape().dim(0).dim_param() == "batch");
+    CHECK(tokens.type().tensor_type().shape().dim(1).dim_param() == "tokens_dim1");
+    CHECK(model.graph().output(0).name() == "output_0");
+  }
+}
+
+TEST_CASE("onnx export: a module with no exporter is refused, named with its place in the model") {
+  TempDir dir;
+  auto seq = std::make_shared<nn::Sequential>(std::make_shared<nn::Linear>(4, 4), std::make_shared<Doubler>());
+  const std::string message = error_of([&] { ox::export_model(*seq, {zeros({2, 4})}, dir.file("m.onnx")); });
+  CHECK(message.find("Doubler (at '1') has no ONNX exporter") != std::string::npos);
+  CHECK(message.find("override Doubler::export_onnx") != std::string::npos);
+  CHECK(dir.entries() == 0);  // nothing written, no temporary left
+  // A subclass of a layer is not taken for the layer: its forward may differ.
+  struct MyLinear : nn::Linear {
+    MyLinear() : nn::Linear(2, 2) {}
+  };
+  auto mine = std::make_shared<MyLinear>();
+  CHECK(error_of([&] { ox::export_model(*mine, {zeros({1, 2})}, dir.file("m.onnx")); }).find("has no ONNX exporter") !=
+        std::string::npos);
+  // What export cannot express is refused by the layer that has it.
+  auto windowed = std::make_shared<nn::MultiheadAttention>(nn::MultiheadAttentionOptions(8, 2).window(4));
+  CHECK(error_of([&] { ox::export_model(*windowed, {zeros({1, 3, 8}), zeros({1, 3, 8}), zeros({1, 3, 8})}, dir.file("w.onnx")); })
+            .find("sliding window (window=4) is not exported") != std::string::npos);
+}
+
+TEST_CASE("onnx export: a model of one's own exports by composing the exporters") {
+  manual_seed(4);
+  TempDir dir;
+  Net net;
+  ox::export_model(net, {zeros({2, 4})}, dir.file("net.onnx"), {.input_names = {"x"}, .output_names = {"y"}});
+  const ::onnx::ModelProto model = read_model(dir.file("net.onnx"));
+  CHECK(model.graph().output(0).name() == "y");
+  std::set<std::string> names;
+  for (const auto& t : model.graph().initializer()) names.insert(t.name());
+  CHECK(names == std::set<std::string>{"fc.weight", "fc.bias", "head.weight", "head.bias"});
+  // A node's name says which layer made it.
+  bool scoped = false;
+  for (const auto& node : model.graph().node()) scoped = scoped || node.name().rfind("head/MatMul", 0) == 0;
+  CHECK(scoped);
+}
+
+TEST_CASE("onnx export: a graph that ONNX's checker rejects is refused before anything is written") {
+  TempDir dir;
+  nn::Linear linear(6, 4);
+  // (B, 6) · W (4, 6) without the transpose: strict shape inference finds 6 ≠ 4.
+  auto wrong = [&](ox::Graph& g, const std::vector<ox::Value>& in) {
+    return std::vector<ox::Value>{g.matmul(in[0], g.parameter(linear.weight))};
+  };
+  const std::string message = error_of([&] { ox::export_model(linear, wrong, {zeros({2, 6})}, dir.file("bad.onnx")); });
+  CHECK(message.find("ONNX's checker refuses the graph of Linear") != std::string::npos);
+  CHECK(dir.entries() == 0);
+  // A tensor that is no parameter of the model must go through Graph::constant.
+  Tensor stray = ones({4, 6});
+  CHECK(error_of([&] {
+          ox::export_model(linear, [&](ox::Graph& g, const std::vector<ox::Value>& in) {
+            return std::vector<ox::Value>{g.matmul(in[0], g.parameter(stray))};
+          }, {zeros({2, 6})}, dir.file("bad.onnx"));
+        }).find("no parameter or buffer of the exported module") != std::string::npos);
+}
+
+TEST_CASE("onnx export: options that name nothing, and destinations that cannot be written") {
+  TempDir dir;
+  nn::Linear linear(3, 2);
+  const std::vector<Tensor> x = {zeros({1, 3})};
+  CHECK(error_of([&] { ox::export_model(linear, x, dir.file("a.onnx"), {.opset_version = 18}); })
+            .find("only opset 17 is written") != std::string::npos);
+  CHECK(error_of([&] { ox::export_model(linear, x, dir.file("a.onnx"), {.input_names = {"a", "b"}}); })
+            .find("2 input_names for 1 example inputs") != std::string::npos);
+  CHECK(error_of([&] { ox::export_model(linear, x, dir.file("a.onnx"), {.dynamic_axes = {{"x", {{0, "batch"}}}}}); })
+            .find("dynamic_axes names 'x', which is no input") != std::string::npos);
+  CHECK(error_of([&] { ox::export_model(linear, x, dir.file("a.onnx"), {.dynamic_axes = {{"input_0", {{2, "n"}}}}}); })
+            .find("axis 2 ('n') is not an axis") != std::string::npos);
+  CHECK(dir.entries() == 0);
+
+  // No such directory, and a "directory" that is a file: an Error naming the path.
+  const std::string missing = dir.file("no/such/dir/model.onnx");
+  CHECK(error_of([&] { ox::export_model(linear, x, missing); }).find("export_model: " + missing) != std::string::npos);
+  std::ofstream(dir.file("plain")) << "x";
+  CHECK(error_of([&] { ox::export_model(linear, x, dir.file("plain/model.onnx")); }).find("cannot create a temporary file") !=
+        std::string::npos);
+  // A failed export leaves an existing file as it was.
+  std::ofstream(dir.file("keep.onnx")) << "old";
+  Doubler doubler;
+  CHECK_THROWS_AS(ox::export_model(doubler, x, dir.file("keep.onnx")), Error);
+  std::ifstream kept(dir.file("keep.onnx"));
+  std::string content;
+  kept >> content;
+  CHECK(content == "old");
+  CHECK(dir.entries() == 2);  // plain and keep.onnx: no temporary left behind
+}
