@@ -106,10 +106,4 @@ Tensor Llama::forward_step(const Tensor& tokens, std::vector<nn::KVCache>& cache
   return decoder->forward_step(tokens, caches);
 }
 
-std::vector<optim::ParamGroup> decay_groups(LanguageModel& model, double lr, double weight_decay) {
-  std::vector<Tensor> matrices, others;
-  for (auto& [name, p] : model.named_parameters()) (p.dim() >= 2 ? matrices : others).push_back(p);
-  return {{matrices, lr, weight_decay, "decay"}, {others, lr, 0.0, "no_decay"}};
-}
-
 }  // namespace gpt

@@ -51,10 +51,6 @@ class LanguageModel : public cppgrad::nn::Module {
 // so that the stream's variance does not grow with depth (GPT-2 paper, §2.3).
 std::shared_ptr<LanguageModel> make_model(const ModelConfig& config);
 
-// AdamW's two parameter groups: weight decay on the 2-D weights (matrices, embeddings) only, since
-// decaying the norms' gains and the biases would only fight the normalisation.
-std::vector<cppgrad::optim::ParamGroup> decay_groups(LanguageModel& model, double lr, double weight_decay);
-
 class GPT2 : public LanguageModel {
  public:
   explicit GPT2(const ModelConfig& config);
