@@ -62,15 +62,18 @@ std::vector<onnx::Value> Seq2SeqModel::export_onnx(onnx::Graph& g, const std::ve
   return {onnx::linear(g, *generator, y)};  // (B, T, vocab)
 }
 
-void export_onnx_file(Seq2SeqModel& model, const std::string& path) {
+void export_onnx_file(Seq2SeqModel& model, optim::ExponentialMovingAverage& average, const std::string& path) {
   model.eval();
   const std::vector<Tensor> example = {zeros({1, 3}, kInt64), zeros({1, 2}, kInt64), zeros({1, 3}, kBool),
                                        zeros({1, 2}, kBool)};
   const std::map<int64_t, std::string> source = {{0, "batch"}, {1, "src_len"}}, target = {{0, "batch"}, {1, "tgt_len"}};
-  onnx::export_model(model, example, path,
-                     {.input_names = {"src", "tgt_in", "src_pad", "tgt_pad"},
-                      .output_names = {"logits"},
-                      .dynamic_axes = {{"src", source}, {"src_pad", source}, {"tgt_in", target}, {"tgt_pad", target}}});
+  const onnx::ExportOptions options{
+      .input_names = {"src", "tgt_in", "src_pad", "tgt_pad"},
+      .output_names = {"logits"},
+      .dynamic_axes = {{"src", source}, {"src_pad", source}, {"tgt_in", target}, {"tgt_pad", target}}};
+  average.swap();  // the averaged weights in for the export (an Error ends the run: nothing uses them after)
+  onnx::export_model(model, example, path, options);
+  average.swap();
   fmt::print("ONNX model written to {}\n", path);
 }
 

@@ -42,9 +42,9 @@ class Seq2SeqModel : public cppgrad::nn::Module {
   cppgrad::Tensor embed_tokens(const cppgrad::Tensor& tokens, int64_t start = 0);
 };
 
-// Writes `model` in eval mode as an ONNX file (cppgrad::onnx::export_model): inputs src (B, S),
-// tgt_in (B, T) int64, src_pad (B, S), tgt_pad (B, T) bool (true = padding); output logits
-// (B, T, vocab); B, S and T open.
-void export_onnx_file(Seq2SeqModel& model, const std::string& path);
+// --export-onnx FILE: `model` with the averaged weights (those that decode) in eval mode as an
+// ONNX file (cppgrad::onnx::export_model): inputs src (B, S), tgt_in (B, T) int64, src_pad (B, S),
+// tgt_pad (B, T) bool (true = padding); output logits (B, T, vocab); B, S and T open.
+void export_onnx_file(Seq2SeqModel& model, cppgrad::optim::ExponentialMovingAverage& average, const std::string& path);
 
 }  // namespace seq2seq
