@@ -3,13 +3,16 @@
 # Transformer, gpt's two architectures, seq2seq) exported, accepted by ONNX's own Python checker
 # (onnx.checker.check_model with full_check: strict shape inference), and run in ONNX Runtime
 # on inputs other than the export's, its outputs compared with cppgrad's.
-#   check.sh ONNX_EXPORT_CASES WORK_DIR
+# Then gpt (gpt2 and llama) and seq2seq, trained for two steps, write their --export-onnx files,
+# which pass the same checker and run in ONNX Runtime at two sizes each (finite logits of the
+# right shape: their numbers are the cases' gpt_* and seq2seq above).
+#   check.sh ONNX_EXPORT_CASES GPT SEQ2SEQ WORK_DIR
 # ONNX Runtime's CPU build comes from the npm package onnxruntime-node, installed into WORK_DIR at
 # test time (its binaries are in the package; --ignore-scripts skips an install script that would
 # download from a host not reachable here) and kept there, so a second run downloads nothing.
 # Exit 77 (CTest: skipped, with the reason printed) when node, npm or Python's onnx is missing.
 set -euo pipefail
-cases=$1 work=$2
+cases=$1 gpt=$2 seq2seq=$3 work=$4
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 for tool in npm node; do
   if ! command -v "$tool" >/dev/null; then
@@ -39,6 +42,15 @@ fi
 
 rm -f "$work"/models/*
 "$cases" "$work/models"
+# The examples' flag: a tiny run each, then their files beside the cases'.
+text=/usr/share/common-licenses/GPL-3  # a short text every Debian machine has (base-files)
+[ -r "$text" ] || text="$here/../../README.md"
+gpt_tiny=(--data "$text" --threads 1 --d-model 32 --seq-len 16 --batch 8 --bpe-vocab 300 --seed 7 --size tiny
+          --steps 2 --eval-every 2 --sample-len 0)
+"$gpt" "${gpt_tiny[@]}" --export-onnx "$work/models/example_gpt2.onnx" >"$work/gpt2.log"
+"$gpt" "${gpt_tiny[@]}" --arch llama --kv-heads 1 --export-onnx "$work/models/example_llama.onnx" >"$work/llama.log"
+"$seq2seq" --threads 1 --d-model 32 --heads 2 --layers 1 --ff 64 --batch 16 --seq-len 6 --vocab 10 --seed 7 \
+  --steps 2 --eval-every 2 --export-onnx "$work/models/example_seq2seq.onnx" >"$work/seq2seq.log"
 "$python" - "$work/models" <<'PY'
 import glob, sys
 import onnx
@@ -53,3 +65,4 @@ for f in files:
           f"{len(model.graph.initializer)} initializers")
 PY
 node "$here/run_ort.js" "$module" "$work/models"
+node "$here/run_examples.js" "$module" "$work/models"
