@@ -45,6 +45,7 @@ void perturb(nn::Module& module, uint64_t seed) {
 std::string dtype_word(DType d) {
   switch (d) {
     case kFloat32: return "float32";
+    case kFloat64: return "float64";
     case kInt64: return "int64";
     case kBool: return "bool";
     default: throw Error(fmt::format("onnx_export_cases: no ORT type for {}", dtype_name(d)));
@@ -172,6 +173,19 @@ std::vector<Case> library_cases() {
                      {{{floats({6, 3, 16}, 26), floats({2, 3, 16}, 27)}}},
                      [dec](const std::vector<Tensor>& in) { return dec->forward(in[0], in[1]); }, nullptr,
                      {{"tgt", {{0, "T"}, {1, "batch"}}}, {"memory", {{0, "S"}, {1, "batch"}}}}});
+  }
+  {  // a float64 model: float64 initializers, inputs and outputs
+    auto enc = std::make_shared<nn::TransformerEncoderLayer>(
+        nn::TransformerLayerOptions(8, 2).dim_feedforward(16).activation(nn::Activation::GELU).norm_first(true));
+    enc->to(kFloat64);
+    cases.push_back({"encoder_layer_float64", enc, {"src", "pad"}, {floats({2, 3, 8}, 40).to(kFloat64), padding(2, 3)},
+                     {{{floats({3, 5, 8}, 41).to(kFloat64), padding(3, 5)}}},
+                     [enc](const std::vector<Tensor>& in) { return enc->forward(in[0], {}, in[1]); },
+                     [enc](onnx::Graph& g, const std::vector<onnx::Value>& in) {
+                       onnx::AttentionMasks masks;
+                       masks.key_padding_mask = in[1];
+                       return std::vector<onnx::Value>{onnx::encoder_layer(g, *enc, in[0], masks)};
+                     }});
   }
   {  // nn::Transformer with every mask kind: source padding, causal target, memory padding
     auto model = std::make_shared<nn::Transformer>(

@@ -12,17 +12,20 @@ const ort = require(moduleDir);
 // against MatMul/Softmax) differ by a few units in the last place of each partial sum; through
 // the deepest case here (2 encoder + 2 decoder layers of width 16) that stays below 1e-5 relative
 // to values of order 1. 1e-5 absolute covers outputs near zero, where relative error means nothing.
+// (The float64 case meets the same bound with room to spare; it checks the types, not rounding.)
 const rtol = 1e-5, atol = 1e-5;
 
 const arrays = {
   float32: (buf) => new Float32Array(buf.buffer, buf.byteOffset, buf.length / 4),
+  float64: (buf) => new Float64Array(buf.buffer, buf.byteOffset, buf.length / 8),
   int64: (buf) => new BigInt64Array(buf.buffer, buf.byteOffset, buf.length / 8),
   bool: (buf) => new Uint8Array(buf.buffer, buf.byteOffset, buf.length),
 };
 
 function load(entry) {
   const raw = fs.readFileSync(path.join(dir, entry.file));
-  const buf = Buffer.from(raw);  // its own aligned copy
+  const buf = new Uint8Array(raw.length);  // its own ArrayBuffer at offset 0: aligned for any element type
+  buf.set(raw);
   return new ort.Tensor(entry.dtype, arrays[entry.dtype](buf), entry.shape);
 }
 

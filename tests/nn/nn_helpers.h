@@ -4,7 +4,10 @@
 
 #include <doctest/doctest.h>
 
+#include <unistd.h>
+
 #include <cmath>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -12,6 +15,23 @@
 #include "../common/check.h"
 
 namespace cppgrad::nntest {
+
+// A fresh directory under the system's temporary directory, removed at the end.
+struct TempDir {
+  TempDir() {
+    std::string pattern = (std::filesystem::temp_directory_path() / "cppgrad-nn-test-XXXXXX").string();
+    REQUIRE(::mkdtemp(pattern.data()) != nullptr);
+    path = pattern;
+  }
+  ~TempDir() {
+    std::error_code ignored;
+    std::filesystem::remove_all(path, ignored);
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  std::string file(const std::string& name) const { return (path / name).string(); }
+  std::filesystem::path path;
+};
 
 // A float64 tensor of N(0,1) values; the same seed gives the same values.
 inline Tensor randn64(const Shape& shape, uint64_t seed, bool requires_grad = false) {

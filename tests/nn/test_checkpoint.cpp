@@ -17,21 +17,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// A fresh directory under the system's temporary directory, removed at the end.
-struct TempDir {
-  TempDir() {
-    std::string pattern = (fs::temp_directory_path() / "cppgrad-checkpoint-XXXXXX").string();
-    REQUIRE(::mkdtemp(pattern.data()) != nullptr);
-    path = pattern;
-  }
-  ~TempDir() {
-    std::error_code ignored;
-    fs::remove_all(path, ignored);
-  }
-  std::string file(const std::string& name) const { return (path / name).string(); }
-  fs::path path;
-};
-
 TransformerOptions small(int64_t d_model = 8, int64_t encoder_layers = 2) {
   return TransformerOptions(d_model, 2)
       .num_encoder_layers(encoder_layers)

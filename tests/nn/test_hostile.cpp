@@ -58,16 +58,6 @@ double max_abs_diff(const Tensor& a, const Tensor& b) {
   return worst;
 }
 
-// A directory removed at the end of the test; the pid keeps parallel runs apart.
-struct TempDir {
-  TempDir() : path(fs::temp_directory_path() / fmt::format("cppgrad_hostile_{}", ::getpid())) {
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() { fs::remove_all(path); }
-  fs::path path;
-};
-
 }  // namespace
 
 TEST_CASE("hostile safetensors: a header of 50,000 entries parses in one linear pass") {
@@ -112,7 +102,7 @@ TEST_CASE("hostile safetensors: an empty tensor with a 2^62 dim loads, and reduc
 }
 
 TEST_CASE("hostile safetensors: a save killed mid-write leaves a temporary the next save removes") {
-  TempDir dir;
+  nntest::TempDir dir;
   const fs::path target = dir.path / "model.safetensors";
   // A process that has ended: a child that exits at once, reaped.
   const pid_t child = ::fork();

@@ -13,28 +13,19 @@
 #include <sstream>
 
 #include "cppgrad.h"
+#include "nn_helpers.h"
 
 using namespace cppgrad;
+using namespace nntest;  // TempDir, error_message
 namespace fs = std::filesystem;
 // cppgrad::onnx, spelt out: the test reads files back with ONNX's own classes, namespace ::onnx.
 namespace ox = cppgrad::onnx;
 
 namespace {
 
-struct TempDir {
-  TempDir() {
-    std::string pattern = (fs::temp_directory_path() / "cppgrad-onnx-XXXXXX").string();
-    REQUIRE(::mkdtemp(pattern.data()) != nullptr);
-    path = pattern;
-  }
-  ~TempDir() {
-    std::error_code ignored;
-    fs::remove_all(path, ignored);
-  }
-  std::string file(const std::string& name) const { return (path / name).string(); }
-  size_t entries() const { return static_cast<size_t>(std::distance(fs::directory_iterator(path), fs::directory_iterator())); }
-  fs::path path;
-};
+size_t entries(const TempDir& dir) {
+  return static_cast<size_t>(std::distance(fs::directory_iterator(dir.path), fs::directory_iterator()));
+}
 
 ::onnx::ModelProto read_model(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -43,15 +34,6 @@ struct TempDir {
   ::onnx::ModelProto model;
   REQUIRE(model.ParseFromString(bytes.str()));
   return model;
-}
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
 }
 
 // A custom autograd::Function: y = 2x. It has no ONNX form, and neither has the layer that calls it.
@@ -107,20 +89,20 @@ TEST_CASE("onnx export: initializers carry the state_dict names, a tied weight o
 TEST_CASE("onnx export: a module with no exporter is refused, named with its place in the model") {
   TempDir dir;
   auto seq = std::make_shared<nn::Sequential>(std::make_shared<nn::Linear>(4, 4), std::make_shared<Doubler>());
-  const std::string message = error_of([&] { ox::export_model(*seq, {zeros({2, 4})}, dir.file("m.onnx")); });
+  const std::string message = error_message([&] { ox::export_model(*seq, {zeros({2, 4})}, dir.file("m.onnx")); });
   CHECK(message.find("Doubler (at '1') has no ONNX exporter") != std::string::npos);
   CHECK(message.find("override Doubler::export_onnx") != std::string::npos);
-  CHECK(dir.entries() == 0);  // nothing written, no temporary left
+  CHECK(entries(dir) == 0);  // nothing written, no temporary left
   // A subclass of a layer is not taken for the layer: its forward may differ.
   struct MyLinear : nn::Linear {
     MyLinear() : nn::Linear(2, 2) {}
   };
   auto mine = std::make_shared<MyLinear>();
-  CHECK(error_of([&] { ox::export_model(*mine, {zeros({1, 2})}, dir.file("m.onnx")); }).find("has no ONNX exporter") !=
+  CHECK(error_message([&] { ox::export_model(*mine, {zeros({1, 2})}, dir.file("m.onnx")); }).find("has no ONNX exporter") !=
         std::string::npos);
   // What export cannot express is refused by the layer that has it.
   auto windowed = std::make_shared<nn::MultiheadAttention>(nn::MultiheadAttentionOptions(8, 2).window(4));
-  CHECK(error_of([&] { ox::export_model(*windowed, {zeros({1, 3, 8}), zeros({1, 3, 8}), zeros({1, 3, 8})}, dir.file("w.onnx")); })
+  CHECK(error_message([&] { ox::export_model(*windowed, {zeros({1, 3, 8}), zeros({1, 3, 8}), zeros({1, 3, 8})}, dir.file("w.onnx")); })
             .find("sliding window (window=4) is not exported") != std::string::npos);
 }
 
@@ -147,12 +129,12 @@ TEST_CASE("onnx export: a graph that ONNX's checker rejects is refused before an
   auto wrong = [&](ox::Graph& g, const std::vector<ox::Value>& in) {
     return std::vector<ox::Value>{g.matmul(in[0], g.parameter(linear.weight))};
   };
-  const std::string message = error_of([&] { ox::export_model(linear, wrong, {zeros({2, 6})}, dir.file("bad.onnx")); });
+  const std::string message = error_message([&] { ox::export_model(linear, wrong, {zeros({2, 6})}, dir.file("bad.onnx")); });
   CHECK(message.find("ONNX's checker refuses the graph of Linear") != std::string::npos);
-  CHECK(dir.entries() == 0);
+  CHECK(entries(dir) == 0);
   // A tensor that is no parameter of the model must go through Graph::constant.
   Tensor stray = ones({4, 6});
-  CHECK(error_of([&] {
+  CHECK(error_message([&] {
           ox::export_model(linear, [&](ox::Graph& g, const std::vector<ox::Value>& in) {
             return std::vector<ox::Value>{g.matmul(in[0], g.parameter(stray))};
           }, {zeros({2, 6})}, dir.file("bad.onnx"));
@@ -163,21 +145,21 @@ TEST_CASE("onnx export: options that name nothing, and destinations that cannot 
   TempDir dir;
   nn::Linear linear(3, 2);
   const std::vector<Tensor> x = {zeros({1, 3})};
-  CHECK(error_of([&] { ox::export_model(linear, x, dir.file("a.onnx"), {.opset_version = 18}); })
+  CHECK(error_message([&] { ox::export_model(linear, x, dir.file("a.onnx"), {.opset_version = 18}); })
             .find("only opset 17 is written") != std::string::npos);
-  CHECK(error_of([&] { ox::export_model(linear, x, dir.file("a.onnx"), {.input_names = {"a", "b"}}); })
+  CHECK(error_message([&] { ox::export_model(linear, x, dir.file("a.onnx"), {.input_names = {"a", "b"}}); })
             .find("2 input_names for 1 example inputs") != std::string::npos);
-  CHECK(error_of([&] { ox::export_model(linear, x, dir.file("a.onnx"), {.dynamic_axes = {{"x", {{0, "batch"}}}}}); })
+  CHECK(error_message([&] { ox::export_model(linear, x, dir.file("a.onnx"), {.dynamic_axes = {{"x", {{0, "batch"}}}}}); })
             .find("dynamic_axes names 'x', which is no input") != std::string::npos);
-  CHECK(error_of([&] { ox::export_model(linear, x, dir.file("a.onnx"), {.dynamic_axes = {{"input_0", {{2, "n"}}}}}); })
+  CHECK(error_message([&] { ox::export_model(linear, x, dir.file("a.onnx"), {.dynamic_axes = {{"input_0", {{2, "n"}}}}}); })
             .find("axis 2 ('n') is not an axis") != std::string::npos);
-  CHECK(dir.entries() == 0);
+  CHECK(entries(dir) == 0);
 
   // No such directory, and a "directory" that is a file: an Error naming the path.
   const std::string missing = dir.file("no/such/dir/model.onnx");
-  CHECK(error_of([&] { ox::export_model(linear, x, missing); }).find("export_model: " + missing) != std::string::npos);
+  CHECK(error_message([&] { ox::export_model(linear, x, missing); }).find("export_model: " + missing) != std::string::npos);
   std::ofstream(dir.file("plain")) << "x";
-  CHECK(error_of([&] { ox::export_model(linear, x, dir.file("plain/model.onnx")); }).find("cannot create a temporary file") !=
+  CHECK(error_message([&] { ox::export_model(linear, x, dir.file("plain/model.onnx")); }).find("cannot create a temporary file") !=
         std::string::npos);
   // A failed export leaves an existing file as it was.
   std::ofstream(dir.file("keep.onnx")) << "old";
@@ -187,5 +169,5 @@ TEST_CASE("onnx export: options that name nothing, and destinations that cannot 
   std::string content;
   kept >> content;
   CHECK(content == "old");
-  CHECK(dir.entries() == 2);  // plain and keep.onnx: no temporary left behind
+  CHECK(entries(dir) == 2);  // plain and keep.onnx: no temporary left behind
 }
