@@ -35,6 +35,10 @@ struct TrainingLog {
 // step, and a weight or average beyond reachable_weight. `run` and `log` must outlive it.
 cppgrad::optim::TrainingState training_state(const Run& run, TrainingLog& log);
 
+// Held-out windows of a language model's text: at most `count` windows of `seq_len` tokens,
+// spread evenly over `tokens`, as "input" (B, T) and "target" (B, T), the input shifted by one.
+cppgrad::data::Batch spread_windows(const std::vector<int64_t>& tokens, int64_t seq_len, int64_t count);
+
 // AdamW's two parameter groups as GPT-2's and nanoGPT's trainers make them: weight decay on the
 // 2-D weights (matrices, embeddings) only, since decaying the norms' gains and the biases would
 // only fight the normalisation. Named "decay" and "no_decay".
