@@ -114,6 +114,7 @@ Tensor record(std::string op, Tensor out, const std::vector<Tensor>& inputs, con
   node->op = std::move(op);
   node->output_shape = out.shape();
   node->output_dtype = out.dtype();
+  node->autocast = autocast::state();
   for (const Tensor& in : inputs) {
     Edge edge;
     if (in.defined() && in.requires_grad()) {
@@ -337,7 +338,13 @@ class Engine {
     for (size_t i = 0; i < node.saved.size(); ++i) saved.push_back(unpack(node, i));
     std::vector<bool> needs;
     for (const Edge& e : node.next) needs.push_back(follows(e));
-    Grads grads = node.backward(grad, Saved(std::move(saved), std::move(needs)));
+    Grads grads;
+    {
+      // Products in the precision of the forward's (an autocast forward's products have
+      // bfloat16 backward products, wherever backward() is called).
+      autocast::Guard as_in_forward(node.autocast);
+      grads = node.backward(grad, Saved(std::move(saved), std::move(needs)));
+    }
     CPPGRAD_CHECK(grads.size() == node.next.size(), "backward: '{}' returned {} gradients for {} inputs", node.op,
           grads.size(), node.next.size());
     if (AnomalyMode::is_enabled()) {
