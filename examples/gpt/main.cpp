@@ -4,6 +4,7 @@
 //   gpt                                        # the Jargon File, BPE of 512 tokens, small gpt2: minutes
 //   gpt --arch llama --kv-heads 2 --plot loss.svg
 //   gpt --data book.txt --tokenizer char --size gpt-M --steps 5000 --accum 4 --checkpoint
+//   gpt --size gpt-M --dtype bf16              # matrix products in bfloat16 (autocast)
 //   gpt --save run.safetensors                 # ...later: gpt --resume run.safetensors --steps 2000
 //   gpt --resume run.safetensors --steps 0 --prompt "The hacker" --top-p 0.9   # sample only
 //   gpt --init-from hf:gpt2 --steps 0 --prompt "Hello"   # GPT-2's model.safetensors, config.json, vocab.json, merges.txt
@@ -108,14 +109,15 @@ int main(int argc, char** argv) {
     const data::Batch held_out = held_out_windows(corpus.held_out, T, o.eval_windows);
     if (lead)
       fmt::print("{}: {} bytes, {} tokens ({} tokenizer, vocabulary {}) · {} {} · {} parameters · {} layers · d_model {} · "
-                 "{} heads{} · ff {} · batch {} × {}{}{} · {} threads{}\n",
+                 "{} heads{} · ff {} · batch {} × {}{}{} · {} threads{}{}\n",
                  o.data, corpus.bytes, corpus.train.size() + corpus.held_out.size(), o.tokenizer,
                  corpus.tokenizer.vocab_size(), o.arch, o.size, model->parameter_count(), o.model.layers,
                  o.model.d_model, o.model.heads,
                  o.model.kv_heads != o.model.heads ? fmt::format(" ({} key/value)", o.model.kv_heads) : "", o.model.ff,
                  o.batch, T, o.accum > 1 ? fmt::format(" × {} accumulated", o.accum) : "",
                  world.world_size() > 1 ? fmt::format(" ({} a process)", rank_batch) : "", get_num_threads(),
-                 world.world_size() > 1 ? fmt::format(" · {} processes", world.world_size()) : "");
+                 world.world_size() > 1 ? fmt::format(" · {} processes", world.world_size()) : "",
+                 o.dtype == "bf16" ? fmt::format(" · bf16 autocast ({})", autocast::kernel_name(autocast::kernel())) : "");
 
     // ---- the training loop ---------------------------------------------------------------------
     const int64_t first_step = log.step;
@@ -123,6 +125,8 @@ int main(int argc, char** argv) {
     examples::StepLosses losses;  // each step's, until the next report
     std::optional<double> last_eval;
     const std::vector<Tensor> params = model->parameters();
+    // --dtype bf16: every matrix product from here on (training, evaluation, sampling) in bfloat16.
+    autocast::Guard products(kBFloat16, o.dtype == "bf16");
     model->train();
     while (log.step < o.steps) {
       opt.zero_grad();

@@ -199,6 +199,9 @@ void add_options(CLI::App& app, Options& o) {
   app.add_option("--clip", o.clip, "largest gradient norm (larger ones are scaled down to it)")
       ->check(examples::number_in(1e-6, 1e6));
   app.add_option("--seed", o.seed, "random seed (weights, windows, dropout, sampling)")->check(examples::digits_only());
+  app.add_option("--dtype", o.dtype, "fp32, or bf16: matrix products in bfloat16 (autocast), weights, gradients and "
+                                     "AdamW in float32")
+      ->check(CLI::IsMember({"fp32", "bf16"}));
   app.add_option("--threads", o.threads, "threads for BLAS and cppgrad's loops (default: all cores)")
       ->check(CLI::Range(1, 256));
   app.add_option("--save", o.save, "write a checkpoint (model, tokenizer, optimizer, schedule, step, RNG) at the end");
