@@ -355,13 +355,9 @@ class Engine {
     for (size_t i = 0; i < node.saved.size(); ++i) saved.push_back(unpack(node, i));
     std::vector<bool> needs;
     for (const Edge& e : node.next) needs.push_back(follows(e));
-    Grads grads;
-    {
-      // Products in the precision of the forward's (an autocast forward's products have
-      // bfloat16 backward products, wherever backward() is called).
-      autocast::Guard as_in_forward(node.autocast);
-      grads = node.backward(grad, Saved(std::move(saved), std::move(needs)));
-    }
+    // An autocast forward's backward products are bfloat16 too, wherever backward() is called.
+    const autocast::Guard as_in_forward(node.autocast);
+    Grads grads = node.backward(grad, Saved(std::move(saved), std::move(needs)));
     CPPGRAD_CHECK(grads.size() == node.next.size(), "backward: '{}' returned {} gradients for {} inputs", node.op,
           grads.size(), node.next.size());
     if (AnomalyMode::is_enabled()) check_finite(node, grads);
