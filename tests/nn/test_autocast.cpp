@@ -76,8 +76,8 @@ TEST_CASE("autocast: both attention paths multiply in bfloat16, and give float32
   Generator gen(23);
   Tensor q = randn({2, 3, 40, 16}, kFloat32, gen), k = randn({2, 3, 40, 16}, kFloat32, gen),
          v = randn({2, 3, 40, 16}, kFloat32, gen);
-  const AttentionBackend saved = F::attention_backend();
-  for (AttentionBackend backend : {AttentionBackend::Materialize, AttentionBackend::Fused}) {
+  const F::AttentionBackend saved = F::attention_backend();
+  for (F::AttentionBackend backend : {F::AttentionBackend::Materialize, F::AttentionBackend::Fused}) {
     CAPTURE(static_cast<int>(backend));
     F::set_attention_backend(backend);
     const Tensor full = F::scaled_dot_product_attention(q, k, v, F::AttentionOptions().is_causal(true)).output;

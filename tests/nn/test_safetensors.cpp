@@ -171,9 +171,8 @@ TEST_CASE("safetensors: lookup by name") {
 
 TEST_CASE("safetensors: BF16 is read as bfloat16, little-endian, the upper half of a float32") {
   // 1.0 = 0x3f80, -2.0 = 0xc000, +inf = 0x7f80: the bytes a PyTorch bfloat16 tensor saves.
-  const std::vector<uint8_t> bytes = nntest::safetensors_file_of(R"({"w":{"dtype":"BF16","shape":[3],"data_offsets":[0,6]}})");
-  std::vector<uint8_t> file = bytes;
-  for (uint8_t b : {0x80, 0x3f, 0x00, 0xc0, 0x80, 0x7f}) file.push_back(b);
+  const std::vector<uint8_t> file =
+      file_of(R"({"w":{"dtype":"BF16","shape":[3],"data_offsets":[0,6]}})", {0x80, 0x3f, 0x00, 0xc0, 0x80, 0x7f});
   const Tensor w = parse_safetensors(file).at("w");
   CHECK(w.dtype() == kBFloat16);
   CHECK(w.to(kFloat32).to_vector<float>() == std::vector<float>{1.0f, -2.0f, std::numeric_limits<float>::infinity()});
