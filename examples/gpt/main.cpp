@@ -24,6 +24,7 @@
 #include <fmt/core.h>
 
 #include "common/data_parallel.h"
+#include "common/observe.h"
 #include "gpt/evaluate.h"
 #include "gpt/model.h"
 #include "gpt/options.h"
@@ -105,6 +106,7 @@ int main(int argc, char** argv) {
     state.add_constant("data.tokenizer", corpus.tokenizer.to_tensor());  // token ids are the model's rows
     if (resumed) examples::resume_run(o.resume, resumed->tensors, state);
     if (lead && resumed) fmt::print("resumed from {} at step {}\n", o.resume, log.step);
+    examples::open_log(log, lead ? o.log_dir : "");  // --log-dir
     const data::Batch held_out = held_out_windows(corpus.held_out, T, o.eval_windows);
     if (lead)
       fmt::print("{}: {} bytes, {} tokens ({} tokenizer, vocabulary {}) · {} {} · {} parameters · {} layers · d_model {} · "
@@ -124,7 +126,9 @@ int main(int argc, char** argv) {
     std::optional<double> last_eval;
     const std::vector<Tensor> params = model->parameters();
     model->train();
+    examples::StepTrace trace(lead ? o.trace : "", log.step, o.steps);  // --trace
     while (log.step < o.steps) {
+      trace.before(log.step + 1);
       opt.zero_grad();
       double step_loss = 0;
       for (int64_t micro = 0; micro < o.accum; ++micro) {

@@ -12,11 +12,11 @@
 #include <cmath>
 #include <limits>
 
-#include "runtime/profile.h"
 #include "runtime/reference_mode.h"
 #include "tensor/iterate.h"
 #include "tensor/kernels.h"
 #include "tensor/kernels/fast/exp_rows.h"
+#include "tensor/kernels/traced.h"
 
 namespace cppgrad::kernels {
 
@@ -81,7 +81,7 @@ void softmax_rows(const T* in, T* out, int64_t rows, int64_t inner, int64_t size
 
 template <bool Log>
 Tensor softmax_impl(const Tensor& t, int64_t dim, const char* op) {
-  CPPGRAD_PROFILE_SCOPE(op);
+  CPPGRAD_PROFILE_KERNEL(op, t);
   Tensor x = contiguous(t);
   Tensor out = empty(x.shape(), x.dtype());
   if (x.numel() == 0) return out;
