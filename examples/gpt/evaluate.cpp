@@ -7,14 +7,6 @@ namespace F = cppgrad::nn::functional;
 
 namespace gpt {
 
-data::Batch held_out_windows(const std::vector<int64_t>& held_out, int64_t seq_len, int64_t count) {
-  const data::TextDataset windows(held_out, seq_len);
-  count = std::min<int64_t>(windows.size(), count);
-  std::vector<data::Example> examples;
-  for (int64_t k = 0; k < count; ++k) examples.push_back(windows.get(k * windows.size() / count));
-  return data::stack_collate(examples);
-}
-
 double loss_on(LanguageModel& model, const data::Batch& b) {
   NoGradGuard no_grad;
   model.eval();
@@ -30,6 +22,29 @@ double loss_on(LanguageModel& model, const data::Batch& b) {
   }
   model.train();
   return total / static_cast<double>(n);
+}
+
+double report_held_out(double held_out_loss, const Corpus& corpus, int64_t step, int64_t steps_taken, double seconds) {
+  // The held-out windows' tokens cover about this many bytes each.
+  const double bytes_per_token = static_cast<double>(corpus.held_out_bytes) / static_cast<double>(corpus.held_out.size());
+  fmt::print("held-out loss {:.4f} nats/token ({:.3f} bits/byte) after {} steps, {} of training{}\n", held_out_loss,
+             held_out_loss / std::log(2.0) / bytes_per_token, step, format_duration(seconds),
+             steps_taken > 0 ? fmt::format(" ({:.0f} ms a step)", 1e3 * seconds / static_cast<double>(steps_taken)) : "");
+  return held_out_loss;
+}
+
+void print_sample(LanguageModel& model, const Corpus& corpus, const Options& o) {
+  Generator gen(o.seed + 2);
+  std::vector<int64_t> prompt = corpus.prompt;
+  if (prompt.empty())
+    prompt.push_back(corpus.held_out[static_cast<size_t>(gen.randint(0, static_cast<int64_t>(corpus.held_out.size())))]);
+  if (o.sample.length <= 0) return;
+  fmt::print("\nsample (temperature {}, top-k {}, top-p {}, seed {}):\n", o.sample.temperature, o.sample.top_k,
+             o.sample.top_p, o.seed);
+  SampleOptions options = o.sample;
+  options.vocab = corpus.tokenizer.vocab_size();  // a pretrained model may have more rows than tokens
+  const std::vector<int64_t> written = generate(model, prompt, o.model.seq_len, options, gen);
+  fmt::print("{}{}\n", corpus.tokenizer.decode(prompt), corpus.tokenizer.decode(written));
 }
 
 plot::Canvas training_curves(const Options& o, const Corpus& corpus, int64_t step, double held_out_loss,
