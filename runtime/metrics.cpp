@@ -23,6 +23,7 @@
 
 #include "runtime/error.h"
 #include "runtime/files.h"
+#include "runtime/json_text.h"
 
 namespace cppgrad::metrics {
 
@@ -137,19 +138,6 @@ double now_seconds() {
 // JSON's number, or null for NaN and the infinities (which JSON lacks); shortest round trip.
 std::string json_number(double v) { return std::isfinite(v) ? fmt::format("{}", v) : "null"; }
 
-std::string json_string(std::string_view text) {
-  std::string out = "\"";
-  for (unsigned char c : text) {
-    if (c == '"' || c == '\\')
-      out += fmt::format("\\{}", static_cast<char>(c));
-    else if (c < 0x20)
-      out += fmt::format("\\u{:04x}", c);
-    else
-      out += static_cast<char>(c);
-  }
-  return out + "\"";
-}
-
 std::string host_name() {
   char host[256] = {};
   if (gethostname(host, sizeof host - 1) != 0 || host[0] == '\0') return "localhost";
@@ -205,7 +193,7 @@ void Logger::write_event(const std::string& event) {
 
 void Logger::scalar(std::string_view tag, double value, int64_t step) {
   const double wall = now_seconds();
-  jsonl_ << fmt::format("{{\"step\":{},\"wall_time\":{:.3f},\"tag\":{},\"value\":{}}}\n", step, wall, json_string(tag),
+  jsonl_ << fmt::format("{{\"step\":{},\"wall_time\":{:.3f},\"tag\":{},\"value\":{}}}\n", step, wall, json_quoted(tag),
                         json_number(value))
          << std::flush;
   check_good(jsonl_, jsonl_file());
@@ -262,7 +250,7 @@ void Logger::histogram(std::string_view tag, std::span<const float> values, int6
   jsonl_ << fmt::format(
                 "{{\"step\":{},\"wall_time\":{:.3f},\"tag\":{},\"histogram\":{{\"min\":{},\"max\":{},\"num\":{},\"sum\":{},"
                 "\"sum_squares\":{},\"bucket_limit\":[{}],\"bucket\":[{}]}},\"non_finite\":{}}}\n",
-                step, wall, json_string(tag), lo, hi, num, sum, sum_squares, fmt::join(limits, ","),
+                step, wall, json_quoted(tag), lo, hi, num, sum, sum_squares, fmt::join(limits, ","),
                 fmt::join(counts, ","), non_finite)
          << std::flush;
   check_good(jsonl_, jsonl_file());

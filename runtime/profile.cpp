@@ -14,6 +14,7 @@
 
 #include "runtime/allocator.h"
 #include "runtime/error.h"
+#include "runtime/json_text.h"
 
 namespace cppgrad::profile {
 
@@ -163,20 +164,6 @@ void sample_allocator(Clock::time_point now) {
                         fmt::format(R"({{"hits":{},"misses":{}}})", a.cache_hits, a.cache_misses)});
 }
 
-// `text` as a JSON string's contents.
-std::string json_escaped(std::string_view text) {
-  std::string out;
-  for (unsigned char c : text) {
-    if (c == '"' || c == '\\')
-      out += fmt::format("\\{}", static_cast<char>(c));
-    else if (c < 0x20)
-      out += fmt::format("\\u{:04x}", c);
-    else
-      out += static_cast<char>(c);
-  }
-  return out;
-}
-
 }  // namespace
 
 bool enabled() { return flag().load(std::memory_order_relaxed); }
@@ -310,8 +297,8 @@ std::string trace_json() {
   for (const auto& t : threads) {
     std::lock_guard lock(t->mutex);
     if (t->generation != generation || t->events.empty()) continue;
-    out += fmt::format(",\n{{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":1,\"tid\":{},\"args\":{{\"name\":\"{}\"}}}}",
-                       t->id, json_escaped(t->name));
+    out += fmt::format(",\n{{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":1,\"tid\":{},\"args\":{{\"name\":{}}}}}",
+                       t->id, json_quoted(t->name));
     out += fmt::format(",\n{{\"ph\":\"M\",\"name\":\"thread_sort_index\",\"pid\":1,\"tid\":{},\"args\":{{\"sort_index\":{}}}}}",
                        t->id, t->name == "main" ? 0 : t->id);
     for (const TraceEvent& e : t->events) {
@@ -321,9 +308,9 @@ std::string trace_json() {
         continue;
       }
       if (e.duration_ns < 0) continue;  // still open when the trace stopped
-      out += fmt::format(",\n{{\"ph\":\"X\",\"name\":\"{}\",\"cat\":\"{}\",\"pid\":1,\"tid\":{},\"ts\":{},\"dur\":{}",
-                         json_escaped(e.name), e.category, t->id, us(e.start_ns), us(e.duration_ns));
-      if (!e.args.empty()) out += fmt::format(",\"args\":{{\"inputs\":\"{}\"}}", json_escaped(e.args));
+      out += fmt::format(",\n{{\"ph\":\"X\",\"name\":{},\"cat\":\"{}\",\"pid\":1,\"tid\":{},\"ts\":{},\"dur\":{}",
+                         json_quoted(e.name), e.category, t->id, us(e.start_ns), us(e.duration_ns));
+      if (!e.args.empty()) out += fmt::format(",\"args\":{{\"inputs\":{}}}", json_quoted(e.args));
       out += "}";
     }
   }
