@@ -35,6 +35,7 @@ struct Options {
   int threads = 0;  // 0: all cores
   std::string dtype = "fp32";  // bf16: training and evaluation under autocast (tensor/autocast.h)
   std::string save, resume, plot;
+  std::string trace, log_dir;  // --trace, --log-dir (examples/common/observe.h)
   std::string write_tokens;  // PREFIX: the tokens to PREFIX.train.npy and PREFIX.held_out.npy (bench/gpt_twin.py reads them)
   int64_t eval_every = 200, eval_windows = 32;
   bool checkpoint = false;

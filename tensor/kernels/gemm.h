@@ -17,6 +17,8 @@
 #include <cstdint>
 #include <type_traits>
 
+#include <fmt/format.h>
+
 #include "../../runtime/parallel.h"
 #include "../../runtime/profile.h"
 #include "../autocast.h"
@@ -90,7 +92,10 @@ void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const T* a, int64_t
   if constexpr (std::is_same_v<T, float>)
     if (autocast::is_enabled()) return detail::gemm_bf16(ta, tb, m, n, k, a, lda, b, ldb, c, ldc, beta);
   // Small products (attention's per-head matrices) are reported apart: call overhead dominates them.
-  CPPGRAD_PROFILE_SCOPE(m * n * k < 65536 ? "blas gemm, small" : "blas gemm");
+  profile::Scope scope(m * n * k < 65536 ? "blas gemm, small" : "blas gemm");
+  if (scope.traced())  // C (m, n) = op(A) (m, k) · op(B) (k, n)
+    scope.describe(fmt::format("m={} n={} k={}{}{} {}", m, n, k, ta ? " Aᵀ" : "", tb ? " Bᵀ" : "",
+                               sizeof(T) == 4 ? "float32" : "float64"));
   detail::blocked_gemm(ta, tb, m, n, k, a, lda, b, ldb, c, ldc, beta, [](auto... args) { detail::blas_gemm(args...); });
 }
 
