@@ -9,6 +9,7 @@
 //
 // Both are cut into the blocks of gemm.h, so their bits do not depend on the thread count.
 #include "runtime/profile.h"
+#include "runtime/simd_clones.h"
 #include "tensor/autocast.h"
 #include "tensor/kernels.h"
 #include "tensor/kernels/fast/bf16_gemm.h"
@@ -19,8 +20,11 @@ namespace cppgrad::kernels::detail {
 namespace {
 
 // The rows × cols matrix at `from` (rows ld apart) rounded to bfloat16, into a dense buffer.
+// This pass is what autocast costs over float32 on a CPU without bfloat16 instructions, so it is
+// compiled per vector unit (runtime/simd_clones.h; elementwise, the same bits in every clone).
 template <class Out>
-void round_rows(const float* from, int64_t rows, int64_t cols, int64_t ld, Out* to) {
+CPPGRAD_SIMD_CLONES void round_rows(const float* __restrict from, int64_t rows, int64_t cols, int64_t ld,
+                                    Out* __restrict to) {
   for (int64_t r = 0; r < rows; ++r) {
     const float* row = from + r * ld;
     Out* out = to + r * cols;
