@@ -4,6 +4,7 @@
 #include <fmt/ranges.h>  // fmt::print("{}", t.shape()) prints [2, 3]
 
 #include "runtime/allocator.h"
+#include "runtime/metrics.h"
 #include "runtime/parallel.h"
 #include "runtime/profile.h"
 #include "runtime/progress.h"
@@ -11,6 +12,7 @@
 #include "runtime/plot/attention_grid.h"
 #include "runtime/reference_mode.h"
 #include "tensor/tensor.h"
+#include "tensor/autocast.h"
 #include "autograd/node.h"
 #include "autograd/functions.h"
 #include "autograd/function.h"
@@ -31,6 +33,7 @@
 #include "nn/decoder.h"
 #include "nn/safetensors.h"
 #include "nn/attention_maps.h"
+#include "nn/metrics.h"
 #include "nn/onnx/export.h"
 #include "nn/onnx/modules.h"
 #include "optim/optimizer.h"

@@ -15,6 +15,8 @@
 #include <cstdint>
 
 #include "../runtime/parallel.h"
+#include "../runtime/profile.h"
+#include "autocast.h"
 #include "shape.h"
 
 namespace cppgrad {
@@ -63,11 +65,13 @@ struct StridedLoop {
       return;
     }
     RegionClock clock;  // how long thread 0 works, then waits for the others (see parallel.h)
+    const char* kernel = profile::current_scope_name();  // a worker's share is traced under its name
 #pragma omp parallel num_threads(threads)
     {
       // A copy per thread, so the compiler keeps the body's captures in registers (see parallel_for).
       auto local = body;
       const int64_t parts = omp_get_num_threads(), part = omp_get_thread_num();
+      profile::Span share("worker", part == 0 || kernel == nullptr ? "" : kernel);  // thread 0's is the kernel's own
       if (part == 0) clock.caller_begins();
       visit_elements(local, total * part / parts, total * (part + 1) / parts);
       if (part == 0) clock.caller_ends();
@@ -110,7 +114,8 @@ struct StridedLoop {
   }
 };
 
-// Runs f(i) for i in [0, n) on the framework's threads when the work is large enough.
+// Runs f(i) for i in [0, n) on the framework's threads when the work is large enough. Each
+// thread runs under the caller's autocast state (tensor/autocast.h), which is per thread.
 template <class F>
 void parallel_for(int64_t n, int64_t work_per_item, F&& f) {
   const int threads = n >= 2 && n * work_per_item >= parallel_grain() ? region_threads() : 1;
@@ -120,14 +125,18 @@ void parallel_for(int64_t n, int64_t work_per_item, F&& f) {
     return;
   }
   RegionClock clock;  // how long thread 0 works, then waits for the others (see parallel.h)
+  const autocast::State caller_autocast = autocast::state();
+  const char* kernel = profile::current_scope_name();  // a worker's share is traced under its name
 #pragma omp parallel num_threads(threads)
   {
+    autocast::Guard same_autocast(caller_autocast);
     // Each thread calls its own copy of f. Called through the shared one, the compiler must
     // assume that the loop's stores (to a float array, say) may change f's captured values (a
     // float scale, say), so it reloads them every element and gives up vectorising: dropout's
     // loop ran 4x slower on 2 threads than on 1.
     auto body = f;
     const int64_t parts = omp_get_num_threads(), part = omp_get_thread_num();
+    profile::Span share("worker", part == 0 || kernel == nullptr ? "" : kernel);  // thread 0's is the kernel's own
     if (part == 0) clock.caller_begins();
     // Thread 0's share is the larger when n does not divide evenly: it is the one that times
     // its wait for the others (RegionClock), and waiting a whole item would look like a stall.

@@ -3,11 +3,13 @@
 // what the loop itself counts (the step, and the curves --plot draws).
 #pragma once
 
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "cppgrad.h"
+#include "runtime/metrics.h"
 
 namespace examples {
 
@@ -27,6 +29,9 @@ struct Run {
 struct TrainingLog {
   int64_t step = 0;
   std::vector<std::pair<double, double>> train_curve, eval_curve, accuracy_curve;
+  // --log-dir (examples/common/observe.h): where the curves' new points go as they are added.
+  std::shared_ptr<cppgrad::metrics::Logger> metrics;
+  size_t logged_train = 0, logged_eval = 0, logged_accuracy = 0;  // the points already written
 };
 
 // Every part under its name: model., optim., average. (when there is one), sched., rng.default.,

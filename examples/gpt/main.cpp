@@ -4,6 +4,7 @@
 //   gpt                                        # the Jargon File, BPE of 512 tokens, small gpt2: minutes
 //   gpt --arch llama --kv-heads 2 --plot loss.svg
 //   gpt --data book.txt --tokenizer char --size gpt-M --steps 5000 --accum 4 --checkpoint
+//   gpt --size gpt-M --dtype bf16              # matrix products in bfloat16 (autocast)
 //   gpt --save run.safetensors                 # ...later: gpt --resume run.safetensors --steps 2000
 //   gpt --resume run.safetensors --steps 0 --prompt "The hacker" --top-p 0.9   # sample only
 //   gpt --export-onnx gpt.onnx                 # the trained model for ONNX Runtime (docs/onnx.md)
@@ -24,6 +25,7 @@
 #include <fmt/core.h>
 
 #include "common/data_parallel.h"
+#include "common/observe.h"
 #include "gpt/evaluate.h"
 #include "gpt/model.h"
 #include "gpt/options.h"
@@ -78,6 +80,7 @@ int main(int argc, char** argv) {
     state.add_constant("data.tokenizer", corpus.tokenizer.to_tensor());  // token ids are the model's rows
     if (resumed) examples::resume_run(o.resume, resumed->tensors, state);
     if (lead && resumed) fmt::print("resumed from {} at step {}\n", o.resume, log.step);
+    examples::open_log(log, lead ? o.log_dir : "");  // --log-dir
     const data::Batch held_out = examples::spread_windows(corpus.held_out, T, o.eval_windows);
     if (lead) print_run_line(o, corpus, model->parameter_count(), rank_batch, world.world_size());
 
@@ -87,8 +90,12 @@ int main(int argc, char** argv) {
     examples::StepLosses losses;  // each step's, until the next report
     std::optional<double> last_eval;
     const std::vector<Tensor> params = model->parameters();
+    // --dtype bf16: every matrix product from here on (training, evaluation, sampling) in bfloat16.
+    autocast::Guard products(kBFloat16, o.dtype == "bf16");
     model->train();
+    examples::StepTrace trace(lead ? o.trace : "", log.step, o.steps);  // --trace
     while (log.step < o.steps) {
+      trace.before(log.step + 1);
       opt.zero_grad();
       double step_loss = 0;
       for (int64_t micro = 0; micro < o.accum; ++micro) {
