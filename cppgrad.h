@@ -25,6 +25,7 @@
 #include "nn/attention.h"
 #include "nn/transformer.h"
 #include "nn/rmsnorm.h"
+#include "nn/batchnorm.h"
 #include "nn/sampling.h"
 #include "nn/rotary.h"
 #include "nn/swiglu.h"

@@ -178,7 +178,7 @@ class PositionalEncoding : public UnaryModule {
   Tensor forward(const Tensor& x, int64_t start);
   std::string type_name() const override { return "PositionalEncoding"; }
 
-  Tensor pe;  // (max_len, d_model), a non-persistent buffer: computed, never saved
+  Buffer pe;  // (max_len, d_model), a non-persistent buffer: computed, never saved
   std::shared_ptr<Dropout> dropout;
 };
 

@@ -676,6 +676,62 @@ OPS_CASES = {
 }
 
 
+# ---- BatchNorm1d (issue 29) -----------------------------------------------------------------------
+# nn.BatchNorm1d run for a few training steps, then once in eval mode, each on its own input:
+#   param.<name>       the state_dict before the first step (PyTorch's names: weight, bias,
+#                      running_mean, running_var, num_batches_tracked), parameters perturbed
+#   in.x<i>, in.G<i>   step i's input and output weight (the last step is the eval one)
+#   out.y<i>           step i's output
+#   state.<name>       every buffer after the last training step
+#   grad.x<i>, grad.param.<name>  the gradients of L = sum over the steps of sum(out.y<i> * in.G<i>)
+# (tests/nn/test_batchnorm.cpp).
+
+
+def batchnorm_case(path, seed, *, shape, momentum=0.1, affine=True, track_running_stats=True, eps=1e-5,
+                   train_steps=3):
+    torch.manual_seed(seed)
+    module = nn.BatchNorm1d(shape[1], eps=eps, momentum=momentum, affine=affine,
+                            track_running_stats=track_running_stats).double()
+    perturb_parameters(module)
+    tensors = {"param." + name: t.detach().clone() for name, t in module.state_dict().items()}
+    loss = 0
+    inputs = []
+    for step in range(train_steps + 1):
+        module.train(step < train_steps)
+        x = (1.5 * torch.randn(shape, dtype=torch.float64) + 0.5 * step).requires_grad_()
+        y = module(x)
+        G = torch.randn(y.shape, dtype=torch.float64)
+        loss = loss + (y * G).sum()
+        inputs.append(x)
+        tensors[f"in.x{step}"], tensors[f"in.G{step}"], tensors[f"out.y{step}"] = x.detach(), G, y.detach()
+        if step == train_steps - 1:
+            for name, t in module.named_buffers():
+                tensors["state." + name] = t.detach().clone()
+    loss.backward()
+    for step, x in enumerate(inputs):
+        tensors[f"grad.x{step}"] = x.grad
+    for name, p in module.named_parameters():
+        tensors["grad.param." + name] = p.grad
+    metadata = {"format": "cppgrad-refs-1", "generator": "scripts/make_parity_refs.py", "torch": torch.__version__,
+                "float_dtype": "F64", "case": os.path.basename(path).removesuffix(".safetensors"),
+                "module": "BatchNorm1d", "num_features": str(shape[1]), "eps": repr(eps),
+                "momentum": "None" if momentum is None else repr(momentum), "affine": str(affine).lower(),
+                "track_running_stats": str(track_running_stats).lower(), "train_steps": str(train_steps),
+                "steps": f"{train_steps} in train mode, then 1 in eval mode",
+                "loss": "sum over steps i of sum(out.y<i> * in.G<i>); grad.X = dL/dX"}
+    write_safetensors(path, tensors, metadata)
+
+
+BATCHNORM_CASES = {
+    "batchnorm1d_nc": (batchnorm_case, 601, dict(shape=(6, 4))),
+    "batchnorm1d_ncl_cumulative": (batchnorm_case, 602, dict(shape=(3, 4, 5), momentum=None, eps=1e-3)),
+    "batchnorm1d_nc_two_rows": (batchnorm_case, 603, dict(shape=(2, 3), momentum=0.3)),
+    "batchnorm1d_ncl_one_row": (batchnorm_case, 604, dict(shape=(1, 3, 4))),
+    "batchnorm1d_untracked_noaffine": (batchnorm_case, 605, dict(shape=(5, 3, 2), affine=False,
+                                                                  track_running_stats=False)),
+}
+
+
 # ---- Hugging Face checkpoints: GPT-2 and Llama twins (issue 27) -----------------------------------
 # transformers is not installable here, so each twin is written out in torch ops following
 # transformers' GPT2LMHeadModel and LlamaForCausalLM, with their parameter names and shapes. A case
@@ -1050,6 +1106,7 @@ CASES = {
 CASES.update(MODERN_CASES)
 CASES.update(OPS_CASES)
 CASES.update(HF_CASES)
+CASES.update(BATCHNORM_CASES)
 
 
 def main():
