@@ -141,6 +141,59 @@ Tensor record(std::string op, Tensor out, const std::vector<Tensor>& inputs, con
   return out;
 }
 
+// ---- hooks, anomaly checks and queued callbacks: what the engine calls out to ---------------
+namespace {
+
+Tensor apply_hooks(const std::vector<Tensor::Hook>& hooks, Tensor grad) {
+  for (const auto& hook : hooks) {
+    Tensor replaced = hook(grad);
+    if (replaced.defined()) grad = replaced;
+  }
+  return grad;
+}
+
+bool all_finite(const Tensor& t) {
+  if (!t.is_floating_point()) return true;
+  NoGradGuard no_grad;
+  Tensor bad = kernels::compare(kernels::Compare::Ne, t, t);  // NaN
+  Tensor inf = kernels::compare(kernels::Compare::Eq, kernels::unary(kernels::Unary::Abs, t),
+                                full({}, INFINITY, t.dtype()));
+  return kernels::sum(bad, {}, false).item<int64_t>() == 0 && kernels::sum(inf, {}, false).item<int64_t>() == 0;
+}
+
+// Under detect_anomaly: a backward that produced NaN or Inf is named, with its inputs' shapes.
+void check_finite(const Node& node, const Grads& grads) {
+  for (size_t i = 0; i < grads.size(); ++i) {
+    if (grads[i].defined() && !all_finite(grads[i])) {
+      std::vector<std::string> shapes;
+      for (const Shape& s : node.input_shapes) shapes.push_back(shape_str(s));
+      throw Error(fmt::format("anomaly: the backward of '{}' (inputs {}) produced NaN or Inf in the gradient of input {}",
+                              node.op, fmt::join(shapes, ", "), i));
+    }
+  }
+}
+
+// The callbacks queued by the backward running on this thread (queue_callback).
+thread_local std::vector<std::function<void()>>* t_queued_callbacks = nullptr;
+
+// For the length of one backward, queue_callback appends here; run() calls them at its end.
+class CallbackQueue {
+ public:
+  CallbackQueue() : outer_(std::exchange(t_queued_callbacks, &callbacks_)) {}
+  ~CallbackQueue() { t_queued_callbacks = outer_; }
+  CallbackQueue(const CallbackQueue&) = delete;
+  CallbackQueue& operator=(const CallbackQueue&) = delete;
+  void run_all() {
+    for (size_t i = 0; i < callbacks_.size(); ++i) callbacks_[i]();  // a callback may queue more
+  }
+
+ private:
+  std::vector<std::function<void()>> callbacks_;
+  std::vector<std::function<void()>>* outer_;
+};
+
+}  // namespace
+
 // ---- the engine -----------------------------------------------------------------------------
 namespace {
 
@@ -163,44 +216,8 @@ Tensor unpack(Node& node, size_t i) {
   return out;
 }
 
-Tensor apply_hooks(const std::vector<Tensor::Hook>& hooks, Tensor grad) {
-  for (const auto& hook : hooks) {
-    Tensor replaced = hook(grad);
-    if (replaced.defined()) grad = replaced;
-  }
-  return grad;
-}
-
-bool all_finite(const Tensor& t) {
-  if (!t.is_floating_point()) return true;
-  NoGradGuard no_grad;
-  Tensor bad = kernels::compare(kernels::Compare::Ne, t, t);  // NaN
-  Tensor inf = kernels::compare(kernels::Compare::Eq, kernels::unary(kernels::Unary::Abs, t),
-                                full({}, INFINITY, t.dtype()));
-  return kernels::sum(bad, {}, false).item<int64_t>() == 0 && kernels::sum(inf, {}, false).item<int64_t>() == 0;
-}
-
 struct LaterFirst {
   bool operator()(const Node* a, const Node* b) const { return a->sequence_nr < b->sequence_nr; }
-};
-
-// The callbacks queued by the backward running on this thread (queue_callback).
-thread_local std::vector<std::function<void()>>* t_queued_callbacks = nullptr;
-
-// For the length of one backward, queue_callback appends here; run() calls them at its end.
-class CallbackQueue {
- public:
-  CallbackQueue() : outer_(std::exchange(t_queued_callbacks, &callbacks_)) {}
-  ~CallbackQueue() { t_queued_callbacks = outer_; }
-  CallbackQueue(const CallbackQueue&) = delete;
-  CallbackQueue& operator=(const CallbackQueue&) = delete;
-  void run_all() {
-    for (size_t i = 0; i < callbacks_.size(); ++i) callbacks_[i]();  // a callback may queue more
-  }
-
- private:
-  std::vector<std::function<void()>> callbacks_;
-  std::vector<std::function<void()>>* outer_;
 };
 
 class Engine {
@@ -340,17 +357,7 @@ class Engine {
     Grads grads = node.backward(grad, Saved(std::move(saved), std::move(needs)));
     CPPGRAD_CHECK(grads.size() == node.next.size(), "backward: '{}' returned {} gradients for {} inputs", node.op,
           grads.size(), node.next.size());
-    if (AnomalyMode::is_enabled()) {
-      for (size_t i = 0; i < grads.size(); ++i) {
-        if (grads[i].defined() && !all_finite(grads[i])) {
-          std::vector<std::string> shapes;
-          for (const Shape& s : node.input_shapes) shapes.push_back(shape_str(s));
-          throw Error(fmt::format("anomaly: the backward of '{}' (inputs {}) produced NaN or Inf in the gradient "
-                                  "of input {}",
-                                  node.op, fmt::join(shapes, ", "), i));
-        }
-      }
-    }
+    if (AnomalyMode::is_enabled()) check_finite(node, grads);
     release(node);
     return grads;
   }

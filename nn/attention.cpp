@@ -9,6 +9,7 @@ namespace cppgrad::nn {
 
 namespace F = functional;
 
+// ---- argument checks, masks and hidden keys -------------------------------------------------
 namespace {
 
 constexpr double kNegInf = -std::numeric_limits<double>::infinity();
@@ -44,17 +45,6 @@ Inputs prepare(const Tensor& query, const Tensor& key, const Tensor& value, cons
         "MultiheadAttention: query {}, key {}, value {}: batch sizes and key/value lengths must agree",
         shape_str(query.shape()), shape_str(key.shape()), shape_str(value.shape()));
   return in;
-}
-
-// (B, L, H·d) -> (B, H, L, d): each head's slice of the features becomes its own batch entry.
-// A view: no data moves.
-Tensor split_heads(const Tensor& x, int64_t heads) {
-  return x.reshape({x.size(0), x.size(1), heads, x.size(2) / heads}).transpose(1, 2);
-}
-
-// (B, H, T, d) -> (B, T, H·d): the heads' outputs side by side (Concat in the paper).
-Tensor merge_heads(const Tensor& x) {
-  return x.transpose(1, 2).reshape({x.size(0), x.size(2), x.size(1) * x.size(3)});
 }
 
 // The keys that key_padding_mask (B, S) hides (true, or -inf when additive), as (B, S, 1), or
@@ -111,6 +101,22 @@ Tensor merge_attention_masks(const Tensor& key_padding_mask, const Tensor& attn_
   }
   return merged;
 }
+
+// ---- the heads: a view of one projection, and back ------------------------------------------
+namespace {
+
+// (B, L, H·d) -> (B, H, L, d): each head's slice of the features becomes its own batch entry.
+// A view: no data moves.
+Tensor split_heads(const Tensor& x, int64_t heads) {
+  return x.reshape({x.size(0), x.size(1), heads, x.size(2) / heads}).transpose(1, 2);
+}
+
+// (B, H, T, d) -> (B, T, H·d): the heads' outputs side by side (Concat in the paper).
+Tensor merge_heads(const Tensor& x) {
+  return x.transpose(1, 2).reshape({x.size(0), x.size(2), x.size(1) * x.size(3)});
+}
+
+}  // namespace
 
 // ---- MultiheadAttention ---------------------------------------------------------------------
 

@@ -26,46 +26,8 @@ namespace cppgrad::nn {
 
 class Module;
 
-class Buffer;
-
-// A module's handle to a parameter it registered (what register_parameter returns; layers keep
-// theirs in Parameter members). It is a Tensor. Assigning a tensor to the member replaces the
-// registered parameter too, so that the module's forward and its registry never disagree. The
-// tensor assigned must be a leaf (a parameter, not a computed tensor), as PyTorch requires.
-// A copy of a Parameter is a plain handle, bound to no module. (Buffer, below, is its twin for
-// buffers; RegisteredTensor what they share. The module knows its bound members: that is how
-// nn::functional_call puts other tensors in their place for one call.)
-class RegisteredTensor : public Tensor {
- public:
-  RegisteredTensor(const RegisteredTensor& other) : Tensor(other) {}
-  ~RegisteredTensor();
-
- protected:
-  RegisteredTensor() = default;
-  RegisteredTensor(Tensor tensor, Module* owner, std::string name, bool is_parameter)
-      : Tensor(std::move(tensor)), owner_(owner), name_(std::move(name)), is_parameter_(is_parameter) {}
-  void assign(const Tensor& other);
-  void assign(RegisteredTensor&& other);  // a register_*(...) result binds: `weight = register_parameter(...)`
-
- private:
-  friend class Module;
-  Module* owner_ = nullptr;  // the module this member belongs to (it lives inside it), or null
-  std::string name_;
-  bool is_parameter_ = true;  // false: a buffer
-};
-
-class Parameter : public RegisteredTensor {
- public:
-  Parameter() = default;
-  Parameter(const Parameter& other) = default;
-  Parameter& operator=(const Tensor& other) { return assign(other), *this; }
-  Parameter& operator=(const Parameter& other) { return *this = static_cast<const Tensor&>(other); }
-  Parameter& operator=(Parameter&& other) { return assign(std::move(other)), *this; }
-
- private:
-  friend class Module;
-  using RegisteredTensor::RegisteredTensor;
-};
+class Parameter;  // a module's handle to a parameter it registered, below
+class Buffer;     // a module's handle to a buffer it registered, below
 
 class Module : public std::enable_shared_from_this<Module> {
  public:
@@ -145,6 +107,46 @@ class Module : public std::enable_shared_from_this<Module> {
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
   std::vector<RegisteredTensor*> members_;  // the subclass's Parameter and Buffer members bound to entries
   bool training_ = true;
+};
+
+// ---- the handles a module's members keep ------------------------------------------------------
+// A module's handle to a parameter it registered (what register_parameter returns; layers keep
+// theirs in Parameter members). It is a Tensor. Assigning a tensor to the member replaces the
+// registered parameter too, so that the module's forward and its registry never disagree. The
+// tensor assigned must be a leaf (a parameter, not a computed tensor), as PyTorch requires.
+// A copy of a Parameter is a plain handle, bound to no module. (Buffer, below, is its twin for
+// buffers; RegisteredTensor what they share. The module knows its bound members: that is how
+// nn::functional_call puts other tensors in their place for one call.)
+class RegisteredTensor : public Tensor {
+ public:
+  RegisteredTensor(const RegisteredTensor& other) : Tensor(other) {}
+  ~RegisteredTensor();
+
+ protected:
+  RegisteredTensor() = default;
+  RegisteredTensor(Tensor tensor, Module* owner, std::string name, bool is_parameter)
+      : Tensor(std::move(tensor)), owner_(owner), name_(std::move(name)), is_parameter_(is_parameter) {}
+  void assign(const Tensor& other);
+  void assign(RegisteredTensor&& other);  // a register_*(...) result binds: `weight = register_parameter(...)`
+
+ private:
+  friend class Module;
+  Module* owner_ = nullptr;  // the module this member belongs to (it lives inside it), or null
+  std::string name_;
+  bool is_parameter_ = true;  // false: a buffer
+};
+
+class Parameter : public RegisteredTensor {
+ public:
+  Parameter() = default;
+  Parameter(const Parameter& other) = default;
+  Parameter& operator=(const Tensor& other) { return assign(other), *this; }
+  Parameter& operator=(const Parameter& other) { return *this = static_cast<const Tensor&>(other); }
+  Parameter& operator=(Parameter&& other) { return assign(std::move(other)), *this; }
+
+ private:
+  friend class Module;
+  using RegisteredTensor::RegisteredTensor;
 };
 
 // A module's handle to a buffer it registered (register_buffer's result, kept in Buffer

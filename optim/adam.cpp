@@ -70,6 +70,8 @@ void Adam::update(const Tensor& param, const Tensor& grad, const ParamGroup& gro
   });
 }
 
+// ---- checking a loaded state: the moments a run could have left -----------------------------
+
 void Adam::check_state(size_t index, const Tensor& param, const ParamGroup& group,
                        const std::map<std::string, Tensor>& state) const {
   if (state.empty()) return;  // not stepped yet

@@ -23,6 +23,21 @@ double loss_on(CharLM& model, const data::Batch& b) {
   return F::cross_entropy(logits.reshape({-1, logits.size(-1)}), b["target"].reshape({-1})).item();
 }
 
+double report_held_out(double held_out_loss, int64_t step, double train_seconds) {
+  fmt::print("held-out loss {:.4f} nats/char ({:.3f} bits/char) after {} steps, {} of training\n", held_out_loss,
+             held_out_loss / std::log(2.0), step, format_duration(train_seconds));
+  return held_out_loss;
+}
+
+void print_sample(CharLM& model, const Text& text, const Options& o) {
+  Generator gen(o.seed + 2);
+  std::vector<int64_t> prompt = text.prompt;
+  if (prompt.empty()) prompt.push_back(text.ids[static_cast<size_t>(gen.randint(0, text.split))]);
+  if (o.sample.length <= 0) return;
+  fmt::print("\nsample (temperature {}, top-k {}, top-p {}):\n", o.sample.temperature, o.sample.top_k, o.sample.top_p);
+  fmt::print("{}{}\n", text.vocab.decode(prompt), sample(model, text.vocab, prompt, o.model.seq_len, o.sample, gen));
+}
+
 plot::Canvas training_curves(const Options& o, const Text& text, int64_t step, double held_out_loss,
                              int64_t held_out_windows, const plot::Points& train, const plot::Points& held_out) {
   const auto& m = o.model;

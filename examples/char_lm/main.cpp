@@ -37,13 +37,7 @@ int main(int argc, char** argv) {
   add_options(app, o);
   if (auto code = examples::parse_command_line(app, argc, argv, "char_lm")) return *code;
   return examples::run_program("char_lm", "--batch, --d-model, --ff, --layers or --data", [&] {
-    // The options a checkpoint keeps: resuming, each is the checkpoint's (one given otherwise is refused).
-    examples::KeptOptions kept(app);
-    kept.add("--d-model", o.model.d_model).add("--heads", o.model.heads).add("--layers", o.model.layers)
-        .add("--ff", o.model.ff).add("--dropout", o.model.dropout).add("--seq-len", o.model.seq_len).add("--batch", o.batch)
-        .add("--lr", o.lr).add("--warmup", o.warmup).add("--weight-decay", o.weight_decay).add("--clip", o.clip);
-    // --seed also seeds sampling, which a resumed run may be asked for with another: it wins, with a notice.
-    kept.add_overridable("--seed", o.seed);
+    examples::KeptOptions kept = kept_options(app, o);
     std::optional<nn::SafetensorsContents> resumed = kept.resume_from_file(o.resume, lead);
     const int64_t rank_batch = check_options(o);  // everything that can be refused, before training
     const Text text = read_text(o);
@@ -52,26 +46,14 @@ int main(int argc, char** argv) {
     manual_seed(o.seed + static_cast<uint64_t>(world.rank()));  // weights (rank 0's are broadcast) and dropout
     auto model = std::make_shared<CharLM>(text.vocab.size(), o.model);
     distributed::DistributedDataParallel ddp(model);  // rank 0's weights everywhere; hooks nothing in a world of one
-    // Weight decay pulls the weight matrices (and the embedding) towards zero; decaying the
-    // LayerNorm gains and the biases would only fight the normalisation.
-    std::vector<Tensor> matrices, others;
-    for (auto& [name, p] : model->named_parameters()) (p.dim() >= 2 ? matrices : others).push_back(p);
-    optim::AdamW opt({{matrices, o.lr, o.weight_decay, "decay"}, {others, o.lr, 0.0, "no_decay"}},
-                     optim::AdamOptions(o.lr).beta2(0.99));
+    optim::AdamW opt(examples::weight_decay_groups(*model, o.lr, o.weight_decay), optim::AdamOptions(o.lr).beta2(0.99));
     // Scaled to peak at --lr after the warm-up, then decaying as 1/√step. It has no end point, so a
     // resumed run continues the same curve whatever --steps it is given (a cosine decay must know
     // the last step in advance).
     optim::NoamLR schedule(opt, o.model.d_model, o.warmup, o.lr * std::sqrt(static_cast<double>(o.model.d_model * o.warmup)));
 
     // ---- the data: every window of the first 90%, each rank its share of every epoch -----------
-    auto train_set = std::make_shared<data::TextDataset>(
-        std::vector<int64_t>(text.ids.begin(), text.ids.begin() + text.split), o.model.seq_len, /*stride=*/1);
-    CPPGRAD_CHECK(train_set->size() >= o.batch, "--data: '{}' gives {} training windows of --seq-len {}, fewer than one "
-                  "--batch of {}", excerpt(o.data), train_set->size(), o.model.seq_len, o.batch);
-    auto sampler = std::make_shared<data::DistributedSampler>(train_set->size(), world.world_size(), world.rank(),
-                                                              /*shuffle=*/true, o.seed + 1, /*drop_last=*/true);
-    data::DataLoader loader(train_set, data::DataLoaderOptions(rank_batch).drop_last(true).seed(o.seed),
-                            data::stack_collate, sampler);  // no prefetch thread, as in seq2seq
+    data::DataLoader loader = training_loader(o, text, rank_batch, world.world_size(), world.rank());
 
     examples::TrainingLog log;
     optim::TrainingState state = examples::training_state({*model, opt, schedule, loader}, log);
@@ -79,13 +61,7 @@ int main(int argc, char** argv) {
     if (resumed) examples::resume_run(o.resume, checkpoint_of_this_model(std::move(*resumed), o, text), state);
     if (lead && !o.resume.empty()) fmt::print("resumed from {} at step {}\n", o.resume, log.step);
     const data::Batch held_out = held_out_windows(text, o.model.seq_len);
-    if (lead)
-      fmt::print("{}: {} characters, vocabulary {} · {} parameters · d_model {} · {} heads · {} layers · "
-                 "batch {} × {}{} · {} threads{}\n",
-                 o.data, text.ids.size(), text.vocab.size(), model->parameter_count(), o.model.d_model, o.model.heads,
-                 o.model.layers, o.batch, o.model.seq_len,
-                 world.world_size() > 1 ? fmt::format(" ({} a process)", rank_batch) : "", get_num_threads(),
-                 world.world_size() > 1 ? fmt::format(" · {} processes", world.world_size()) : "");
+    if (lead) print_run_line(o, text, model->parameter_count(), rank_batch, world.world_size());
 
     // ---- the training loop ---------------------------------------------------------------------
     Progress progress(o.steps, log.step);
@@ -116,12 +92,8 @@ int main(int argc, char** argv) {
     if (lead) progress.finish();
     examples::stop_if_weights_non_finite(log.step, *model);  // the last update's, before anything is kept
     const double train_seconds = progress.elapsed_seconds();
-    double held = 0;
-    if (lead) {
-      held = last_eval ? *last_eval : loss_on(*model, held_out);
-      fmt::print("held-out loss {:.4f} nats/char ({:.3f} bits/char) after {} steps, {} of training\n", held,
-                 held / std::log(2.0), log.step, format_duration(train_seconds));
-    }
+    const double held = lead ? report_held_out(last_eval ? *last_eval : loss_on(*model, held_out), log.step, train_seconds)
+                             : 0.0;
 
     // ---- what the run leaves: a checkpoint, the curves, a sample -------------------------------
     if (!o.save.empty()) {
@@ -134,13 +106,7 @@ int main(int argc, char** argv) {
       training_curves(o, text, log.step, held, held_out["input"].size(0), log.train_curve, log.eval_curve).write(o.plot);
       fmt::print("training curves written to {}\n", o.plot);
     }
-    Generator sample_gen(o.seed + 2);  // its own: sampling draws nothing from the streams a checkpoint resumes
-    std::vector<int64_t> prompt = text.prompt;
-    if (prompt.empty()) prompt.push_back(text.ids[static_cast<size_t>(sample_gen.randint(0, text.split))]);
-    if (o.sample.length > 0) {
-      fmt::print("\nsample (temperature {}, top-k {}, top-p {}):\n", o.sample.temperature, o.sample.top_k, o.sample.top_p);
-      fmt::print("{}{}\n", text.vocab.decode(prompt), sample(*model, text.vocab, prompt, o.model.seq_len, o.sample, sample_gen));
-    }
+    print_sample(*model, text, o);
     return 0;
   });
 }

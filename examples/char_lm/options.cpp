@@ -110,4 +110,32 @@ nn::Metadata checkpoint_metadata(const Options& o, double held_out_loss) {
   return metadata;
 }
 
+
+examples::KeptOptions kept_options(CLI::App& app, Options& o) {
+  examples::KeptOptions kept(app);
+  kept.add("--d-model", o.model.d_model).add("--heads", o.model.heads).add("--layers", o.model.layers)
+      .add("--ff", o.model.ff).add("--dropout", o.model.dropout).add("--seq-len", o.model.seq_len).add("--batch", o.batch)
+      .add("--lr", o.lr).add("--warmup", o.warmup).add("--weight-decay", o.weight_decay).add("--clip", o.clip);
+  kept.add_overridable("--seed", o.seed);
+  return kept;
+}
+
+data::DataLoader training_loader(const Options& o, const Text& text, int64_t rank_batch, int world_size, int rank) {
+  auto windows = std::make_shared<data::TextDataset>(
+      std::vector<int64_t>(text.ids.begin(), text.ids.begin() + text.split), o.model.seq_len, /*stride=*/1);
+  CPPGRAD_CHECK(windows->size() >= o.batch, "--data: '{}' gives {} training windows of --seq-len {}, fewer than one "
+                "--batch of {}", excerpt(o.data), windows->size(), o.model.seq_len, o.batch);
+  auto sampler = std::make_shared<data::DistributedSampler>(windows->size(), world_size, rank, /*shuffle=*/true,
+                                                            o.seed + 1, /*drop_last=*/true);
+  return data::DataLoader(windows, data::DataLoaderOptions(rank_batch).drop_last(true).seed(o.seed),
+                          data::stack_collate, sampler);
+}
+
+void print_run_line(const Options& o, const Text& text, int64_t parameters, int64_t rank_batch, int world_size) {
+  fmt::print("{}: {} characters, vocabulary {} · {} parameters · d_model {} · {} heads · {} layers · "
+             "batch {} × {}{} · {} threads{}\n",
+             o.data, text.ids.size(), text.vocab.size(), parameters, o.model.d_model, o.model.heads, o.model.layers,
+             o.batch, o.model.seq_len, world_size > 1 ? fmt::format(" ({} a process)", rank_batch) : "",
+             get_num_threads(), world_size > 1 ? fmt::format(" · {} processes", world_size) : "");
+}
 }  // namespace char_lm

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "char_lm/model.h"
+#include "common/cli.h"
 #include "char_lm/sample.h"
 
 namespace char_lm {
@@ -55,5 +56,17 @@ cppgrad::nn::NamedTensors checkpoint_of_this_model(cppgrad::nn::SafetensorsConte
 
 // The checkpoint's metadata: the text, the held-out loss, the processes and the model's sizes.
 cppgrad::nn::Metadata checkpoint_metadata(const Options& o, double held_out_loss);
+
+// The options a checkpoint keeps: resuming, each is the checkpoint's (one given otherwise is
+// refused); --seed, which also seeds sampling, wins with a notice.
+examples::KeptOptions kept_options(CLI::App& app, Options& o);
+
+// Every window of the text's first 90%, in a fresh order each epoch, this process's share of
+// each global batch (batches of `rank_batch`). No prefetch thread, as in seq2seq.
+cppgrad::data::DataLoader training_loader(const Options& o, const Text& text, int64_t rank_batch, int world_size,
+                                          int rank);
+
+// The line that says what is about to train: the text, the model, the batch, the threads.
+void print_run_line(const Options& o, const Text& text, int64_t parameters, int64_t rank_batch, int world_size);
 
 }  // namespace char_lm

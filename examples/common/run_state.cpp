@@ -181,4 +181,11 @@ double reachable_weight(const optim::Optimizer& optimizer, const optim::LRSchedu
   return kInitialWeight + rates * largest_step;
 }
 
+
+std::vector<cppgrad::optim::ParamGroup> weight_decay_groups(const cppgrad::nn::Module& model, double lr,
+                                                            double weight_decay) {
+  std::vector<cppgrad::Tensor> matrices, others;
+  for (const auto& [name, p] : model.named_parameters()) (p.dim() >= 2 ? matrices : others).push_back(p);
+  return {{matrices, lr, weight_decay, "decay"}, {others, lr, 0.0, "no_decay"}};
+}
 }  // namespace examples

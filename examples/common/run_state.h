@@ -35,6 +35,12 @@ struct TrainingLog {
 // step, and a weight or average beyond reachable_weight. `run` and `log` must outlive it.
 cppgrad::optim::TrainingState training_state(const Run& run, TrainingLog& log);
 
+// AdamW's two parameter groups as GPT-2's and nanoGPT's trainers make them: weight decay on the
+// 2-D weights (matrices, embeddings) only, since decaying the norms' gains and the biases would
+// only fight the normalisation. Named "decay" and "no_decay".
+std::vector<cppgrad::optim::ParamGroup> weight_decay_groups(const cppgrad::nn::Module& model, double lr,
+                                                            double weight_decay);
+
 // The programs initialise every weight from a normal of standard deviation at most 1 (or as 0 or
 // 1): none beyond 10 (a draw of 10σ has probability 1.5e-23). 1000 leaves a margin for
 // pretrained weights (gpt's --init-from), whose largest are the checkpoint's, not ours to know.

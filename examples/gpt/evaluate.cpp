@@ -32,6 +32,29 @@ double loss_on(LanguageModel& model, const data::Batch& b) {
   return total / static_cast<double>(n);
 }
 
+double report_held_out(double held_out_loss, const Corpus& corpus, int64_t step, int64_t steps_taken, double seconds) {
+  // The held-out windows' tokens cover about this many bytes each.
+  const double bytes_per_token = static_cast<double>(corpus.held_out_bytes) / static_cast<double>(corpus.held_out.size());
+  fmt::print("held-out loss {:.4f} nats/token ({:.3f} bits/byte) after {} steps, {} of training{}\n", held_out_loss,
+             held_out_loss / std::log(2.0) / bytes_per_token, step, format_duration(seconds),
+             steps_taken > 0 ? fmt::format(" ({:.0f} ms a step)", 1e3 * seconds / static_cast<double>(steps_taken)) : "");
+  return held_out_loss;
+}
+
+void print_sample(LanguageModel& model, const Corpus& corpus, const Options& o) {
+  Generator gen(o.seed + 2);
+  std::vector<int64_t> prompt = corpus.prompt;
+  if (prompt.empty())
+    prompt.push_back(corpus.held_out[static_cast<size_t>(gen.randint(0, static_cast<int64_t>(corpus.held_out.size())))]);
+  if (o.sample.length <= 0) return;
+  fmt::print("\nsample (temperature {}, top-k {}, top-p {}, seed {}):\n", o.sample.temperature, o.sample.top_k,
+             o.sample.top_p, o.seed);
+  SampleOptions options = o.sample;
+  options.vocab = corpus.tokenizer.vocab_size();  // a pretrained model may have more rows than tokens
+  const std::vector<int64_t> written = generate(model, prompt, o.model.seq_len, options, gen);
+  fmt::print("{}{}\n", corpus.tokenizer.decode(prompt), corpus.tokenizer.decode(written));
+}
+
 plot::Canvas training_curves(const Options& o, const Corpus& corpus, int64_t step, double held_out_loss,
                              int64_t held_out_windows, const plot::Points& train, const plot::Points& held_out) {
   const auto& m = o.model;

@@ -424,6 +424,15 @@ NamedTensors hf_state_dict(const LanguageModel& model, const HFLayout& layout) {
   return out;
 }
 
+void init_from(LanguageModel& model, const HFCheckpoint& file, bool say) {
+  try {
+    load_hf_checkpoint(model, file);
+  } catch (const Error& e) {
+    throw Error(fmt::format("--init-from: {}", e.what()));
+  }
+  if (say) fmt::print("weights from {} ({} under Hugging Face's names)\n", file.path, arch_name(model.config.arch));
+}
+
 void save_hf_checkpoint(const LanguageModel& model, const HFLayout& layout, const std::string& path) {
   nn::save_safetensors(path, hf_state_dict(model, layout), {{"format", "pt"}});
 }

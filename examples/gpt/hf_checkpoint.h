@@ -92,6 +92,8 @@ ModelConfig hf_model_config(const HFCheckpoint& file, std::optional<int64_t> hea
 // fit is refused in one Error that lists every missing name, unexpected name and wrong shape,
 // in the file's names; gpt2's lm_head.weight, when present, must equal wte's (the model ties them).
 void load_hf_checkpoint(LanguageModel& model, const HFCheckpoint& file);
+// --init-from: load_hf_checkpoint, its errors prefixed with the option; says so when `say`.
+void init_from(LanguageModel& model, const HFCheckpoint& file, bool say);
 
 // The model's weights under the layout's names, in the model's dtype; and written to a file.
 cppgrad::nn::NamedTensors hf_state_dict(const LanguageModel& model, const HFLayout& layout);

@@ -20,7 +20,6 @@
 // stderr; 3 out of memory; 4 a NaN or an infinity in the loss, the gradient norm or the weights
 // (one line naming the step and the quantity; nothing saved).
 #include <CLI/CLI.hpp>
-#include <cmath>
 #include <fmt/core.h>
 
 #include "common/data_parallel.h"
@@ -43,12 +42,7 @@ int main(int argc, char** argv) {
   return examples::run_program("gpt", "--batch, --seq-len, --d-model, --layers or --size", [&] {
     // The options a checkpoint keeps besides the model's sizes: resuming, each is the checkpoint's
     // (one given otherwise is refused; the sizes are finish_options' to check).
-    examples::KeptOptions kept(app);
-    kept.add("--lr", o.lr).add("--min-lr", o.min_lr).add("--warmup", o.warmup).add("--decay-steps", o.decay_steps)
-        .add("--weight-decay", o.weight_decay).add("--beta2", o.beta2).add("--clip", o.clip).add("--batch", o.batch)
-        .add("--accum", o.accum).add("--dropout", o.model.dropout);
-    // --seed also seeds sampling, which a resumed run may be asked for with another: it wins, with a notice.
-    kept.add_overridable("--seed", o.seed);
+    examples::KeptOptions kept = kept_options(app, o);
     std::optional<Checkpoint> resumed;
     if (!o.resume.empty()) resumed = read_checkpoint(o.resume);
     if (resumed)
@@ -61,44 +55,24 @@ int main(int argc, char** argv) {
     if (o.model.vocab == 0) o.model.vocab = corpus.tokenizer.vocab_size();  // else a pretrained model's, or as saved
     CPPGRAD_CHECK(corpus.tokenizer.vocab_size() <= o.model.vocab, "the {} tokenizer has {} tokens, more than the {} rows "
                   "of the model's embedding", o.tokenizer, corpus.tokenizer.vocab_size(), o.model.vocab);
-    if (lead && !o.write_tokens.empty())
-      for (const auto& [part, ids] : {std::pair{"train", &corpus.train}, std::pair{"held_out", &corpus.held_out}})
-        data::save_npy(fmt::format("{}.{}.npy", o.write_tokens, part), tensor(*ids, {static_cast<int64_t>(ids->size())}));
+    if (lead) write_token_files(o, corpus);  // --write-tokens
 
     // ---- the model and AdamW, warm-up then cosine ----------------------------------------------
     manual_seed(o.seed + static_cast<uint64_t>(world.rank()));  // weights (rank 0's are broadcast) and dropout
     std::shared_ptr<LanguageModel> model = make_model(o.model);
-    if (pretrained) {
-      try {
-        load_hf_checkpoint(*model, *pretrained);
-      } catch (const Error& e) {
-        throw Error(fmt::format("--init-from: {}", e.what()));
-      }
-      if (lead) fmt::print("weights from {} ({} under Hugging Face's names)\n", pretrained->path, o.arch);
-    }
+    if (pretrained) init_from(*model, *pretrained, lead);
     // The names --save-hf writes: the file's, or transformers' own. The file's tensors, now in
     // the model, are not kept through training (GPT-2 124M's are half a gigabyte).
     const HFLayout hf_layout = pretrained ? pretrained->layout : default_hf_layout(o.model.arch);
     pretrained.reset();
     model->set_checkpoint_layers(o.checkpoint);
     distributed::DistributedDataParallel ddp(model);  // rank 0's weights everywhere; hooks nothing in a world of one
-    // Weight decay on the 2-D weights (matrices, embeddings) only: decaying the norms' gains and
-    // the biases would only fight the normalisation.
-    std::vector<Tensor> matrices, others;
-    for (auto& [name, p] : model->named_parameters()) (p.dim() >= 2 ? matrices : others).push_back(p);
-    optim::AdamW opt({{matrices, o.lr, o.weight_decay, "decay"}, {others, o.lr, 0.0, "no_decay"}},
-                     optim::AdamOptions(o.lr).beta2(o.beta2));
+    optim::AdamW opt(examples::weight_decay_groups(*model, o.lr, o.weight_decay), optim::AdamOptions(o.lr).beta2(o.beta2));
     optim::WarmupCosineLR schedule(opt, o.warmup, o.decay_steps, o.min_lr);
 
     // ---- the data: every window of the training tokens, each rank its share of every epoch -----
     const int64_t T = o.window;
-    auto train_set = std::make_shared<data::TextDataset>(corpus.train, T, /*stride=*/1);
-    CPPGRAD_CHECK(train_set->size() >= o.batch, "--data: '{}' gives {} training windows of --seq-len {}, fewer than one "
-                  "--batch of {}", excerpt(o.data), train_set->size(), T, o.batch);
-    auto sampler = std::make_shared<data::DistributedSampler>(train_set->size(), world.world_size(), world.rank(),
-                                                              /*shuffle=*/true, o.seed + 1, /*drop_last=*/true);
-    data::DataLoader loader(train_set, data::DataLoaderOptions(rank_batch).drop_last(true).seed(o.seed),
-                            data::stack_collate, sampler);
+    data::DataLoader loader = training_loader(o, corpus, rank_batch, world.world_size(), world.rank());
 
     examples::TrainingLog log;
     optim::TrainingState state = examples::training_state({*model, opt, schedule, loader}, log);
@@ -106,16 +80,7 @@ int main(int argc, char** argv) {
     if (resumed) examples::resume_run(o.resume, resumed->tensors, state);
     if (lead && resumed) fmt::print("resumed from {} at step {}\n", o.resume, log.step);
     const data::Batch held_out = held_out_windows(corpus.held_out, T, o.eval_windows);
-    if (lead)
-      fmt::print("{}: {} bytes, {} tokens ({} tokenizer, vocabulary {}) · {} {} · {} parameters · {} layers · d_model {} · "
-                 "{} heads{} · ff {} · batch {} × {}{}{} · {} threads{}\n",
-                 o.data, corpus.bytes, corpus.train.size() + corpus.held_out.size(), o.tokenizer,
-                 corpus.tokenizer.vocab_size(), o.arch, o.size, model->parameter_count(), o.model.layers,
-                 o.model.d_model, o.model.heads,
-                 o.model.kv_heads != o.model.heads ? fmt::format(" ({} key/value)", o.model.kv_heads) : "", o.model.ff,
-                 o.batch, T, o.accum > 1 ? fmt::format(" × {} accumulated", o.accum) : "",
-                 world.world_size() > 1 ? fmt::format(" ({} a process)", rank_batch) : "", get_num_threads(),
-                 world.world_size() > 1 ? fmt::format(" · {} processes", world.world_size()) : "");
+    if (lead) print_run_line(o, corpus, model->parameter_count(), rank_batch, world.world_size());
 
     // ---- the training loop ---------------------------------------------------------------------
     const int64_t first_step = log.step;
@@ -153,17 +118,9 @@ int main(int argc, char** argv) {
     if (lead) progress.finish();
     examples::stop_if_weights_non_finite(log.step, *model);  // the last update's, before anything is kept
     const double train_seconds = progress.elapsed_seconds();
-    double held = 0;
-    if (lead) {
-      held = last_eval ? *last_eval : loss_on(*model, held_out);
-      // Bits per byte compare tokenizers: the held-out windows' tokens cover about this many bytes.
-      const double bytes_per_token =
-          static_cast<double>(corpus.held_out_bytes) / static_cast<double>(corpus.held_out.size());
-      const int64_t steps_taken = log.step - first_step;
-      fmt::print("held-out loss {:.4f} nats/token ({:.3f} bits/byte) after {} steps, {} of training{}\n", held,
-                 held / std::log(2.0) / bytes_per_token, log.step, format_duration(train_seconds),
-                 steps_taken > 0 ? fmt::format(" ({:.0f} ms a step)", 1e3 * train_seconds / static_cast<double>(steps_taken)) : "");
-    }
+    const double held = lead ? report_held_out(last_eval ? *last_eval : loss_on(*model, held_out), corpus, log.step,
+                                               log.step - first_step, train_seconds)
+                             : 0.0;
 
     // ---- what the run leaves: a checkpoint, the curves, a sample -------------------------------
     if (!o.save.empty()) {
@@ -180,17 +137,7 @@ int main(int argc, char** argv) {
       training_curves(o, corpus, log.step, held, held_out["input"].size(0), log.train_curve, log.eval_curve).write(o.plot);
       fmt::print("training curves written to {}\n", o.plot);
     }
-    Generator sample_gen(o.seed + 2);  // its own: sampling draws nothing from the streams a checkpoint resumes
-    std::vector<int64_t> prompt = corpus.prompt;
-    if (prompt.empty())
-      prompt.push_back(corpus.held_out[static_cast<size_t>(sample_gen.randint(0, static_cast<int64_t>(corpus.held_out.size())))]);
-    if (o.sample.length > 0) {
-      fmt::print("\nsample (temperature {}, top-k {}, top-p {}, seed {}):\n", o.sample.temperature, o.sample.top_k,
-                 o.sample.top_p, o.seed);
-      o.sample.vocab = corpus.tokenizer.vocab_size();  // a pretrained model may have more rows than tokens
-      const std::vector<int64_t> written = generate(*model, prompt, o.model.seq_len, o.sample, sample_gen);
-      fmt::print("{}{}\n", corpus.tokenizer.decode(prompt), corpus.tokenizer.decode(written));
-    }
+    print_sample(*model, corpus, o);
     return 0;
   });
 }

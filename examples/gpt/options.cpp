@@ -429,4 +429,41 @@ nn::Metadata checkpoint_metadata(const Options& o, double held_out_loss) {
   return metadata;
 }
 
+examples::KeptOptions kept_options(CLI::App& app, Options& o) {
+  examples::KeptOptions kept(app);
+  kept.add("--lr", o.lr).add("--min-lr", o.min_lr).add("--warmup", o.warmup).add("--decay-steps", o.decay_steps)
+      .add("--weight-decay", o.weight_decay).add("--beta2", o.beta2).add("--clip", o.clip).add("--batch", o.batch)
+      .add("--accum", o.accum).add("--dropout", o.model.dropout);
+  kept.add_overridable("--seed", o.seed);
+  return kept;
+}
+
+void write_token_files(const Options& o, const Corpus& corpus) {
+  if (o.write_tokens.empty()) return;
+  for (const auto& [part, ids] : {std::pair{"train", &corpus.train}, std::pair{"held_out", &corpus.held_out}})
+    data::save_npy(fmt::format("{}.{}.npy", o.write_tokens, part), tensor(*ids, {static_cast<int64_t>(ids->size())}));
+}
+
+data::DataLoader training_loader(const Options& o, const Corpus& corpus, int64_t rank_batch, int world_size, int rank) {
+  auto windows = std::make_shared<data::TextDataset>(corpus.train, o.window, /*stride=*/1);
+  CPPGRAD_CHECK(windows->size() >= o.batch, "--data: '{}' gives {} training windows of --seq-len {}, fewer than one "
+                "--batch of {}", excerpt(o.data), windows->size(), o.window, o.batch);
+  auto sampler = std::make_shared<data::DistributedSampler>(windows->size(), world_size, rank, /*shuffle=*/true,
+                                                            o.seed + 1, /*drop_last=*/true);
+  return data::DataLoader(windows, data::DataLoaderOptions(rank_batch).drop_last(true).seed(o.seed),
+                          data::stack_collate, sampler);
+}
+
+void print_run_line(const Options& o, const Corpus& corpus, int64_t parameters, int64_t rank_batch, int world_size) {
+  const ModelConfig& m = o.model;
+  fmt::print("{}: {} bytes, {} tokens ({} tokenizer, vocabulary {}) · {} {} · {} parameters · {} layers · d_model {} · "
+             "{} heads{} · ff {} · batch {} × {}{}{} · {} threads{}\n",
+             o.data, corpus.bytes, corpus.train.size() + corpus.held_out.size(), o.tokenizer,
+             corpus.tokenizer.vocab_size(), o.arch, o.size, parameters, m.layers, m.d_model, m.heads,
+             m.kv_heads != m.heads ? fmt::format(" ({} key/value)", m.kv_heads) : "", m.ff, o.batch, o.window,
+             o.accum > 1 ? fmt::format(" × {} accumulated", o.accum) : "",
+             world_size > 1 ? fmt::format(" ({} a process)", rank_batch) : "", get_num_threads(),
+             world_size > 1 ? fmt::format(" · {} processes", world_size) : "");
+}
+
 }  // namespace gpt

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "common/cli.h"
 #include "gpt/hf_checkpoint.h"
 #include "gpt/model.h"
 #include "gpt/sample.h"
@@ -92,5 +93,21 @@ Corpus read_corpus(const Options& o, const Checkpoint* resumed);
 
 // The checkpoint's metadata: what the model is, its tokenizer kind, the data, the held-out loss.
 cppgrad::nn::Metadata checkpoint_metadata(const Options& o, double held_out_loss);
+
+// The options a checkpoint keeps besides the model's sizes (those are finish_options' to check):
+// resuming, each is the checkpoint's, and one given otherwise is refused; --seed, which also
+// seeds sampling, wins with a notice.
+examples::KeptOptions kept_options(CLI::App& app, Options& o);
+
+// --write-tokens PREFIX: the corpus's tokens to PREFIX.train.npy and PREFIX.held_out.npy.
+void write_token_files(const Options& o, const Corpus& corpus);
+
+// Every window of the training tokens, in a fresh order each epoch, this process's share of
+// each global batch (batches of `rank_batch` windows).
+cppgrad::data::DataLoader training_loader(const Options& o, const Corpus& corpus, int64_t rank_batch, int world_size,
+                                          int rank);
+
+// The line that says what is about to train: the data, the tokens, the model, the batch, the threads.
+void print_run_line(const Options& o, const Corpus& corpus, int64_t parameters, int64_t rank_batch, int world_size);
 
 }  // namespace gpt

@@ -50,4 +50,26 @@ double decode_held_out(Seq2SeqModel& model, const Batch& data, int64_t show) {
   return 100.0 * static_cast<double>(correct) / static_cast<double>(size);
 }
 
+
+HeldOut evaluate_averaged(Seq2SeqModel& model, optim::ExponentialMovingAverage& average, const Batch& held_out,
+                          examples::TrainingLog& log) {
+  average.swap();
+  const HeldOut eval = held_out_eval(model, held_out);
+  examples::stop_if_non_finite(log.step, "the held-out loss of the averaged weights", eval.loss, model);
+  average.swap();
+  log.eval_curve.emplace_back(static_cast<double>(log.step), eval.loss);
+  log.accuracy_curve.emplace_back(static_cast<double>(log.step), eval.accuracy);
+  return eval;
+}
+
+double report_accuracy(Seq2SeqModel& model, optim::ExponentialMovingAverage& average, const Batch& held_out,
+                       const Options& o, int64_t step, double train_seconds) {
+  average.swap();
+  const double accuracy = decode_held_out(model, held_out, o.show);
+  average.swap();  // the trained weights again: what a checkpoint resumes from
+  fmt::print("\nsequence accuracy on {} held-out sequences: {:.1f}% ({} steps, {} of training{})\n", o.eval_size,
+             accuracy, step, format_duration(train_seconds),
+             o.average > 0 ? fmt::format("; weights averaged, decay {}", o.average) : "");
+  return accuracy;
+}
 }  // namespace seq2seq

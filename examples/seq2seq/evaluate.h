@@ -2,7 +2,9 @@
 // loss, by how many sequences it predicts whole, and by greedy decoding.
 #pragma once
 
+#include "common/run_state.h"
 #include "seq2seq/model.h"
+#include "seq2seq/options.h"
 #include "seq2seq/tasks.h"
 
 namespace seq2seq {
@@ -23,5 +25,16 @@ HeldOut held_out_eval(Seq2SeqModel& model, const Batch& data);
 // Greedy-decodes every sequence of `data` (in eval mode), prints the first `show` beside what was
 // expected, and returns the percentage decoded right to the last token.
 double decode_held_out(Seq2SeqModel& model, const Batch& data, int64_t show);
+
+// During training: held_out_eval with the averaged weights (those the run decodes with), the
+// trained ones put back after; the loss and accuracy join the log's curves. A NaN or an
+// infinity in the loss stops the run (exit 4).
+HeldOut evaluate_averaged(Seq2SeqModel& model, cppgrad::optim::ExponentialMovingAverage& average, const Batch& held_out,
+                          examples::TrainingLog& log);
+
+// At the end: decode_held_out with the averaged weights, printed with the steps and time taken;
+// returns the accuracy.
+double report_accuracy(Seq2SeqModel& model, cppgrad::optim::ExponentialMovingAverage& average, const Batch& held_out,
+                       const Options& o, int64_t step, double train_seconds);
 
 }  // namespace seq2seq

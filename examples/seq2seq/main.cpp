@@ -36,12 +36,7 @@ int main(int argc, char** argv) {
   add_options(app, o);
   if (auto code = examples::parse_command_line(app, argc, argv, "seq2seq")) return *code;
   return examples::run_program("seq2seq", "--batch, --d-model, --ff or --layers", [&] {
-    // The options a checkpoint keeps: resuming, each is the checkpoint's (one given otherwise is refused).
-    examples::KeptOptions kept(app);
-    kept.add("--task", o.task).add("--vocab", o.vocab).add("--seq-len", o.seq_len).add("--train-size", o.train_size)
-        .add("--d-model", o.model.d_model).add("--heads", o.model.heads).add("--layers", o.model.layers)
-        .add("--ff", o.model.ff).add("--dropout", o.model.dropout).add("--batch", o.batch).add("--lr", o.lr)
-        .add("--warmup", o.warmup).add("--average", o.average).add("--seed", o.seed);  // the seed draws the data
+    examples::KeptOptions kept = kept_options(app, o);
     std::optional<nn::SafetensorsContents> resumed = kept.resume_from_file(o.resume, lead);
     const int64_t rank_batch = check_options(o);  // everything that can be refused, before training
     const Task task = parse_task(o.task);
@@ -56,23 +51,14 @@ int main(int argc, char** argv) {
     optim::ExponentialMovingAverage average(model->parameters(), o.average);
 
     // ---- the data: each rank its share of every epoch's permutation, padded per batch ----------
-    // No prefetch thread: a batch takes microseconds to make (bench/README.md, "seq2seq's defaults").
-    auto train_set = std::make_shared<TaskDataset>(task, o.train_size, o.seq_len, o.vocab, o.seed + 1);
-    auto sampler = std::make_shared<data::DistributedSampler>(o.train_size, world.world_size(), world.rank(),
-                                                              /*shuffle=*/true, o.seed + 1, /*drop_last=*/true);
-    data::DataLoader loader(train_set, data::DataLoaderOptions(rank_batch).drop_last(true).seed(o.seed),
-                            task_collate(), sampler);
+    data::DataLoader loader = training_loader(o, task, rank_batch, world.world_size(), world.rank());
     const Batch held_out = held_out_batch(task, o.eval_size, o.seq_len, o.vocab, o.seed + 1000003);  // never trained on
 
     examples::TrainingLog log;
     optim::TrainingState state = examples::training_state({*model, opt, schedule, loader, &average}, log);
     if (resumed) examples::resume_run(o.resume, checkpoint_of_task(std::move(*resumed), o), state);
     if (lead && !o.resume.empty()) fmt::print("resumed from {} at step {}\n", o.resume, log.step);
-    if (lead)
-      fmt::print("task {} · {} parameters · d_model {} · {} heads · {}+{} layers · batch {}{} · length ≤ {} · {} threads{}\n",
-                 o.task, model->parameter_count(), o.model.d_model, o.model.heads, o.model.layers, o.model.layers,
-                 o.batch, world.world_size() > 1 ? fmt::format(" ({} a process)", rank_batch) : "", o.seq_len,
-                 get_num_threads(), world.world_size() > 1 ? fmt::format(" · {} processes", world.world_size()) : "");
+    if (lead) print_run_line(o, model->parameter_count(), rank_batch, world.world_size());
 
     // ---- the training loop ---------------------------------------------------------------------
     Progress progress(o.steps, log.step);
@@ -105,12 +91,7 @@ int main(int argc, char** argv) {
       const double mean = losses.report(log.step, log.train_curve);  // a collective
       std::optional<HeldOut> eval;
       if (eval_now && lead) {
-        average.swap();  // the averaged weights: those the run decodes with
-        eval = held_out_eval(*model, held_out);
-        examples::stop_if_non_finite(log.step, "the held-out loss of the averaged weights", eval->loss, *model);
-        average.swap();
-        log.eval_curve.emplace_back(static_cast<double>(log.step), eval->loss);
-        log.accuracy_curve.emplace_back(static_cast<double>(log.step), eval->accuracy);
+        eval = evaluate_averaged(*model, average, held_out, log);
         if (o.target_accuracy > 0 && eval->accuracy >= o.target_accuracy) reached = eval->accuracy;
       }
       if (lead)
@@ -128,15 +109,7 @@ int main(int argc, char** argv) {
                  log.step, format_duration(train_seconds));
 
     // ---- held-out sequences, decoded greedily with the averaged weights ------------------------
-    double accuracy = 0;
-    if (lead) {
-      average.swap();
-      accuracy = decode_held_out(*model, held_out, o.show);
-      average.swap();  // the trained weights again: what a checkpoint resumes from
-      fmt::print("\nsequence accuracy on {} held-out sequences: {:.1f}% ({} steps, {} of training{})\n", o.eval_size,
-                 accuracy, log.step, format_duration(train_seconds),
-                 o.average > 0 ? fmt::format("; weights averaged, decay {}", o.average) : "");
-    }
+    const double accuracy = lead ? report_accuracy(*model, average, held_out, o, log.step, train_seconds) : 0.0;
 
     // ---- what the run leaves: a checkpoint, the curves, the attention of every head ------------
     if (!o.save.empty()) {
@@ -149,12 +122,7 @@ int main(int argc, char** argv) {
       training_curves(o, log.step, accuracy, log.train_curve, log.eval_curve, log.accuracy_curve).write(o.plot);
       fmt::print("training curves written to {}\n", o.plot);
     }
-    if (!o.attention.empty()) {
-      average.swap();  // the weights that decoded the held-out set
-      plot::draw_attention_grid(attention_grid(*model, held_out, o, log.step)).write(o.attention);
-      average.swap();
-      fmt::print("attention grid written to {}\n", o.attention);
-    }
+    if (!o.attention.empty()) write_attention_grid(*model, average, held_out, o, log.step);
     return 0;
   });
 }

@@ -72,4 +72,28 @@ nn::Metadata checkpoint_metadata(const Options& o, double accuracy) {
           {"accuracy", fmt::format("{:.2f}", accuracy)}};
 }
 
+
+examples::KeptOptions kept_options(CLI::App& app, Options& o) {
+  examples::KeptOptions kept(app);
+  kept.add("--task", o.task).add("--vocab", o.vocab).add("--seq-len", o.seq_len).add("--train-size", o.train_size)
+      .add("--d-model", o.model.d_model).add("--heads", o.model.heads).add("--layers", o.model.layers)
+      .add("--ff", o.model.ff).add("--dropout", o.model.dropout).add("--batch", o.batch).add("--lr", o.lr)
+      .add("--warmup", o.warmup).add("--average", o.average).add("--seed", o.seed);
+  return kept;
+}
+
+data::DataLoader training_loader(const Options& o, Task task, int64_t rank_batch, int world_size, int rank) {
+  auto examples = std::make_shared<TaskDataset>(task, o.train_size, o.seq_len, o.vocab, o.seed + 1);
+  auto sampler = std::make_shared<data::DistributedSampler>(o.train_size, world_size, rank, /*shuffle=*/true,
+                                                            o.seed + 1, /*drop_last=*/true);
+  return data::DataLoader(examples, data::DataLoaderOptions(rank_batch).drop_last(true).seed(o.seed), task_collate(),
+                          sampler);
+}
+
+void print_run_line(const Options& o, int64_t parameters, int64_t rank_batch, int world_size) {
+  fmt::print("task {} · {} parameters · d_model {} · {} heads · {}+{} layers · batch {}{} · length ≤ {} · {} threads{}\n",
+             o.task, parameters, o.model.d_model, o.model.heads, o.model.layers, o.model.layers, o.batch,
+             world_size > 1 ? fmt::format(" ({} a process)", rank_batch) : "", o.seq_len, get_num_threads(),
+             world_size > 1 ? fmt::format(" · {} processes", world_size) : "");
+}
 }  // namespace seq2seq

@@ -5,7 +5,9 @@
 #include <CLI/CLI.hpp>
 #include <string>
 
+#include "common/cli.h"
 #include "seq2seq/model.h"
+#include "seq2seq/tasks.h"
 
 namespace seq2seq {
 
@@ -50,5 +52,17 @@ cppgrad::nn::NamedTensors checkpoint_of_task(cppgrad::nn::SafetensorsContents ck
 
 // The checkpoint's metadata: the task, the model's sizes, the processes and the accuracy.
 cppgrad::nn::Metadata checkpoint_metadata(const Options& o, double accuracy);
+
+// The options a checkpoint keeps: resuming, each is the checkpoint's (one given otherwise is
+// refused). The seed is among them: it draws the data.
+examples::KeptOptions kept_options(CLI::App& app, Options& o);
+
+// The task's training examples, each rank its share of every epoch's permutation, padded per
+// batch of `rank_batch`. No prefetch thread: a batch takes microseconds to make (bench/README.md,
+// "seq2seq's defaults").
+cppgrad::data::DataLoader training_loader(const Options& o, Task task, int64_t rank_batch, int world_size, int rank);
+
+// The line that says what is about to train: the task, the model, the batch, the threads.
+void print_run_line(const Options& o, int64_t parameters, int64_t rank_batch, int world_size);
 
 }  // namespace seq2seq

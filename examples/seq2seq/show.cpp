@@ -125,4 +125,12 @@ plot::AttentionGrid attention_grid(Seq2SeqModel& model, const Batch& data, const
   return grid;
 }
 
+
+void write_attention_grid(Seq2SeqModel& model, optim::ExponentialMovingAverage& average, const Batch& held_out,
+                          const Options& o, int64_t step) {
+  average.swap();
+  plot::draw_attention_grid(attention_grid(model, held_out, o, step)).write(o.attention);
+  average.swap();
+  fmt::print("attention grid written to {}\n", o.attention);
+}
 }  // namespace seq2seq

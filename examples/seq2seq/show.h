@@ -40,5 +40,8 @@ class StepProfile {
 // or the first of the longest), as a grid: a row per layer and kind of attention, a column per
 // head. `step`: the steps the model was trained.
 cppgrad::plot::AttentionGrid attention_grid(Seq2SeqModel& model, const Batch& held_out, const Options& o, int64_t step);
+// --attention FILE: the grid of the averaged weights (those that decoded the held-out set), drawn.
+void write_attention_grid(Seq2SeqModel& model, cppgrad::optim::ExponentialMovingAverage& average, const Batch& held_out,
+                          const Options& o, int64_t step);
 
 }  // namespace seq2seq
