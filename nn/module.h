@@ -26,8 +26,9 @@ namespace cppgrad::nn {
 
 class Module;
 
-class Parameter;  // a module's handle to a parameter it registered, below
-class Buffer;     // a module's handle to a buffer it registered, below
+class RegisteredTensor;  // what a module's members keep (below):
+class Parameter;         //   a handle to a parameter it registered
+class Buffer;            //   a handle to a buffer it registered
 
 class Module : public std::enable_shared_from_this<Module> {
  public:
@@ -131,6 +132,7 @@ class RegisteredTensor : public Tensor {
 
  private:
   friend class Module;
+  friend class FunctionalCallGuard;
   Module* owner_ = nullptr;  // the module this member belongs to (it lives inside it), or null
   std::string name_;
   bool is_parameter_ = true;  // false: a buffer
