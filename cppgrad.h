@@ -4,6 +4,7 @@
 #include <fmt/ranges.h>  // fmt::print("{}", t.shape()) prints [2, 3]
 
 #include "runtime/allocator.h"
+#include "runtime/metrics.h"
 #include "runtime/parallel.h"
 #include "runtime/profile.h"
 #include "runtime/progress.h"
@@ -34,6 +35,7 @@
 #include "nn/decoder.h"
 #include "nn/safetensors.h"
 #include "nn/attention_maps.h"
+#include "nn/metrics.h"
 #include "optim/optimizer.h"
 #include "optim/sgd.h"
 #include "optim/adam.h"

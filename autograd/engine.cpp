@@ -25,6 +25,7 @@
 
 #include "autograd/fast/accumulate.h"
 #include "autograd/node.h"
+#include "runtime/profile.h"
 #include "runtime/reference_mode.h"
 #include "tensor/kernels.h"
 
@@ -143,6 +144,14 @@ Tensor record(std::string op, Tensor out, const std::vector<Tensor>& inputs, con
 
 // ---- hooks, anomaly checks and queued callbacks: what the engine calls out to ---------------
 namespace {
+
+// The shapes and dtypes of a node's forward inputs, for its span in a trace.
+std::string node_inputs(const Node& node) {
+  std::string out;
+  for (size_t i = 0; i < node.input_shapes.size(); ++i)
+    out += fmt::format("{}{} {}", i == 0 ? "" : ", ", shape_str(node.input_shapes[i]), dtype_name(node.input_dtypes[i]));
+  return out;
+}
 
 Tensor apply_hooks(const std::vector<Tensor::Hook>& hooks, Tensor grad) {
   for (const auto& hook : hooks) {
@@ -350,6 +359,8 @@ class Engine {
   }
 
   Grads call_backward(Node& node, const Tensor& grad) {
+    profile::Span span("backward", node.op, " backward");  // in a trace; its kernels are "backward" ones
+    if (span.traced()) span.describe(node_inputs(node));
     std::vector<Tensor> saved;
     for (size_t i = 0; i < node.saved.size(); ++i) saved.push_back(unpack(node, i));
     std::vector<bool> needs;

@@ -77,6 +77,7 @@ void* allocate_bytes(size_t nbytes) {
       c.stats.cached_bytes -= static_cast<int64_t>(size);
       c.stats.in_use_bytes += static_cast<int64_t>(size);
       c.stats.peak_bytes = std::max(c.stats.peak_bytes, c.stats.in_use_bytes);
+      ++c.stats.cache_hits;
       return p;
     }
   }
@@ -89,6 +90,7 @@ void* allocate_bytes(size_t nbytes) {
   std::lock_guard<std::mutex> lock(c.mutex);
   c.stats.in_use_bytes += static_cast<int64_t>(size);
   c.stats.peak_bytes = std::max(c.stats.peak_bytes, c.stats.in_use_bytes);
+  ++c.stats.cache_misses;
   return p;
 }
 

@@ -23,6 +23,8 @@ struct AllocatorStats {
   int64_t in_use_bytes = 0;  // held by live storages (rounded sizes)
   int64_t peak_bytes = 0;    // the most in use at once since start (or reset_peak)
   int64_t cached_bytes = 0;  // freed, kept for reuse
+  int64_t cache_hits = 0;    // allocations served from the cache since start
+  int64_t cache_misses = 0;  // allocations that went to the system
 };
 AllocatorStats allocator_stats();
 void reset_peak_allocated();

@@ -15,6 +15,7 @@
 #include <cstdint>
 
 #include "../runtime/parallel.h"
+#include "../runtime/profile.h"
 #include "shape.h"
 
 namespace cppgrad {
@@ -63,11 +64,13 @@ struct StridedLoop {
       return;
     }
     RegionClock clock;  // how long thread 0 works, then waits for the others (see parallel.h)
+    const char* kernel = profile::current_scope_name();  // a worker's share is traced under its name
 #pragma omp parallel num_threads(threads)
     {
       // A copy per thread, so the compiler keeps the body's captures in registers (see parallel_for).
       auto local = body;
       const int64_t parts = omp_get_num_threads(), part = omp_get_thread_num();
+      profile::Span share("worker", part == 0 || kernel == nullptr ? "" : kernel);  // thread 0's is the kernel's own
       if (part == 0) clock.caller_begins();
       visit_elements(local, total * part / parts, total * (part + 1) / parts);
       if (part == 0) clock.caller_ends();
@@ -120,6 +123,7 @@ void parallel_for(int64_t n, int64_t work_per_item, F&& f) {
     return;
   }
   RegionClock clock;  // how long thread 0 works, then waits for the others (see parallel.h)
+  const char* kernel = profile::current_scope_name();  // a worker's share is traced under its name
 #pragma omp parallel num_threads(threads)
   {
     // Each thread calls its own copy of f. Called through the shared one, the compiler must
@@ -128,6 +132,7 @@ void parallel_for(int64_t n, int64_t work_per_item, F&& f) {
     // loop ran 4x slower on 2 threads than on 1.
     auto body = f;
     const int64_t parts = omp_get_num_threads(), part = omp_get_thread_num();
+    profile::Span share("worker", part == 0 || kernel == nullptr ? "" : kernel);  // thread 0's is the kernel's own
     if (part == 0) clock.caller_begins();
     // Thread 0's share is the larger when n does not divide evenly: it is the one that times
     // its wait for the others (RegionClock), and waiting a whole item would look like a stall.

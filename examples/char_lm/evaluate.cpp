@@ -2,17 +2,15 @@
 
 #include <cmath>
 
+#include "common/run_state.h"
+
 using namespace cppgrad;
 namespace F = cppgrad::nn::functional;
 
 namespace char_lm {
 
 data::Batch held_out_windows(const Text& text, int64_t seq_len) {
-  const data::TextDataset windows(std::vector<int64_t>(text.ids.begin() + text.split, text.ids.end()), seq_len);
-  const int64_t count = std::min<int64_t>(windows.size(), 64);
-  std::vector<data::Example> examples;
-  for (int64_t k = 0; k < count; ++k) examples.push_back(windows.get(k * windows.size() / count));
-  return data::stack_collate(examples);
+  return examples::spread_windows(std::vector<int64_t>(text.ids.begin() + text.split, text.ids.end()), seq_len, 64);
 }
 
 double loss_on(CharLM& model, const data::Batch& b) {

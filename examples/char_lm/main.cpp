@@ -24,6 +24,7 @@
 #include "char_lm/options.h"
 #include "char_lm/sample.h"
 #include "common/data_parallel.h"
+#include "common/observe.h"
 
 using namespace cppgrad;
 using namespace char_lm;
@@ -60,6 +61,7 @@ int main(int argc, char** argv) {
     state.add_constant("data.vocab", text.vocab_tensor());  // a model only makes sense with its characters
     if (resumed) examples::resume_run(o.resume, checkpoint_of_this_model(std::move(*resumed), o, text), state);
     if (lead && !o.resume.empty()) fmt::print("resumed from {} at step {}\n", o.resume, log.step);
+    examples::open_log(log, lead ? o.log_dir : "");  // --log-dir
     const data::Batch held_out = held_out_windows(text, o.model.seq_len);
     if (lead) print_run_line(o, text, model->parameter_count(), rank_batch, world.world_size());
 
@@ -69,7 +71,9 @@ int main(int argc, char** argv) {
     std::optional<double> last_eval;
     const std::vector<Tensor> params = model->parameters();
     model->train();
+    examples::StepTrace trace(lead ? o.trace : "", log.step, o.steps);  // --trace
     while (log.step < o.steps) {
+      trace.before(log.step + 1);
       const data::Batch b = loader.next();
       Tensor logits = model->forward(b["input"]);  // (B, T, vocab)
       Tensor loss = F::cross_entropy(logits.reshape({-1, text.vocab.size()}), b["target"].reshape({-1}));

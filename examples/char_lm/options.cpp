@@ -4,6 +4,7 @@
 
 #include "common/cli.h"
 #include "common/data_parallel.h"
+#include "common/observe.h"
 
 using namespace cppgrad;
 
@@ -42,6 +43,8 @@ void add_options(CLI::App& app, Options& o) {
   app.add_option("--eval-every", o.eval_every, "steps between held-out evaluations")
       ->check(CLI::Range(1, 100'000'000));
   app.add_option("--plot", o.plot, "write the train and held-out loss curves as SVG");
+  examples::add_trace_option(app, o.trace);
+  examples::add_log_dir_option(app, o.log_dir);
   app.add_option("--sample-len", o.sample.length, "characters to sample after training")
       ->check(CLI::Range(0, 10'000'000));
   app.add_option("--temperature", o.sample.temperature, "sampling temperature (0: always the most likely character)")

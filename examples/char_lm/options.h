@@ -21,6 +21,7 @@ struct Options {
   uint64_t seed = 0;
   int threads = 0;  // 0: all cores
   std::string save, resume, plot;
+  std::string trace, log_dir;  // --trace, --log-dir (examples/common/observe.h)
   int64_t eval_every = 100;
   SampleOptions sample;
   std::string prompt;

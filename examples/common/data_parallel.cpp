@@ -6,6 +6,7 @@
 #include <cstdio>
 
 #include "cli.h"
+#include "observe.h"
 
 using namespace cppgrad;
 
@@ -161,6 +162,7 @@ std::optional<double> report_step(TrainingLog& log, StepLosses& losses, cppgrad:
     log.eval_curve.emplace_back(static_cast<double>(log.step), *eval_loss);
   }
   if (lead) progress.update(log.step, mean, lr, units_since, eval_now, eval_loss);
+  log_new_points(log, lr);  // --log-dir (rank 0's log.metrics; none elsewhere)
   return eval_loss;
 }
 

@@ -188,4 +188,12 @@ std::vector<cppgrad::optim::ParamGroup> weight_decay_groups(const cppgrad::nn::M
   for (const auto& [name, p] : model.named_parameters()) (p.dim() >= 2 ? matrices : others).push_back(p);
   return {{matrices, lr, weight_decay, "decay"}, {others, lr, 0.0, "no_decay"}};
 }
+
+cppgrad::data::Batch spread_windows(const std::vector<int64_t>& tokens, int64_t seq_len, int64_t count) {
+  const cppgrad::data::TextDataset windows(tokens, seq_len);
+  count = std::min<int64_t>(windows.size(), count);
+  std::vector<cppgrad::data::Example> examples;
+  for (int64_t k = 0; k < count; ++k) examples.push_back(windows.get(k * windows.size() / count));
+  return cppgrad::data::stack_collate(examples);
+}
 }  // namespace examples

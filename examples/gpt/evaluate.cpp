@@ -7,14 +7,6 @@ namespace F = cppgrad::nn::functional;
 
 namespace gpt {
 
-data::Batch held_out_windows(const std::vector<int64_t>& held_out, int64_t seq_len, int64_t count) {
-  const data::TextDataset windows(held_out, seq_len);
-  count = std::min<int64_t>(windows.size(), count);
-  std::vector<data::Example> examples;
-  for (int64_t k = 0; k < count; ++k) examples.push_back(windows.get(k * windows.size() / count));
-  return data::stack_collate(examples);
-}
-
 double loss_on(LanguageModel& model, const data::Batch& b) {
   NoGradGuard no_grad;
   model.eval();

@@ -6,9 +6,6 @@
 
 namespace gpt {
 
-// Back-to-back windows over the held-out tokens, at most `count`, spread evenly: "input" (B, T)
-// and "target" (B, T), the input shifted by one token.
-cppgrad::data::Batch held_out_windows(const std::vector<int64_t>& held_out, int64_t seq_len, int64_t count);
 // The mean cross-entropy over a batch of windows, in nats per token: forward passes of at most 8
 // windows in eval mode, without a graph; the model is left in training mode.
 double loss_on(LanguageModel& model, const cppgrad::data::Batch& b);

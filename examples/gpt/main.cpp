@@ -23,6 +23,7 @@
 #include <fmt/core.h>
 
 #include "common/data_parallel.h"
+#include "common/observe.h"
 #include "gpt/evaluate.h"
 #include "gpt/model.h"
 #include "gpt/options.h"
@@ -40,8 +41,6 @@ int main(int argc, char** argv) {
   add_options(app, o);
   if (auto code = examples::parse_command_line(app, argc, argv, "gpt")) return *code;
   return examples::run_program("gpt", "--batch, --seq-len, --d-model, --layers or --size", [&] {
-    // The options a checkpoint keeps besides the model's sizes: resuming, each is the checkpoint's
-    // (one given otherwise is refused; the sizes are finish_options' to check).
     examples::KeptOptions kept = kept_options(app, o);
     std::optional<Checkpoint> resumed;
     if (!o.resume.empty()) resumed = read_checkpoint(o.resume);
@@ -79,7 +78,8 @@ int main(int argc, char** argv) {
     state.add_constant("data.tokenizer", corpus.tokenizer.to_tensor());  // token ids are the model's rows
     if (resumed) examples::resume_run(o.resume, resumed->tensors, state);
     if (lead && resumed) fmt::print("resumed from {} at step {}\n", o.resume, log.step);
-    const data::Batch held_out = held_out_windows(corpus.held_out, T, o.eval_windows);
+    examples::open_log(log, lead ? o.log_dir : "");  // --log-dir
+    const data::Batch held_out = examples::spread_windows(corpus.held_out, T, o.eval_windows);
     if (lead) print_run_line(o, corpus, model->parameter_count(), rank_batch, world.world_size());
 
     // ---- the training loop ---------------------------------------------------------------------
@@ -89,7 +89,9 @@ int main(int argc, char** argv) {
     std::optional<double> last_eval;
     const std::vector<Tensor> params = model->parameters();
     model->train();
+    examples::StepTrace trace(lead ? o.trace : "", log.step, o.steps);  // --trace
     while (log.step < o.steps) {
+      trace.before(log.step + 1);
       opt.zero_grad();
       double step_loss = 0;
       for (int64_t micro = 0; micro < o.accum; ++micro) {

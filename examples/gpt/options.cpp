@@ -6,6 +6,7 @@
 
 #include "common/cli.h"
 #include "common/data_parallel.h"
+#include "common/observe.h"
 
 using namespace cppgrad;
 
@@ -209,6 +210,8 @@ void add_options(CLI::App& app, Options& o) {
       ->check(CLI::Range(1, 1'000'000));
   app.add_flag("--checkpoint", o.checkpoint, "activation checkpointing: recompute each block's activations in backward");
   app.add_option("--plot", o.plot, "write the train and held-out loss curves as SVG");
+  examples::add_trace_option(app, o.trace);
+  examples::add_log_dir_option(app, o.log_dir);
   app.add_option("--write-tokens", o.write_tokens, "write the training and held-out token ids to PREFIX.train.npy and "
                                                    "PREFIX.held_out.npy (int64), as the PyTorch twin reads them");
   app.add_option("--sample-len", o.sample.length, "tokens to sample after training")->check(CLI::Range(0, 10'000'000));

@@ -34,6 +34,7 @@ struct Options {
   uint64_t seed = 0;
   int threads = 0;  // 0: all cores
   std::string save, resume, plot;
+  std::string trace, log_dir;  // --trace, --log-dir (examples/common/observe.h)
   std::string write_tokens;  // PREFIX: the tokens to PREFIX.train.npy and PREFIX.held_out.npy (bench/gpt_twin.py reads them)
   int64_t eval_every = 200, eval_windows = 32;
   bool checkpoint = false;

@@ -18,6 +18,7 @@
 #include <fmt/core.h>
 
 #include "common/data_parallel.h"
+#include "common/observe.h"
 #include "seq2seq/evaluate.h"
 #include "seq2seq/model.h"
 #include "seq2seq/options.h"
@@ -58,6 +59,7 @@ int main(int argc, char** argv) {
     optim::TrainingState state = examples::training_state({*model, opt, schedule, loader, &average}, log);
     if (resumed) examples::resume_run(o.resume, checkpoint_of_task(std::move(*resumed), o), state);
     if (lead && !o.resume.empty()) fmt::print("resumed from {} at step {}\n", o.resume, log.step);
+    examples::open_log(log, lead ? o.log_dir : "");  // --log-dir
     if (lead) print_run_line(o, model->parameter_count(), rank_batch, world.world_size());
 
     // ---- the training loop ---------------------------------------------------------------------
@@ -67,7 +69,9 @@ int main(int argc, char** argv) {
     std::optional<double> reached;  // the accuracy that met --target-accuracy
     StepProfile step_profile(o.profile, log.step + 10);
     model->train();
+    examples::StepTrace trace(lead ? o.trace : "", log.step, o.steps);  // --trace
     while (log.step < o.steps && !reached) {
+      trace.before(log.step + 1);
       step_profile.before(log.step + 1);
       const Batch b = to_batch(loader.next());
       Tensor logits = model->forward(b.src, b.tgt_in, b.src_pad, b.tgt_pad);  // (B, T, vocab)
@@ -97,6 +101,7 @@ int main(int argc, char** argv) {
       if (lead)
         progress.update(log.step, mean, opt.lr(), tokens, eval_now, eval ? std::optional(eval->loss) : std::nullopt,
                         eval ? fmt::format("{:.1f}% right", eval->accuracy) : "");
+      examples::log_new_points(log, opt.lr());  // --log-dir
       if (eval_now && o.target_accuracy > 0 && examples::decided_by_rank0(reached.has_value()) && !reached)
         reached = o.target_accuracy;  // the other ranks stop with rank 0
       tokens = 0;

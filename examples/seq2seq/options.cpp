@@ -2,6 +2,7 @@
 
 #include "common/cli.h"
 #include "common/data_parallel.h"
+#include "common/observe.h"
 
 using namespace cppgrad;
 
@@ -30,6 +31,8 @@ void add_options(CLI::App& app, Options& o) {
   app.add_flag("--checkpoint", o.checkpoint_layers,
                "recompute each layer's activations in backward instead of keeping them (less memory, more time)");
   app.add_option("--plot", o.plot, "write the train and held-out loss curves as SVG");
+  examples::add_trace_option(app, o.trace);
+  examples::add_log_dir_option(app, o.log_dir);
   app.add_option("--attention", o.attention, "write every head's attention for one held-out example as an SVG grid");
   app.add_option("--attention-example", o.attention_example,
                  "which held-out example --attention draws (default: the longest)")

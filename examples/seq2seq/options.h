@@ -29,6 +29,7 @@ struct Options {
   uint64_t seed = 0;
   int threads = 0;  // 0: all cores
   std::string save, resume, plot, attention;
+  std::string trace, log_dir;  // --trace, --log-dir (examples/common/observe.h)
   int64_t attention_example = -1;  // -1: the longest held-out example
   int64_t eval_every = 50, eval_size = 256, show = 5;
   // Decoding, and the held-out evaluations during training, use an exponential moving average of

@@ -1,5 +1,8 @@
 #include "runtime/plot/curves.h"
 
+#include "runtime/error.h"
+#include "runtime/metrics.h"
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -302,6 +305,15 @@ Canvas draw_loss_curves(const LossCurves& figure) {
   TrainingCurves curves{figure.title, figure.notes, figure.x_label, {loss}};
   curves.panels.insert(curves.panels.end(), figure.more.begin(), figure.more.end());
   return draw_training_curves(curves);
+}
+
+Canvas draw_loss_curves_from_log(const std::string& jsonl_path, LossCurves figure, const std::string& train_tag,
+                                 const std::string& held_out_tag) {
+  figure.train = metrics::read_scalars(jsonl_path, train_tag);
+  CPPGRAD_CHECK(!figure.train.empty(), "plot::draw_loss_curves_from_log: '{}' has no value tagged '{}'", jsonl_path,
+                train_tag);
+  figure.held_out = metrics::read_scalars(jsonl_path, held_out_tag);
+  return draw_loss_curves(figure);
 }
 
 }  // namespace cppgrad::plot

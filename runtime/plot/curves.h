@@ -79,6 +79,11 @@ struct LossCurves {
 };
 
 Canvas draw_loss_curves(const LossCurves& figure);
+// The same picture from a training log (metrics::Logger's metrics.jsonl): `figure`'s train and
+// held_out are read from the file's scalars `train_tag` and `held_out_tag`.
+//   plot::draw_loss_curves_from_log("runs/a/metrics.jsonl", {.title = "run a"}).write("loss.svg");
+Canvas draw_loss_curves_from_log(const std::string& jsonl_path, LossCurves figure = {},
+                                 const std::string& train_tag = "train/loss", const std::string& held_out_tag = "eval/loss");
 
 // The mean of each `window` consecutive points ending at each point (fewer at the start): the
 // trend under the per-step noise of the training loss.

@@ -1,12 +1,12 @@
 // Copies and conversions: the one place data moves from one layout (or dtype) to another.
-#include "runtime/profile.h"
 #include "tensor/iterate.h"
 #include "tensor/kernels.h"
+#include "tensor/kernels/traced.h"
 
 namespace cppgrad::kernels {
 
 void copy_(const Tensor& dst, const Tensor& src) {
-  CPPGRAD_PROFILE_SCOPE("copy");
+  CPPGRAD_PROFILE_KERNEL("copy", dst, src);
   Tensor from = expand(src, dst.shape());  // throws if src does not broadcast to dst
   StridedLoop<2> loop(dst.shape(), {dst.strides(), from.strides()});
   dispatch(dst.dtype(), [&](auto dst_tag) {

@@ -8,12 +8,12 @@
 #include <cmath>
 #include <numbers>
 
-#include "runtime/profile.h"
 #include "runtime/reference_mode.h"
 #include "tensor/kernels/fast/elementwise.h"
 #include "tensor/kernels/fast/unary_floats.h"
 #include "tensor/iterate.h"
 #include "tensor/kernels.h"
+#include "tensor/kernels/traced.h"
 
 namespace cppgrad::kernels {
 
@@ -88,7 +88,7 @@ const char* unary_name(Unary op) {
 // out = forward(x) for each element x, in the dtypes the row allows (dispatch_floating or
 // dispatch_numeric names the op when given another).
 Tensor unary(Unary op, const Tensor& t) {
-  CPPGRAD_PROFILE_SCOPE(unary_name(op));
+  CPPGRAD_PROFILE_KERNEL(unary_name(op), t);
   using namespace op_constants;
   Tensor out = empty(t.shape(), t.dtype());
   // The transcendental rows' float32 fast form is vectorised (fast/unary_floats.h), not the
@@ -148,7 +148,7 @@ void binary_loop(Binary op, const Tensor& out, const Tensor& a, const Tensor& b)
 }  // namespace
 
 Tensor binary(Binary op, const Tensor& a, const Tensor& b) {
-  CPPGRAD_PROFILE_SCOPE(binary_name(op));
+  CPPGRAD_PROFILE_KERNEL(binary_name(op), a, b);
   Operands ops = broadcast_operands(a, b, binary_name(op));  // named members: lambdas capture them
   Tensor x = ops.a, y = ops.b;
   DType dtype = ops.dtype;
@@ -163,7 +163,7 @@ Tensor binary(Binary op, const Tensor& a, const Tensor& b) {
 }
 
 void binary_(Binary op, const Tensor& a, const Tensor& b) {
-  CPPGRAD_PROFILE_SCOPE(binary_name(op));
+  CPPGRAD_PROFILE_KERNEL(binary_name(op), a, b);
   Shape shape = broadcast_shapes(a.shape(), b.shape(), binary_name(op));
   CPPGRAD_CHECK(shape == a.shape(), "{}_: the result shape {} differs from the in-place target's shape {}", binary_name(op),
         shape_str(shape), shape_str(a.shape()));

@@ -14,6 +14,8 @@
 #include <cstdint>
 #include <type_traits>
 
+#include <fmt/format.h>
+
 #include "../../runtime/parallel.h"
 #include "../../runtime/profile.h"
 #include "../iterate.h"
@@ -60,7 +62,10 @@ template <class T>
 void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const T* a, int64_t lda, const T* b, int64_t ldb, T* c,
           int64_t ldc, T beta = T(0)) {
   // Small products (attention's per-head matrices) are reported apart: call overhead dominates them.
-  CPPGRAD_PROFILE_SCOPE(m * n * k < 65536 ? "blas gemm, small" : "blas gemm");
+  profile::Scope scope(m * n * k < 65536 ? "blas gemm, small" : "blas gemm");
+  if (scope.traced())  // C (m, n) = op(A) (m, k) · op(B) (k, n)
+    scope.describe(fmt::format("m={} n={} k={}{}{} {}", m, n, k, ta ? " Aᵀ" : "", tb ? " Bᵀ" : "",
+                               sizeof(T) == 4 ? "float32" : "float64"));
   if (!deterministic_threads()) return detail::blas_gemm(ta, tb, m, n, k, a, lda, b, ldb, c, ldc, beta);
   const detail::GemmBlocks blocks = detail::gemm_blocks(m, n, k);
   if (blocks.count == 1) return detail::blas_gemm(ta, tb, m, n, k, a, lda, b, ldb, c, ldc, beta);

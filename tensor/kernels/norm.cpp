@@ -16,11 +16,11 @@
 #include <utility>
 #include <vector>
 
-#include "runtime/profile.h"
 #include "runtime/reference_mode.h"
 #include "tensor/iterate.h"
 #include "tensor/kernels.h"
 #include "tensor/kernels/fast/norm.h"
+#include "tensor/kernels/traced.h"
 
 namespace cppgrad::kernels {
 
@@ -135,7 +135,7 @@ void layer_norm_affine_grads(int64_t rows, int64_t width, const T* x, const T* g
 
 LayerNormResult layer_norm(const Tensor& input, int64_t normalized_dims, const Tensor& weight, const Tensor& bias,
                            double eps) {
-  CPPGRAD_PROFILE_SCOPE("layer_norm");
+  CPPGRAD_PROFILE_KERNEL("layer_norm", input, weight, bias);
   int64_t width = 1;
   for (int64_t n : layer_norm_row_shape(input, normalized_dims, weight, bias)) width *= n;
   const Rows r = rows_of(input, width, "layer_norm");
@@ -158,7 +158,7 @@ LayerNormResult layer_norm(const Tensor& input, int64_t normalized_dims, const T
 
 LayerNormGrads layer_norm_backward(const Tensor& grad, const Tensor& input, const Tensor& mean, const Tensor& rstd,
                                    const Tensor& weight, bool need_input, bool need_weight, bool need_bias) {
-  CPPGRAD_PROFILE_SCOPE("layer_norm_backward");
+  CPPGRAD_PROFILE_KERNEL("layer_norm_backward", grad, input, weight);
   const Rows r = rows_of(input, mean.numel() > 0 ? input.numel() / mean.numel() : 1, "layer_norm_backward");
   CPPGRAD_CHECK(grad.shape() == input.shape() && grad.dtype() == input.dtype() && rstd.numel() == r.count,
                 "layer_norm_backward: grad {} does not match input {}", shape_str(grad.shape()), shape_str(input.shape()));

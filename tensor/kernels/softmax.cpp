@@ -12,11 +12,11 @@
 #include <cmath>
 #include <limits>
 
-#include "runtime/profile.h"
 #include "runtime/reference_mode.h"
 #include "tensor/iterate.h"
 #include "tensor/kernels.h"
 #include "tensor/kernels/fast/exp_rows.h"
+#include "tensor/kernels/traced.h"
 
 namespace cppgrad::kernels {
 
@@ -51,15 +51,23 @@ void softmax_rows(const T* in, T* out, int64_t rows, int64_t inner, int64_t size
     const int64_t o = r / inner, i = r % inner;
     const T* x = in + o * size * inner + i;
     T* y = out + o * size * inner + i;
+    // The contiguous rows (softmax over the last dim, the usual case) get loops of their own:
+    // with a stride known to be 1 the compiler vectorises them; the arithmetic is the same.
+    const bool contiguous = inner == 1;
     T m = -std::numeric_limits<T>::infinity();
-    for (int64_t j = 0; j < size; ++j) m = std::max(m, x[j * inner]);
+    if (contiguous) {
+#pragma omp simd reduction(max : m)
+      for (int64_t j = 0; j < size; ++j) m = std::max(m, x[j]);
+    } else {
+      for (int64_t j = 0; j < size; ++j) m = std::max(m, x[j * inner]);
+    }
     if (m == -std::numeric_limits<T>::infinity()) {  // every entry masked, or NaN
       const T v = value_of_row_without_max(x, size, inner, Log ? -std::numeric_limits<T>::infinity() : T(0));
       for (int64_t j = 0; j < size; ++j) y[j * inner] = v;
       return;
     }
     double total = 0;
-    if (inner == 1) {  // a contiguous row: the vectorised exp, in y (log_softmax overwrites it below)
+    if (contiguous) {  // the vectorised exp, in y (log_softmax overwrites it below)
       std::copy(x, x + size, y);
       total = exp_shifted(y, size, m);
     } else {
@@ -71,17 +79,27 @@ void softmax_rows(const T* in, T* out, int64_t rows, int64_t inner, int64_t size
     }
     if (Log) {
       const T log_total = static_cast<T>(std::log(total));
-      for (int64_t j = 0; j < size; ++j) y[j * inner] = x[j * inner] - m - log_total;
+      if (contiguous) {
+#pragma omp simd
+        for (int64_t j = 0; j < size; ++j) y[j] = x[j] - m - log_total;
+      } else {
+        for (int64_t j = 0; j < size; ++j) y[j * inner] = x[j * inner] - m - log_total;
+      }
     } else {
       const T scale = static_cast<T>(1.0 / total);
-      for (int64_t j = 0; j < size; ++j) y[j * inner] *= scale;
+      if (contiguous) {
+#pragma omp simd
+        for (int64_t j = 0; j < size; ++j) y[j] *= scale;
+      } else {
+        for (int64_t j = 0; j < size; ++j) y[j * inner] *= scale;
+      }
     }
   });
 }
 
 template <bool Log>
 Tensor softmax_impl(const Tensor& t, int64_t dim, const char* op) {
-  CPPGRAD_PROFILE_SCOPE(op);
+  CPPGRAD_PROFILE_KERNEL(op, t);
   Tensor x = contiguous(t);
   Tensor out = empty(x.shape(), x.dtype());
   if (x.numel() == 0) return out;

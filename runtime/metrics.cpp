@@ -1,0 +1,298 @@
+// The event file's protobufs are written by hand: an Event is five fields and a Summary value
+// four, and their encoding (a varint key, then a varint, 8 or 4 little-endian bytes, or a length
+// and the bytes) takes the fifty lines below. libprotobuf with a compiled event.proto would do
+// the same through generated code, and make every program linking cppgrad, and its installed
+// package, need libprotobuf for these few fields. The test proves the bytes with an independent
+// reader: Python's protobuf parsing them with the schema written from TensorFlow's field numbers
+// (tests/runtime/tensorboard/event.proto).
+#include "runtime/metrics.h"
+
+#include <array>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <ctime>
+#include <filesystem>
+#include <limits>
+#include <vector>
+
+#include <unistd.h>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "runtime/error.h"
+#include "runtime/files.h"
+#include "runtime/json_text.h"
+
+namespace cppgrad::metrics {
+
+// ---- CRC-32C and TFRecord framing ----------------------------------------------------------------
+
+namespace {
+// The reflected Castagnoli polynomial 0x1EDC6F41.
+constexpr std::array<uint32_t, 256> crc_table() {
+  std::array<uint32_t, 256> table{};
+  for (uint32_t i = 0; i < 256; ++i) {
+    uint32_t c = i;
+    for (int k = 0; k < 8; ++k) c = (c & 1) ? (c >> 1) ^ 0x82F63B78u : c >> 1;
+    table[i] = c;
+  }
+  return table;
+}
+constexpr std::array<uint32_t, 256> kCrcTable = crc_table();
+
+void put_fixed(std::string& out, uint64_t value, int bytes) {  // little-endian
+  for (int i = 0; i < bytes; ++i) out += static_cast<char>((value >> (8 * i)) & 0xff);
+}
+}  // namespace
+
+uint32_t crc32c(std::string_view bytes) {
+  uint32_t c = 0xffffffffu;
+  for (unsigned char b : bytes) c = kCrcTable[(c ^ b) & 0xff] ^ (c >> 8);
+  return c ^ 0xffffffffu;
+}
+
+uint32_t masked_crc32c(std::string_view bytes) {
+  const uint32_t c = crc32c(bytes);
+  return ((c >> 15) | (c << 17)) + 0xa282ead8u;
+}
+
+std::string tfrecord(std::string_view data) {
+  std::string length;
+  put_fixed(length, data.size(), 8);
+  std::string out = length;
+  put_fixed(out, masked_crc32c(length), 4);
+  out += data;
+  put_fixed(out, masked_crc32c(data), 4);
+  return out;
+}
+
+// ---- the protobuf fields ---------------------------------------------------------------------------
+// Event:   1 wall_time (double), 2 step (int64), 3 file_version (string), 5 summary (Summary)
+// Summary: 1 value (repeated Value)
+// Value:   1 tag (string), 2 simple_value (float), 5 histo (HistogramProto)
+// HistogramProto: 1 min, 2 max, 3 num, 4 sum, 5 sum_squares (double), 6 bucket_limit, 7 bucket
+//          (repeated double, packed)
+
+namespace {
+enum Wire { kVarint = 0, kFixed64 = 1, kBytes = 2, kFixed32 = 5 };
+
+void put_varint(std::string& out, uint64_t v) {
+  while (v >= 0x80) {
+    out += static_cast<char>((v & 0x7f) | 0x80);
+    v >>= 7;
+  }
+  out += static_cast<char>(v);
+}
+void put_key(std::string& out, int field, Wire wire) { put_varint(out, static_cast<uint64_t>(field) << 3 | wire); }
+// Encodes as protobuf's own serializer does (proto3): a field that is not part of a oneof and
+// holds its default (0, an empty string) is left out, so that a reader re-encoding an event gets
+// the same bytes. (A oneof's member, simple_value or histo, is always written.)
+void put_double(std::string& out, int field, double v) {
+  if (v == 0 && !std::signbit(v)) return;
+  put_key(out, field, kFixed64);
+  uint64_t bits;
+  std::memcpy(&bits, &v, 8);
+  put_fixed(out, bits, 8);
+}
+void put_float(std::string& out, int field, float v) {
+  put_key(out, field, kFixed32);
+  uint32_t bits;
+  std::memcpy(&bits, &v, 4);
+  put_fixed(out, bits, 4);
+}
+void put_bytes(std::string& out, int field, std::string_view bytes) {
+  put_key(out, field, kBytes);
+  put_varint(out, bytes.size());
+  out += bytes;
+}
+void put_packed_doubles(std::string& out, int field, const std::vector<double>& values) {
+  if (values.empty()) return;
+  std::string packed;
+  for (double v : values) {
+    uint64_t bits;
+    std::memcpy(&bits, &v, 8);
+    put_fixed(packed, bits, 8);
+  }
+  put_bytes(out, field, packed);
+}
+
+// An Event of `summary_value` (one Summary.Value's bytes) at `step`.
+std::string summary_event(double wall_time, int64_t step, const std::string& summary_value) {
+  std::string summary, event;
+  put_bytes(summary, 1, summary_value);
+  put_double(event, 1, wall_time);
+  if (step != 0) {
+    put_key(event, 2, kVarint);
+    put_varint(event, static_cast<uint64_t>(step));  // int64: two's complement, as protobuf does
+  }
+  put_bytes(event, 5, summary);
+  return event;
+}
+
+double now_seconds() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+// JSON's number, or null for NaN and the infinities (which JSON lacks); shortest round trip.
+std::string json_number(double v) { return std::isfinite(v) ? fmt::format("{}", v) : "null"; }
+
+std::string host_name() {
+  char host[256] = {};
+  if (gethostname(host, sizeof host - 1) != 0 || host[0] == '\0') return "localhost";
+  std::string name(host);
+  for (char& c : name)
+    if (c == '/') c = '_';
+  return name;
+}
+
+void check_good(const std::ofstream& file, const std::string& path) {
+  CPPGRAD_CHECK(file.good(), "metrics::Logger: writing '{}' failed", path);
+}
+}  // namespace
+
+// ---- the logger ------------------------------------------------------------------------------------
+
+Logger::Logger(const std::string& dir, LoggerOptions options) : dir_(dir), options_(options) {
+  CPPGRAD_CHECK(!dir.empty(), "metrics::Logger: the log directory is empty");
+  CPPGRAD_CHECK(options.histogram_bins >= 1 && options.histogram_bins <= 10000,
+                "metrics::Logger: histogram_bins {} is not in [1, 10000]", options.histogram_bins);
+  std::error_code error;
+  std::filesystem::create_directories(dir, error);
+  CPPGRAD_CHECK(std::filesystem::is_directory(dir), "metrics::Logger: cannot create the directory '{}'{}", dir,
+                error ? ": " + error.message() : "");
+  jsonl_.open(jsonl_file(), std::ios::binary | std::ios::app);
+  CPPGRAD_CHECK(jsonl_.good(), "metrics::Logger: cannot open '{}' for writing", jsonl_file());
+  if (options.csv) {
+    const std::string path = dir + "/metrics.csv";
+    const bool fresh = !std::filesystem::exists(path) || std::filesystem::file_size(path) == 0;
+    csv_.open(path, std::ios::binary | std::ios::app);
+    CPPGRAD_CHECK(csv_.good(), "metrics::Logger: cannot open '{}' for writing", path);
+    if (fresh) csv_ << "step,wall_time,tag,value\n" << std::flush;
+  }
+  if (options.tensorboard) {
+    // TensorBoard's own writers name their files so; one per Logger, never appended to.
+    const auto seconds = static_cast<int64_t>(std::time(nullptr));
+    event_path_ = fmt::format("{}/events.out.tfevents.{}.{}", dir, seconds, host_name());
+    for (int n = 1; std::filesystem::exists(event_path_); ++n)  // a second Logger in the same second
+      event_path_ = fmt::format("{}/events.out.tfevents.{}.{}.{}", dir, seconds, host_name(), n);
+    events_.open(event_path_, std::ios::binary);
+    CPPGRAD_CHECK(events_.good(), "metrics::Logger: cannot open '{}' for writing", event_path_);
+    std::string first;  // the file's first event names its version, as TensorFlow's writers do
+    put_double(first, 1, now_seconds());
+    put_bytes(first, 3, "brain.Event:2");
+    write_event(first);
+  }
+}
+
+void Logger::write_event(const std::string& event) {
+  events_ << tfrecord(event) << std::flush;
+  check_good(events_, event_path_);
+}
+
+void Logger::scalar(std::string_view tag, double value, int64_t step) {
+  const double wall = now_seconds();
+  jsonl_ << fmt::format("{{\"step\":{},\"wall_time\":{:.3f},\"tag\":{},\"value\":{}}}\n", step, wall, json_quoted(tag),
+                        json_number(value))
+         << std::flush;
+  check_good(jsonl_, jsonl_file());
+  if (csv_.is_open()) {
+    // A tag is quoted when it holds a comma or a quote (RFC 4180: quotes doubled).
+    std::string cell(tag);
+    if (cell.find_first_of(",\"\n") != std::string::npos) {
+      std::string quoted = "\"";
+      for (char c : cell) quoted += c == '"' ? std::string("\"\"") : std::string(1, c);
+      cell = quoted + "\"";
+    }
+    csv_ << fmt::format("{},{:.3f},{},{}\n", step, wall, cell, std::isfinite(value) ? fmt::format("{}", value) : "")
+         << std::flush;
+    check_good(csv_, dir_ + "/metrics.csv");
+  }
+  if (events_.is_open()) {
+    std::string v;
+    if (!tag.empty()) put_bytes(v, 1, tag);
+    put_float(v, 2, static_cast<float>(value));
+    write_event(summary_event(wall, step, v));
+  }
+}
+
+void Logger::histogram(std::string_view tag, std::span<const float> values, int64_t step) {
+  const double wall = now_seconds();
+  double lo = std::numeric_limits<double>::infinity(), hi = -lo, sum = 0, sum_squares = 0, num = 0;
+  int64_t non_finite = 0;
+  for (float f : values) {
+    if (!std::isfinite(f)) {
+      ++non_finite;
+      continue;
+    }
+    const double v = f;
+    lo = std::min(lo, v);
+    hi = std::max(hi, v);
+    sum += v;
+    sum_squares += v * v;
+    num += 1;
+  }
+  if (num == 0) lo = hi = 0;
+  // Equal-width bins over [lo, hi], each named by its upper edge (bucket_limit) as TensorBoard
+  // reads them; a bin holds [its lower edge, its limit), the last also hi. One bin when every
+  // value is the same.
+  const int bins = hi > lo ? options_.histogram_bins : 1;
+  std::vector<double> limits(static_cast<size_t>(bins)), counts(static_cast<size_t>(bins), 0.0);
+  for (int i = 0; i < bins; ++i) limits[static_cast<size_t>(i)] = i + 1 == bins ? hi : lo + (hi - lo) * (i + 1) / bins;
+  for (float f : values) {
+    if (!std::isfinite(f)) continue;
+    const double v = f;
+    auto i = bins == 1 ? 0 : static_cast<int64_t>((v - lo) / (hi - lo) * bins);
+    i = std::clamp<int64_t>(i, 0, bins - 1);
+    counts[static_cast<size_t>(i)] += 1;
+  }
+  jsonl_ << fmt::format(
+                "{{\"step\":{},\"wall_time\":{:.3f},\"tag\":{},\"histogram\":{{\"min\":{},\"max\":{},\"num\":{},\"sum\":{},"
+                "\"sum_squares\":{},\"bucket_limit\":[{}],\"bucket\":[{}]}},\"non_finite\":{}}}\n",
+                step, wall, json_quoted(tag), lo, hi, num, sum, sum_squares, fmt::join(limits, ","),
+                fmt::join(counts, ","), non_finite)
+         << std::flush;
+  check_good(jsonl_, jsonl_file());
+  if (events_.is_open()) {
+    std::string histo, v;
+    put_double(histo, 1, lo);
+    put_double(histo, 2, hi);
+    put_double(histo, 3, num);
+    put_double(histo, 4, sum);
+    put_double(histo, 5, sum_squares);
+    put_packed_doubles(histo, 6, limits);
+    put_packed_doubles(histo, 7, counts);
+    if (!tag.empty()) put_bytes(v, 1, tag);
+    put_bytes(v, 5, histo);
+    write_event(summary_event(wall, step, v));
+  }
+}
+
+// ---- reading a log back ------------------------------------------------------------------------
+
+std::vector<std::pair<double, double>> read_scalars(const std::string& jsonl_path, std::string_view tag) {
+  constexpr int64_t kLargest = int64_t{1} << 30;  // 1 GiB: millions of steps' lines
+  const std::string text = files::read_regular_file(jsonl_path, "metrics::read_scalars", kLargest);
+  std::vector<std::pair<double, double>> points;
+  size_t start = 0;
+  for (int64_t line = 1; start < text.size(); ++line) {
+    size_t end = text.find('\n', start);
+    if (end == std::string::npos) end = text.size();
+    const std::string_view row(text.data() + start, end - start);
+    start = end + 1;
+    if (row.empty()) continue;
+    const nlohmann::json j = nlohmann::json::parse(row, nullptr, /*allow_exceptions=*/false);
+    CPPGRAD_CHECK(j.is_object() && j.contains("step") && j["step"].is_number() && j.contains("tag") && j["tag"].is_string(),
+                  "metrics::read_scalars: '{}' line {} is not a logged value (an object with \"step\" and \"tag\")",
+                  jsonl_path, line);
+    if (j["tag"].get<std::string>() != tag || !j.contains("value")) continue;
+    const nlohmann::json& v = j["value"];
+    CPPGRAD_CHECK(v.is_number() || v.is_null(), "metrics::read_scalars: '{}' line {}: \"value\" is not a number",
+                  jsonl_path, line);
+    points.emplace_back(j["step"].get<double>(), v.is_null() ? std::nan("") : v.get<double>());
+  }
+  return points;
+}
+
+}  // namespace cppgrad::metrics

@@ -1,0 +1,44 @@
+// A module's weights and gradients into a training log as histograms (nn/metrics.h).
+#include <doctest/doctest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <unistd.h>
+
+#include "cppgrad.h"
+
+using namespace cppgrad;
+
+TEST_CASE("log_histograms: a histogram per parameter, and per gradient once there is one") {
+  const std::string dir = (std::filesystem::temp_directory_path() / ("cppgrad_hist_" + std::to_string(::getpid()))).string();
+  std::filesystem::remove_all(dir);
+  manual_seed(3);
+  nn::Linear fc(4, 3);
+  {
+    metrics::Logger log(dir, {.tensorboard = false});
+    nn::log_histograms(log, fc, 0);  // no gradients yet
+    fc.forward(ones({2, 4})).sum().backward();
+    nn::log_histograms(log, fc, 1);
+    nn::log_histogram(log, "float64", ones({3}, kFloat64), 1);
+    CHECK_THROWS_AS(nn::log_histogram(log, "ints", ones({3}, kInt64), 1), Error);
+  }
+  std::ifstream f(dir + "/metrics.jsonl");
+  std::stringstream s;
+  s << f.rdbuf();
+  const std::string text = s.str();
+  std::filesystem::remove_all(dir);
+  auto count = [&](const std::string& what) {
+    int n = 0;
+    for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+    return n;
+  };
+  CHECK(count(R"("tag":"weights/weight")") == 2);
+  CHECK(count(R"("tag":"weights/bias")") == 2);
+  CHECK(count(R"("tag":"grads/weight")") == 1);
+  // The bias's gradient of a sum over 2 rows is 2 everywhere: one bin, all three values.
+  CHECK(text.find(R"("tag":"grads/bias","histogram":{"min":2,"max":2,"num":3,"sum":6,"sum_squares":12,"bucket_limit":[2],"bucket":[3]})") !=
+        std::string::npos);
+  CHECK(text.find(R"("tag":"float64","histogram":{"min":1,"max":1,"num":3)") != std::string::npos);
+}
