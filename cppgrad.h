@@ -12,6 +12,7 @@
 #include "runtime/plot/attention_grid.h"
 #include "runtime/reference_mode.h"
 #include "tensor/tensor.h"
+#include "tensor/autocast.h"
 #include "autograd/node.h"
 #include "autograd/functions.h"
 #include "autograd/function.h"

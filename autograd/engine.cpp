@@ -115,6 +115,7 @@ Tensor record(std::string op, Tensor out, const std::vector<Tensor>& inputs, con
   node->op = std::move(op);
   node->output_shape = out.shape();
   node->output_dtype = out.dtype();
+  node->autocast = autocast::state();
   for (const Tensor& in : inputs) {
     Edge edge;
     if (in.defined() && in.requires_grad()) {
@@ -365,6 +366,8 @@ class Engine {
     for (size_t i = 0; i < node.saved.size(); ++i) saved.push_back(unpack(node, i));
     std::vector<bool> needs;
     for (const Edge& e : node.next) needs.push_back(follows(e));
+    // An autocast forward's backward products are bfloat16 too, wherever backward() is called.
+    const autocast::Guard as_in_forward(node.autocast);
     Grads grads = node.backward(grad, Saved(std::move(saved), std::move(needs)));
     CPPGRAD_CHECK(grads.size() == node.next.size(), "backward: '{}' returned {} gradients for {} inputs", node.op,
           grads.size(), node.next.size());

@@ -10,7 +10,11 @@
 // nn.TransformerEncoderLayer in the twin); learned positions; a final LayerNorm; the logits are
 // the hidden states times the token embedding's transpose.
 //
-//   build/release/bench/bench_gpt --model gpt-M --threads 1 [--steps 5] [--profile]
+//   build/release/bench/bench_gpt --model gpt-M --threads 1 [--steps 5] [--profile] [--dtype bf16]
+//
+// --dtype bf16 runs the step under autocast (tensor/autocast.h): every matrix product on
+// bfloat16-rounded inputs, on the kernel the row names (oneDNN on CPUs with AVX512_BF16 or AMX,
+// else the float32 GEMM on the rounded inputs), the rest in float32.
 //
 // One model per process, so that the peak memory printed (VmHWM) is that model's. Prints the
 // median step (forward, cross-entropy, backward, AdamW), tokens per second, the share of the
@@ -75,22 +79,26 @@ int main(int argc, char** argv) {
   std::string model = "gpt-M";
   int threads = 1, steps = 5;
   bool show_profile = false;
+  std::string dtype = "fp32";
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (arg == "--model" && i + 1 < argc) model = argv[++i];
     else if (arg == "--threads" && i + 1 < argc) threads = std::atoi(argv[++i]);
     else if (arg == "--steps" && i + 1 < argc) steps = std::atoi(argv[++i]);
     else if (arg == "--profile") show_profile = true;
+    else if (arg == "--dtype" && i + 1 < argc) dtype = argv[++i];
     else {
-      fmt::print("usage: {} [--model gpt-M|gpt2-124M] [--threads N] [--steps N] [--profile]\n", argv[0]);
+      fmt::print("usage: {} [--model gpt-M|gpt2-124M] [--threads N] [--steps N] [--profile] [--dtype fp32|bf16]\n",
+                 argv[0]);
       return arg == "--help" ? 0 : 2;
     }
   }
   const GptShape* shape = nullptr;
   for (const GptShape& s : kShapes)
     if (model == s.name) shape = &s;
-  if (shape == nullptr || threads < 1 || steps < 1) {
-    fmt::print(stderr, "bench_gpt: unknown model '{}' (gpt-M, gpt2-124M) or bad counts\n", model);
+  if (shape == nullptr || threads < 1 || steps < 1 || (dtype != "fp32" && dtype != "bf16")) {
+    fmt::print(stderr, "bench_gpt: unknown model '{}' (gpt-M, gpt2-124M), dtype '{}' (fp32, bf16) or bad counts\n", model,
+               dtype);
     return 2;
   }
   set_num_threads(threads);
@@ -101,8 +109,12 @@ int main(int argc, char** argv) {
   Generator data(1);
   auto step = [&] {
     Tensor tokens = randint(0, shape->vocab, {shape->batch, shape->T + 1}, data);
-    Tensor logits = gpt.forward(tokens.narrow(1, 0, shape->T));
-    Tensor loss = F::cross_entropy(logits.reshape({-1, shape->vocab}), tokens.narrow(1, 1, shape->T).reshape({-1}));
+    Tensor loss;
+    {
+      autocast::Guard products(kBFloat16, dtype == "bf16");
+      Tensor logits = gpt.forward(tokens.narrow(1, 0, shape->T));
+      loss = F::cross_entropy(logits.reshape({-1, shape->vocab}), tokens.narrow(1, 1, shape->T).reshape({-1}));
+    }
     opt.zero_grad();
     loss.backward();
     opt.step();
@@ -113,15 +125,17 @@ int main(int argc, char** argv) {
   step();
   double gemm = 0;
   for (const profile::Entry& e : profile::entries())
-    if (e.name.rfind("blas gemm", 0) == 0) gemm += e.seconds;
+    if (e.name.rfind("blas gemm", 0) == 0 || e.name.rfind("bf16 gemm", 0) == 0) gemm += e.seconds;
   const double share = gemm / profile::seconds_since_reset();
   const std::string report = profile::report();
   profile::set_enabled(false);
   double load = 0;
   getloadavg(&load, 1);
-  fmt::print("{}\tcppgrad fp32\t{} threads\t{}\t{:.1f} ms\t{:.0f} tokens/s\t{:.0f}% in matrix products\t{:.0f} MB peak\t"
+  const std::string kind =
+      dtype == "bf16" ? fmt::format("cppgrad bf16 autocast ({})", autocast::kernel_name(autocast::kernel())) : "cppgrad fp32";
+  fmt::print("{}\t{}\t{} threads\t{}\t{:.1f} ms\t{:.0f} tokens/s\t{:.0f}% in matrix products\t{:.0f} MB peak\t"
              "{} parameters\tload {:.2f}\t{}\n",
-             shape->name, threads, openblas_get_corename(), t.median_s * 1e3,
+             shape->name, kind, threads, openblas_get_corename(), t.median_s * 1e3,
              static_cast<double>(shape->batch * shape->T) / t.median_s, share * 100, bench::memory_mb("VmHWM"),
              gpt.parameter_count(), load, deterministic_threads() ? "deterministic" : "BLAS threads");
   if (show_profile) fmt::print("{}", report);

@@ -230,6 +230,7 @@ std::string_view descr_of(DType dtype) {
     case DType::Float64: return "<f8";
     case DType::Int64: return "<i8";
     case DType::Bool: return "|b1";
+    case DType::BFloat16: break;  // NumPy has no bfloat16 (save_npy refuses it first)
   }
   return "?";
 }
@@ -325,6 +326,7 @@ Tensor load_npy(const std::string& path) {
 
 std::vector<uint8_t> serialize_npy(const Tensor& t, bool fortran_order) {
   CPPGRAD_CHECK(t.defined(), "save_npy: the tensor is undefined");
+  CPPGRAD_CHECK(t.dtype() != kBFloat16, "save_npy: NumPy has no bfloat16; save x.to(kFloat32) (exact: every bfloat16 is a float32)");
   // The header as np.save writes it: keys sorted, room for the first dim to grow, then spaces and
   // a newline up to a multiple of 64 bytes.
   std::string dict = fmt::format("{{'descr': '{}', 'fortran_order': {}, 'shape': {}, }}", descr_of(t.dtype()),

@@ -180,6 +180,8 @@ void convert_in_place(const Tensor& t, DType dtype) {
 
 void Module::to(DType dtype) {
   CPPGRAD_CHECK(is_floating(dtype), "Module::to: modules convert to float32 or float64, not {}", dtype_name(dtype));
+  CPPGRAD_CHECK(dtype != kBFloat16, "Module::to: bfloat16 weights cannot run here (cppgrad has no bfloat16 arithmetic); "
+                "keep float32 weights and run the forward under autocast::Guard(kBFloat16) (tensor/autocast.h)");
   std::unordered_set<const TensorImpl*> done;
   walk("", true, [&](const std::string&, const Entry& e, bool) {
     if (e.tensor.defined() && done.insert(e.tensor.impl()).second) convert_in_place(e.tensor, dtype);

@@ -57,11 +57,11 @@ struct DTypeName {
   DType dtype;
 };
 constexpr DTypeName kSupportedDTypes[] = {
-    {"F32", kFloat32}, {"F64", kFloat64}, {"I64", kInt64}, {"BOOL", kBool}};
+    {"F32", kFloat32}, {"F64", kFloat64}, {"I64", kInt64}, {"BOOL", kBool}, {"BF16", kBFloat16}};
 // The format's other dtypes: a file holding them is well-formed, but cppgrad has no such type.
 constexpr std::string_view kUnsupportedDTypes[] = {
-    "F16", "BF16", "F8_E4M3", "F8_E5M2", "F8_E8M0", "F6_E2M3", "F6_E3M2", "F4",
-    "I8",  "U8",   "I16",     "U16",     "I32",     "U32",     "U64",     "C64"};
+    "F16", "F8_E4M3", "F8_E5M2", "F8_E8M0", "F6_E2M3", "F6_E3M2", "F4",
+    "I8",  "U8",  "I16",     "U16",     "I32",     "U32",     "U64",     "C64"};
 
 std::string_view safetensors_dtype_name(DType dtype) {
   for (const DTypeName& d : kSupportedDTypes) {
@@ -288,7 +288,7 @@ DType read_dtype(const Json& value, const Faults& faults, const std::string& nam
     if (d.name == text) return d.dtype;
   }
   if (std::find(std::begin(kUnsupportedDTypes), std::end(kUnsupportedDTypes), text) != std::end(kUnsupportedDTypes)) {
-    faults.fail("tensor {}: unsupported dtype {} (cppgrad reads F32, F64, I64 and BOOL)", quote(name), text);
+    faults.fail("tensor {}: unsupported dtype {} (cppgrad reads F32, F64, BF16, I64 and BOOL)", quote(name), text);
   }
   faults.fail("tensor {}: unknown dtype {}", quote(name), quote(text));
 }

@@ -1,4 +1,4 @@
-// The four element types and the one switch that turns a runtime DType into a C++ type.
+// The five element types and the one switch that turns a runtime DType into a C++ type.
 #pragma once
 
 #include <cstddef>
@@ -6,15 +6,19 @@
 #include <string_view>
 
 #include "../runtime/error.h"
+#include "bfloat16.h"
 
 namespace cppgrad {
 
-enum class DType : uint8_t { Float32, Float64, Int64, Bool };
+// BFloat16 is a storage type (tensor/bfloat16.h): converted, copied, viewed and printed, and
+// multiplied only inside autocast's matrix products (tensor/autocast.h).
+enum class DType : uint8_t { Float32, Float64, Int64, Bool, BFloat16 };
 
 inline constexpr DType kFloat32 = DType::Float32;
 inline constexpr DType kFloat64 = DType::Float64;
 inline constexpr DType kInt64 = DType::Int64;
 inline constexpr DType kBool = DType::Bool;
+inline constexpr DType kBFloat16 = DType::BFloat16;
 
 constexpr size_t dtype_size(DType d) {
   switch (d) {
@@ -22,6 +26,7 @@ constexpr size_t dtype_size(DType d) {
     case DType::Float64: return 8;
     case DType::Int64: return 8;
     case DType::Bool: return 1;
+    case DType::BFloat16: return 2;
   }
   return 0;
 }
@@ -32,19 +37,22 @@ constexpr std::string_view dtype_name(DType d) {
     case DType::Float64: return "float64";
     case DType::Int64: return "int64";
     case DType::Bool: return "bool";
+    case DType::BFloat16: return "bfloat16";
   }
   return "?";
 }
 
-constexpr bool is_floating(DType d) { return d == DType::Float32 || d == DType::Float64; }
+// As torch.is_floating_point: bfloat16 is a floating type (though a storage type here).
+constexpr bool is_floating(DType d) { return d == DType::Float32 || d == DType::Float64 || d == DType::BFloat16; }
 
-// The result type of a binary op, as PyTorch promotes: bool < int64 < float32 < float64.
+// The result type of a binary op, as PyTorch promotes: bool < int64 < bfloat16 < float32 < float64.
 constexpr int promotion_rank(DType d) {
   switch (d) {
     case DType::Bool: return 0;
     case DType::Int64: return 1;
-    case DType::Float32: return 2;
-    case DType::Float64: return 3;
+    case DType::BFloat16: return 2;
+    case DType::Float32: return 3;
+    case DType::Float64: return 4;
   }
   return 0;
 }
@@ -55,6 +63,7 @@ template <> constexpr DType dtype_of<float>() { return DType::Float32; }
 template <> constexpr DType dtype_of<double>() { return DType::Float64; }
 template <> constexpr DType dtype_of<int64_t>() { return DType::Int64; }
 template <> constexpr DType dtype_of<bool>() { return DType::Bool; }
+template <> constexpr DType dtype_of<bfloat16>() { return DType::BFloat16; }
 
 // dispatch(dtype, "op", [&](auto tag) { using T = decltype(tag); ... })
 // calls the lambda with a value of the C++ type behind `dtype`.
@@ -65,8 +74,16 @@ decltype(auto) dispatch(DType dtype, F&& f) {
     case DType::Float64: return f(double{});
     case DType::Int64: return f(int64_t{});
     case DType::Bool: return f(bool{});
+    case DType::BFloat16: return f(bfloat16{});
   }
   throw Error("dispatch: unknown dtype");
+}
+
+// What an arithmetic op says of a bfloat16 tensor.
+[[noreturn]] inline void throw_bfloat16_arithmetic(std::string_view op) {
+  throw Error(fmt::format("{}: bfloat16 tensors are for storage and autocast's matrix products; convert with "
+                          ".to(kFloat32) first (tensor/autocast.h runs products in bfloat16)",
+                          op));
 }
 
 // The same, for ops defined only on floating types; names the op when given another.
@@ -75,6 +92,7 @@ decltype(auto) dispatch_floating(DType dtype, std::string_view op, F&& f) {
   switch (dtype) {
     case DType::Float32: return f(float{});
     case DType::Float64: return f(double{});
+    case DType::BFloat16: throw_bfloat16_arithmetic(op);
     default: throw Error(fmt::format("{}: expected a floating dtype (float32 or float64), got {}", op, dtype_name(dtype)));
   }
 }
@@ -86,6 +104,7 @@ decltype(auto) dispatch_numeric(DType dtype, std::string_view op, F&& f) {
     case DType::Float32: return f(float{});
     case DType::Float64: return f(double{});
     case DType::Int64: return f(int64_t{});
+    case DType::BFloat16: throw_bfloat16_arithmetic(op);
     default: throw Error(fmt::format("{}: not defined for dtype {}", op, dtype_name(dtype)));
   }
 }

@@ -90,8 +90,10 @@ Tensor eye(int64_t n, DType dtype) {
 // Random draws are made in row-major order on the calling thread: same seed, same tensor.
 template <class Draw>
 static Tensor random_tensor(const Shape& shape, DType dtype, std::string_view op, Draw draw) {
+  CPPGRAD_CHECK(is_floating(dtype), "{}: expected a floating dtype (float32, float64 or bfloat16), got {}", op,
+                dtype_name(dtype));
   Tensor t = allocate(shape, dtype, Storage::Init::Uninitialized, op);
-  dispatch_floating(t.dtype(), op, [&](auto tag) {
+  dispatch(t.dtype(), [&](auto tag) {  // a bfloat16 draw is the float64 draw rounded (through float32)
     using T = decltype(tag);
     T* p = t.data<T>();
     for (int64_t i = 0; i < t.numel(); ++i) p[i] = static_cast<T>(draw());
@@ -100,9 +102,9 @@ static Tensor random_tensor(const Shape& shape, DType dtype, std::string_view op
 }
 
 // In [0, 1). A double within 2^-25 of 1 rounds up to 1.0f, so float32 draws stop at the largest
-// float below 1.
+// float below 1 (bfloat16 draws at the largest bfloat16 below 1, 1 - 2^-8).
 Tensor rand(const Shape& shape, DType dtype, Generator& gen) {
-  const double top = dtype == kFloat32 ? std::nextafter(1.0f, 0.0f) : 1.0;
+  const double top = dtype == kFloat32 ? std::nextafter(1.0f, 0.0f) : dtype == kBFloat16 ? 1.0 - 0x1p-8 : 1.0;
   return random_tensor(shape, dtype, "rand", [&] { return std::min(gen.uniform(), top); });
 }
 

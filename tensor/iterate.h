@@ -16,6 +16,7 @@
 
 #include "../runtime/parallel.h"
 #include "../runtime/profile.h"
+#include "autocast.h"
 #include "shape.h"
 
 namespace cppgrad {
@@ -113,7 +114,8 @@ struct StridedLoop {
   }
 };
 
-// Runs f(i) for i in [0, n) on the framework's threads when the work is large enough.
+// Runs f(i) for i in [0, n) on the framework's threads when the work is large enough. Each
+// thread runs under the caller's autocast state (tensor/autocast.h), which is per thread.
 template <class F>
 void parallel_for(int64_t n, int64_t work_per_item, F&& f) {
   const int threads = n >= 2 && n * work_per_item >= parallel_grain() ? region_threads() : 1;
@@ -123,9 +125,11 @@ void parallel_for(int64_t n, int64_t work_per_item, F&& f) {
     return;
   }
   RegionClock clock;  // how long thread 0 works, then waits for the others (see parallel.h)
+  const autocast::State caller_autocast = autocast::state();
   const char* kernel = profile::current_scope_name();  // a worker's share is traced under its name
 #pragma omp parallel num_threads(threads)
   {
+    autocast::Guard same_autocast(caller_autocast);
     // Each thread calls its own copy of f. Called through the shared one, the compiler must
     // assume that the loop's stores (to a float array, say) may change f's captured values (a
     // float scale, say), so it reloads them every element and gives up vectorising: dropout's

@@ -112,6 +112,7 @@ bool same_bits(const Tensor& a, const Tensor& b) {
   };
   if (a.dtype() == kFloat32) return bits_equal(a.to_vector<float>(), b.to_vector<float>());
   if (a.dtype() == kFloat64) return bits_equal(a.to_vector<double>(), b.to_vector<double>());
+  if (a.dtype() == kBFloat16) return bits_equal(a.to_vector<bfloat16>(), b.to_vector<bfloat16>());  // a BF16 file
   return false;
 }
 

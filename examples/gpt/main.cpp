@@ -4,6 +4,7 @@
 //   gpt                                        # the Jargon File, BPE of 512 tokens, small gpt2: minutes
 //   gpt --arch llama --kv-heads 2 --plot loss.svg
 //   gpt --data book.txt --tokenizer char --size gpt-M --steps 5000 --accum 4 --checkpoint
+//   gpt --size gpt-M --dtype bf16              # matrix products in bfloat16 (autocast)
 //   gpt --save run.safetensors                 # ...later: gpt --resume run.safetensors --steps 2000
 //   gpt --resume run.safetensors --steps 0 --prompt "The hacker" --top-p 0.9   # sample only
 //   gpt --init-from hf:gpt2 --steps 0 --prompt "Hello"   # GPT-2's model.safetensors, config.json, vocab.json, merges.txt
@@ -88,6 +89,8 @@ int main(int argc, char** argv) {
     examples::StepLosses losses;  // each step's, until the next report
     std::optional<double> last_eval;
     const std::vector<Tensor> params = model->parameters();
+    // --dtype bf16: every matrix product from here on (training, evaluation, sampling) in bfloat16.
+    autocast::Guard products(kBFloat16, o.dtype == "bf16");
     model->train();
     examples::StepTrace trace(lead ? o.trace : "", log.step, o.steps);  // --trace
     while (log.step < o.steps) {

@@ -200,6 +200,9 @@ void add_options(CLI::App& app, Options& o) {
   app.add_option("--clip", o.clip, "largest gradient norm (larger ones are scaled down to it)")
       ->check(examples::number_in(1e-6, 1e6));
   app.add_option("--seed", o.seed, "random seed (weights, windows, dropout, sampling)")->check(examples::digits_only());
+  app.add_option("--dtype", o.dtype, "fp32, or bf16: matrix products in bfloat16 (autocast), weights, gradients and "
+                                     "AdamW in float32")
+      ->check(CLI::IsMember({"fp32", "bf16"}));
   app.add_option("--threads", o.threads, "threads for BLAS and cppgrad's loops (default: all cores)")
       ->check(CLI::Range(1, 256));
   app.add_option("--save", o.save, "write a checkpoint (model, tokenizer, optimizer, schedule, step, RNG) at the end");
@@ -460,13 +463,14 @@ data::DataLoader training_loader(const Options& o, const Corpus& corpus, int64_t
 void print_run_line(const Options& o, const Corpus& corpus, int64_t parameters, int64_t rank_batch, int world_size) {
   const ModelConfig& m = o.model;
   fmt::print("{}: {} bytes, {} tokens ({} tokenizer, vocabulary {}) · {} {} · {} parameters · {} layers · d_model {} · "
-             "{} heads{} · ff {} · batch {} × {}{}{} · {} threads{}\n",
+             "{} heads{} · ff {} · batch {} × {}{}{} · {} threads{}{}\n",
              o.data, corpus.bytes, corpus.train.size() + corpus.held_out.size(), o.tokenizer,
              corpus.tokenizer.vocab_size(), o.arch, o.size, parameters, m.layers, m.d_model, m.heads,
              m.kv_heads != m.heads ? fmt::format(" ({} key/value)", m.kv_heads) : "", m.ff, o.batch, o.window,
              o.accum > 1 ? fmt::format(" × {} accumulated", o.accum) : "",
              world_size > 1 ? fmt::format(" ({} a process)", rank_batch) : "", get_num_threads(),
-             world_size > 1 ? fmt::format(" · {} processes", world_size) : "");
+             world_size > 1 ? fmt::format(" · {} processes", world_size) : "",
+             o.dtype == "bf16" ? fmt::format(" · bf16 autocast ({})", autocast::kernel_name(autocast::kernel())) : "");
 }
 
 }  // namespace gpt

@@ -33,6 +33,7 @@ struct Options {
   int64_t warmup = 100, decay_steps = 0;  // decay_steps 0: --steps (or the checkpoint's, resuming)
   uint64_t seed = 0;
   int threads = 0;  // 0: all cores
+  std::string dtype = "fp32";  // bf16: training and evaluation under autocast (tensor/autocast.h)
   std::string save, resume, plot;
   std::string trace, log_dir;  // --trace, --log-dir (examples/common/observe.h)
   std::string write_tokens;  // PREFIX: the tokens to PREFIX.train.npy and PREFIX.held_out.npy (bench/gpt_twin.py reads them)

@@ -6,6 +6,9 @@
 // wider than tall) at boundaries set by the shapes alone; cppgrad's threads take the blocks, and
 // BLAS computes each block the same way whichever thread runs it, and however many there are.
 // Each element of C is one BLAS dot product over all of k: nothing is split along k.
+//
+// Inside an autocast region (tensor/autocast.h) a float32 product goes to gemm_bf16
+// (bf16_gemm.cpp): its inputs rounded to bfloat16, the sums in float32, cut into the same blocks.
 #pragma once
 
 #include <cblas.h>
@@ -18,6 +21,7 @@
 
 #include "../../runtime/parallel.h"
 #include "../../runtime/profile.h"
+#include "../autocast.h"
 #include "../iterate.h"
 
 namespace cppgrad::kernels {
@@ -56,29 +60,43 @@ inline GemmBlocks gemm_blocks(int64_t m, int64_t n, int64_t k) {
   const int64_t size = side >= 4 * kMinBlock ? rounded((side + 3) / 4) : rounded((side + 1) / 2);
   return {by_rows, size, (side + size - 1) / size};
 }
+
+// C = op(A)·op(B) + beta·C by block_gemm(ta, tb, m, n, k, a, lda, b, ldb, c, ldc, beta) on each
+// block of C (gemm_blocks), or on all of C at once when threads need not give the same bits.
+template <class In, class Out, class BlockGemm>
+void blocked_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const In* a, int64_t lda, const In* b, int64_t ldb,
+                  Out* c, int64_t ldc, Out beta, BlockGemm&& block_gemm) {
+  if (!deterministic_threads()) return block_gemm(ta, tb, m, n, k, a, lda, b, ldb, c, ldc, beta);
+  const GemmBlocks blocks = gemm_blocks(m, n, k);
+  if (blocks.count == 1) return block_gemm(ta, tb, m, n, k, a, lda, b, ldb, c, ldc, beta);
+  parallel_for(blocks.count, blocks.size * (blocks.by_rows ? n : m) * k, [&](int64_t i) {
+    const int64_t start = i * blocks.size;
+    if (blocks.by_rows) {  // rows start.. of op(A) and of C
+      const int64_t rows = std::min(blocks.size, m - start);
+      block_gemm(ta, tb, rows, n, k, ta ? a + start : a + start * lda, lda, b, ldb, c + start * ldc, ldc, beta);
+    } else {  // columns start.. of op(B) and of C
+      const int64_t cols = std::min(blocks.size, n - start);
+      block_gemm(ta, tb, m, cols, k, a, lda, tb ? b + start * ldb : b + start, ldb, c + start, ldc, beta);
+    }
+  });
+}
+
+// Autocast's product (bf16_gemm.cpp).
+void gemm_bf16(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b,
+               int64_t ldb, float* c, int64_t ldc, float beta);
 }  // namespace detail
 
 template <class T>
 void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const T* a, int64_t lda, const T* b, int64_t ldb, T* c,
           int64_t ldc, T beta = T(0)) {
+  if constexpr (std::is_same_v<T, float>)
+    if (autocast::is_enabled()) return detail::gemm_bf16(ta, tb, m, n, k, a, lda, b, ldb, c, ldc, beta);
   // Small products (attention's per-head matrices) are reported apart: call overhead dominates them.
   profile::Scope scope(m * n * k < 65536 ? "blas gemm, small" : "blas gemm");
   if (scope.traced())  // C (m, n) = op(A) (m, k) · op(B) (k, n)
     scope.describe(fmt::format("m={} n={} k={}{}{} {}", m, n, k, ta ? " Aᵀ" : "", tb ? " Bᵀ" : "",
                                sizeof(T) == 4 ? "float32" : "float64"));
-  if (!deterministic_threads()) return detail::blas_gemm(ta, tb, m, n, k, a, lda, b, ldb, c, ldc, beta);
-  const detail::GemmBlocks blocks = detail::gemm_blocks(m, n, k);
-  if (blocks.count == 1) return detail::blas_gemm(ta, tb, m, n, k, a, lda, b, ldb, c, ldc, beta);
-  parallel_for(blocks.count, blocks.size * (blocks.by_rows ? n : m) * k, [&](int64_t i) {
-    const int64_t start = i * blocks.size;
-    if (blocks.by_rows) {  // rows start.. of op(A) and of C
-      const int64_t rows = std::min(blocks.size, m - start);
-      detail::blas_gemm(ta, tb, rows, n, k, ta ? a + start : a + start * lda, lda, b, ldb, c + start * ldc, ldc, beta);
-    } else {  // columns start.. of op(B) and of C
-      const int64_t cols = std::min(blocks.size, n - start);
-      detail::blas_gemm(ta, tb, m, cols, k, a, lda, tb ? b + start * ldb : b + start, ldb, c + start, ldc, beta);
-    }
-  });
+  detail::blocked_gemm(ta, tb, m, n, k, a, lda, b, ldb, c, ldc, beta, [](auto... args) { detail::blas_gemm(args...); });
 }
 
 }  // namespace cppgrad::kernels

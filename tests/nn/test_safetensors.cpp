@@ -96,6 +96,7 @@ TEST_CASE("safetensors: every dtype and shape round-trips through bytes") {
       {"f64", tensor({0.1, -1e300, 3.0}, kFloat64)},
       {"i64", tensor(std::vector<int64_t>{std::numeric_limits<int64_t>::min(), -1, (int64_t{1} << 53) + 1}, {3})},
       {"bool", tensor(std::vector<bool>{true, false, false, true}, {2, 2})},
+      {"bf16", tensor({1.5, -2, 3e38, 1e-40}, kBFloat16)},  // Hugging Face checkpoints are often BF16
       {"scalar", scalar_tensor(7.5)},
       {"empty", zeros({0, 3})},
       {"empty_bool", zeros({0}, kBool)},
@@ -168,6 +169,18 @@ TEST_CASE("safetensors: lookup by name") {
   CHECK_THROWS_WITH_AS(back.at("v"), doctest::Contains("no tensor named \"v\""), Error);
 }
 
+TEST_CASE("safetensors: BF16 is read as bfloat16, little-endian, the upper half of a float32") {
+  // 1.0 = 0x3f80, -2.0 = 0xc000, +inf = 0x7f80: the bytes a PyTorch bfloat16 tensor saves.
+  const std::vector<uint8_t> file =
+      file_of(R"({"w":{"dtype":"BF16","shape":[3],"data_offsets":[0,6]}})", {0x80, 0x3f, 0x00, 0xc0, 0x80, 0x7f});
+  const Tensor w = parse_safetensors(file).at("w");
+  CHECK(w.dtype() == kBFloat16);
+  CHECK(w.to(kFloat32).to_vector<float>() == std::vector<float>{1.0f, -2.0f, std::numeric_limits<float>::infinity()});
+  const Tensor back = parse_safetensors(serialize_safetensors({{"w", w}})).at("w");  // and written back
+  CHECK(back.dtype() == kBFloat16);
+  CHECK(back.to(kFloat32).to_vector<float>() == w.to(kFloat32).to_vector<float>());
+}
+
 TEST_CASE("safetensors: the writer refuses what it cannot write") {
   CHECK_THROWS_WITH_AS(serialize_safetensors({{"w", ones({1})}, {"w", ones({2})}}),
                        doctest::Contains("serialize_safetensors: duplicate tensor name \"w\""), Error);
@@ -213,8 +226,8 @@ TEST_CASE("safetensors: every malformed file is a clear error") {
        "unknown dtype \"F33\""},
       {"unsupported dtype F16", file_of(R"({"w":{"dtype":"F16","shape":[2],"data_offsets":[0,4]}})", zero_bytes(4)),
        "unsupported dtype F16"},
-      {"unsupported dtype BF16", file_of(R"({"w":{"dtype":"BF16","shape":[2],"data_offsets":[0,4]}})", zero_bytes(4)),
-       "unsupported dtype BF16"},
+      {"BF16 bytes short of the shape", file_of(R"({"w":{"dtype":"BF16","shape":[3],"data_offsets":[0,4]}})", zero_bytes(4)),
+       "bfloat16"},
       {"unsupported dtype I32", file_of(R"({"w":{"dtype":"I32","shape":[1],"data_offsets":[0,4]}})", zero_bytes(4)),
        "unsupported dtype I32"},
       {"unsupported dtype U8", file_of(R"({"w":{"dtype":"U8","shape":[1],"data_offsets":[0,1]}})", zero_bytes(1)),

@@ -1,0 +1,52 @@
+// Autocast's state (per thread) and the choice of the kernel its products run on.
+#include "tensor/autocast.h"
+
+#include <atomic>
+
+#include "runtime/reference_mode.h"
+#include "tensor/kernels/fast/bf16_gemm.h"
+
+namespace cppgrad::autocast {
+
+namespace {
+thread_local State g_state;
+std::atomic<Kernel> g_kernel{Kernel::Auto};
+}  // namespace
+
+State state() { return g_state; }
+bool is_enabled() { return g_state.enabled; }
+DType dtype() { return g_state.dtype; }
+void set_state(State s) { g_state = s; }
+
+Guard::Guard(DType dtype, bool enabled) : previous_(g_state) {
+  CPPGRAD_CHECK(dtype == kBFloat16, "autocast: dtype {} is not supported; CPU autocast runs products in bfloat16",
+                dtype_name(dtype));
+  g_state = {enabled, dtype};
+}
+Guard::Guard(State s) : previous_(g_state) { g_state = s; }
+Guard::~Guard() { g_state = previous_; }
+
+bool cpu_has_bfloat16_instructions() { return kernels::fast::onednn_multiplies_bfloat16(); }
+std::string_view onednn_isa_name() { return kernels::fast::onednn_isa_name(); }
+
+void set_kernel(Kernel k) { g_kernel.store(k); }
+
+Kernel kernel() {
+  if (reference_mode()) return Kernel::Float32Gemm;
+  const Kernel k = g_kernel.load();
+  if (k != Kernel::Auto) return k;
+  // Computed once: the CPU does not change, and oneDNN's query is not free.
+  static const Kernel chosen = cpu_has_bfloat16_instructions() ? Kernel::OneDnn : Kernel::Float32Gemm;
+  return chosen;
+}
+
+std::string_view kernel_name(Kernel k) {
+  switch (k) {
+    case Kernel::Auto: return "auto";
+    case Kernel::OneDnn: return "oneDNN bf16 matmul";
+    case Kernel::Float32Gemm: return "float32 GEMM on bf16-rounded inputs";
+  }
+  return "?";
+}
+
+}  // namespace cppgrad::autocast

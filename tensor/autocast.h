@@ -1,0 +1,77 @@
+// Autocast: mixed precision as PyTorch's torch.autocast("cpu", dtype=torch.bfloat16).
+//
+//   {
+//     autocast::Guard bf16(kBFloat16);
+//     Tensor loss = cross_entropy(model.forward(x), y);   // products in bfloat16
+//   }
+//   loss.backward();                                     // theirs too: see below
+//   opt.step();                                          // float32 master weights
+//
+// Inside the region every float32 matrix product (matmul, linear, both attention paths, and any
+// product an op makes of float32 tensors) multiplies its inputs rounded to bfloat16 and
+// accumulates in float32. Everything else stays float32: softmax, normalisation, losses,
+// reductions, elementwise ops, parameters, gradients and optimizer state. Products are the ops
+// that gain (twice float32's rate on CPUs with AVX512_BF16 or AMX) and the ones whose float32
+// accumulation keeps bfloat16's 3 digits from adding up; the others keep float32's precision.
+//
+// The products' outputs are float32, where PyTorch's are bfloat16: cppgrad has no bfloat16
+// arithmetic for the ops that follow, and a float32 output is the float32 sum the kernel
+// accumulated anyway, rounded once fewer. It costs float32's memory for the activations.
+//
+// A backward runs under the autocast state its forward ran in (autograd's engine restores it per
+// node), whether loss.backward() is called inside the region or after it: the products of an
+// autocast forward have bfloat16 backward products (dA = dC·Bᵀ with dC and B rounded), as in
+// PyTorch, and an op recorded outside the region is never autocast by a backward called inside.
+//
+// float64 products are never autocast, so gradcheck (float64) checks the exact derivatives
+// whatever the region. Outside a region nothing changes: the same bits as without autocast.
+//
+// On a CPU without bfloat16 instructions a bfloat16 product is no faster than float32 (and
+// oneDNN's emulation is 2.5-4x slower: bench/README.md): there the inputs are rounded to
+// bfloat16 and multiplied by the float32 GEMM, the same numbers at float32's speed. kernel()
+// says which one runs. The state is per thread; cppgrad's own parallel loops carry it to their
+// threads.
+#pragma once
+
+#include <string_view>
+
+#include "dtype.h"
+
+namespace cppgrad::autocast {
+
+struct State {
+  bool enabled = false;
+  DType dtype = kBFloat16;  // the products' input precision while enabled (only bfloat16 today)
+};
+
+State state();                 // this thread's
+bool is_enabled();             // torch.is_autocast_cpu_enabled()
+DType dtype();                 // torch.get_autocast_cpu_dtype()
+void set_state(State s);       // prefer Guard
+
+// The region: autocast on (or, with enabled = false, off) until the end of the scope, then back
+// to what it was. Only kBFloat16 is accepted (PyTorch's CPU autocast also takes float16, which
+// CPUs multiply no faster than float32).
+class Guard {
+ public:
+  explicit Guard(DType dtype = kBFloat16, bool enabled = true);
+  explicit Guard(State s);  // restores a saved state (autograd's engine, parallel loops)
+  ~Guard();
+  Guard(const Guard&) = delete;
+  Guard& operator=(const Guard&) = delete;
+
+ private:
+  State previous_;
+};
+
+// Which kernel multiplies the bfloat16 products. Auto: oneDNN where the CPU has AVX512_BF16 or
+// AMX, else float32 GEMM on the rounded inputs. Reference mode (runtime/reference_mode.h) always
+// takes the float32 GEMM, the readable form. Tests and benchmarks force one or the other.
+enum class Kernel { Auto, OneDnn, Float32Gemm };
+void set_kernel(Kernel k);  // process-wide; call between steps
+Kernel kernel();            // the one products run on now (never Auto)
+std::string_view kernel_name(Kernel k);
+bool cpu_has_bfloat16_instructions();  // AVX512_BF16 or AMX-BF16, as oneDNN sees the CPU
+std::string_view onednn_isa_name();    // oneDNN's name for the instructions it would use
+
+}  // namespace cppgrad::autocast

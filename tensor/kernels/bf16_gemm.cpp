@@ -1,0 +1,72 @@
+// Autocast's matrix product (tensor/autocast.h): C = r(op(A))·r(op(B)) + beta·C, where r rounds
+// each element to the nearest bfloat16 and the sums are float32.
+//
+// The reference form is the definition: round both inputs (as float32 values), then the float32
+// GEMM. It is also the fast form on a CPU without bfloat16 instructions, where a bfloat16 GEMM
+// (oneDNN's, emulated) runs 2.5-4x slower than float32's. On a CPU with them, oneDNN multiplies
+// the rounded inputs stored as bfloat16 (fast/bf16_gemm.cpp): the same products, summed in
+// another order, so within float32 rounding of the reference's.
+//
+// Both are cut into the blocks of gemm.h, so their bits do not depend on the thread count.
+#include "runtime/profile.h"
+#include "runtime/simd_clones.h"
+#include "tensor/autocast.h"
+#include "tensor/kernels.h"
+#include "tensor/kernels/fast/bf16_gemm.h"
+#include "tensor/kernels/gemm.h"
+
+namespace cppgrad::kernels::detail {
+
+namespace {
+
+// The rows × cols matrix at `from` (rows ld apart) rounded to bfloat16, into a dense buffer.
+// This pass is what autocast costs over float32 on a CPU without bfloat16 instructions, so it is
+// compiled per vector unit (runtime/simd_clones.h; elementwise, the same bits in every clone).
+template <class Out>
+CPPGRAD_SIMD_CLONES void round_rows(const float* __restrict from, int64_t rows, int64_t cols, int64_t ld,
+                                    Out* __restrict to) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* row = from + r * ld;
+    Out* out = to + r * cols;
+    for (int64_t j = 0; j < cols; ++j) {
+      if constexpr (std::is_same_v<Out, float>)
+        out[j] = round_to_bfloat16(row[j]);
+      else
+        out[j] = bfloat16::from_bits(float_to_bfloat16_bits(row[j]));
+    }
+  }
+}
+
+// An operand as stored (op(X) is rows × cols of it, or its transpose), rounded into a dense
+// buffer of the caching allocator: its leading dimension becomes its column count.
+struct Rounded {
+  Tensor buffer;
+  int64_t ld;
+};
+Rounded rounded(const float* x, bool transposed, int64_t op_rows, int64_t op_cols, int64_t ld, DType as) {
+  const int64_t rows = transposed ? op_cols : op_rows, cols = transposed ? op_rows : op_cols;
+  Tensor buffer = empty({rows * cols}, as);
+  if (as == kFloat32)
+    round_rows(x, rows, cols, ld, buffer.data<float>());
+  else
+    round_rows(x, rows, cols, ld, buffer.data<bfloat16>());
+  return {buffer, std::max<int64_t>(cols, 1)};
+}
+
+}  // namespace
+
+void gemm_bf16(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b,
+               int64_t ldb, float* c, int64_t ldc, float beta) {
+  CPPGRAD_PROFILE_SCOPE(m * n * k < 65536 ? "bf16 gemm, small" : "bf16 gemm");
+  if (autocast::kernel() == autocast::Kernel::OneDnn) {
+    const Rounded ra = rounded(a, ta, m, k, lda, kBFloat16), rb = rounded(b, tb, k, n, ldb, kBFloat16);
+    blocked_gemm(ta, tb, m, n, k, ra.buffer.data<bfloat16>(), ra.ld, rb.buffer.data<bfloat16>(), rb.ld, c, ldc, beta,
+                 [](auto... args) { fast::onednn_gemm_bf16(args...); });
+    return;
+  }
+  const Rounded ra = rounded(a, ta, m, k, lda, kFloat32), rb = rounded(b, tb, k, n, ldb, kFloat32);
+  blocked_gemm(ta, tb, m, n, k, ra.buffer.data<float>(), ra.ld, rb.buffer.data<float>(), rb.ld, c, ldc, beta,
+               [](auto... args) { blas_gemm(args...); });
+}
+
+}  // namespace cppgrad::kernels::detail

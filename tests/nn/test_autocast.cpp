@@ -1,0 +1,124 @@
+// Autocast through the layers (tensor/autocast.h): gradients are float32 and land on float32
+// parameters, the backward's products run in bfloat16 wherever backward() is called, both
+// attention paths are autocast, and float64 (gradcheck) is untouched.
+#include <doctest/doctest.h>
+
+#include "cppgrad.h"
+#include "nn_helpers.h"
+
+using namespace cppgrad;
+using namespace cppgrad::nn;
+namespace F = cppgrad::nn::functional;
+
+namespace {
+
+Tensor rounded64(const Tensor& x) { return x.detach().to(kBFloat16).to(kFloat64); }
+
+// Linear(24, 16) on (5, 24) inputs, its loss a weighted sum so that dY is not exact in bfloat16.
+struct LinearCase {
+  Generator gen{21};
+  std::shared_ptr<Linear> layer = std::make_shared<Linear>(24, 16);
+  Tensor x = randn({5, 24}, kFloat32, gen);
+  Tensor dy = randn({5, 16}, kFloat32, gen);
+  Tensor loss(const Tensor& y) const { return (y * dy).sum(); }
+};
+
+}  // namespace
+
+TEST_CASE("autocast: Linear's gradients are float32 on float32 weights, from bfloat16 backward products") {
+  LinearCase c;
+  Tensor loss;
+  {
+    autocast::Guard bf16(kBFloat16);
+    loss = c.loss(c.layer->forward(c.x));
+  }
+  loss.backward();  // after the region: the recorded products still run in bfloat16
+  const Tensor& w = c.layer->weight;
+  CHECK(w.dtype() == kFloat32);
+  REQUIRE(w.grad().defined());
+  CHECK(w.grad().dtype() == kFloat32);
+  CHECK(c.layer->bias.grad().dtype() == kFloat32);
+  // dW = dYᵀ·X with both rounded; the bound of tests/tensor/test_autocast.cpp (k = 5 rows).
+  Tensor exact = rounded64(c.dy).transpose(0, 1).matmul(rounded64(c.x));
+  Tensor bound = rounded64(c.dy).abs().transpose(0, 1).matmul(rounded64(c.x).abs()) * (5 * 0x1p-24) + 1e-30;
+  CHECK(((w.grad().to(kFloat64) - exact).abs() / bound).max().item() <= 1.0);
+  // The bias's gradient is a sum, not a product: float32, unrounded.
+  CHECK(nntest::max_abs_diff(c.layer->bias.grad(), c.dy.sum(0)) < 1e-6);
+  // Not the float32 gradient: the rounding of dY and X shows (by ~2^-9 of the terms).
+  CHECK(nntest::max_abs_diff(w.grad(), c.dy.transpose(0, 1).matmul(c.x)) > 1e-4);
+}
+
+TEST_CASE("autocast: a backward inside the region leaves a forward made outside it in float32") {
+  LinearCase a, b;
+  a.loss(a.layer->forward(a.x)).backward();
+  Tensor loss = b.loss(b.layer->forward(b.x));
+  {
+    autocast::Guard bf16(kBFloat16);
+    loss.backward();
+  }
+  // The same ops on the same values, on the same path: the same bits.
+  CHECK(a.layer->weight.grad().to_vector<float>() == b.layer->weight.grad().to_vector<float>());
+  CHECK(a.layer->bias.grad().to_vector<float>() == b.layer->bias.grad().to_vector<float>());
+}
+
+TEST_CASE("autocast: float64 is never autocast, so gradcheck inside a region checks exact derivatives") {
+  Generator gen(22);
+  Tensor x = randn({3, 4}, kFloat64, gen).requires_grad_(), w = randn({5, 4}, kFloat64, gen).requires_grad_();
+  Tensor q = randn({2, 3, 4}, kFloat64, gen).requires_grad_();
+  autocast::Guard bf16(kBFloat16);
+  CHECK(gradcheck([](const std::vector<Tensor>& in) { return F::linear(in[0], in[1]); }, {x, w}));
+  CHECK(gradcheck([](const std::vector<Tensor>& in) { return in[0].matmul(in[0].transpose(1, 2)); }, {q}));
+  CHECK(gradcheck([](const std::vector<Tensor>& in) { return F::scaled_dot_product_attention(in[0], in[0], in[0]).output; },
+                  {q}));
+}
+
+TEST_CASE("autocast: both attention paths multiply in bfloat16, and give float32") {
+  Generator gen(23);
+  Tensor q = randn({2, 3, 40, 16}, kFloat32, gen), k = randn({2, 3, 40, 16}, kFloat32, gen),
+         v = randn({2, 3, 40, 16}, kFloat32, gen);
+  const F::AttentionBackend saved = F::attention_backend();
+  for (F::AttentionBackend backend : {F::AttentionBackend::Materialize, F::AttentionBackend::Fused}) {
+    CAPTURE(static_cast<int>(backend));
+    F::set_attention_backend(backend);
+    const Tensor full = F::scaled_dot_product_attention(q, k, v, F::AttentionOptions().is_causal(true)).output;
+    Tensor qg = q.clone().requires_grad_(), out;
+    {
+      autocast::Guard bf16(kBFloat16);
+      out = F::scaled_dot_product_attention(qg, k, v, F::AttentionOptions().is_causal(true)).output;
+    }
+    CHECK(out.dtype() == kFloat32);
+    // bfloat16 keeps 8 bits (relative step 2^-8 ≈ 0.004) of Q, K, the weights and V; the outputs,
+    // averages of O(1) values, move by a few of those steps, never by 0.05.
+    const double moved = nntest::max_abs_diff(out, full);
+    CHECK(moved < 0.05);
+    CHECK(moved > 1e-4);  // it was autocast: float32 on both paths agrees to ~1e-6
+    out.sum().backward();
+    CHECK(qg.grad().dtype() == kFloat32);
+    CHECK(nntest::all_finite(qg.grad()));
+  }
+  F::set_attention_backend(saved);
+}
+
+TEST_CASE("autocast: Adam's step keeps float32 master weights") {
+  LinearCase c;
+  optim::Adam opt(c.layer->parameters(), optim::AdamOptions(1e-2));
+  const std::vector<float> before = c.layer->weight.to_vector<float>();
+  for (int step = 0; step < 3; ++step) {
+    Tensor loss;
+    {
+      autocast::Guard bf16(kBFloat16);
+      loss = c.loss(c.layer->forward(c.x));
+    }
+    opt.zero_grad();
+    loss.backward();
+    opt.step();
+  }
+  for (const Tensor& p : c.layer->parameters()) CHECK(p.dtype() == kFloat32);
+  // The update is float32: a weight moves by about lr·3 = 0.03, changes no bfloat16 would hold
+  // exactly, so the weights are not all bfloat16 values.
+  const std::vector<float> after = c.layer->weight.to_vector<float>();
+  CHECK(after != before);
+  int64_t off_grid = 0;
+  for (float w : after) off_grid += round_to_bfloat16(w) != w;
+  CHECK(off_grid > static_cast<int64_t>(after.size()) / 2);
+}
