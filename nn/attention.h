@@ -116,8 +116,8 @@ class MultiheadAttention : public Module {
   const int64_t head_dim;  // d_k = embed_dim / num_heads
   // Same-size inputs: one fused (3E, E) projection. kdim/vdim differing from E, or fewer
   // key/value heads: three.
-  Tensor in_proj_weight, q_proj_weight, k_proj_weight, v_proj_weight;
-  Tensor in_proj_bias;  // (3E), or (E + 2·num_kv_heads·d_k); undefined without bias
+  Parameter in_proj_weight, q_proj_weight, k_proj_weight, v_proj_weight;
+  Parameter in_proj_bias;  // (3E), or (E + 2·num_kv_heads·d_k); undefined without bias
   std::shared_ptr<Linear> out_proj;
 
   // For inspection (heat maps, lessons): when set, every forward keeps its per-head attention

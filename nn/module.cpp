@@ -27,7 +27,7 @@ Parameter Module::register_parameter(const std::string& name, Tensor tensor, boo
   for (const Entry& e : parameters_) CPPGRAD_CHECK(e.name != name, "register_parameter: '{}' is already registered", name);
   if (requires_grad && !tensor.requires_grad()) tensor.requires_grad_(true);
   parameters_.push_back({name, tensor, true});
-  return Parameter(tensor, this, name);
+  return Parameter(tensor, this, name, /*is_parameter=*/true);
 }
 
 void Module::replace_parameter(const std::string& name, const Tensor& tensor) {
@@ -42,28 +42,50 @@ void Module::replace_parameter(const std::string& name, const Tensor& tensor) {
   throw Error(fmt::format("{}: no parameter '{}' to assign to", type_name(), name));
 }
 
-Parameter& Parameter::operator=(const Tensor& other) {
-  if (owner_ != nullptr) owner_->replace_parameter(name_, other);  // checks first: a refused tie changes nothing
-  Tensor::operator=(other);
-  return *this;
+void Module::replace_buffer(const std::string& name, const Tensor& tensor) {
+  for (Entry& e : buffers_)
+    if (e.name == name) {
+      e.tensor = tensor;
+      return;
+    }
+  throw Error(fmt::format("{}: no buffer '{}' to assign to", type_name(), name));
 }
 
-Parameter& Parameter::operator=(Parameter&& other) {
+void Module::unbind(const RegisteredTensor* member) { std::erase(members_, member); }
+
+RegisteredTensor::~RegisteredTensor() {
+  if (owner_ != nullptr) owner_->unbind(this);
+}
+
+void RegisteredTensor::assign(const Tensor& other) {
+  if (owner_ != nullptr) {  // checks first: a refused tie changes nothing
+    if (is_parameter_)
+      owner_->replace_parameter(name_, other);
+    else
+      owner_->replace_buffer(name_, other);
+  }
+  Tensor::operator=(other);
+}
+
+void RegisteredTensor::assign(RegisteredTensor&& other) {
   if (owner_ == nullptr && other.owner_ != nullptr) {  // `weight = register_parameter(...)`: bind
     Tensor::operator=(static_cast<const Tensor&>(other));
     owner_ = other.owner_;
     name_ = std::move(other.name_);
+    is_parameter_ = other.is_parameter_;
+    other.owner_->unbind(&other);
     other.owner_ = nullptr;
-    return *this;
+    owner_->members_.push_back(this);
+    return;
   }
-  return *this = static_cast<const Tensor&>(other);
+  assign(static_cast<const Tensor&>(other));
 }
 
-Tensor Module::register_buffer(const std::string& name, Tensor tensor, bool persistent) {
+Buffer Module::register_buffer(const std::string& name, Tensor tensor, bool persistent) {
   check_name(name, "buffer");
   for (const Entry& e : buffers_) CPPGRAD_CHECK(e.name != name, "register_buffer: '{}' is already registered", name);
   buffers_.push_back({name, tensor, persistent});
-  return tensor;
+  return Buffer(tensor, this, name, /*is_parameter=*/false);
 }
 
 void Module::add_child(const std::string& name, std::shared_ptr<Module> module) {

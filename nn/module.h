@@ -31,27 +31,9 @@ namespace cppgrad::nn {
 
 class Module;
 
-// A module's handle to a parameter it registered (what register_parameter returns; layers keep
-// theirs in Parameter members). It is a Tensor. Assigning a tensor to the member replaces the
-// registered parameter too, so that the module's forward and its registry never disagree. The
-// tensor assigned must be a leaf (a parameter, not a computed tensor), as PyTorch requires.
-// A copy of a Parameter is a plain handle, bound to no module.
-class Parameter : public Tensor {
- public:
-  Parameter() = default;
-  Parameter(const Parameter& other) : Tensor(other) {}
-  Parameter& operator=(const Tensor& other);
-  Parameter& operator=(const Parameter& other) { return *this = static_cast<const Tensor&>(other); }
-  // Only register_parameter's result binds a member: `weight = register_parameter(...)`.
-  Parameter& operator=(Parameter&& other);
-
- private:
-  friend class Module;
-  Parameter(Tensor tensor, Module* owner, std::string name)
-      : Tensor(std::move(tensor)), owner_(owner), name_(std::move(name)) {}
-  Module* owner_ = nullptr;  // the module this member belongs to (it lives inside it), or null
-  std::string name_;
-};
+class RegisteredTensor;  // what a module's members keep (below):
+class Parameter;         //   a handle to a parameter it registered
+class Buffer;            //   a handle to a buffer it registered
 
 class Module : public std::enable_shared_from_this<Module> {
  public:
@@ -68,7 +50,8 @@ class Module : public std::enable_shared_from_this<Module> {
 
   // ---- the registry ---------------------------------------------------------------------------
   Parameter register_parameter(const std::string& name, Tensor tensor, bool requires_grad = true);
-  Tensor register_buffer(const std::string& name, Tensor tensor, bool persistent = true);
+  // An undefined tensor registers a buffer that is not there (PyTorch's None): listed nowhere.
+  Buffer register_buffer(const std::string& name, Tensor tensor, bool persistent = true);
   template <class M>
   std::shared_ptr<M> register_module(const std::string& name, std::shared_ptr<M> module) {
     add_child(name, module);
@@ -117,8 +100,11 @@ class Module : public std::enable_shared_from_this<Module> {
   void add_child(const std::string& name, std::shared_ptr<Module> module);
 
  private:
-  friend class Parameter;
+  friend class RegisteredTensor;
+  friend class FunctionalCallGuard;
   void replace_parameter(const std::string& name, const Tensor& tensor);
+  void replace_buffer(const std::string& name, const Tensor& tensor);
+  void unbind(const RegisteredTensor* member);
   struct Entry {
     std::string name;
     Tensor tensor;
@@ -131,7 +117,65 @@ class Module : public std::enable_shared_from_this<Module> {
   std::vector<Entry> parameters_;
   std::vector<Entry> buffers_;
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
+  std::vector<RegisteredTensor*> members_;  // the subclass's Parameter and Buffer members bound to entries
   bool training_ = true;
+};
+
+// ---- the handles a module's members keep ------------------------------------------------------
+// A module's handle to a parameter it registered (what register_parameter returns; layers keep
+// theirs in Parameter members). It is a Tensor. Assigning a tensor to the member replaces the
+// registered parameter too, so that the module's forward and its registry never disagree. The
+// tensor assigned must be a leaf (a parameter, not a computed tensor), as PyTorch requires.
+// A copy of a Parameter is a plain handle, bound to no module. (Buffer, below, is its twin for
+// buffers; RegisteredTensor what they share. The module knows its bound members: that is how
+// nn::functional_call puts other tensors in their place for one call.)
+class RegisteredTensor : public Tensor {
+ public:
+  RegisteredTensor(const RegisteredTensor& other) : Tensor(other) {}
+  ~RegisteredTensor();
+
+ protected:
+  RegisteredTensor() = default;
+  RegisteredTensor(Tensor tensor, Module* owner, std::string name, bool is_parameter)
+      : Tensor(std::move(tensor)), owner_(owner), name_(std::move(name)), is_parameter_(is_parameter) {}
+  void assign(const Tensor& other);
+  void assign(RegisteredTensor&& other);  // a register_*(...) result binds: `weight = register_parameter(...)`
+
+ private:
+  friend class Module;
+  friend class FunctionalCallGuard;
+  Module* owner_ = nullptr;  // the module this member belongs to (it lives inside it), or null
+  std::string name_;
+  bool is_parameter_ = true;  // false: a buffer
+};
+
+class Parameter : public RegisteredTensor {
+ public:
+  Parameter() = default;
+  Parameter(const Parameter& other) = default;
+  Parameter& operator=(const Tensor& other) { return assign(other), *this; }
+  Parameter& operator=(const Parameter& other) { return *this = static_cast<const Tensor&>(other); }
+  Parameter& operator=(Parameter&& other) { return assign(std::move(other)), *this; }
+
+ private:
+  friend class Module;
+  using RegisteredTensor::RegisteredTensor;
+};
+
+// A module's handle to a buffer it registered (register_buffer's result, kept in Buffer
+// members): a tensor saved with the module but not trained, such as BatchNorm's running
+// statistics. Assigning replaces the registered buffer, as `self.running_mean = t` in PyTorch.
+class Buffer : public RegisteredTensor {
+ public:
+  Buffer() = default;
+  Buffer(const Buffer& other) = default;
+  Buffer& operator=(const Tensor& other) { return assign(other), *this; }
+  Buffer& operator=(const Buffer& other) { return *this = static_cast<const Tensor&>(other); }
+  Buffer& operator=(Buffer&& other) { return assign(std::move(other)), *this; }
+
+ private:
+  friend class Module;
+  using RegisteredTensor::RegisteredTensor;
 };
 
 // Checkpoints: a module's state_dict in a safetensors file, and back.

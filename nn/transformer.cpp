@@ -257,7 +257,8 @@ Tensor Transformer::forward(const Tensor& src, const Tensor& tgt, const Tensor& 
 
 // ---- positional encoding ----------------------------------------------------------------------
 
-PositionalEncoding::PositionalEncoding(int64_t d_model, double p, int64_t max_len) {
+PositionalEncoding::PositionalEncoding(int64_t d_model, double p, int64_t max_len, bool batch_first_)
+    : batch_first(batch_first_) {
   CPPGRAD_CHECK(d_model > 0 && max_len > 0, "PositionalEncoding: d_model {} and max_len {} must be positive", d_model, max_len);
   Tensor table = zeros({max_len, d_model});
   float* out = table.data<float>();
@@ -275,10 +276,14 @@ PositionalEncoding::PositionalEncoding(int64_t d_model, double p, int64_t max_le
 Tensor PositionalEncoding::forward(const Tensor& x) { return forward(x, 0); }
 
 Tensor PositionalEncoding::forward(const Tensor& x, int64_t start) {
-  CPPGRAD_CHECK(x.dim() == 3 && x.size(2) == pe.size(1) && start >= 0 && x.size(1) <= pe.size(0) - start,
-                "PositionalEncoding: input {} from position {} must be (B, T, {}) with start + T ≤ {}",
-                shape_str(x.shape()), start, pe.size(1), pe.size(0));
-  return dropout->forward(x + pe.narrow(0, start, x.size(1)).to(x.dtype()));  // (B, T, E) + (T, E)
+  const int64_t time_dim = batch_first ? 1 : 0;
+  CPPGRAD_CHECK(x.dim() == 3 && x.size(2) == pe.size(1) && start >= 0 && x.size(time_dim) <= pe.size(0) - start,
+                "PositionalEncoding: input {} from position {} must be {} with start + T ≤ {}", shape_str(x.shape()),
+                start, batch_first ? fmt::format("(B, T, {})", pe.size(1)) : fmt::format("(T, B, {}) (batch_first false)", pe.size(1)),
+                pe.size(0));
+  Tensor positions = pe.narrow(0, start, x.size(time_dim)).to(x.dtype());  // (T, E)
+  if (!batch_first) positions = positions.unsqueeze(1);                     // (T, 1, E)
+  return dropout->forward(x + positions);  // (B, T, E) + (T, E), or (T, B, E) + (T, 1, E)
 }
 
 }  // namespace cppgrad::nn

@@ -169,16 +169,19 @@ class Transformer : public Module {
 
 // Adds the paper's sinusoidal positions to (B, T, d_model) inputs, then dropout:
 //   PE(pos, 2i) = sin(pos / 10000^(2i/d_model)),  PE(pos, 2i+1) = cos(pos / 10000^(2i/d_model))
+// batch_first = false takes (T, B, d_model), the layout of the Transformer modules'
+// batch_first(false) (and of PyTorch's tutorial PositionalEncoding), with the same semantics.
 class PositionalEncoding : public UnaryModule {
  public:
-  PositionalEncoding(int64_t d_model, double dropout = 0.1, int64_t max_len = 5000);
+  PositionalEncoding(int64_t d_model, double dropout = 0.1, int64_t max_len = 5000, bool batch_first = true);
   Tensor forward(const Tensor& x) override;
   // The positions start, start + 1, ... instead of 0, 1, ...: the newest tokens of a sequence
   // decoded one step at a time (forward_step), whose earlier positions are already cached.
   Tensor forward(const Tensor& x, int64_t start);
   std::string type_name() const override { return "PositionalEncoding"; }
 
-  Tensor pe;  // (max_len, d_model), a non-persistent buffer: computed, never saved
+  bool batch_first;
+  Buffer pe;  // (max_len, d_model), a non-persistent buffer: computed, never saved
   std::shared_ptr<Dropout> dropout;
 };
 

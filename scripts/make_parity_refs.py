@@ -30,6 +30,10 @@ ops, as the papers and Hugging Face's Llama write it, in float64 and in float32
 Single ops (logsumexp, sort, topk; issue 27) are called several ways on one input each, in
 float64 and float32 (tests/nn/test_parity_ops.cpp).
 
+BatchNorm1d over training and eval steps, einsum on 23 equations, and functional_call with a
+Hessian-vector product through it (issue 29): tests/nn/test_batchnorm.cpp,
+tests/autograd/test_einsum.cpp, tests/nn/test_functional_call.cpp.
+
 Hugging Face checkpoints (issue 27): twins of transformers' GPT2LMHeadModel and LlamaForCausalLM,
 written out in torch ops, save a directory each (hf_*/model.safetensors under transformers' names,
 config.json, twin_logits.safetensors) for examples/gpt/test_hf_checkpoint.cpp and examples/gpt's
@@ -676,6 +680,171 @@ OPS_CASES = {
 }
 
 
+# ---- BatchNorm1d (issue 29) -----------------------------------------------------------------------
+# nn.BatchNorm1d run for a few training steps, then once in eval mode, each on its own input:
+#   param.<name>       the state_dict before the first step (PyTorch's names: weight, bias,
+#                      running_mean, running_var, num_batches_tracked), parameters perturbed
+#   in.x<i>, in.G<i>   step i's input and output weight (the last step is the eval one)
+#   out.y<i>           step i's output
+#   state.<name>       every buffer after the last training step
+#   grad.x<i>, grad.param.<name>  the gradients of L = sum over the steps of sum(out.y<i> * in.G<i>)
+# (tests/nn/test_batchnorm.cpp).
+
+
+def batchnorm_case(path, seed, *, shape, momentum=0.1, affine=True, track_running_stats=True, eps=1e-5,
+                   train_steps=3):
+    torch.manual_seed(seed)
+    module = nn.BatchNorm1d(shape[1], eps=eps, momentum=momentum, affine=affine,
+                            track_running_stats=track_running_stats).double()
+    perturb_parameters(module)
+    tensors = {"param." + name: t.detach().clone() for name, t in module.state_dict().items()}
+    loss = 0
+    inputs = []
+    for step in range(train_steps + 1):
+        module.train(step < train_steps)
+        x = (1.5 * torch.randn(shape, dtype=torch.float64) + 0.5 * step).requires_grad_()
+        y = module(x)
+        G = torch.randn(y.shape, dtype=torch.float64)
+        loss = loss + (y * G).sum()
+        inputs.append(x)
+        tensors[f"in.x{step}"], tensors[f"in.G{step}"], tensors[f"out.y{step}"] = x.detach(), G, y.detach()
+        if step == train_steps - 1:
+            for name, t in module.named_buffers():
+                tensors["state." + name] = t.detach().clone()
+    loss.backward()
+    for step, x in enumerate(inputs):
+        tensors[f"grad.x{step}"] = x.grad
+    for name, p in module.named_parameters():
+        tensors["grad.param." + name] = p.grad
+    metadata = {"format": "cppgrad-refs-1", "generator": "scripts/make_parity_refs.py", "torch": torch.__version__,
+                "float_dtype": "F64", "case": os.path.basename(path).removesuffix(".safetensors"),
+                "module": "BatchNorm1d", "num_features": str(shape[1]), "eps": repr(eps),
+                "momentum": "None" if momentum is None else repr(momentum), "affine": str(affine).lower(),
+                "track_running_stats": str(track_running_stats).lower(), "train_steps": str(train_steps),
+                "steps": f"{train_steps} in train mode, then 1 in eval mode",
+                "loss": "sum over steps i of sum(out.y<i> * in.G<i>); grad.X = dL/dX"}
+    write_safetensors(path, tensors, metadata)
+
+
+
+
+# ---- einsum (issue 29) ---------------------------------------------------------------------------
+# torch.einsum called on several equations, each on its own float64 operands: for call <c>,
+# in.<c>.<i> (operand i), out.<c>, in.G.<c> and grad.<c>.<i> = dL/d(operand i) for
+# L = sum over the calls of sum(out.<c> * in.G.<c>); metadata call.<c> is the equation and
+# "calls" lists them in order (tests/autograd/test_einsum.cpp).
+
+EINSUM_CALLS = {
+    "matmul": ("ij,jk->ik", [(3, 4), (4, 5)]),
+    "attention_scores": ("bhqd,bhkd->bhqk", [(2, 3, 4, 5), (2, 3, 6, 5)]),
+    "attention_values": ("bhqk,bhkd->bhqd", [(2, 3, 4, 6), (2, 3, 6, 5)]),
+    "implicit": ("ij,jk", [(3, 4), (4, 5)]),
+    "implicit_sorted": ("ba,ca", [(3, 4), (5, 4)]),
+    "implicit_capitals_first": ("zA,zb", [(3, 4), (3, 5)]),
+    "trace": ("ii", [(4, 4)]),
+    "diagonal": ("ii->i", [(4, 4)]),
+    "batch_diagonal": ("bii->bi", [(2, 3, 3)]),
+    "diagonal_then_contract": ("iij,jk->ik", [(3, 3, 4), (4, 2)]),
+    "outer": ("i,j->ij", [(3,), (4,)]),
+    "dot": ("i,i->", [(5,), (5,)]),
+    "sum_all": ("ijk->", [(2, 3, 4)]),
+    "transpose": ("ij->ji", [(3, 5)]),
+    "hadamard": ("ij,ij->ij", [(3, 4), (3, 4)]),
+    "ellipsis_broadcast_matmul": ("...ij,...jk->...ik", [(2, 3, 4, 5), (3, 5, 2)]),
+    "ellipsis_implicit": ("...ij,jk", [(2, 3, 4), (4, 5)]),
+    "ellipsis_summed": ("...ij,jk->ik", [(2, 3, 4), (4, 5)]),
+    "ellipsis_middle": ("b...d,bd->b...", [(2, 3, 4, 5), (2, 5)]),
+    "three_operands": ("ij,jk,kl->il", [(2, 3), (3, 4), (4, 5)]),
+    "bilinear": ("bn,anm,bm->ba", [(2, 3), (4, 3, 5), (2, 5)]),
+    "size_one_broadcast": ("ij,kj->ik", [(2, 1), (4, 3)]),
+    "spaces": (" i j , j k -> k i ", [(3, 4), (4, 2)]),
+}
+
+
+def einsum_case(path, seed):
+    torch.manual_seed(seed)
+    tensors, loss, operands = {}, 0, {}
+    for name, (equation, shapes) in EINSUM_CALLS.items():
+        ops = [torch.randn(shape, dtype=torch.float64).requires_grad_() for shape in shapes]
+        out = torch.einsum(equation, *ops)
+        G = torch.randn(out.shape, dtype=torch.float64)
+        loss = loss + (out * G).sum()
+        operands[name] = ops
+        for i, op in enumerate(ops):
+            tensors[f"in.{name}.{i}"] = op.detach()
+        tensors[f"out.{name}"], tensors[f"in.G.{name}"] = out.detach(), G
+    loss.backward()
+    for name, ops in operands.items():
+        for i, op in enumerate(ops):
+            tensors[f"grad.{name}.{i}"] = op.grad
+    metadata = {"format": "cppgrad-refs-1", "generator": "scripts/make_parity_refs.py", "torch": torch.__version__,
+                "float_dtype": "F64", "case": os.path.basename(path).removesuffix(".safetensors"), "op": "einsum",
+                "calls": ",".join(EINSUM_CALLS),
+                "loss": "sum over calls c of sum(out.c * in.G.c); grad.c.i = dL/d(in.c.i)"}
+    for name, (equation, shapes) in EINSUM_CALLS.items():
+        metadata["call." + name] = equation
+    write_safetensors(path, tensors, metadata)
+
+
+# ---- functional_call and a Hessian-vector product (issue 29) ---------------------------------------
+# A small model (Linear, BatchNorm1d in training, Tanh, Linear) called through
+# torch.nn.utils.stateless.functional_call (torch.func.functional_call since 2.0) with parameters
+# and buffers other than its own; L = mse_loss(output, target), its gradient with respect to the
+# parameters given (create_graph) and the Hessian-vector product H·v:
+#   param.<name>   the module's own state_dict (the call must not use it, nor change it)
+#   in.p.<name>    the parameters and buffers given; in.x, in.target; in.v.<name> per parameter
+#   out.output, out.loss, out.grad.<name> = dL/dp, out.hvp.<name> = (H v) for that parameter
+#   state.<name>   the buffers given, after the call (BatchNorm updated them in place)
+# (tests/nn/test_functional_call.cpp).
+
+
+def functional_call_case(path, seed):
+    from torch.nn.utils import stateless
+    torch.manual_seed(seed)
+    model = nn.Sequential(nn.Linear(3, 4), nn.BatchNorm1d(4), nn.Tanh(), nn.Linear(4, 2)).double()
+    model.train()
+    tensors = {"param." + name: t.detach().clone() for name, t in model.state_dict().items()}
+    given = {}
+    for name, p in model.named_parameters():
+        given[name] = (p.detach() + 0.3 * torch.randn_like(p)).requires_grad_()
+    given["1.running_mean"] = 0.2 * torch.randn(4, dtype=torch.float64)
+    given["1.running_var"] = 0.5 + torch.rand(4, dtype=torch.float64)
+    given["1.num_batches_tracked"] = torch.tensor(5)
+    for name, t in given.items():
+        tensors["in.p." + name] = t.detach().clone()
+    x, target = torch.randn(6, 3, dtype=torch.float64), torch.randn(6, 2, dtype=torch.float64)
+    output = stateless.functional_call(model, given, (x,))
+    loss = nn.functional.mse_loss(output, target)
+    names = [name for name, _ in model.named_parameters()]
+    v = {name: torch.randn_like(given[name]) for name in names}
+    grads = torch.autograd.grad(loss, [given[n] for n in names], create_graph=True)
+    hvp = torch.autograd.grad(sum((g * v[n]).sum() for g, n in zip(grads, names)), [given[n] for n in names])
+    tensors.update({"in.x": x, "in.target": target, "out.output": output.detach(), "out.loss": loss.detach()})
+    for n, g, h in zip(names, grads, hvp):
+        tensors["in.v." + n], tensors["out.grad." + n], tensors["out.hvp." + n] = v[n], g.detach(), h
+    for name in ("1.running_mean", "1.running_var", "1.num_batches_tracked"):
+        tensors["state." + name] = given[name].detach().clone()
+    for name, t in model.state_dict().items():  # the model's own state is left as it was
+        assert torch.equal(t, tensors["param." + name]), name
+    metadata = {"format": "cppgrad-refs-1", "generator": "scripts/make_parity_refs.py", "torch": torch.__version__,
+                "float_dtype": "F64", "case": os.path.basename(path).removesuffix(".safetensors"),
+                "model": "Sequential(Linear(3, 4), BatchNorm1d(4), Tanh(), Linear(4, 2)), train mode",
+                "loss": "mse_loss(out.output, in.target); out.hvp.<p> = sum over q of d2L/dp dq . in.v.<q>"}
+    write_safetensors(path, tensors, metadata)
+
+
+ISSUE29_CASES = {
+    "batchnorm1d_nc": (batchnorm_case, 601, dict(shape=(6, 4))),
+    "batchnorm1d_ncl_cumulative": (batchnorm_case, 602, dict(shape=(3, 4, 5), momentum=None, eps=1e-3)),
+    "batchnorm1d_nc_two_rows": (batchnorm_case, 603, dict(shape=(2, 3), momentum=0.3)),
+    "batchnorm1d_ncl_one_row": (batchnorm_case, 604, dict(shape=(1, 3, 4))),
+    "batchnorm1d_untracked_noaffine": (batchnorm_case, 605, dict(shape=(5, 3, 2), affine=False,
+                                                                  track_running_stats=False)),
+    "einsum_f64": (einsum_case, 611, dict()),
+    "functional_call_hvp": (functional_call_case, 621, dict()),
+}
+
+
 # ---- Hugging Face checkpoints: GPT-2 and Llama twins (issue 27) -----------------------------------
 # transformers is not installable here, so each twin is written out in torch ops following
 # transformers' GPT2LMHeadModel and LlamaForCausalLM, with their parameter names and shapes. A case
@@ -1050,6 +1219,7 @@ CASES = {
 CASES.update(MODERN_CASES)
 CASES.update(OPS_CASES)
 CASES.update(HF_CASES)
+CASES.update(ISSUE29_CASES)
 
 
 def main():

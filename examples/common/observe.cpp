@@ -28,7 +28,11 @@ StepTrace::StepTrace(std::string path, int64_t start_step, int64_t last_step, in
       last_(std::min(first_ + steps - 1, last_step)) {}
 
 StepTrace::~StepTrace() {
-  if (path_.empty() || written_ || !cppgrad::profile::tracing()) return;
+  if (path_.empty() || written_) return;
+  if (!cppgrad::profile::tracing()) {
+    fmt::print("--trace: no training step ran, so nothing was traced ({} not written)\n", path_);
+    return;
+  }
   try {
     write();
   } catch (const std::exception& e) {  // a destructor must not throw: say so instead
@@ -48,7 +52,8 @@ void StepTrace::write() {
   step_.reset();
   written_ = true;
   cppgrad::profile::write_trace(path_);
-  fmt::print("trace of steps {}-{} written to {} (open it in ui.perfetto.dev)\n", first_, last_, path_);
+  const std::string steps = first_ == last_ ? fmt::format("step {}", first_) : fmt::format("steps {}-{}", first_, last_);
+  fmt::print("trace of {} written to {} (open it in ui.perfetto.dev)\n", steps, path_);
 }
 
 void add_log_dir_option(CLI::App& app, std::string& dir) {

@@ -120,3 +120,17 @@ TEST_CASE("a sequence-first encoder layer with norm_first matches the batch-firs
   Tensor y_t = seq_major.forward(x.transpose(0, 1), {}, {}, true);
   CHECK(max_abs_diff(y_t.transpose(0, 1), y) < kTol);
 }
+
+TEST_CASE("PositionalEncoding with batch_first false adds the positions along dim 0 of (T, B, E)") {
+  PositionalEncoding batch_major(6, 0.0, 20), seq_major(6, 0.0, 20, /*batch_first=*/false);
+  Tensor x = randn64({2, 5, 6}, 41);              // (B, T, E)
+  Tensor x_seq = x.transpose(0, 1).contiguous();  // (T, B, E)
+  // The same sums of the same numbers: equal to the last bit, from position 0 and from 3.
+  CHECK(max_abs_diff(seq_major.forward(x_seq).transpose(0, 1), batch_major.forward(x)) == 0.0);
+  CHECK(max_abs_diff(seq_major.forward(x_seq, 3).transpose(0, 1), batch_major.forward(x, 3)) == 0.0);
+  // T = 5 rows of positions, not B = 2: a (T, B, E) input is not read as batch first.
+  CHECK(max_abs_diff(seq_major.forward(x_seq).select(1, 0) - x_seq.select(1, 0), seq_major.pe.narrow(0, 0, 5).to(kFloat64)) < 1e-15);
+  std::string msg = error_message([&] { seq_major.forward(zeros({21, 2, 6})); });
+  CHECK(contains(msg, "(T, B, 6) (batch_first false)"));
+  CHECK(contains(msg, "[21,2,6]"));
+}

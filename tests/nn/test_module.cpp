@@ -275,3 +275,24 @@ TEST_CASE("a module that does not name itself prints its C++ class name, not Mod
   Holder holder(zeros({1}));  // in an anonymous namespace
   CHECK(holder.type_name() == "Holder");
 }
+
+TEST_CASE("assigning to a Buffer member replaces the registered buffer, as a Parameter member's parameter") {
+  struct Counter : Module {
+    Counter() {
+      steps = register_buffer("steps", zeros({}, kInt64));
+      gain = register_parameter("gain", ones({2}));
+    }
+    Buffer steps;
+    Parameter gain;
+  } m;
+  m.steps = full({}, 7.0, kInt64);
+  CHECK(m.named_buffers().at(0).second.is_same(m.steps));
+  CHECK(m.state_dict().at(1).second.item() == 7.0);
+  Buffer copy = m.steps;  // a copy is a plain handle: assigning to it leaves the module alone
+  copy = zeros({}, kInt64);
+  CHECK(m.named_buffers().at(0).second.item() == 7.0);
+  Tensor other = zeros({2}, TensorOptions().requires_grad());
+  m.gain = other;
+  CHECK(m.named_parameters().at(0).second.is_same(other));
+  CHECK(contains(error_message([&] { m.gain = other * 2.0; }), "computed"));
+}
