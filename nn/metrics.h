@@ -4,8 +4,8 @@
 
 #include <cstdint>
 
-#include "nn/module.h"
-#include "runtime/metrics.h"
+#include "module.h"
+#include "../runtime/metrics.h"
 
 namespace cppgrad::nn {
 
