@@ -69,6 +69,12 @@ case "$mode" in
     "$gpt" --data "$data" --threads 1 --batch 8 --steps 160 --resume run.safetensors --sample-len 0 > resumed.log
     grep -q 'resumed from run.safetensors at step 150' resumed.log || fail "the checkpoint did not resume"
     grep -q 'step *160/160' resumed.log || fail "the resumed run did not train on to step 160"
+    # the precision is kept like --seed: a resumed bf16 run stays bf16, and a --dtype given wins with a notice
+    "$gpt" --data "$data" --threads 1 --batch 8 --steps 152 --resume run.safetensors --dtype bf16 --sample-len 0 \
+      --save bf16.safetensors > to_bf16.log
+    grep -q "note: --dtype bf16 replaces the checkpoint's fp32" to_bf16.log || fail "no notice that --dtype bf16 wins"
+    "$gpt" --data "$data" --threads 1 --batch 8 --steps 154 --resume bf16.safetensors --sample-len 0 > bf16.log
+    grep -q ' · bf16 autocast (' bf16.log || fail "a resumed bf16 run did not stay bf16"
     # sampling only: the same text for the same seed, another for another seed
     for s in 1 1 2; do
       "$gpt" --data "$data" --threads 1 --batch 8 --steps 0 --resume run.safetensors --seed $s --sample-len 60 --top-k 20 \

@@ -444,6 +444,9 @@ examples::KeptOptions kept_options(CLI::App& app, Options& o) {
       .add("--weight-decay", o.weight_decay).add("--beta2", o.beta2).add("--clip", o.clip).add("--batch", o.batch)
       .add("--accum", o.accum).add("--dropout", o.model.dropout);
   kept.add_overridable("--seed", o.seed);
+  // A resumed bf16 run stays bf16 unless told otherwise: the precision is the user's to change, as
+  // autocast is not part of a PyTorch checkpoint either.
+  kept.add_overridable("--dtype", o.dtype);
   return kept;
 }
 

@@ -99,7 +99,7 @@ cppgrad::nn::Metadata checkpoint_metadata(const Options& o, double held_out_loss
 
 // The options a checkpoint keeps besides the model's sizes (those are finish_options' to check):
 // resuming, each is the checkpoint's, and one given otherwise is refused; --seed, which also
-// seeds sampling, wins with a notice.
+// seeds sampling, and --dtype win with a notice.
 examples::KeptOptions kept_options(CLI::App& app, Options& o);
 
 // --write-tokens PREFIX: the corpus's tokens to PREFIX.train.npy and PREFIX.held_out.npy.
