@@ -23,7 +23,9 @@ FunctionalCallGuard::FunctionalCallGuard(Module& root, const std::map<std::strin
 
   // What each given tensor replaces: a TensorImpl, wherever it is registered.
   std::map<const TensorImpl*, std::pair<std::string, Tensor>> replacement;
-  for (const auto& [name, t] : tensors) {
+  for (const auto& given : tensors) {
+    const std::string& name = given.first;  // named, not a structured binding: clang 14 cannot capture those
+    const Tensor& t = given.second;
     const auto found = std::find_if(entries.begin(), entries.end(), [&](const Found& f) { return f.name == name; });
     if (found == entries.end()) {
       std::string known;

@@ -105,7 +105,8 @@ void export_model(const nn::Module& module, const GraphFunction& build, const st
     CPPGRAD_CHECK(example_inputs[i].defined(), "export_model: example input {} ('{}') is undefined", i, name);
     inputs.push_back(graph.add_input(name, example_inputs[i].dtype(), input_dims(name, example_inputs[i], options)));
   }
-  for (const auto& [name, axes] : options.dynamic_axes) {
+  for (const auto& named_axes : options.dynamic_axes) {
+    const std::string& name = named_axes.first;  // not a structured binding: clang 14 cannot capture one
     CPPGRAD_CHECK(std::any_of(inputs.begin(), inputs.end(), [&](const Value& v) { return v.name == name; }),
                   "export_model: dynamic_axes names '{}', which is no input", name);
   }
