@@ -12,9 +12,9 @@
 //
 //   build/release/bench/bench_gpt --model gpt-M --threads 1 [--steps 5] [--profile] [--dtype bf16]
 //
-// --dtype bf16 runs the step under autocast (tensor/autocast.h): every matrix product on
-// bfloat16-rounded inputs, on the kernel the row names (oneDNN on CPUs with AVX512_BF16 or AMX,
-// else the float32 GEMM on the rounded inputs), the rest in float32.
+// --dtype bf16 runs the step under autocast (tensor/autocast.h), on the kernel the row names:
+// oneDNN's bfloat16 products on CPUs with AVX512_BF16 or AMX, else float32 products (nothing
+// multiplies faster there); the rest in float32.
 //
 // One model per process, so that the peak memory printed (VmHWM) is that model's. Prints the
 // median step (forward, cross-entropy, backward, AdamW), tokens per second, the share of the

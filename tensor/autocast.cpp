@@ -32,19 +32,22 @@ std::string_view onednn_isa_name() { return kernels::fast::onednn_isa_name(); }
 void set_kernel(Kernel k) { g_kernel.store(k); }
 
 Kernel kernel() {
-  if (reference_mode()) return Kernel::Float32Gemm;
-  const Kernel k = g_kernel.load();
-  if (k != Kernel::Auto) return k;
-  // Computed once: the CPU does not change, and oneDNN's query is not free.
-  static const Kernel chosen = cpu_has_bfloat16_instructions() ? Kernel::OneDnn : Kernel::Float32Gemm;
-  return chosen;
+  Kernel k = g_kernel.load();
+  if (k == Kernel::Auto) {
+    // Computed once: the CPU does not change, and oneDNN's query is not free.
+    static const Kernel chosen = cpu_has_bfloat16_instructions() ? Kernel::OneDnn : Kernel::Float32;
+    k = chosen;
+  }
+  if (k == Kernel::OneDnn && reference_mode()) return Kernel::RoundedFloat32;  // its readable form
+  return k;
 }
 
 std::string_view kernel_name(Kernel k) {
   switch (k) {
     case Kernel::Auto: return "auto";
     case Kernel::OneDnn: return "oneDNN bf16 matmul";
-    case Kernel::Float32Gemm: return "float32 GEMM on bf16-rounded inputs";
+    case Kernel::RoundedFloat32: return "float32 GEMM on bf16-rounded inputs";
+    case Kernel::Float32: return "float32 GEMM: no bf16 instructions on this CPU";
   }
   return "?";
 }

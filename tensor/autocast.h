@@ -26,11 +26,11 @@
 // float64 products are never autocast, so gradcheck (float64) checks the exact derivatives
 // whatever the region. Outside a region nothing changes: the same bits as without autocast.
 //
-// On a CPU without bfloat16 instructions a bfloat16 product is no faster than float32 (and
-// oneDNN's emulation is 2.5-4x slower: bench/README.md): there the inputs are rounded to
-// bfloat16 and multiplied by the float32 GEMM, the same numbers at float32's speed. kernel()
-// says which one runs. The state is per thread; cppgrad's own parallel loops carry it to their
-// threads.
+// On a CPU without bfloat16 instructions a bfloat16 product is no faster than float32 (oneDNN's
+// emulation is 2.5-4x slower: bench/README.md), and rounding the inputs would be a pass of pure
+// cost: there autocast's products run in float32 as they are, so autocast is never slower than
+// float32 (kernel() says which kernel runs; Kernel::RoundedFloat32 gives bfloat16's numbers on any
+// CPU). The state is per thread; cppgrad's own parallel loops carry it to their threads.
 #pragma once
 
 #include <string_view>
@@ -64,10 +64,18 @@ class Guard {
   State previous_;
 };
 
-// Which kernel multiplies the bfloat16 products. Auto: oneDNN where the CPU has AVX512_BF16 or
-// AMX, else float32 GEMM on the rounded inputs. Reference mode (runtime/reference_mode.h) always
-// takes the float32 GEMM, the readable form. Tests and benchmarks force one or the other.
-enum class Kernel { Auto, OneDnn, Float32Gemm };
+// Which kernel multiplies autocast's products:
+//   OneDnn          the inputs rounded to bfloat16 and stored so, oneDNN's bfloat16 matmul;
+//   RoundedFloat32  the inputs rounded to bfloat16 but held as float32, OpenBLAS's sgemm: the same
+//                   products as a bfloat16 kernel (a product of two bfloat16 values is exact in
+//                   float32), at float32's speed plus one rounding pass;
+//   Float32         the inputs as they are, OpenBLAS's sgemm: autocast changes no product.
+// Auto takes OneDnn where the CPU has AVX512_BF16 or AMX, else Float32: without those instructions
+// bfloat16 gains nothing, and rounding only costs (PyTorch's emulation there made its CPU autocast
+// 2x slower than float32, pytorch/pytorch#86270). RoundedFloat32 shows, on any CPU, what
+// bfloat16's precision does to a run; it is OneDnn's readable form, which reference mode
+// (runtime/reference_mode.h) takes in its place.
+enum class Kernel { Auto, OneDnn, RoundedFloat32, Float32 };
 void set_kernel(Kernel k);  // process-wide; call between steps
 Kernel kernel();            // the one products run on now (never Auto)
 std::string_view kernel_name(Kernel k);

@@ -2,10 +2,10 @@
 // each element to the nearest bfloat16 and the sums are float32.
 //
 // The reference form is the definition: round both inputs (as float32 values), then the float32
-// GEMM. It is also the fast form on a CPU without bfloat16 instructions, where a bfloat16 GEMM
-// (oneDNN's, emulated) runs 2.5-4x slower than float32's. On a CPU with them, oneDNN multiplies
+// GEMM (autocast::Kernel::RoundedFloat32). On a CPU with bfloat16 instructions, oneDNN multiplies
 // the rounded inputs stored as bfloat16 (fast/bf16_gemm.cpp): the same products, summed in
-// another order, so within float32 rounding of the reference's.
+// another order, so within float32 rounding of the reference's. On a CPU without them autocast's
+// products do not come here at all (Kernel::Float32: gemm.h multiplies them as float32).
 //
 // Both are cut into the blocks of gemm.h, so their bits do not depend on the thread count.
 #include "runtime/profile.h"

@@ -8,7 +8,8 @@
 // Each element of C is one BLAS dot product over all of k: nothing is split along k.
 //
 // Inside an autocast region (tensor/autocast.h) a float32 product goes to gemm_bf16
-// (bf16_gemm.cpp): its inputs rounded to bfloat16, the sums in float32, cut into the same blocks.
+// (bf16_gemm.cpp): its inputs rounded to bfloat16, the sums in float32, cut into the same blocks;
+// except on a CPU without bfloat16 instructions, where it stays here (autocast::Kernel::Float32).
 #pragma once
 
 #include <cblas.h>
@@ -90,7 +91,8 @@ template <class T>
 void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const T* a, int64_t lda, const T* b, int64_t ldb, T* c,
           int64_t ldc, T beta = T(0)) {
   if constexpr (std::is_same_v<T, float>)
-    if (autocast::is_enabled()) return detail::gemm_bf16(ta, tb, m, n, k, a, lda, b, ldb, c, ldc, beta);
+    if (autocast::is_enabled() && autocast::kernel() != autocast::Kernel::Float32)
+      return detail::gemm_bf16(ta, tb, m, n, k, a, lda, b, ldb, c, ldc, beta);
   // Small products (attention's per-head matrices) are reported apart: call overhead dominates them.
   profile::Scope scope(m * n * k < 65536 ? "blas gemm, small" : "blas gemm");
   if (scope.traced())  // C (m, n) = op(A) (m, k) · op(B) (k, n)

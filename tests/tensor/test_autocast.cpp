@@ -39,9 +39,9 @@ double error_over_bound(const Tensor& got, const Tensor& a, const Tensor& b) {
 // under an emulated older CPU (tests/portable) only the float32 GEMM.
 std::vector<autocast::Kernel> kernels_to_test() {
   const std::string isa(autocast::onednn_isa_name());
-  if (isa.rfind("avx512", 0) == 0) return {autocast::Kernel::Float32Gemm, autocast::Kernel::OneDnn};
+  if (isa.rfind("avx512", 0) == 0) return {autocast::Kernel::RoundedFloat32, autocast::Kernel::OneDnn};
   MESSAGE("oneDNN sees ", isa, ", without bfloat16 matmuls: the float32 GEMM form only");
-  return {autocast::Kernel::Float32Gemm};
+  return {autocast::Kernel::RoundedFloat32};
 }
 
 bool same_bits(const Tensor& a, const Tensor& b) {
@@ -154,20 +154,30 @@ TEST_CASE("autocast: the product's bits do not depend on the thread count, on ei
 }
 
 // Never slower than float32 (pytorch/pytorch#86270): without AVX512_BF16 or AMX, oneDNN's
-// bfloat16 product is emulated, and the float32 GEMM on the rounded inputs is taken instead.
-// tests/portable runs this under an emulated CPU without AVX, where CPPGRAD_EXPECT_BF16_KERNEL
-// says which kernel must be taken.
+// bfloat16 product is emulated and the rounding pass gains nothing, so autocast's products run as
+// the float32 GEMM runs them: the same kernel, the same bits. tests/portable runs this under an
+// emulated CPU without AVX, where CPPGRAD_EXPECT_BF16_KERNEL says which kernel must be taken.
 TEST_CASE("autocast: the kernel taken is oneDNN only where the CPU multiplies bfloat16") {
   const autocast::Kernel taken = autocast::kernel();
+  const bool bf16_cpu = autocast::cpu_has_bfloat16_instructions();
   MESSAGE("oneDNN sees ", autocast::onednn_isa_name(), ": autocast runs on ", autocast::kernel_name(taken));
-  CHECK(taken == (autocast::cpu_has_bfloat16_instructions() ? autocast::Kernel::OneDnn : autocast::Kernel::Float32Gemm));
+  CHECK(taken == (bf16_cpu ? autocast::Kernel::OneDnn : autocast::Kernel::Float32));
   if (const char* expected = std::getenv("CPPGRAD_EXPECT_BF16_KERNEL"))
     CHECK(autocast::kernel_name(taken) == std::string_view(expected));
-  // And the products run, on the kernel taken.
+  // And the products run, on the kernel taken: bfloat16's products where the CPU has them, else
+  // the very float32 GEMM (no pass over the inputs, so no slower).
   Generator gen(15);
   Tensor a = randn({33, 64}, kFloat32, gen), b = randn({64, 17}, kFloat32, gen);
+  const Tensor fp32 = a.matmul(b);
   autocast::Guard bf16(kBFloat16);
-  CHECK(error_over_bound(a.matmul(b), a, b) <= 1.0);
+  if (bf16_cpu) {
+    CHECK(error_over_bound(a.matmul(b), a, b) <= 1.0);
+  } else {
+    CHECK(same_bits(a.matmul(b), fp32));
+    KernelGuard rounded(autocast::Kernel::RoundedFloat32);  // bfloat16's numbers on any CPU, asked for
+    CHECK(error_over_bound(a.matmul(b), a, b) <= 1.0);
+    CHECK(max_abs_diff(a.matmul(b), fp32) > 1e-4);
+  }
   ReferenceModeGuard reference;
-  CHECK(autocast::kernel() == autocast::Kernel::Float32Gemm);  // the readable form
+  CHECK(autocast::kernel() == (bf16_cpu ? autocast::Kernel::RoundedFloat32 : autocast::Kernel::Float32));  // the readable form
 }
