@@ -119,21 +119,6 @@ void append_u64_le(std::vector<uint8_t>& out, uint64_t value) {
   for (int i = 0; i < 8; ++i) out.push_back(static_cast<uint8_t>(value >> (8 * i)));
 }
 
-// Builds every error of one call: "parse_safetensors: <memory>: header is not valid JSON: ...".
-class Faults {
- public:
-  Faults(std::string_view op, std::string_view source) : op_(op), source_(source) {}
-
-  template <class... Args>
-  [[noreturn]] void fail(fmt::format_string<Args...> format, Args&&... args) const {
-    throw Error(fmt::format("{}: {}: {}", op_, source_, fmt::format(format, std::forward<Args>(args)...)));
-  }
-
- private:
-  std::string_view op_;
-  std::string_view source_;
-};
-
 // ---- reading: the header ---------------------------------------------------------------------
 
 // A valid header is an object of objects of arrays of numbers: three levels of containers.

@@ -7,6 +7,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include <fmt/format.h>
@@ -83,6 +84,23 @@ inline std::string excerpt(std::string_view text, size_t max_bytes = 80) {
   if (cut < text.size()) out += fmt::format("...({} bytes)", text.size());
   return out;
 }
+
+// Builds every error of one call on one file or buffer: "<op>: <source>: <what>", e.g.
+//   "load_safetensors: model.safetensors: header is not valid JSON: ..."
+// A reader or writer makes one and passes it down, so no helper can forget the op or the file.
+class Faults {
+ public:
+  Faults(std::string_view op, std::string_view source) : op_(op), source_(source) {}
+
+  template <class... Args>
+  [[noreturn]] void fail(fmt::format_string<Args...> format, Args&&... args) const {
+    throw Error(fmt::format("{}: {}: {}", op_, source_, fmt::format(format, std::forward<Args>(args)...)));
+  }
+
+ private:
+  std::string_view op_;
+  std::string_view source_;
+};
 
 // CPPGRAD_CHECK(cond, "op: {} ...", args...) throws Error with the formatted message when cond
 // is false. A macro, so the message's arguments (shape strings, say) are only evaluated on

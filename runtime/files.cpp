@@ -28,20 +28,6 @@ const char* kind_of(mode_t mode) {
 
 std::string system_error_text(int error) { return std::error_code(error, std::generic_category()).message(); }
 
-// Builds every error of one write: "save_safetensors: model.safetensors: cannot write ...".
-class WriteFaults {
- public:
-  WriteFaults(std::string_view op, std::string_view path) : op_(op), path_(path) {}
-  template <class... Args>
-  [[noreturn]] void fail(fmt::format_string<Args...> format, Args&&... args) const {
-    throw Error(fmt::format("{}: {}: {}", op_, path_, fmt::format(format, std::forward<Args>(args)...)));
-  }
-
- private:
-  std::string_view op_;
-  std::string_view path_;
-};
-
 // The mode a new file gets from open(..., 0666): 0666 less the process's umask. The umask is
 // read from /proc, since the umask() call that reads it also changes it, racing other threads.
 mode_t new_file_mode() {
@@ -89,7 +75,7 @@ void remove_stale_temporaries(const std::filesystem::path& destination) {
 // that every way out of write_file_atomically, a throw included, leaves no stray file behind.
 class TempFile {
  public:
-  TempFile(const std::filesystem::path& destination, const WriteFaults& faults) : faults_(faults) {
+  TempFile(const std::filesystem::path& destination, const Faults& faults) : faults_(faults) {
     const std::filesystem::path dir = destination.has_parent_path() ? destination.parent_path() : ".";
     name_ = (dir / fmt::format("{}{}-XXXXXX", temp_prefix(destination), ::getpid())).string();
     fd_ = ::mkstemp(name_.data());
@@ -132,7 +118,7 @@ class TempFile {
     faults_.fail("{} the temporary file {}: {}", what, name_, system_error_text(errno));
   }
 
-  const WriteFaults& faults_;
+  const Faults& faults_;
   std::string name_;
   int fd_ = -1;
   bool renamed_ = false;
@@ -197,7 +183,7 @@ std::string read_regular_file(const std::string& path, std::string_view what, in
 }
 
 void write_file_atomically(const std::string& path, std::span<const uint8_t> bytes, std::string_view what) {
-  const WriteFaults faults(what, path);
+  const Faults faults(what, path);
   const std::filesystem::path destination(path);
   if (!destination.has_filename()) faults.fail("the path names no file");
 
