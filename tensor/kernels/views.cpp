@@ -107,6 +107,49 @@ Tensor transpose(const Tensor& t, int64_t dim0, int64_t dim1) {
   return as_strided(t, shape, strides, t.offset());
 }
 
+Tensor slice(const Tensor& t, int64_t dim, int64_t start, int64_t end, int64_t step) {
+  CPPGRAD_CHECK(t.dim() > 0, "slice: cannot slice a 0-d tensor");
+  dim = wrap_dim(dim, t.dim(), "slice");
+  CPPGRAD_CHECK(step > 0, "slice: step must be positive, got {}", step);
+  const int64_t size = t.shape()[dim];
+  // Python-style clamping: negative counts from the end, out-of-range is cut to the size.
+  if (start < 0) start += size;
+  if (end < 0) end += size;
+  start = std::clamp<int64_t>(start, 0, size);
+  end = std::clamp<int64_t>(end, start, size);
+  Shape shape = t.shape();
+  Strides strides = t.strides();
+  shape[dim] = (end - start + step - 1) / step;
+  strides[dim] *= step;
+  return as_strided(t, shape, strides, t.offset() + start * t.strides()[dim]);
+}
+
+Tensor expand(const Tensor& t, const Shape& requested) {
+  CPPGRAD_CHECK(requested.size() >= t.shape().size(), "expand: cannot expand shape {} to fewer dims {}", shape_str(t.shape()),
+        shape_str(requested));
+  const size_t lead = requested.size() - t.shape().size();
+  Shape shape(requested.size());
+  Strides strides(requested.size());
+  for (size_t i = 0; i < requested.size(); ++i) {
+    if (i < lead) {
+      CPPGRAD_CHECK(requested[i] >= 0, "expand: size -1 not allowed for a new leading dim in {}", shape_str(requested));
+      shape[i] = requested[i];
+      strides[i] = 0;
+      continue;
+    }
+    int64_t have = t.shape()[i - lead];
+    int64_t want = requested[i] == -1 ? have : requested[i];
+    CPPGRAD_CHECK(have == want || have == 1, "expand: shape {} cannot be expanded to {} (dim {}: {} is not 1)",
+          shape_str(t.shape()), shape_str(requested), i, have);
+    shape[i] = want;
+    strides[i] = have == want ? t.strides()[i - lead] : 0;
+  }
+  checked_numel(shape, "expand");  // [1] expanded to [2^32, 2^32] would wrap its count to 0
+  return as_strided(t, shape, strides, t.offset());
+}
+
+// ---- more views of the same kind: a new shape and strides over the same storage -------------
+
 Tensor permute(const Tensor& t, const std::vector<int64_t>& dims) {
   CPPGRAD_CHECK(static_cast<int64_t>(dims.size()) == t.dim(), "permute: {} dims given for a tensor of shape {}",
         dims.size(), shape_str(t.shape()));
@@ -155,23 +198,6 @@ Tensor unsqueeze(const Tensor& t, int64_t dim) {
   return as_strided(t, shape, strides, t.offset());
 }
 
-Tensor slice(const Tensor& t, int64_t dim, int64_t start, int64_t end, int64_t step) {
-  CPPGRAD_CHECK(t.dim() > 0, "slice: cannot slice a 0-d tensor");
-  dim = wrap_dim(dim, t.dim(), "slice");
-  CPPGRAD_CHECK(step > 0, "slice: step must be positive, got {}", step);
-  const int64_t size = t.shape()[dim];
-  // Python-style clamping: negative counts from the end, out-of-range is cut to the size.
-  if (start < 0) start += size;
-  if (end < 0) end += size;
-  start = std::clamp<int64_t>(start, 0, size);
-  end = std::clamp<int64_t>(end, start, size);
-  Shape shape = t.shape();
-  Strides strides = t.strides();
-  shape[dim] = (end - start + step - 1) / step;
-  strides[dim] *= step;
-  return as_strided(t, shape, strides, t.offset() + start * t.strides()[dim]);
-}
-
 Tensor select(const Tensor& t, int64_t dim, int64_t index) {
   CPPGRAD_CHECK(t.dim() > 0, "select: cannot select from a 0-d tensor");
   dim = wrap_dim(dim, t.dim(), "select");
@@ -185,30 +211,6 @@ Tensor select(const Tensor& t, int64_t dim, int64_t index) {
   shape.erase(shape.begin() + dim);
   strides.erase(strides.begin() + dim);
   return as_strided(t, shape, strides, offset);
-}
-
-Tensor expand(const Tensor& t, const Shape& requested) {
-  CPPGRAD_CHECK(requested.size() >= t.shape().size(), "expand: cannot expand shape {} to fewer dims {}", shape_str(t.shape()),
-        shape_str(requested));
-  const size_t lead = requested.size() - t.shape().size();
-  Shape shape(requested.size());
-  Strides strides(requested.size());
-  for (size_t i = 0; i < requested.size(); ++i) {
-    if (i < lead) {
-      CPPGRAD_CHECK(requested[i] >= 0, "expand: size -1 not allowed for a new leading dim in {}", shape_str(requested));
-      shape[i] = requested[i];
-      strides[i] = 0;
-      continue;
-    }
-    int64_t have = t.shape()[i - lead];
-    int64_t want = requested[i] == -1 ? have : requested[i];
-    CPPGRAD_CHECK(have == want || have == 1, "expand: shape {} cannot be expanded to {} (dim {}: {} is not 1)",
-          shape_str(t.shape()), shape_str(requested), i, have);
-    shape[i] = want;
-    strides[i] = have == want ? t.strides()[i - lead] : 0;
-  }
-  checked_numel(shape, "expand");  // [1] expanded to [2^32, 2^32] would wrap its count to 0
-  return as_strided(t, shape, strides, t.offset());
 }
 
 }  // namespace cppgrad::kernels
