@@ -75,7 +75,9 @@ def main():
     train = torch.from_numpy(np.load(a.tokens + ".train.npy"))
     held = torch.from_numpy(np.load(a.tokens + ".held_out.npy"))
     vocab, layers, d, heads, ff, T, batch = 512, 4, 128, 4, 512, 128, 16
-    lr, min_lr, warmup, decay_steps, clip = 3e-3, 3e-4, 60, a.steps, 1.0
+    # gpt's defaults: the warm-up is 100 steps but at most a tenth of the decay (60 of 600 steps)
+    lr, min_lr, decay_steps, clip = 3e-3, 3e-4, a.steps, 1.0
+    warmup = min(100, decay_steps // 10)
     vocab = max(vocab, int(max(train.max(), held.max())) + 1)
 
     torch.manual_seed(a.seed)
