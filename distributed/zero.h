@@ -20,6 +20,8 @@
 //      shard's average (use it without DDP: no all-reduce during backward at all);
 //   2. the local optimizer updates this rank's pieces;
 //   3. one all-gather gives every rank every shard, copied back into the parameters.
+// With reduce_scatter(true) the .grad a rank holds before step() is its own, not the average:
+// clipping by the global gradient norm (optim::clip_grad_norm_) needs DDP's averaged gradients.
 // Adam, AdamW and SGD update each element from that element's gradient and state alone, so the
 // sharded update is the unsharded one (tests/distributed/test_zero.cpp: float64, to 1e-12).
 //
