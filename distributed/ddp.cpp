@@ -148,8 +148,8 @@ struct DistributedDataParallel::Reducer {
   void end_backward() {
     backward_token.reset();
     const auto count = static_cast<int64_t>(params.size());
-    // Not reached by this backward: those an earlier no_sync() micro-batch reached bring their
-    // accumulated .grad (as PyTorch's DDP does); the others are unused since the last sync.
+    // Not reached by this backward: `late` if an earlier no_sync() micro-batch reached it, else
+    // unused since the last sync (an error without find_unused_parameters).
     std::vector<int64_t> late, unused;
     for (int64_t i = 0; i < count; ++i)
       if (!params[i].ready) (params[i].accumulated ? late : unused).push_back(i);
@@ -169,23 +169,25 @@ struct DistributedDataParallel::Reducer {
           "when some are not used in every step",
           rank(), names.size(), fmt::join(names, ", ")));
     }
-    // A late parameter contributes its accumulated gradient, an unused one zeros.
+    // Either brings its .grad, as PyTorch's DDP does, or zeros where it has none. A late one's
+    // .grad holds its local sum since the last sync. An unused one's is none after zero_grad(),
+    // or, when the gradients accumulate across synchronised backwards, the average an earlier
+    // one wrote, the same on every rank: averaged with the ranks that did reach the parameter
+    // (whose .grad is that average plus their new gradient) it gives what one process has.
+    // Zeros in its place would halve the earlier average on 2 ranks.
     {
       NoGradGuard no_grad;
-      for (int64_t i : late) {
-        const Tensor& grad = params[i].tensor.grad();
-        if (grad.defined())
-          bucket_slice(params[i]).copy_(grad);
-        else
-          bucket_slice(params[i]).zero_();  // zero_grad() in between set it to none
-      }
-      for (int64_t i : unused) bucket_slice(params[i]).zero_();
+      for (const auto& indices : {late, unused})
+        for (int64_t i : indices) {
+          const Tensor& grad = params[i].tensor.grad();
+          if (grad.defined())
+            bucket_slice(params[i]).copy_(grad);
+          else
+            bucket_slice(params[i]).zero_();
+          params[i].ready = true;
+          --buckets[params[i].bucket].pending;
+        }
     }
-    for (const auto& indices : {late, unused})
-      for (int64_t i : indices) {
-        params[i].ready = true;
-        --buckets[params[i].bucket].pending;
-      }
     start_ready_buckets();
     Work used_work;
     if (find_unused)

@@ -28,10 +28,13 @@
 //
 // Rules, as PyTorch's DDP: every rank runs the same number of backward passes; a parameter
 // shared by two modules (tied weights) is one tensor and is reduced once; a parameter that got
-// no gradient on a rank is an error unless find_unused_parameters(true), which counts it as
-// a zero gradient on that rank (and leaves .grad untouched where no rank used it). Under
-// no_sync() "used" means used since the last synchronised backward: a parameter that only an
-// earlier micro-batch reached is averaged with its accumulated gradient. Each backward must
+// no gradient on a rank is an error unless find_unused_parameters(true), which lets that rank
+// bring its .grad as it stands (zeros where it has none: after zero_grad()), and leaves .grad
+// untouched where no rank used it. Under no_sync() "used" means used since the last
+// synchronised backward: a parameter that only an earlier micro-batch reached is averaged with
+// its accumulated gradient. Gradients accumulated over several synchronised backwards (no
+// zero_grad() in between) are averaged alike: a rank that skips a parameter brings the
+// average already in its .grad. Each backward must
 // reach at least one parameter on every rank. In a world of one (no mpirun) the
 // wrapper hooks nothing: backward() is exactly what it is without it.
 #pragma once
