@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "cppgrad.h"
+#include "../common/check.h"
 #include "ddp_net.h"
 #include "distributed/distributed.h"
 #include "distributed/zero.h"
@@ -289,4 +290,62 @@ TEST_CASE("zero: misuse is refused with an Error naming the values, on every ran
   forgot.opt = std::make_unique<ZeroRedundancyOptimizer>(forgot.model->parameters(), make);
   forgot.schedule = std::make_unique<optim::StepLR>(*forgot.opt, 2, 0.5);
   CHECK_THROWS_WITH_AS(train(forgot, 0, 1), doctest::Contains("the gradients differ between ranks"), Error);
+}
+
+// Without DDP a rank that did not reach a parameter counts as a zero gradient (as DDP's
+// find_unused_parameters does), and a parameter no rank reached is not updated and keeps no
+// state (as PyTorch skips a .grad of None).
+TEST_CASE("zero: parameters some ranks or no rank used train as with DDP's find_unused_parameters") {
+  using ddptest::Net;
+  auto make_net = [](uint64_t seed) {
+    manual_seed(seed + static_cast<uint64_t>(rank()));
+    auto net = std::make_shared<Net>(/*tied=*/false, /*with_branch=*/true, /*with_spare=*/true);
+    net->to(kFloat64);
+    return net;
+  };
+  auto reference = make_net(61), sharded = make_net(61);
+  DistributedDataParallel ddp(reference, DistributedDataParallelOptions().find_unused_parameters(true));
+  optim::AdamW plain(reference->parameters(), optim::AdamOptions(0.01));
+  ZeroRedundancyOptimizer zero(sharded->parameters(), ZeroRedundancyOptimizer::of<optim::AdamW>(optim::AdamOptions(0.01)),
+                               ZeroRedundancyOptimizerOptions().reduce_scatter(true));
+  const Tensor spare_before = sharded->spare->weight.detach().clone();
+  const int64_t share = kBatch / world_size();
+  for (int64_t step = 0; step < 4; ++step) {
+    Generator gen(700 + step);
+    Tensor x = randn({kBatch, 6}, kFloat64, gen).narrow(0, rank() * share, share);
+    Tensor y = randn({kBatch, 3}, kFloat64, gen).narrow(0, rank() * share, share);
+    const bool use_branch = rank() == 0;  // the others never reach it
+    for (auto [net, opt] : {std::pair<Net*, optim::Optimizer*>{reference.get(), &plain}, {sharded.get(), &zero}}) {
+      opt->zero_grad();
+      nn::functional::mse_loss(net->forward(x, use_branch), y).backward();
+      opt->step();
+    }
+  }
+  CHECK(max_difference(*sharded, *reference) < 1e-12);
+  CHECK(check::max_abs_diff(check::values(sharded->spare->weight), check::values(spare_before)) == 0.0);
+  const NamedTensors state = zero.state_dict();
+  // Net's parameters in order: fc1 (2), fc2 (2), head (2), branch (2), spare (2): nothing for 8 and 9.
+  for (const auto& entry : state) {
+    CHECK(entry.first.rfind("state.8.", 0) != 0);
+    CHECK(entry.first.rfind("state.9.", 0) != 0);
+  }
+  CHECK(max_entry_difference(state, plain.state_dict()) < 1e-12);
+}
+
+// More ranks than elements: one 0-d parameter, owned by rank 0; the others own empty shards and
+// still take part in every collective.
+TEST_CASE("zero: one element over every rank, the other shards empty") {
+  Tensor p = full({}, 1.0, TensorOptions(kFloat64).requires_grad());
+  ZeroRedundancyOptimizer zero({p}, ZeroRedundancyOptimizer::of<optim::SGD>(optim::SGDOptions(0.1).momentum(0.9)),
+                               ZeroRedundancyOptimizerOptions().reduce_scatter(true));
+  CHECK(zero.numel() == 1);
+  CHECK(zero.shard_end() - zero.shard_begin() == (rank() == 0 ? 1 : 0));
+  p.set_grad(full({}, static_cast<double>(rank() + 1), kFloat64));  // averages to (N + 1) / 2
+  zero.step();
+  const double average = (world_size() + 1) / 2.0;
+  CHECK(p.item<double>() == doctest::Approx(1.0 - 0.1 * average).epsilon(1e-15));
+  const NamedTensors state = zero.state_dict();
+  REQUIRE(state.back().first == "state.0.momentum_buffer");
+  CHECK(state.back().second.item<double>() == doctest::Approx(average).epsilon(1e-15));
+  CHECK(zero.state_bytes() == (rank() == 0 ? 8 : 0));
 }
