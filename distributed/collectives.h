@@ -40,7 +40,19 @@ class Work {
   std::unique_ptr<State> state_;
 };
 
+// ---- how a rank waits for a collective ---------------------------------------------------------
+// Spin: test in a loop, as MPI_Wait does (the shortest wait when every rank has a core).
+// Polite: test, then sleep between tests, giving the core to the ranks being waited for (the
+// faster one on a machine with more runnable tasks than cores). Adaptive (the default): spin
+// while the machine has a core for every runnable task, politely when it has not.
+enum class WaitPolicy { Adaptive, Spin, Polite };
+void set_wait_policy(WaitPolicy policy);
+WaitPolicy get_wait_policy();
+
 // ---- all_reduce: every rank ends with the reduction of all ranks' tensors -------------------
+// From 64 KiB up between 2 or 3 ranks: a ring (reduce-scatter + all-gather), each rank sending
+// 2(N-1)/N of the bytes; otherwise MPI_Iallreduce, which Open MPI runs as a binomial tree
+// (below 4 ranks or 64 KiB) or as recursive halving + doubling. docs/scaling.md has the costs.
 void all_reduce(const Tensor& tensor, ReduceOp op = ReduceOp::Sum);
 Work all_reduce_async(const Tensor& tensor, ReduceOp op = ReduceOp::Sum);
 

@@ -39,6 +39,8 @@ int main(int argc, char** argv) {
   if (auto code = examples::parse_command_line(app, argc, argv, "char_lm")) return *code;
   return examples::run_program("char_lm", "--batch, --d-model, --ff, --layers or --data", [&] {
     examples::KeptOptions kept = kept_options(app, o);
+    o.resume = examples::resolve_resume(o.resume, o.checkpoints, lead);  // --resume latest, or a directory
+    examples::announce_restart(o.resume, lead);
     std::optional<nn::SafetensorsContents> resumed = kept.resume_from_file(o.resume, lead);
     const int64_t rank_batch = check_options(o);  // everything that can be refused, before training
     const Text text = read_text(o);
@@ -66,6 +68,7 @@ int main(int argc, char** argv) {
     if (lead) print_run_line(o, text, model->parameter_count(), rank_batch, world.world_size());
 
     // ---- the training loop ---------------------------------------------------------------------
+    examples::PeriodicCheckpoints periodic(o.checkpoints, o.steps, lead);  // --save-every
     Progress progress(o.steps, log.step);
     examples::StepLosses losses;  // each step's, until the next report
     std::optional<double> last_eval;
@@ -92,6 +95,12 @@ int main(int argc, char** argv) {
       if (auto held = examples::report_step(log, losses, progress, o.steps, o.eval_every, opt.lr(),
                                             o.batch * o.model.seq_len, lead, [&] { return loss_on(*model, held_out); }))
         last_eval = held;
+      if (periodic.due(log.step)) {
+        nn::Metadata metadata = checkpoint_metadata(o, last_eval ? *last_eval : std::nan(""));
+        kept.save_into(metadata);
+        losses.flush(log.step, log.train_curve);  // every step's loss into the checkpoint (a collective)
+        periodic.save(log.step, state, metadata);  // a collective
+      }
     }
     if (lead) progress.finish();
     examples::stop_if_weights_non_finite(log.step, *model);  // the last update's, before anything is kept

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "char_lm/model.h"
+#include "common/checkpoints.h"
 #include "common/cli.h"
 #include "char_lm/sample.h"
 
@@ -21,6 +22,7 @@ struct Options {
   uint64_t seed = 0;
   int threads = 0;  // 0: all cores
   std::string save, resume, plot;
+  examples::CheckpointOptions checkpoints;  // --save-every, --keep-last, --save-dir
   std::string trace, log_dir;  // --trace, --log-dir (examples/common/observe.h)
   int64_t eval_every = 100;
   SampleOptions sample;
