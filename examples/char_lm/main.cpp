@@ -18,6 +18,7 @@
 #include <CLI/CLI.hpp>
 #include <cmath>
 #include <fmt/core.h>
+#include <memory>
 
 #include "char_lm/evaluate.h"
 #include "char_lm/model.h"
@@ -49,7 +50,13 @@ int main(int argc, char** argv) {
     manual_seed(o.seed + static_cast<uint64_t>(world.rank()));  // weights (rank 0's are broadcast) and dropout
     auto model = std::make_shared<CharLM>(text.vocab.size(), o.model);
     distributed::DistributedDataParallel ddp(model);  // rank 0's weights everywhere; hooks nothing in a world of one
-    optim::AdamW opt(examples::weight_decay_groups(*model, o.lr, o.weight_decay), optim::AdamOptions(o.lr).beta2(0.99));
+    const distributed::ZeroRedundancyOptimizer::Factory adamw =
+        distributed::ZeroRedundancyOptimizer::of<optim::AdamW>(optim::AdamOptions(o.lr).beta2(0.99));
+    const std::vector<optim::ParamGroup> groups = examples::weight_decay_groups(*model, o.lr, o.weight_decay);
+    // --zero: each rank updates its 1/N of the parameters and keeps only that much of AdamW's state.
+    std::unique_ptr<optim::Optimizer> optimizer =
+        o.zero ? std::make_unique<distributed::ZeroRedundancyOptimizer>(groups, adamw) : adamw(groups);
+    optim::Optimizer& opt = *optimizer;
     // Scaled to peak at --lr after the warm-up, then decaying as 1/√step. It has no end point, so a
     // resumed run continues the same curve whatever --steps it is given (a cosine decay must know
     // the last step in advance).
@@ -66,6 +73,9 @@ int main(int argc, char** argv) {
     examples::open_log(log, lead ? o.log_dir : "");  // --log-dir
     const data::Batch held_out = held_out_windows(text, o.model.seq_len);
     if (lead) print_run_line(o, text, model->parameter_count(), rank_batch, world.world_size());
+    if (const auto* zero = dynamic_cast<const distributed::ZeroRedundancyOptimizer*>(&opt); zero && lead)
+      fmt::print("--zero: AdamW's state sharded over {} processes, rank 0 keeping the moments of {} of {} parameters\n",
+                 world.world_size(), zero->shard_end() - zero->shard_begin(), zero->numel());
 
     // ---- the training loop ---------------------------------------------------------------------
     examples::PeriodicCheckpoints periodic(o.checkpoints, o.steps, lead);  // --save-every

@@ -36,6 +36,8 @@ void add_options(CLI::App& app, Options& o) {
   app.add_option("--weight-decay", o.weight_decay, "AdamW's decay of the weight matrices")->check(examples::number_in(0.0, 1.0));
   app.add_option("--clip", o.clip, "largest gradient norm (larger ones are scaled down to it)")
       ->check(examples::number_in(1e-6, 1e6));
+  app.add_flag("--zero", o.zero, "each process keeps and updates 1/N of AdamW's state (ZeRO-1, "
+               "distributed::ZeroRedundancyOptimizer); the same steps, and checkpoints that load either way");
   app.add_option("--seed", o.seed, "random seed (weights, windows, dropout, sampling)")->check(examples::digits_only());
   app.add_option("--threads", o.threads, "threads for BLAS and cppgrad's loops (default: all cores)")
       ->check(CLI::Range(1, 256));

@@ -19,6 +19,7 @@ struct Options {
   ModelConfig model;  // its seq_len is also the training windows' length
   double lr = 5e-3, weight_decay = 0.1, clip = 1.0;
   int64_t warmup = 50;
+  bool zero = false;  // --zero: AdamW's state sharded over the processes (ZeRO-1)
   uint64_t seed = 0;
   int threads = 0;  // 0: all cores
   std::string save, resume, plot;
