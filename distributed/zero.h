@@ -40,8 +40,8 @@
 // an Error on every rank naming the first difference); one floating dtype (float32 or float64)
 // for all of them; every rank calls step() and state_dict() together. The parameters are
 // broadcast from rank 0 when it is built, so that the ranks start alike without DDP too
-// (DDP's own broadcast is the same). In a world of one it is the factory's optimizer with
-// extra copies.
+// (DDP's own broadcast is the same). In a world of one it is the factory's optimizer over
+// flat views of the parameters, with no communication.
 #pragma once
 
 #include <functional>
