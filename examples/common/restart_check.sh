@@ -20,7 +20,7 @@ mpirun_script="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)/scripts/mpiru
 rm -rf "$dir" && mkdir -p "$dir" && cd "$dir"
 seed="${RESTART_CHECK_SEED:-30}"
 RANDOM="$seed"
-steps=60
+steps=72
 run=(--threads 1 --d-model 32 --heads 2 --layers 1 --ff 64 --batch 16 --seq-len 6 --vocab 10 --seed 7
      --train-size 192 --eval-every 20 --steps "$steps")
 export RESTART_CHECK_TAG="$$"  # marks this test's processes, to find a rank's among them
