@@ -14,6 +14,7 @@
 
 #include "../autograd/node.h"
 #include "process_group.h"
+#include "watchdog.h"
 
 namespace cppgrad::distributed {
 
@@ -87,6 +88,7 @@ enum class Progress { None, Advanced, Done };  // Advanced: a round finished, th
 // bench/bench_allreduce measures the three side by side.
 template <class Test>
 void wait_until(Test test) {
+  watchdog::Wait watch;  // past the collective timeout: names the ranks that do not answer, ends the job
   using Clock = std::chrono::steady_clock;
   constexpr auto kSpinWhenBusy = std::chrono::microseconds(100);
   if (wait_policy != WaitPolicy::Polite) {
@@ -99,6 +101,7 @@ void wait_until(Test test) {
         if (p == Progress::Done) return;
         if (p == Progress::Advanced) spin_until = Clock::now() + kSpinWhenBusy;
       }
+      watch.poll();
       if (wait_policy == WaitPolicy::Spin) continue;
       const auto now = Clock::now();
       if (now > look_again) {
@@ -113,6 +116,7 @@ void wait_until(Test test) {
     const Progress p = test();
     if (p == Progress::Done) return;
     if (p == Progress::Advanced) pause = std::chrono::microseconds(5);
+    watch.poll();
     if (polls < 200 && wait_policy == WaitPolicy::Polite) continue;
     std::this_thread::sleep_for(pause);
     pause = std::min(pause * 2, std::chrono::microseconds(100));

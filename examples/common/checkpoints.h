@@ -16,7 +16,8 @@
 // so a process killed at any moment leaves every step-*.safetensors whole. "Newest" is the
 // largest step in the name: a run branched from an older checkpoint should get its own
 // --save-dir. A job rerun with the same command line and --resume latest continues from its last
-// checkpoint (README, "Checkpoints during training").
+// checkpoint: scripts/mpirun --max-restarts K does so after a failure (README, "Training that
+// survives a lost process").
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -69,8 +70,8 @@ class PeriodicCheckpoints {
   bool lead_;
 };
 
-// The restart a launcher says this is (CPPGRAD_RESTART_COUNT, as torchrun sets
-// TORCHELASTIC_RESTART_COUNT): 0 for the first start. On a restart rank 0 prints it, with a note
+// The restart a launcher says this is (scripts/mpirun --max-restarts sets CPPGRAD_RESTART_COUNT,
+// as torchrun sets TORCHELASTIC_RESTART_COUNT): 0 for the first start. On a restart rank 0 prints it, with a note
 // when the command line has no --resume (the run would start over).
 int restart_count();
 void announce_restart(const std::string& resume, bool lead);
