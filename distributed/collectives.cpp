@@ -297,7 +297,37 @@ void start_ring(Work::State& state, const Tensor& buffer, ReduceOp op) {
   state.next();  // round 0
 }
 
+// Between 2 ranks below kRingMinBytes: one round, each rank sends its whole tensor to the other
+// and adds what it receives (x1 + x0 on rank 0, x0 + x1 on rank 1: the same bits, IEEE addition
+// being commutative). One message's latency where the tree takes two, and the same bytes on a
+// full-duplex link; no MPI_Iallreduce schedule to progress, which costs tens of microseconds.
+void start_exchange(Work::State& state, const Tensor& buffer, ReduceOp op) {
+  static int64_t sequence = 0;
+  const int tag = ring_tag(sequence++, 7);  // round 7: never a ring's (they use 0-3)
+  const int other = 1 - rank();
+  const int count = static_cast<int>(buffer.numel());
+  const MPI_Datatype type = mpi_type(buffer, "all_reduce");
+  const MPI_Op mpi_reduction = mpi_op(op);
+  Tensor received = empty({buffer.numel()}, buffer.dtype());
+  state.buffers.push_back(received);
+  void* mine = buffer.raw_data();
+  void* theirs = received.raw_data();
+  MPI_Irecv(theirs, count, type, other, tag, MPI_COMM_WORLD, new_request(state));
+  MPI_Isend(mine, count, type, other, tag, MPI_COMM_WORLD, new_request(state));
+  state.next = [=, added = false]() mutable {
+    if (!added) MPI_Reduce_local(theirs, mine, count, type, mpi_reduction);
+    added = true;
+    return false;
+  };
+}
+
 }  // namespace
+
+AllReduceAlgorithm all_reduce_algorithm(int64_t bytes, int world) {
+  if (world == 2) return bytes >= kRingMinBytes ? AllReduceAlgorithm::Ring : AllReduceAlgorithm::Exchange;
+  if (world < 4) return bytes >= kRingMinBytes ? AllReduceAlgorithm::Ring : AllReduceAlgorithm::BinomialTree;
+  return bytes >= (64 << 10) ? AllReduceAlgorithm::HalvingDoubling : AllReduceAlgorithm::BinomialTree;
+}
 
 Work all_reduce_async(const Tensor& tensor, ReduceOp op) {
   check_tensor(tensor, "all_reduce");
@@ -305,10 +335,14 @@ Work all_reduce_async(const Tensor& tensor, ReduceOp op) {
   if (!is_initialized() || tensor.numel() == 0) return finished();  // x / 1 == x
   auto state = std::make_unique<Work::State>();
   const int64_t bytes = tensor.numel() * static_cast<int64_t>(dtype_size(tensor.dtype()));
-  if (world_size() < 4 && bytes >= kRingMinBytes) {
+  const AllReduceAlgorithm algorithm = all_reduce_algorithm(bytes, world_size());
+  if (algorithm == AllReduceAlgorithm::Ring || algorithm == AllReduceAlgorithm::Exchange) {
     Tensor buffer = contiguous_buffer(tensor);
     state->buffers.push_back(buffer);
-    start_ring(*state, buffer, op);
+    if (algorithm == AllReduceAlgorithm::Ring)
+      start_ring(*state, buffer, op);
+    else
+      start_exchange(*state, buffer, op);
     state->finish = write_back(tensor, buffer, op == ReduceOp::Average);
     return Work(std::move(state));
   }
