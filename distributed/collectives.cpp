@@ -26,6 +26,7 @@ struct Work::State {
   std::vector<Tensor> buffers;
   std::function<bool()> next;  // starts the next round; false when there is none left
   std::function<void()> finish;
+  int64_t bytes = 0;  // the message's size: how long the adaptive wait keeps spinning
 };
 
 Work::Work() = default;
@@ -81,14 +82,16 @@ enum class Progress { None, Advanced, Done };  // Advanced: a round finished, th
 //   with more runnable tasks than cores a spinning rank may steal the time that the rank it
 //   waits for needs to get here; sleeping gives it back.
 // Adaptive spins while the machine has a core for every runnable task (looking again every
-// millisecond of a long wait). When it has not, it still spins for 100 us after each step of
-// progress, which most small collectives need no more than, and only then turns polite: a
-// scheduler's time slice is milliseconds, so those 100 us cost the other ranks little.
-// bench/bench_allreduce measures the three side by side.
+// millisecond of a long wait). When it has not, it still spins after each step of progress for
+// as long as the step's bytes may plausibly take to move, 100 us plus 1 us per KiB (a MiB
+// moves in about a millisecond between two processes here), and only then turns polite: a
+// late rank is then most likely descheduled, and sleeping gives it the core. Measured loaded
+// (builds at a lower priority on both cores) the polite wait added a millisecond to a 1 MB
+// all-reduce that spinning did not; bench/bench_allreduce measures the three side by side.
 template <class Test>
-void wait_until(Test test) {
+void wait_until(Test test, int64_t bytes = 0) {
   using Clock = std::chrono::steady_clock;
-  constexpr auto kSpinWhenBusy = std::chrono::microseconds(100);
+  const auto kSpinWhenBusy = std::chrono::microseconds(100 + bytes / 1024);
   if (wait_policy != WaitPolicy::Polite) {
     bool busy = wait_policy == WaitPolicy::Adaptive && machine_is_busy();
     auto look_again = Clock::now() + std::chrono::milliseconds(1);
@@ -153,7 +156,7 @@ void barrier() {
 
 void Work::wait() {
   if (!state_ || state_->done) return;
-  wait_until([&] { return progress(*state_); });
+  wait_until([&] { return progress(*state_); }, state_->bytes);
   state_->done = true;
   state_->next = nullptr;
   if (state_->finish) state_->finish();
@@ -335,6 +338,7 @@ Work all_reduce_async(const Tensor& tensor, ReduceOp op) {
   if (!is_initialized() || tensor.numel() == 0) return finished();  // x / 1 == x
   auto state = std::make_unique<Work::State>();
   const int64_t bytes = tensor.numel() * static_cast<int64_t>(dtype_size(tensor.dtype()));
+  state->bytes = bytes;
   const AllReduceAlgorithm algorithm = all_reduce_algorithm(bytes, world_size());
   if (algorithm == AllReduceAlgorithm::Ring || algorithm == AllReduceAlgorithm::Exchange) {
     Tensor buffer = contiguous_buffer(tensor);
