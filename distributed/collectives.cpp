@@ -14,6 +14,7 @@
 
 #include "../autograd/node.h"
 #include "process_group.h"
+#include "watchdog.h"
 
 namespace cppgrad::distributed {
 
@@ -90,6 +91,7 @@ enum class Progress { None, Advanced, Done };  // Advanced: a round finished, th
 // all-reduce that spinning did not; bench/bench_allreduce measures the three side by side.
 template <class Test>
 void wait_until(Test test, int64_t bytes = 0) {
+  watchdog::Wait watch;  // past the collective timeout: names the ranks that do not answer, ends the job
   using Clock = std::chrono::steady_clock;
   const auto kSpinWhenBusy = std::chrono::microseconds(100 + bytes / 1024);
   if (wait_policy != WaitPolicy::Polite) {
@@ -102,6 +104,7 @@ void wait_until(Test test, int64_t bytes = 0) {
         if (p == Progress::Done) return;
         if (p == Progress::Advanced) spin_until = Clock::now() + kSpinWhenBusy;
       }
+      watch.poll();
       if (wait_policy == WaitPolicy::Spin) continue;
       const auto now = Clock::now();
       if (now > look_again) {
@@ -116,6 +119,7 @@ void wait_until(Test test, int64_t bytes = 0) {
     const Progress p = test();
     if (p == Progress::Done) return;
     if (p == Progress::Advanced) pause = std::chrono::microseconds(5);
+    watch.poll();
     if (polls < 200 && wait_policy == WaitPolicy::Polite) continue;
     std::this_thread::sleep_for(pause);
     pause = std::min(pause * 2, std::chrono::microseconds(100));

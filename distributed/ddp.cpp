@@ -29,6 +29,8 @@ struct DistributedDataParallel::Reducer {
     int64_t pending = 0;          // parameters not ready yet
     bool started = false;
     int64_t ready_at_start = 0;  // gradients of this backward that had arrived when it started
+    // Gradients of this backward that had arrived when its all-reduce was seen complete (-1: not yet).
+    int64_t ready_at_completion = -1;
     Work work;
   };
 
@@ -41,6 +43,7 @@ struct DistributedDataParallel::Reducer {
   bool buckets_rebuilt = false;
   std::vector<int64_t> ready_order;  // this backward's parameters in the order they became ready
   int64_t overlapped_buckets = 0;    // the last backward's buckets started before its last gradient
+  int64_t completed_buckets = 0;     // ... and those whose all-reduce completed before it too
   bool sync_enabled = true;  // false inside no_sync()
   // Alive while this backward's end callback is queued: the callback owns it. A backward that
   // throws half-way drops its callbacks, so the next hook sees it expired and starts afresh.
@@ -64,7 +67,18 @@ struct DistributedDataParallel::Reducer {
     ready_order.push_back(i);
     --buckets[p.bucket].pending;
     start_ready_buckets();
-    for (int64_t b = 0; b < next_bucket; ++b) buckets[b].work.is_completed();  // MPI progresses in calls
+    progress();
+  }
+
+  // MPI moves a non-blocking collective on only inside MPI calls: each hook, and each node of
+  // backward after the first bucket started, tests the buckets in flight (and an all-reduce
+  // that completes writes its averages into its bucket there and then).
+  void progress() {
+    for (int64_t b = 0; b < next_bucket; ++b) {
+      Bucket& bucket = buckets[b];
+      if (bucket.ready_at_completion < 0 && bucket.work.is_completed())
+        bucket.ready_at_completion = static_cast<int64_t>(ready_order.size());
+    }
   }
 
   void begin_backward() {
@@ -77,10 +91,12 @@ struct DistributedDataParallel::Reducer {
     for (Bucket& b : buckets) {
       b.pending = static_cast<int64_t>(b.params.size());
       b.started = false;
+      b.ready_at_completion = -1;
     }
     auto token = std::make_shared<int>(0);
     backward_token = token;
     autograd::queue_callback([this, token] { end_backward(); });
+    autograd::call_between_nodes([this] { progress(); });
   }
 
   // Packs the parameters, taken in `order`, into buckets of about bucket_cap_bytes (the first
@@ -194,9 +210,12 @@ struct DistributedDataParallel::Reducer {
       used_work = all_reduce_async(used, ReduceOp::Max);
     else
       used = Tensor();  // every rank used every parameter
-    overlapped_buckets = 0;
-    for (const Bucket& b : buckets)
-      overlapped_buckets += b.ready_at_start < static_cast<int64_t>(ready_order.size());
+    overlapped_buckets = completed_buckets = 0;
+    const auto arrived = static_cast<int64_t>(ready_order.size());
+    for (const Bucket& b : buckets) {
+      overlapped_buckets += b.started && b.ready_at_start < arrived;
+      completed_buckets += b.ready_at_completion >= 0 && b.ready_at_completion < arrived;
+    }
     const auto start = std::chrono::steady_clock::now();
     for (Bucket& b : buckets) b.work.wait();
     used_work.wait();
@@ -270,5 +289,6 @@ std::vector<std::vector<std::string>> DistributedDataParallel::bucket_parameter_
 
 double DistributedDataParallel::last_wait_seconds() const { return reducer_->last_wait_seconds; }
 int64_t DistributedDataParallel::last_overlapped_buckets() const { return reducer_->overlapped_buckets; }
+int64_t DistributedDataParallel::last_completed_buckets() const { return reducer_->completed_buckets; }
 
 }  // namespace cppgrad::distributed

@@ -16,7 +16,9 @@
 //
 // How: a post-accumulate-grad hook on every parameter copies its gradient into a bucket (a
 // flat buffer of about bucket_cap_mb) the moment it is final; a full bucket starts its
-// non-blocking all-reduce at once, so communication overlaps the rest of backward. Buckets
+// non-blocking all-reduce at once, so communication overlaps the rest of backward. MPI moves
+// a non-blocking collective on only while it is called, so the buckets in flight are tested
+// between backward's nodes (autograd::call_between_nodes), not first at its end. Buckets
 // start in the same order on every rank, as MPI requires. At first the parameters go into
 // buckets in reverse order of registration; after the first synchronised backward the buckets
 // are laid out again in the order rank 0 saw the gradients become ready (as PyTorch rebuilds
@@ -90,6 +92,9 @@ class DistributedDataParallel {
   // How many of the last synchronised backward's buckets started their all-reduce while some
   // gradient was still to come, i.e. overlapped backward (0 in a world of one).
   int64_t last_overlapped_buckets() const;
+  // Of those, how many had their all-reduce complete before that last gradient came: MPI moved
+  // them on while backward computed (0 in a world of one).
+  int64_t last_completed_buckets() const;
 
   struct Reducer;  // the buckets and the per-backward state (ddp.cpp)
 

@@ -7,7 +7,8 @@
 #                              gradient accumulation) on characters: the loss falls, samples
 #   check.sh errors  GPT DIR   bad arguments and files: one line on stderr, exit code 2, no training
 #   check.sh resume  GPT DIR   30 steps, save, resume to 40 == 40 steps straight, byte for byte,
-#                              for gpt2 (BPE) and llama (characters, 2 micro-batches a step)
+#                              for gpt2 (BPE) and llama (characters, 2 micro-batches a step); the
+#                              same from --save-every's checkpoints (--resume latest)
 #   check.sh ranks_resume GPT DIR   the gpt2 resume on 2 processes (scripts/mpirun 2)
 #   check.sh hf      GPT DIR   --init-from hf: the PyTorch twins' GPT-2 (its vocab.json and merges.txt
 #                              beside it) and Llama files in tests/data: sampled, fine-tuned, written
@@ -143,6 +144,7 @@ case "$mode" in
       # weights, AdamW's moments, the schedule, the loader's position, the RNG states and every
       # step's loss: identical files mean the resumed run continued exactly
       cmp straight.safetensors resumed.safetensors || fail "$arch: the resumed run differs from the straight one"
+      check_periodic_resume straight.safetensors "${run[@]}" "${small[@]}"  # --save-every, --resume latest
       diff <(grep -o 'step *[0-9]*/40  loss [0-9.]*' straight.log | tail -n 1) \
            <(grep -o 'step *[0-9]*/40  loss [0-9.]*' resumed.log) || fail "$arch: the printed losses differ"
       if [ "$mode" = ranks_resume ]; then
