@@ -3,6 +3,16 @@
 //
 //   scripts/mpirun 2 build/release/bench/bench_allreduce              # quiet
 //   scripts/mpirun 2 build/release/bench/bench_allreduce --busy 2     # 2 spinning threads per rank
+//   scripts/netns --rate 1gbit --delay 100 2 build/release/bench/bench_allreduce --link-gbit 1 --half-duplex
+//   build/release/bench/bench_allreduce --project 29.3                # the projections to 8, 64 machines
+//
+// --link-gbit G adds the cost model's prediction (bench/cost_model.h) for a link of G Gbit/s
+// whose latency alpha is measured here first (half the median round trip of a 4-byte message
+// between ranks 0 and 1), and measured / predicted for cppgrad's all_reduce. --half-duplex: the
+// link is one queue for both directions (scripts/netns --hosts 1 shapes the loopback so).
+// --project T_C prints, without MPI, the model's all-reduce time and the efficiency
+// t_c / (t_c + T) of a step of T_C ms for the copy-step model's gradients (930,320 float32)
+// and a 100M-parameter model's, on 2, 8 and 64 machines, beside the binomial tree's time.
 //
 // For each size from 4 KB to 16 MB (float32, sum), side by side in one run: cppgrad's
 // all_reduce with each way of waiting (adaptive, the default; spin; polite: poll then sleep)
@@ -25,6 +35,7 @@
 
 #include "cppgrad.h"
 #include "distributed/distributed.h"
+#include "cost_model.h"
 #include "harness.h"
 
 using namespace cppgrad;
@@ -72,6 +83,71 @@ long runnable_now() {
   return runnable;
 }
 
+// Half the median round trip of a 4-byte message between ranks 0 and 1: one message's latency.
+double measure_alpha() {
+  if (dist::world_size() < 2) return 0;
+  float value = 0;
+  std::vector<double> trips;
+  for (int i = 0; i < 220; ++i) {
+    MPI_Barrier(MPI_COMM_WORLD);
+    const double s = bench::seconds([&] {
+      if (dist::rank() == 0) {
+        MPI_Send(&value, 1, MPI_FLOAT, 1, 7, MPI_COMM_WORLD);
+        MPI_Recv(&value, 1, MPI_FLOAT, 1, 7, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+      } else if (dist::rank() == 1) {
+        MPI_Recv(&value, 1, MPI_FLOAT, 0, 7, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        MPI_Send(&value, 1, MPI_FLOAT, 0, 7, MPI_COMM_WORLD);
+      }
+    });
+    if (i >= 20) trips.push_back(s);  // after the warm-up
+  }
+  double alpha = bench::median(trips) / 2;
+  MPI_Bcast(&alpha, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+  return alpha;
+}
+
+// The cost model on paper: all-reduce time and efficiency on 2, 8 and 64 machines, for the
+// copy-step model's gradients with `compute_ms` of compute a step, and for a 100M-parameter
+// model's with the compute times of docs/scaling.md (6 * parameters * 4096 tokens FLOPs at
+// 100 GFLOP/s, 1 TFLOP/s and 100 TFLOP/s: 25 s, 2.5 s, 25 ms).
+void print_projection(double compute_ms) {
+  struct Model {
+    const char* name;
+    double bytes;
+    std::vector<double> compute_ms;
+  };
+  struct Wire {
+    const char* name;
+    bench::Link link;
+  };
+  const Model models[] = {{"copy-step model, 930,320 float32", 930320.0 * 4, {compute_ms}},
+                          {"100M parameters, float32", 400e6, {25000, 2500, 25}}};
+  const Wire wires[] = {{"1 Gb/s, alpha 50 us", {1e9 / 8, 50e-6}},
+                        {"10 Gb/s, alpha 10 us", {10e9 / 8, 10e-6}},
+                        {"100 Gb/s, alpha 2 us", {100e9 / 8, 2e-6}}};
+  fmt::print("cost model (bench/cost_model.h): one all-reduce of all the gradients (one bucket); efficiency "
+             "t_c / (t_c + T), no overlap\n");
+  for (const Model& model : models) {
+    fmt::print("{} ({:.1f} MB)\n{:>22} {:>8} {:>18} {:>11} {:>11} {:>11} {:>11} {:>9}", model.name, model.bytes / 1e6,
+               "link", "machines", "algorithm", "bandwidth", "latency", "T", "tree T", "tree / T");
+    for (double t_c : model.compute_ms) fmt::print(" {:>16}", fmt::format("eff. t_c={:g} ms", t_c));
+    fmt::print("\n");
+    for (const Wire& wire : wires)
+      for (int n : {2, 8, 64}) {
+        const double t = bench::all_reduce_seconds(model.bytes, n, wire.link);
+        bench::Link no_latency = wire.link;
+        no_latency.alpha = 0;
+        const double bandwidth = bench::all_reduce_seconds(model.bytes, n, no_latency);
+        const double tree = bench::tree_seconds(model.bytes, n, wire.link);
+        fmt::print("{:>22} {:>8} {:>18} {:>8.2f} ms {:>8.2f} ms {:>8.2f} ms {:>8.2f} ms {:>8.1f}x", wire.name, n,
+                   bench::algorithm_name(dist::all_reduce_algorithm(static_cast<int64_t>(model.bytes), n)),
+                   bandwidth * 1e3, (t - bandwidth) * 1e3, t * 1e3, tree * 1e3, tree / t);
+        for (double t_c : model.compute_ms) fmt::print(" {:>15.0f}%", 100 * t_c / (t_c + t * 1e3));
+        fmt::print("\n");
+      }
+  }
+}
+
 std::string size_str(double bytes) {
   if (bytes >= 1 << 20) return fmt::format("{:.0f} MB", bytes / (1 << 20));
   return fmt::format("{:.0f} KB", bytes / 1024);
@@ -84,16 +160,25 @@ std::string us(double seconds) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  for (int i = 1; i + 1 < argc; ++i)
+    if (std::string(argv[i]) == "--project") {
+      print_projection(std::atof(argv[i + 1]));
+      return 0;
+    }
   setenv("OMPI_MCA_coll_tuned_use_dynamic_rules", "1", 0);  // lets MPI_T force an algorithm
   dist::ProcessGroup world(argc, argv);
   int busy_threads = 0, rounds = 5;
+  double link_gbit = 0;
+  bool half_duplex = false;
   int64_t max_bytes = 16 << 20;
   for (int i = 1; i + 1 < argc; ++i) {
     const std::string arg = argv[i];
     if (arg == "--busy") busy_threads = std::atoi(argv[++i]);
     if (arg == "--rounds") rounds = std::max(1, std::atoi(argv[++i]));
     if (arg == "--max-mb") max_bytes = static_cast<int64_t>(std::atoi(argv[++i])) << 20;
+    if (arg == "--link-gbit") link_gbit = std::atof(argv[++i]);
   }
+  for (int i = 1; i < argc; ++i) half_duplex = half_duplex || std::string(argv[i]) == "--half-duplex";
   int provided = 0;
   MPI_T_init_thread(MPI_THREAD_SINGLE, &provided);
   const char* names[] = {"MPI auto", "linear", "red+bcast", "rec.doubl", "ring", "seg.ring", "rabenseif"};
@@ -112,15 +197,24 @@ int main(int argc, char** argv) {
 
   const bool lead = world.rank() == 0;
   const int n = world.world_size();
+  const bench::Link link{link_gbit * 1e9 / 8, measure_alpha(), half_duplex};
   if (lead) {
     fmt::print("all-reduce (float32, sum) between {} ranks; {}\n", n, bench::cpu_description());
     fmt::print("load: 1-minute average {:.2f}, {} tasks runnable now, {} spinning threads per rank (--busy); "
                "btl {}; median of {} rounds\n",
                bench::load_average(), runnable_now(), busy_threads,
                std::getenv("OMPI_MCA_btl") ? std::getenv("OMPI_MCA_btl") : "(default)", rounds);
+    if (link_gbit > 0)
+      fmt::print("model: {} Gbit/s {}, alpha {:.1f} us (measured: half a 4-byte round trip); all_reduce runs {} "
+                 "below 64 KiB, {} from there\n",
+                 link_gbit, half_duplex ? "half duplex (one queue for both directions)" : "full duplex",
+                 link.alpha * 1e6, bench::algorithm_name(dist::all_reduce_algorithm(4096, n)),
+                 bench::algorithm_name(dist::all_reduce_algorithm(1 << 20, n)));
     fmt::print("{:>6} | {:>10} {:>10} {:>10} |", "size", "adaptive", "spin", "polite");
     for (const char* name : names) fmt::print(" {:>10}", name);
-    fmt::print(" | {:>10} {:>9}\n", "best MPI", "adapt/best");
+    fmt::print(" | {:>10} {:>9}", "best MPI", "adapt/best");
+    if (link_gbit > 0) fmt::print(" | {:>10} {:>9}", "model", "adapt/model");
+    fmt::print("\n");
   }
   const dist::WaitPolicy policies[] = {dist::WaitPolicy::Adaptive, dist::WaitPolicy::Spin, dist::WaitPolicy::Polite};
   for (int64_t bytes = 4 << 10; bytes <= max_bytes; bytes *= 4) {
@@ -150,7 +244,12 @@ int main(int argc, char** argv) {
       fmt::print("{:>6} | {:>10} {:>10} {:>10} |", size_str(static_cast<double>(bytes)), us(medians[0]),
                  us(medians[1]), us(medians[2]));
       for (size_t v = 3; v < medians.size(); ++v) fmt::print(" {:>10}", us(medians[v]));
-      fmt::print(" | {:>10} {:>9.2f}\n", us(best_mpi), medians[0] / best_mpi);
+      fmt::print(" | {:>10} {:>9.2f}", us(best_mpi), medians[0] / best_mpi);
+      if (link_gbit > 0) {
+        const double model = bench::all_reduce_seconds(static_cast<double>(bytes), n, link);
+        fmt::print(" | {:>10} {:>9.2f}", us(model), medians[0] / model);
+      }
+      fmt::print("\n");
     }
   }
   stop = true;

@@ -27,6 +27,7 @@ struct Work::State {
   std::vector<Tensor> buffers;
   std::function<bool()> next;  // starts the next round; false when there is none left
   std::function<void()> finish;
+  int64_t bytes = 0;  // the message's size: how long the adaptive wait keeps spinning
 };
 
 Work::Work() = default;
@@ -82,15 +83,17 @@ enum class Progress { None, Advanced, Done };  // Advanced: a round finished, th
 //   with more runnable tasks than cores a spinning rank may steal the time that the rank it
 //   waits for needs to get here; sleeping gives it back.
 // Adaptive spins while the machine has a core for every runnable task (looking again every
-// millisecond of a long wait). When it has not, it still spins for 100 us after each step of
-// progress, which most small collectives need no more than, and only then turns polite: a
-// scheduler's time slice is milliseconds, so those 100 us cost the other ranks little.
-// bench/bench_allreduce measures the three side by side.
+// millisecond of a long wait). When it has not, it still spins after each step of progress for
+// as long as the step's bytes may plausibly take to move, 100 us plus 1 us per KiB (a MiB
+// moves in about a millisecond between two processes here), and only then turns polite: a
+// late rank is then most likely descheduled, and sleeping gives it the core. Measured loaded
+// (builds at a lower priority on both cores) the polite wait added a millisecond to a 1 MB
+// all-reduce that spinning did not; bench/bench_allreduce measures the three side by side.
 template <class Test>
-void wait_until(Test test) {
+void wait_until(Test test, int64_t bytes = 0) {
   watchdog::Wait watch;  // past the collective timeout: names the ranks that do not answer, ends the job
   using Clock = std::chrono::steady_clock;
-  constexpr auto kSpinWhenBusy = std::chrono::microseconds(100);
+  const auto kSpinWhenBusy = std::chrono::microseconds(100 + bytes / 1024);
   if (wait_policy != WaitPolicy::Polite) {
     bool busy = wait_policy == WaitPolicy::Adaptive && machine_is_busy();
     auto look_again = Clock::now() + std::chrono::milliseconds(1);
@@ -157,7 +160,7 @@ void barrier() {
 
 void Work::wait() {
   if (!state_ || state_->done) return;
-  wait_until([&] { return progress(*state_); });
+  wait_until([&] { return progress(*state_); }, state_->bytes);
   state_->done = true;
   state_->next = nullptr;
   if (state_->finish) state_->finish();
@@ -301,7 +304,37 @@ void start_ring(Work::State& state, const Tensor& buffer, ReduceOp op) {
   state.next();  // round 0
 }
 
+// Between 2 ranks below kRingMinBytes: one round, each rank sends its whole tensor to the other
+// and adds what it receives (x1 + x0 on rank 0, x0 + x1 on rank 1: the same bits, IEEE addition
+// being commutative). One message's latency where the tree takes two, and the same bytes on a
+// full-duplex link; no MPI_Iallreduce schedule to progress, which costs tens of microseconds.
+void start_exchange(Work::State& state, const Tensor& buffer, ReduceOp op) {
+  static int64_t sequence = 0;
+  const int tag = ring_tag(sequence++, 7);  // round 7: never a ring's (they use 0-3)
+  const int other = 1 - rank();
+  const int count = static_cast<int>(buffer.numel());
+  const MPI_Datatype type = mpi_type(buffer, "all_reduce");
+  const MPI_Op mpi_reduction = mpi_op(op);
+  Tensor received = empty({buffer.numel()}, buffer.dtype());
+  state.buffers.push_back(received);
+  void* mine = buffer.raw_data();
+  void* theirs = received.raw_data();
+  MPI_Irecv(theirs, count, type, other, tag, MPI_COMM_WORLD, new_request(state));
+  MPI_Isend(mine, count, type, other, tag, MPI_COMM_WORLD, new_request(state));
+  state.next = [=, added = false]() mutable {
+    if (!added) MPI_Reduce_local(theirs, mine, count, type, mpi_reduction);
+    added = true;
+    return false;
+  };
+}
+
 }  // namespace
+
+AllReduceAlgorithm all_reduce_algorithm(int64_t bytes, int world) {
+  if (world == 2) return bytes >= kRingMinBytes ? AllReduceAlgorithm::Ring : AllReduceAlgorithm::Exchange;
+  if (world < 4) return bytes >= kRingMinBytes ? AllReduceAlgorithm::Ring : AllReduceAlgorithm::BinomialTree;
+  return bytes >= (64 << 10) ? AllReduceAlgorithm::HalvingDoubling : AllReduceAlgorithm::BinomialTree;
+}
 
 Work all_reduce_async(const Tensor& tensor, ReduceOp op) {
   check_tensor(tensor, "all_reduce");
@@ -309,10 +342,15 @@ Work all_reduce_async(const Tensor& tensor, ReduceOp op) {
   if (!is_initialized() || tensor.numel() == 0) return finished();  // x / 1 == x
   auto state = std::make_unique<Work::State>();
   const int64_t bytes = tensor.numel() * static_cast<int64_t>(dtype_size(tensor.dtype()));
-  if (world_size() < 4 && bytes >= kRingMinBytes) {
+  state->bytes = bytes;
+  const AllReduceAlgorithm algorithm = all_reduce_algorithm(bytes, world_size());
+  if (algorithm == AllReduceAlgorithm::Ring || algorithm == AllReduceAlgorithm::Exchange) {
     Tensor buffer = contiguous_buffer(tensor);
     state->buffers.push_back(buffer);
-    start_ring(*state, buffer, op);
+    if (algorithm == AllReduceAlgorithm::Ring)
+      start_ring(*state, buffer, op);
+    else
+      start_exchange(*state, buffer, op);
     state->finish = write_back(tensor, buffer, op == ReduceOp::Average);
     return Work(std::move(state));
   }

@@ -45,7 +45,14 @@ int main(int argc, char** argv) {
   if (auto code = examples::parse_command_line(app, argc, argv, "gpt")) return *code;
   return examples::run_program("gpt", "--batch, --seq-len, --d-model, --layers or --size", [&] {
     examples::KeptOptions kept = kept_options(app, o);
+    const bool latest = o.resume == "latest";
     o.resume = examples::resolve_resume(o.resume, o.checkpoints, lead);  // --resume latest, or a directory
+    // A fine-tune restarted with its first command line continues its checkpoint: --init-from
+    // only started it.
+    if (latest && !o.resume.empty() && !o.init_from.empty()) {
+      if (lead) fmt::print("note: --resume latest continues {}; --init-from {} started the run\n", o.resume, o.init_from);
+      o.init_from.clear();
+    }
     examples::announce_restart(o.resume, lead);
     std::optional<Checkpoint> resumed;
     if (!o.resume.empty()) resumed = read_checkpoint(o.resume);
