@@ -183,23 +183,34 @@ void check_finite(const Node& node, const Grads& grads) {
   }
 }
 
-// The callbacks queued by the backward running on this thread (queue_callback).
-thread_local std::vector<std::function<void()>>* t_queued_callbacks = nullptr;
+// The callbacks queued by the backward running on this thread (queue_callback), and those it
+// calls between its nodes (call_between_nodes).
+struct BackwardCallbacks {
+  std::vector<std::function<void()>> at_end, between_nodes;
+};
+thread_local BackwardCallbacks* t_queued_callbacks = nullptr;
 
-// For the length of one backward, queue_callback appends here; run() calls them at its end.
+// For the length of one backward, queue_callback and call_between_nodes append here; run()
+// calls the one kind after each node and the other at its end.
 class CallbackQueue {
  public:
   CallbackQueue() : outer_(std::exchange(t_queued_callbacks, &callbacks_)) {}
   ~CallbackQueue() { t_queued_callbacks = outer_; }
   CallbackQueue(const CallbackQueue&) = delete;
   CallbackQueue& operator=(const CallbackQueue&) = delete;
+  void after_node() {
+    auto& between = callbacks_.between_nodes;
+    for (size_t i = 0; i < between.size(); ++i) between[i]();  // (one may add another)
+  }
   void run_all() {
-    for (size_t i = 0; i < callbacks_.size(); ++i) callbacks_[i]();  // a callback may queue more
+    callbacks_.between_nodes.clear();  // backward's nodes are over
+    auto& at_end = callbacks_.at_end;
+    for (size_t i = 0; i < at_end.size(); ++i) at_end[i]();  // a callback may queue more
   }
 
  private:
-  std::vector<std::function<void()>> callbacks_;
-  std::vector<std::function<void()>>* outer_;
+  BackwardCallbacks callbacks_;
+  BackwardCallbacks* outer_;
 };
 
 }  // namespace
@@ -268,6 +279,7 @@ class Engine {
       run_node(*node, [&](Node* next) {
         if (--dependencies_[next] == 0) ready.push(next);
       });
+      callbacks.after_node();
     }
     for (auto& [leaf, g] : leaf_grads_)
       if (g.defined()) deliver_to_leaf(*leaf, std::move(g));  // (undefined: delivered early)
@@ -562,7 +574,12 @@ void register_post_accumulate_grad_hook(const Tensor& leaf, std::function<void(c
 
 void queue_callback(std::function<void()> callback) {
   CPPGRAD_CHECK(t_queued_callbacks != nullptr, "queue_callback: called outside a backward pass");
-  t_queued_callbacks->push_back(std::move(callback));
+  t_queued_callbacks->at_end.push_back(std::move(callback));
+}
+
+void call_between_nodes(std::function<void()> callback) {
+  CPPGRAD_CHECK(t_queued_callbacks != nullptr, "call_between_nodes: called outside a backward pass");
+  t_queued_callbacks->between_nodes.push_back(std::move(callback));
 }
 
 }  // namespace cppgrad::autograd

@@ -185,6 +185,13 @@ void register_post_accumulate_grad_hook(const Tensor& leaf, std::function<void(c
 // updating every .grad, before backward() returns (PyTorch's engine queue_callback).
 void queue_callback(std::function<void()> callback);
 
+// Called from inside a backward (from a hook): `callback` runs after every node that backward
+// runs from then on, on the thread that runs it, until its nodes are done. Work started during
+// backward that only moves forward when called (an MPI collective: DDP's all-reduces) moves
+// on while backward computes instead of waiting for the end. Keep it short: it runs hundreds
+// of times a backward.
+void call_between_nodes(std::function<void()> callback);
+
 }  // namespace cppgrad::autograd
 
 namespace cppgrad {

@@ -1,21 +1,41 @@
-// bench_allreduce: all-reduce between the ranks of this machine, against memcpy of the same bytes.
+// bench_allreduce: cppgrad's all_reduce against every algorithm of Open MPI's MPI_Allreduce,
+// between the ranks of this machine (or of an emulated network: scripts/netns).
 //
-//   scripts/mpirun 2 build/release/bench/bench_allreduce            # the table of docs/scaling.md
+//   scripts/mpirun 2 build/release/bench/bench_allreduce              # quiet
+//   scripts/mpirun 2 build/release/bench/bench_allreduce --busy 2     # 2 spinning threads per rank
+//   scripts/netns --rate 1gbit --delay 100 2 build/release/bench/bench_allreduce --link-gbit 1 --half-duplex
+//   build/release/bench/bench_allreduce --project 29.3                # the projections to 8, 64 machines
 //
-// For each size from 4 KB to 64 MB (float32, sum): the time of one all-reduce, as the slowest
-// rank sees it (a barrier, then `reps` back-to-back all-reduces, the mean; the median of 5 such
-// rounds), through cppgrad's all_reduce (which waits by polling and sleeping, not spinning) and
-// through MPI_Allreduce itself (which spins); the bandwidth bytes / time, and the "bus
-// bandwidth" bytes / time · 2(N-1)/N that a ring moves per link (NCCL's convention, equal to
-// the first at N = 2); and memcpy of the same bytes on one core.
+// --link-gbit G adds the cost model's prediction (bench/cost_model.h) for a link of G Gbit/s
+// whose latency alpha is measured here first (half the median round trip of a 4-byte message
+// between ranks 0 and 1), and measured / predicted for cppgrad's all_reduce. --half-duplex: the
+// link is one queue for both directions (scripts/netns --hosts 1 shapes the loopback so).
+// --project T_C prints, without MPI, the model's all-reduce time and the efficiency
+// t_c / (t_c + T) of a step of T_C ms for the copy-step model's gradients (930,320 float32)
+// and a 100M-parameter model's, on 2, 8 and 64 machines, beside the binomial tree's time.
+//
+// For each size from 4 KB to 16 MB (float32, sum), side by side in one run: cppgrad's
+// all_reduce with each way of waiting (adaptive, the default; spin; polite: poll then sleep)
+// and MPI_Allreduce with Open MPI's own choice and with each of its algorithms forced (the
+// `tuned` component's 1 basic linear, 2 non-overlapping (reduce + broadcast), 3 recursive
+// doubling, 4 ring, 5 segmented ring, 6 Rabenseifner; forced through MPI_T on a duplicate of
+// MPI_COMM_WORLD each). A figure is the time of one call as the slowest rank sees it: a barrier,
+// `reps` back-to-back calls, their mean; the median over the rounds, every variant measured once
+// per round in turn so that a change of load touches them all alike. Last columns: the best
+// MPI_Allreduce and cppgrad's adaptive all_reduce over it.
 #include <mpi.h>
 
-#include <cstring>
+#include <algorithm>
+#include <atomic>
+#include <cstdlib>
 #include <fmt/core.h>
+#include <string>
+#include <thread>
 #include <vector>
 
 #include "cppgrad.h"
 #include "distributed/distributed.h"
+#include "cost_model.h"
 #include "harness.h"
 
 using namespace cppgrad;
@@ -23,34 +43,109 @@ namespace dist = cppgrad::distributed;
 
 namespace {
 
-// The median over 5 rounds of the mean time per call of `reps` calls, the slowest rank's.
-double time_collective(const std::function<void()>& call, int reps) {
-  for (int i = 0; i < 3; ++i) call();  // warm-up: connections, buffers
-  std::vector<double> rounds;
-  for (int round = 0; round < 5; ++round) {
-    dist::barrier();
-    const double s = bench::seconds([&] {
-      for (int i = 0; i < reps; ++i) call();
-    });
-    double slowest = s / reps;
-    MPI_Allreduce(MPI_IN_PLACE, &slowest, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-    rounds.push_back(slowest);
-  }
-  return bench::median(rounds);
+// The mean time of `reps` calls after a barrier, the slowest rank's.
+double time_calls(const std::function<void()>& call, int reps) {
+  MPI_Barrier(MPI_COMM_WORLD);
+  const double s = bench::seconds([&] {
+    for (int i = 0; i < reps; ++i) call();
+  });
+  double slowest = s / reps;
+  MPI_Allreduce(MPI_IN_PLACE, &slowest, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  return slowest;
 }
 
-double time_memcpy(size_t bytes, int reps) {
-  std::vector<char> from(bytes, 1), to(bytes, 0);
-  std::vector<double> rounds;
-  for (int round = 0; round < 5; ++round)
-    rounds.push_back(bench::seconds([&] {
-                       for (int i = 0; i < reps; ++i) {
-                         std::memcpy(to.data(), from.data(), bytes);
-                         from[i % bytes] = to[(i + 1) % bytes];  // keeps the copies from being elided
-                       }
-                     }) /
-                     reps);
-  return bench::median(rounds);
+// A duplicate of MPI_COMM_WORLD whose MPI_Allreduce runs the tuned component's `algorithm`
+// (0: Open MPI's own choice). The component reads the forced algorithm when a communicator
+// is created, so it is written through MPI_T first; that needs the dynamic rules, turned on in
+// main before MPI starts.
+MPI_Comm communicator_with_algorithm(int algorithm) {
+  int index = -1;
+  if (MPI_T_cvar_get_index("coll_tuned_allreduce_algorithm", &index) != MPI_SUCCESS)
+    throw std::runtime_error("bench_allreduce: this MPI has no coll_tuned_allreduce_algorithm (not Open MPI?)");
+  MPI_T_cvar_handle handle;
+  int count = 0;
+  MPI_T_cvar_handle_alloc(index, nullptr, &handle, &count);
+  MPI_T_cvar_write(handle, &algorithm);
+  MPI_T_cvar_handle_free(&handle);
+  MPI_Comm comm;
+  MPI_Comm_dup(MPI_COMM_WORLD, &comm);
+  return comm;
+}
+
+// Tasks running or ready to run this instant (/proc/loadavg's fourth field), this process's included.
+long runnable_now() {
+  long runnable = -1, tasks = 0;
+  double a, b, c;
+  if (std::FILE* f = std::fopen("/proc/loadavg", "r")) {
+    if (std::fscanf(f, "%lf %lf %lf %ld/%ld", &a, &b, &c, &runnable, &tasks) != 5) runnable = -1;
+    std::fclose(f);
+  }
+  return runnable;
+}
+
+// Half the median round trip of a 4-byte message between ranks 0 and 1: one message's latency.
+double measure_alpha() {
+  if (dist::world_size() < 2) return 0;
+  float value = 0;
+  std::vector<double> trips;
+  for (int i = 0; i < 220; ++i) {
+    MPI_Barrier(MPI_COMM_WORLD);
+    const double s = bench::seconds([&] {
+      if (dist::rank() == 0) {
+        MPI_Send(&value, 1, MPI_FLOAT, 1, 7, MPI_COMM_WORLD);
+        MPI_Recv(&value, 1, MPI_FLOAT, 1, 7, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+      } else if (dist::rank() == 1) {
+        MPI_Recv(&value, 1, MPI_FLOAT, 0, 7, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        MPI_Send(&value, 1, MPI_FLOAT, 0, 7, MPI_COMM_WORLD);
+      }
+    });
+    if (i >= 20) trips.push_back(s);  // after the warm-up
+  }
+  double alpha = bench::median(trips) / 2;
+  MPI_Bcast(&alpha, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+  return alpha;
+}
+
+// The cost model on paper: all-reduce time and efficiency on 2, 8 and 64 machines, for the
+// copy-step model's gradients with `compute_ms` of compute a step, and for a 100M-parameter
+// model's with the compute times of docs/scaling.md (6 * parameters * 4096 tokens FLOPs at
+// 100 GFLOP/s, 1 TFLOP/s and 100 TFLOP/s: 25 s, 2.5 s, 25 ms).
+void print_projection(double compute_ms) {
+  struct Model {
+    const char* name;
+    double bytes;
+    std::vector<double> compute_ms;
+  };
+  struct Wire {
+    const char* name;
+    bench::Link link;
+  };
+  const Model models[] = {{"copy-step model, 930,320 float32", 930320.0 * 4, {compute_ms}},
+                          {"100M parameters, float32", 400e6, {25000, 2500, 25}}};
+  const Wire wires[] = {{"1 Gb/s, alpha 50 us", {1e9 / 8, 50e-6}},
+                        {"10 Gb/s, alpha 10 us", {10e9 / 8, 10e-6}},
+                        {"100 Gb/s, alpha 2 us", {100e9 / 8, 2e-6}}};
+  fmt::print("cost model (bench/cost_model.h): one all-reduce of all the gradients (one bucket); efficiency "
+             "t_c / (t_c + T), no overlap\n");
+  for (const Model& model : models) {
+    fmt::print("{} ({:.1f} MB)\n{:>22} {:>8} {:>18} {:>11} {:>11} {:>11} {:>11} {:>9}", model.name, model.bytes / 1e6,
+               "link", "machines", "algorithm", "bandwidth", "latency", "T", "tree T", "tree / T");
+    for (double t_c : model.compute_ms) fmt::print(" {:>16}", fmt::format("eff. t_c={:g} ms", t_c));
+    fmt::print("\n");
+    for (const Wire& wire : wires)
+      for (int n : {2, 8, 64}) {
+        const double t = bench::all_reduce_seconds(model.bytes, n, wire.link);
+        bench::Link no_latency = wire.link;
+        no_latency.alpha = 0;
+        const double bandwidth = bench::all_reduce_seconds(model.bytes, n, no_latency);
+        const double tree = bench::tree_seconds(model.bytes, n, wire.link);
+        fmt::print("{:>22} {:>8} {:>18} {:>8.2f} ms {:>8.2f} ms {:>8.2f} ms {:>8.2f} ms {:>8.1f}x", wire.name, n,
+                   bench::algorithm_name(dist::all_reduce_algorithm(static_cast<int64_t>(model.bytes), n)),
+                   bandwidth * 1e3, (t - bandwidth) * 1e3, t * 1e3, tree * 1e3, tree / t);
+        for (double t_c : model.compute_ms) fmt::print(" {:>15.0f}%", 100 * t_c / (t_c + t * 1e3));
+        fmt::print("\n");
+      }
+  }
 }
 
 std::string size_str(double bytes) {
@@ -58,30 +153,108 @@ std::string size_str(double bytes) {
   return fmt::format("{:.0f} KB", bytes / 1024);
 }
 
+std::string us(double seconds) {
+  return seconds >= 1e-3 ? fmt::format("{:.2f} ms", seconds * 1e3) : fmt::format("{:.1f} us", seconds * 1e6);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  for (int i = 1; i + 1 < argc; ++i)
+    if (std::string(argv[i]) == "--project") {
+      print_projection(std::atof(argv[i + 1]));
+      return 0;
+    }
+  setenv("OMPI_MCA_coll_tuned_use_dynamic_rules", "1", 0);  // lets MPI_T force an algorithm
   dist::ProcessGroup world(argc, argv);
+  int busy_threads = 0, rounds = 5;
+  double link_gbit = 0;
+  bool half_duplex = false;
+  int64_t max_bytes = 16 << 20;
+  for (int i = 1; i + 1 < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--busy") busy_threads = std::atoi(argv[++i]);
+    if (arg == "--rounds") rounds = std::max(1, std::atoi(argv[++i]));
+    if (arg == "--max-mb") max_bytes = static_cast<int64_t>(std::atoi(argv[++i])) << 20;
+    if (arg == "--link-gbit") link_gbit = std::atof(argv[++i]);
+  }
+  for (int i = 1; i < argc; ++i) half_duplex = half_duplex || std::string(argv[i]) == "--half-duplex";
+  int provided = 0;
+  MPI_T_init_thread(MPI_THREAD_SINGLE, &provided);
+  const char* names[] = {"MPI auto", "linear", "red+bcast", "rec.doubl", "ring", "seg.ring", "rabenseif"};
+  std::vector<MPI_Comm> comms;
+  for (int algorithm = 0; algorithm <= 6; ++algorithm) comms.push_back(communicator_with_algorithm(algorithm));
+
+  // The load: threads that spin until the end, as a build on the other cores would.
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> busy;
+  for (int i = 0; i < busy_threads; ++i)
+    busy.emplace_back([&stop] {
+      volatile uint64_t x = 0;
+      while (!stop.load(std::memory_order_relaxed)) x = x + 1;
+    });
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+
   const bool lead = world.rank() == 0;
   const int n = world.world_size();
-  if (lead)
-    fmt::print("all-reduce (float32, sum) between {} ranks of one machine; memcpy on one core\n"
-               "{:>8} {:>12} {:>12} {:>10} {:>12} {:>10} {:>11} {:>10}\n",
-               n, "size", "cppgrad us", "MPI us", "GB/s", "bus GB/s", "MPI GB/s", "memcpy us", "memcpy GB/s");
-  for (int64_t bytes = 4 << 10; bytes <= 64 << 20; bytes *= 4) {
-    const int64_t count = bytes / 4;
-    // about 16 MB moved per round, at least 3 calls
-    const int reps = static_cast<int>(std::max<int64_t>(3, (16 << 20) / bytes));
-    Tensor t = ones({count});
-    const double ours = time_collective([&] { dist::all_reduce(t); }, reps);
-    const double mpi = time_collective(
-        [&] { MPI_Allreduce(MPI_IN_PLACE, t.data<float>(), static_cast<int>(count), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD); },
-        reps);
-    const double copy = time_memcpy(static_cast<size_t>(bytes), reps);
-    const double gb = static_cast<double>(bytes) / 1e9;
-    if (lead)
-      fmt::print("{:>8} {:>12.1f} {:>12.1f} {:>10.2f} {:>12.2f} {:>10.2f} {:>11.1f} {:>10.2f}\n", size_str(bytes),
-                 ours * 1e6, mpi * 1e6, gb / ours, gb / ours * 2 * (n - 1) / n, gb / mpi, copy * 1e6, gb / copy);
+  const bench::Link link{link_gbit * 1e9 / 8, measure_alpha(), half_duplex};
+  if (lead) {
+    fmt::print("all-reduce (float32, sum) between {} ranks; {}\n", n, bench::cpu_description());
+    fmt::print("load: 1-minute average {:.2f}, {} tasks runnable now, {} spinning threads per rank (--busy); "
+               "btl {}; median of {} rounds\n",
+               bench::load_average(), runnable_now(), busy_threads,
+               std::getenv("OMPI_MCA_btl") ? std::getenv("OMPI_MCA_btl") : "(default)", rounds);
+    if (link_gbit > 0)
+      fmt::print("model: {} Gbit/s {}, alpha {:.1f} us (measured: half a 4-byte round trip); all_reduce runs {} "
+                 "below 64 KiB, {} from there\n",
+                 link_gbit, half_duplex ? "half duplex (one queue for both directions)" : "full duplex",
+                 link.alpha * 1e6, bench::algorithm_name(dist::all_reduce_algorithm(4096, n)),
+                 bench::algorithm_name(dist::all_reduce_algorithm(1 << 20, n)));
+    fmt::print("{:>6} | {:>10} {:>10} {:>10} |", "size", "adaptive", "spin", "polite");
+    for (const char* name : names) fmt::print(" {:>10}", name);
+    fmt::print(" | {:>10} {:>9}", "best MPI", "adapt/best");
+    if (link_gbit > 0) fmt::print(" | {:>10} {:>9}", "model", "adapt/model");
+    fmt::print("\n");
   }
+  const dist::WaitPolicy policies[] = {dist::WaitPolicy::Adaptive, dist::WaitPolicy::Spin, dist::WaitPolicy::Polite};
+  for (int64_t bytes = 4 << 10; bytes <= max_bytes; bytes *= 4) {
+    const int64_t count = bytes / 4;
+    const int reps = static_cast<int>(std::clamp<int64_t>((16 << 20) / bytes, 3, 500));  // ~16 MB a round
+    Tensor t = ones({count});
+    std::vector<std::function<void()>> variants;
+    for (dist::WaitPolicy policy : policies)
+      variants.push_back([&t, policy] {
+        dist::set_wait_policy(policy);
+        dist::all_reduce(t);
+      });
+    for (MPI_Comm comm : comms)
+      variants.push_back([&t, count, comm] {
+        MPI_Allreduce(MPI_IN_PLACE, t.data<float>(), static_cast<int>(count), MPI_FLOAT, MPI_SUM, comm);
+      });
+    for (auto& variant : variants)  // warm-up: connections, buffers
+      for (int i = 0; i < 2; ++i) variant();
+    std::vector<std::vector<double>> times(variants.size());
+    for (int round = 0; round < rounds; ++round)
+      for (size_t v = 0; v < variants.size(); ++v) times[v].push_back(time_calls(variants[v], reps));
+    dist::set_wait_policy(dist::WaitPolicy::Adaptive);
+    std::vector<double> medians;
+    for (auto& samples : times) medians.push_back(bench::median(samples));
+    const double best_mpi = *std::min_element(medians.begin() + 3, medians.end());
+    if (lead) {
+      fmt::print("{:>6} | {:>10} {:>10} {:>10} |", size_str(static_cast<double>(bytes)), us(medians[0]),
+                 us(medians[1]), us(medians[2]));
+      for (size_t v = 3; v < medians.size(); ++v) fmt::print(" {:>10}", us(medians[v]));
+      fmt::print(" | {:>10} {:>9.2f}", us(best_mpi), medians[0] / best_mpi);
+      if (link_gbit > 0) {
+        const double model = bench::all_reduce_seconds(static_cast<double>(bytes), n, link);
+        fmt::print(" | {:>10} {:>9.2f}", us(model), medians[0] / model);
+      }
+      fmt::print("\n");
+    }
+  }
+  stop = true;
+  for (auto& thread : busy) thread.join();
+  for (MPI_Comm& comm : comms) MPI_Comm_free(&comm);
+  MPI_T_finalize();
   return 0;
 }

@@ -7,20 +7,27 @@
 #include <algorithm>
 #include <chrono>
 #include <climits>
+#include <cstdio>
 #include <thread>
+#include <unistd.h>
 #include <vector>
 
 #include "../autograd/node.h"
 #include "process_group.h"
+#include "watchdog.h"
 
 namespace cppgrad::distributed {
 
-// What MPI reads and writes (kept alive until it is done), and what to do once it is.
+// What MPI reads and writes (kept alive until it is done), and what to do once it is. A
+// collective of several rounds (the ring all-reduce below) has `next`, which starts the
+// following round's requests once the current ones are done.
 struct Work::State {
-  MPI_Request request = MPI_REQUEST_NULL;
+  std::vector<MPI_Request> requests;  // the current round's, in flight
   bool done = false;
   std::vector<Tensor> buffers;
+  std::function<bool()> next;  // starts the next round; false when there is none left
   std::function<void()> finish;
+  int64_t bytes = 0;  // the message's size: how long the adaptive wait keeps spinning
 };
 
 Work::Work() = default;
@@ -40,41 +47,129 @@ Work::~Work() {
 }
 
 namespace {
-// MPI_Wait polls without ever giving up its core, and on a busy machine (or with more ranks
-// than cores) that steals the time the rank we wait for needs to get here. So: poll briefly,
-// then sleep between polls (MPI progresses in each MPI_Test), backing off to 100 us.
-void wait_for(MPI_Request& request) {
-  int done = 0;
-  for (int polls = 0; polls < 200 && !done; ++polls) MPI_Test(&request, &done, MPI_STATUS_IGNORE);
+
+WaitPolicy wait_policy = WaitPolicy::Adaptive;
+
+// Does this machine have more runnable tasks than cores right now? /proc/loadavg's fourth field
+// counts the tasks running or ready to run this instant (this one included), so it sees a build
+// that started a second ago, which the load averages would not for a minute. Read at most
+// every 20 ms, so that a small all-reduce does not pay a file read each time.
+bool machine_is_busy() {
+  using Clock = std::chrono::steady_clock;
+  static Clock::time_point read_at;
+  static bool busy = true;
+  static const long cores = std::max(1L, sysconf(_SC_NPROCESSORS_ONLN));
+  const auto now = Clock::now();
+  if (read_at != Clock::time_point{} && now - read_at < std::chrono::milliseconds(20)) return busy;
+  read_at = now;
+  busy = true;  // unreadable (not Linux): the polite wait, which never steals a core
+  if (FILE* f = std::fopen("/proc/loadavg", "r")) {
+    double averages[3];
+    long runnable = 0, tasks = 0;
+    if (std::fscanf(f, "%lf %lf %lf %ld/%ld", &averages[0], &averages[1], &averages[2], &runnable, &tasks) == 5)
+      busy = runnable > cores;
+    std::fclose(f);
+  }
+  return busy;
+}
+
+// What one test of a collective found.
+enum class Progress { None, Advanced, Done };  // Advanced: a round finished, the next one started
+
+// Waits until `test()` (MPI_Test: MPI progresses in it) says Done. Two ways of waiting:
+// - spinning, as MPI_Wait does: the shortest wait when every rank has a core of its own, since
+//   the answer is seen the moment it arrives;
+// - politely: poll briefly, then sleep between polls (5 us doubling to 100 us). On a machine
+//   with more runnable tasks than cores a spinning rank may steal the time that the rank it
+//   waits for needs to get here; sleeping gives it back.
+// Adaptive spins while the machine has a core for every runnable task (looking again every
+// millisecond of a long wait). When it has not, it still spins after each step of progress for
+// as long as the step's bytes may plausibly take to move, 100 us plus 1 us per KiB (a MiB
+// moves in about a millisecond between two processes here), and only then turns polite: a
+// late rank is then most likely descheduled, and sleeping gives it the core. Measured loaded
+// (builds at a lower priority on both cores) the polite wait added a millisecond to a 1 MB
+// all-reduce that spinning did not; bench/bench_allreduce measures the three side by side.
+template <class Test>
+void wait_until(Test test, int64_t bytes = 0) {
+  watchdog::Wait watch;  // past the collective timeout: names the ranks that do not answer, ends the job
+  using Clock = std::chrono::steady_clock;
+  const auto kSpinWhenBusy = std::chrono::microseconds(100 + bytes / 1024);
+  if (wait_policy != WaitPolicy::Polite) {
+    bool busy = wait_policy == WaitPolicy::Adaptive && machine_is_busy();
+    auto look_again = Clock::now() + std::chrono::milliseconds(1);
+    auto spin_until = Clock::now() + kSpinWhenBusy;
+    for (;;) {
+      for (int polls = 0; polls < 32; ++polls) {
+        const Progress p = test();
+        if (p == Progress::Done) return;
+        if (p == Progress::Advanced) spin_until = Clock::now() + kSpinWhenBusy;
+      }
+      watch.poll();
+      if (wait_policy == WaitPolicy::Spin) continue;
+      const auto now = Clock::now();
+      if (now > look_again) {
+        busy = machine_is_busy();
+        look_again = now + std::chrono::milliseconds(1);
+      }
+      if (busy && now > spin_until) break;
+    }
+  }
   auto pause = std::chrono::microseconds(5);
-  while (!done) {
+  for (int polls = 0;; ++polls) {
+    const Progress p = test();
+    if (p == Progress::Done) return;
+    if (p == Progress::Advanced) pause = std::chrono::microseconds(5);
+    watch.poll();
+    if (polls < 200 && wait_policy == WaitPolicy::Polite) continue;
     std::this_thread::sleep_for(pause);
     pause = std::min(pause * 2, std::chrono::microseconds(100));
-    MPI_Test(&request, &done, MPI_STATUS_IGNORE);
   }
 }
+
+// One test: of the current round's requests and, when they are all done, the start of the next
+// round (so a ring moves on as soon as its neighbour's chunk is in).
+Progress progress(Work::State& state) {
+  bool advanced = false;
+  for (;;) {
+    if (!state.requests.empty()) {
+      int all_done = 0;
+      MPI_Testall(static_cast<int>(state.requests.size()), state.requests.data(), &all_done, MPI_STATUSES_IGNORE);
+      if (!all_done) return advanced ? Progress::Advanced : Progress::None;
+      state.requests.clear();
+    }
+    if (!state.next || !state.next()) return Progress::Done;
+    advanced = true;
+  }
+}
+
 }  // namespace
+
+void set_wait_policy(WaitPolicy policy) { wait_policy = policy; }
+WaitPolicy get_wait_policy() { return wait_policy; }
 
 void barrier() {
   if (!is_initialized()) return;
   MPI_Request request;
   MPI_Ibarrier(MPI_COMM_WORLD, &request);
-  wait_for(request);
+  wait_until([&] {
+    int done = 0;
+    MPI_Test(&request, &done, MPI_STATUS_IGNORE);
+    return done ? Progress::Done : Progress::None;
+  });
 }
 
 void Work::wait() {
   if (!state_ || state_->done) return;
-  if (state_->request != MPI_REQUEST_NULL) wait_for(state_->request);
+  wait_until([&] { return progress(*state_); }, state_->bytes);
   state_->done = true;
+  state_->next = nullptr;
   if (state_->finish) state_->finish();
   state_->buffers.clear();
 }
 
 bool Work::is_completed() {
   if (!state_ || state_->done) return true;
-  int flag = 1;
-  if (state_->request != MPI_REQUEST_NULL) MPI_Test(&state_->request, &flag, MPI_STATUS_IGNORE);
-  if (flag) wait();  // the request is null now: wait() only finishes
+  if (progress(*state_) == Progress::Done) wait();  // nothing left in flight: wait() only finishes
   return state_->done;
 }
 
@@ -123,6 +218,9 @@ std::function<void()> write_back(Tensor target, Tensor buffer, bool average) {
   };
 }
 
+// A slot for one more request of the current round.
+MPI_Request* new_request(Work::State& state) { return &state.requests.emplace_back(MPI_REQUEST_NULL); }
+
 Work finished(std::function<void()> finish = nullptr) {
   auto state = std::make_unique<Work::State>();
   state->finish = std::move(finish);
@@ -134,20 +232,136 @@ Work finished(std::function<void()> finish = nullptr) {
 }  // namespace
 
 // ---- all_reduce -------------------------------------------------------------------------------
+namespace {
+
+// Below 4 ranks Open MPI's MPI_Iallreduce (4.1's libnbc) takes a binomial tree whatever the
+// buffers: a reduce to rank 0 and a broadcast back, each carrying the whole message, so that
+// between 2 ranks every byte crosses the link twice each way where a ring sends it once. From
+// this size up cppgrad runs its own ring there (bench/bench_allreduce measures both sides of it).
+constexpr int64_t kRingMinBytes = 64 << 10;
+
+// The ring's messages carry a tag of their own per all-reduce and round: several all-reduces
+// may be in flight at once (DDP's buckets), each moving through its rounds at its own pace, and
+// MPI matches messages by (source, tag). Every rank starts its collectives in the same order,
+// so counting them gives matching tags.
+int ring_tag(int64_t sequence, int round) {
+  static const int tag_bound = [] {
+    void* value = nullptr;
+    int found = 0;
+    MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &value, &found);
+    return found ? *static_cast<int*>(value) : 32767;  // the least the standard allows
+  }();
+  const int64_t rounds = 8;  // 2(N - 1) <= 4 for the N < 4 the ring runs at; 8 leaves room
+  return static_cast<int>((sequence % (tag_bound / rounds)) * rounds + round);
+}
+
+// The ring all-reduce (reduce-scatter, then all-gather), in place on `buffer`: cut into N
+// chunks; rank r sends to r + 1 and receives from r - 1. Reduce-scatter round s: send chunk
+// r - s, receive chunk r - s - 1 and add it into ours; after N - 1 rounds rank r holds the
+// full sum of chunk r + 1. All-gather round t: send chunk r + 1 - t, receive chunk r - t in
+// place. Each rank sends 2(N - 1)/N of the message in all, the least any all-reduce can.
+// Every chunk is summed once, by one rank, and copied to the others, so every rank ends with
+// the same bits (between 2 ranks the one addition a + b, which is b + a in IEEE arithmetic).
+void start_ring(Work::State& state, const Tensor& buffer, ReduceOp op) {
+  static int64_t sequence = 0;
+  const int64_t this_call = sequence++;
+  const int n = world_size(), me = rank();
+  const int64_t count = buffer.numel();
+  const size_t element = dtype_size(buffer.dtype());
+  const MPI_Datatype type = mpi_type(buffer, "all_reduce");
+  const MPI_Op mpi_reduction = mpi_op(op);
+  const Range largest = shard_range(count, 0, n);
+  Tensor scratch = empty({largest.end - largest.begin}, buffer.dtype());  // a received chunk
+  state.buffers.push_back(scratch);
+  char* data = static_cast<char*>(buffer.raw_data());
+  char* received = static_cast<char*>(scratch.raw_data());
+  const int right = (me + 1) % n, left = (me + n - 1) % n;
+  auto chunk = [count, n](int c) { return shard_range(count, ((c % n) + n) % n, n); };
+  auto at = [data, element](Range range) { return data + range.begin * element; };
+  auto length = [](Range range) { return static_cast<int>(range.end - range.begin); };
+  Work::State* st = &state;
+  state.next = [=, round = 0]() mutable {
+    const int reduce_rounds = n - 1;
+    if (round >= 1 && round <= reduce_rounds) {  // the chunk received last round: add ours into it
+      const Range arrived = chunk(me - round);
+      MPI_Reduce_local(received, at(arrived), length(arrived), type, mpi_reduction);
+    }
+    if (round == 2 * reduce_rounds) return false;
+    const int tag = ring_tag(this_call, round);
+    if (round < reduce_rounds) {
+      const Range out = chunk(me - round), in = chunk(me - round - 1);
+      MPI_Irecv(received, length(in), type, left, tag, MPI_COMM_WORLD, new_request(*st));
+      MPI_Isend(at(out), length(out), type, right, tag, MPI_COMM_WORLD, new_request(*st));
+    } else {
+      const int t = round - reduce_rounds;
+      const Range out = chunk(me + 1 - t), in = chunk(me - t);
+      MPI_Irecv(at(in), length(in), type, left, tag, MPI_COMM_WORLD, new_request(*st));
+      MPI_Isend(at(out), length(out), type, right, tag, MPI_COMM_WORLD, new_request(*st));
+    }
+    ++round;
+    return true;
+  };
+  state.next();  // round 0
+}
+
+// Between 2 ranks below kRingMinBytes: one round, each rank sends its whole tensor to the other
+// and adds what it receives (x1 + x0 on rank 0, x0 + x1 on rank 1: the same bits, IEEE addition
+// being commutative). One message's latency where the tree takes two, and the same bytes on a
+// full-duplex link; no MPI_Iallreduce schedule to progress, which costs tens of microseconds.
+void start_exchange(Work::State& state, const Tensor& buffer, ReduceOp op) {
+  static int64_t sequence = 0;
+  const int tag = ring_tag(sequence++, 7);  // round 7: never a ring's (they use 0-3)
+  const int other = 1 - rank();
+  const int count = static_cast<int>(buffer.numel());
+  const MPI_Datatype type = mpi_type(buffer, "all_reduce");
+  const MPI_Op mpi_reduction = mpi_op(op);
+  Tensor received = empty({buffer.numel()}, buffer.dtype());
+  state.buffers.push_back(received);
+  void* mine = buffer.raw_data();
+  void* theirs = received.raw_data();
+  MPI_Irecv(theirs, count, type, other, tag, MPI_COMM_WORLD, new_request(state));
+  MPI_Isend(mine, count, type, other, tag, MPI_COMM_WORLD, new_request(state));
+  state.next = [=, added = false]() mutable {
+    if (!added) MPI_Reduce_local(theirs, mine, count, type, mpi_reduction);
+    added = true;
+    return false;
+  };
+}
+
+}  // namespace
+
+AllReduceAlgorithm all_reduce_algorithm(int64_t bytes, int world) {
+  if (world == 2) return bytes >= kRingMinBytes ? AllReduceAlgorithm::Ring : AllReduceAlgorithm::Exchange;
+  if (world < 4) return bytes >= kRingMinBytes ? AllReduceAlgorithm::Ring : AllReduceAlgorithm::BinomialTree;
+  return bytes >= (64 << 10) ? AllReduceAlgorithm::HalvingDoubling : AllReduceAlgorithm::BinomialTree;
+}
+
 Work all_reduce_async(const Tensor& tensor, ReduceOp op) {
   check_tensor(tensor, "all_reduce");
   check_op(tensor, op, "all_reduce");
   if (!is_initialized() || tensor.numel() == 0) return finished();  // x / 1 == x
   auto state = std::make_unique<Work::State>();
+  const int64_t bytes = tensor.numel() * static_cast<int64_t>(dtype_size(tensor.dtype()));
+  state->bytes = bytes;
+  const AllReduceAlgorithm algorithm = all_reduce_algorithm(bytes, world_size());
+  if (algorithm == AllReduceAlgorithm::Ring || algorithm == AllReduceAlgorithm::Exchange) {
+    Tensor buffer = contiguous_buffer(tensor);
+    state->buffers.push_back(buffer);
+    if (algorithm == AllReduceAlgorithm::Ring)
+      start_ring(*state, buffer, op);
+    else
+      start_exchange(*state, buffer, op);
+    state->finish = write_back(tensor, buffer, op == ReduceOp::Average);
+    return Work(std::move(state));
+  }
   // Out of place, at the cost of one copy back: given MPI_IN_PLACE, Open MPI's non-blocking
-  // all-reduce (4.1's libnbc) always takes a binomial tree, which sends every byte log2(N)
-  // times; with a separate result buffer it may choose reduce-scatter + all-gather
-  // (Rabenseifner's algorithm), whose bytes per rank do not grow with N, when N >= 4 and the
-  // message is at least 64 KiB. (With 2 or 3 ranks it keeps the tree either way.)
+  // all-reduce always takes the binomial tree; with a separate result buffer it takes
+  // reduce-scatter + all-gather by recursive halving and doubling (Rabenseifner's algorithm),
+  // whose bytes per rank do not grow with N, when N >= 4 and the message is at least 64 KiB.
   Tensor send = contiguous_buffer(tensor);
   Tensor result = empty(send.shape(), send.dtype());
   MPI_Iallreduce(send.raw_data(), result.raw_data(), static_cast<int>(send.numel()), mpi_type(send, "all_reduce"),
-                 mpi_op(op), MPI_COMM_WORLD, &state->request);
+                 mpi_op(op), MPI_COMM_WORLD, new_request(*state));
   state->finish = write_back(tensor, result, op == ReduceOp::Average);
   state->buffers = {send, result};
   return Work(std::move(state));
@@ -164,7 +378,7 @@ Work broadcast_async(const Tensor& tensor, int root) {
   auto state = std::make_unique<Work::State>();
   Tensor buffer = contiguous_buffer(tensor);
   MPI_Ibcast(buffer.raw_data(), static_cast<int>(buffer.numel()), mpi_type(buffer, "broadcast"), root, MPI_COMM_WORLD,
-             &state->request);
+             new_request(*state));
   state->finish = write_back(tensor, buffer, false);
   state->buffers = {buffer};
   return Work(std::move(state));
@@ -192,7 +406,7 @@ Work all_gather_async(const Tensor& output, const Tensor& input) {
   Tensor receive = contiguous_buffer(output);
   MPI_Datatype type = mpi_type(input, "all_gather");
   const int count = static_cast<int>(input.numel());
-  MPI_Iallgather(send.raw_data(), count, type, receive.raw_data(), count, type, MPI_COMM_WORLD, &state->request);
+  MPI_Iallgather(send.raw_data(), count, type, receive.raw_data(), count, type, MPI_COMM_WORLD, new_request(*state));
   state->finish = write_back(output, receive, false);
   state->buffers = {send, receive};
   return Work(std::move(state));
@@ -245,7 +459,7 @@ Work reduce_scatter_async(const Tensor& output, const Tensor& input, ReduceOp op
   Tensor send = contiguous_buffer(input);
   Tensor receive = contiguous_buffer(output);
   MPI_Ireduce_scatter(send.raw_data(), receive.raw_data(), counts.data(), mpi_type(input, "reduce_scatter"),
-                      mpi_op(op), MPI_COMM_WORLD, &state->request);
+                      mpi_op(op), MPI_COMM_WORLD, new_request(*state));
   state->finish = write_back(output, receive, op == ReduceOp::Average);
   state->buffers = {send, receive};
   return Work(std::move(state));

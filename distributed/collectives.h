@@ -40,8 +40,25 @@ class Work {
   std::unique_ptr<State> state_;
 };
 
+// ---- how a rank waits for a collective ---------------------------------------------------------
+// Spin: test in a loop, as MPI_Wait does (the shortest wait when every rank has a core).
+// Polite: test, then sleep between tests, giving the core to the ranks being waited for (the
+// faster one on a machine with more runnable tasks than cores). Adaptive (the default): spin
+// while the machine has a core for every runnable task, politely when it has not.
+enum class WaitPolicy { Adaptive, Spin, Polite };
+void set_wait_policy(WaitPolicy policy);
+WaitPolicy get_wait_policy();
+
 // ---- all_reduce: every rank ends with the reduction of all ranks' tensors -------------------
+// From 64 KiB up between 2 or 3 ranks: a ring (reduce-scatter + all-gather), each rank sending
+// 2(N-1)/N of the bytes; below 64 KiB between 2 ranks, one exchange of the whole tensor;
+// otherwise MPI_Iallreduce, which Open MPI runs as a binomial tree (below 4 ranks or 64 KiB)
+// or as recursive halving + doubling. docs/scaling.md has the costs.
 void all_reduce(const Tensor& tensor, ReduceOp op = ReduceOp::Sum);
+// Which one all_reduce runs for `bytes` on `world` ranks (the cost model of docs/scaling.md
+// and bench/cost_model.h use it too).
+enum class AllReduceAlgorithm { Ring, Exchange, BinomialTree, HalvingDoubling };
+AllReduceAlgorithm all_reduce_algorithm(int64_t bytes, int world);
 Work all_reduce_async(const Tensor& tensor, ReduceOp op = ReduceOp::Sum);
 
 // ---- broadcast: every rank ends with `root`'s tensor ----------------------------------------

@@ -29,6 +29,8 @@ struct DistributedDataParallel::Reducer {
     int64_t pending = 0;          // parameters not ready yet
     bool started = false;
     int64_t ready_at_start = 0;  // gradients of this backward that had arrived when it started
+    // Gradients of this backward that had arrived when its all-reduce was seen complete (-1: not yet).
+    int64_t ready_at_completion = -1;
     Work work;
   };
 
@@ -41,6 +43,7 @@ struct DistributedDataParallel::Reducer {
   bool buckets_rebuilt = false;
   std::vector<int64_t> ready_order;  // this backward's parameters in the order they became ready
   int64_t overlapped_buckets = 0;    // the last backward's buckets started before its last gradient
+  int64_t completed_buckets = 0;     // ... and those whose all-reduce completed before it too
   bool sync_enabled = true;  // false inside no_sync()
   // Alive while this backward's end callback is queued: the callback owns it. A backward that
   // throws half-way drops its callbacks, so the next hook sees it expired and starts afresh.
@@ -64,7 +67,18 @@ struct DistributedDataParallel::Reducer {
     ready_order.push_back(i);
     --buckets[p.bucket].pending;
     start_ready_buckets();
-    for (int64_t b = 0; b < next_bucket; ++b) buckets[b].work.is_completed();  // MPI progresses in calls
+    progress();
+  }
+
+  // MPI moves a non-blocking collective on only inside MPI calls: each hook, and each node of
+  // backward after the first bucket started, tests the buckets in flight (and an all-reduce
+  // that completes writes its averages into its bucket there and then).
+  void progress() {
+    for (int64_t b = 0; b < next_bucket; ++b) {
+      Bucket& bucket = buckets[b];
+      if (bucket.ready_at_completion < 0 && bucket.work.is_completed())
+        bucket.ready_at_completion = static_cast<int64_t>(ready_order.size());
+    }
   }
 
   void begin_backward() {
@@ -77,10 +91,12 @@ struct DistributedDataParallel::Reducer {
     for (Bucket& b : buckets) {
       b.pending = static_cast<int64_t>(b.params.size());
       b.started = false;
+      b.ready_at_completion = -1;
     }
     auto token = std::make_shared<int>(0);
     backward_token = token;
     autograd::queue_callback([this, token] { end_backward(); });
+    autograd::call_between_nodes([this] { progress(); });
   }
 
   // Packs the parameters, taken in `order`, into buckets of about bucket_cap_bytes (the first
@@ -148,8 +164,8 @@ struct DistributedDataParallel::Reducer {
   void end_backward() {
     backward_token.reset();
     const auto count = static_cast<int64_t>(params.size());
-    // Not reached by this backward: those an earlier no_sync() micro-batch reached bring their
-    // accumulated .grad (as PyTorch's DDP does); the others are unused since the last sync.
+    // Not reached by this backward: `late` if an earlier no_sync() micro-batch reached it, else
+    // unused since the last sync (an error without find_unused_parameters).
     std::vector<int64_t> late, unused;
     for (int64_t i = 0; i < count; ++i)
       if (!params[i].ready) (params[i].accumulated ? late : unused).push_back(i);
@@ -169,32 +185,37 @@ struct DistributedDataParallel::Reducer {
           "when some are not used in every step",
           rank(), names.size(), fmt::join(names, ", ")));
     }
-    // A late parameter contributes its accumulated gradient, an unused one zeros.
+    // Either brings its .grad, as PyTorch's DDP does, or zeros where it has none. A late one's
+    // .grad holds its local sum since the last sync. An unused one's is none after zero_grad(),
+    // or, when the gradients accumulate across synchronised backwards, the average an earlier
+    // one wrote, the same on every rank: averaged with the ranks that did reach the parameter
+    // (whose .grad is that average plus their new gradient) it gives what one process has.
+    // Zeros in its place would halve the earlier average on 2 ranks.
     {
       NoGradGuard no_grad;
-      for (int64_t i : late) {
-        const Tensor& grad = params[i].tensor.grad();
-        if (grad.defined())
-          bucket_slice(params[i]).copy_(grad);
-        else
-          bucket_slice(params[i]).zero_();  // zero_grad() in between set it to none
-      }
-      for (int64_t i : unused) bucket_slice(params[i]).zero_();
+      for (const auto& indices : {late, unused})
+        for (int64_t i : indices) {
+          const Tensor& grad = params[i].tensor.grad();
+          if (grad.defined())
+            bucket_slice(params[i]).copy_(grad);
+          else
+            bucket_slice(params[i]).zero_();
+          params[i].ready = true;
+          --buckets[params[i].bucket].pending;
+        }
     }
-    for (const auto& indices : {late, unused})
-      for (int64_t i : indices) {
-        params[i].ready = true;
-        --buckets[params[i].bucket].pending;
-      }
     start_ready_buckets();
     Work used_work;
     if (find_unused)
       used_work = all_reduce_async(used, ReduceOp::Max);
     else
       used = Tensor();  // every rank used every parameter
-    overlapped_buckets = 0;
-    for (const Bucket& b : buckets)
-      overlapped_buckets += b.ready_at_start < static_cast<int64_t>(ready_order.size());
+    overlapped_buckets = completed_buckets = 0;
+    const auto arrived = static_cast<int64_t>(ready_order.size());
+    for (const Bucket& b : buckets) {
+      overlapped_buckets += b.started && b.ready_at_start < arrived;
+      completed_buckets += b.ready_at_completion >= 0 && b.ready_at_completion < arrived;
+    }
     const auto start = std::chrono::steady_clock::now();
     for (Bucket& b : buckets) b.work.wait();
     used_work.wait();
@@ -268,5 +289,6 @@ std::vector<std::vector<std::string>> DistributedDataParallel::bucket_parameter_
 
 double DistributedDataParallel::last_wait_seconds() const { return reducer_->last_wait_seconds; }
 int64_t DistributedDataParallel::last_overlapped_buckets() const { return reducer_->overlapped_buckets; }
+int64_t DistributedDataParallel::last_completed_buckets() const { return reducer_->completed_buckets; }
 
 }  // namespace cppgrad::distributed

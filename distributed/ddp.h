@@ -16,7 +16,9 @@
 //
 // How: a post-accumulate-grad hook on every parameter copies its gradient into a bucket (a
 // flat buffer of about bucket_cap_mb) the moment it is final; a full bucket starts its
-// non-blocking all-reduce at once, so communication overlaps the rest of backward. Buckets
+// non-blocking all-reduce at once, so communication overlaps the rest of backward. MPI moves
+// a non-blocking collective on only while it is called, so the buckets in flight are tested
+// between backward's nodes (autograd::call_between_nodes), not first at its end. Buckets
 // start in the same order on every rank, as MPI requires. At first the parameters go into
 // buckets in reverse order of registration; after the first synchronised backward the buckets
 // are laid out again in the order rank 0 saw the gradients become ready (as PyTorch rebuilds
@@ -28,10 +30,13 @@
 //
 // Rules, as PyTorch's DDP: every rank runs the same number of backward passes; a parameter
 // shared by two modules (tied weights) is one tensor and is reduced once; a parameter that got
-// no gradient on a rank is an error unless find_unused_parameters(true), which counts it as
-// a zero gradient on that rank (and leaves .grad untouched where no rank used it). Under
-// no_sync() "used" means used since the last synchronised backward: a parameter that only an
-// earlier micro-batch reached is averaged with its accumulated gradient. Each backward must
+// no gradient on a rank is an error unless find_unused_parameters(true), which lets that rank
+// bring its .grad as it stands (zeros where it has none: after zero_grad()), and leaves .grad
+// untouched where no rank used it. Under no_sync() "used" means used since the last
+// synchronised backward: a parameter that only an earlier micro-batch reached is averaged with
+// its accumulated gradient. Gradients accumulated over several synchronised backwards (no
+// zero_grad() in between) are averaged alike: a rank that skips a parameter brings the
+// average already in its .grad. Each backward must
 // reach at least one parameter on every rank. In a world of one (no mpirun) the
 // wrapper hooks nothing: backward() is exactly what it is without it.
 #pragma once
@@ -87,6 +92,9 @@ class DistributedDataParallel {
   // How many of the last synchronised backward's buckets started their all-reduce while some
   // gradient was still to come, i.e. overlapped backward (0 in a world of one).
   int64_t last_overlapped_buckets() const;
+  // Of those, how many had their all-reduce complete before that last gradient came: MPI moved
+  // them on while backward computed (0 in a world of one).
+  int64_t last_completed_buckets() const;
 
   struct Reducer;  // the buckets and the per-backward state (ddp.cpp)
 

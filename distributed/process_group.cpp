@@ -8,6 +8,7 @@
 #include <exception>
 
 #include "../runtime/error.h"
+#include "watchdog.h"
 
 namespace cppgrad::distributed {
 
@@ -49,6 +50,7 @@ void start(int* argc, char*** argv) {
   g_exists = true;
   g_previous_terminate = std::set_terminate(abort_on_terminate);
   if (!launched_by_mpirun()) return;  // a world of one, without MPI
+  watchdog::configure();              // CPPGRAD_COLLECTIVE_TIMEOUT, refused before MPI starts
   int already = 0;
   MPI_Initialized(&already);
   CPPGRAD_CHECK(!already, "ProcessGroup: MPI was already initialised by someone else");
@@ -57,6 +59,7 @@ void start(int* argc, char*** argv) {
   g_mpi = true;
   MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
   MPI_Comm_size(MPI_COMM_WORLD, &g_world_size);
+  watchdog::start();
 }
 }  // namespace
 
@@ -73,6 +76,9 @@ ProcessGroup::~ProcessGroup() {
       std::fflush(stderr);
       MPI_Abort(MPI_COMM_WORLD, 1);
     }
+    // (No watched barrier first: rank 0 may still be writing files or sampling, for as long as
+    // it takes, while the others have finished.)
+    watchdog::stop();
     MPI_Finalize();
   }
   std::set_terminate(g_previous_terminate);

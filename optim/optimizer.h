@@ -69,8 +69,9 @@ class Optimizer {
   Optimizer(std::vector<ParamGroup> groups, const ParamGroup& defaults, std::string optimizer_name);
   virtual ~Optimizer() = default;
 
-  // One update of every parameter that has a gradient, under no-grad.
-  void step();
+  // One update of every parameter that has a gradient, under no-grad. (Virtual, as state_dict,
+  // load_state_dict and state: distributed::ZeroRedundancyOptimizer shards them across ranks.)
+  virtual void step();
   void zero_grad(bool set_to_none = true);
 
   std::vector<ParamGroup>& param_groups() { return groups_; }
@@ -84,15 +85,15 @@ class Optimizer {
   // bool as 0 or 1). Load expects the same parameters in the same order. A checkpoint is
   // untrusted: load checks every entry (present, dtype, shape, range; see check_state) and
   // throws an Error naming the key, leaving the optimizer as it was.
-  NamedTensors state_dict() const;
-  void load_state_dict(const NamedTensors& state);
+  virtual NamedTensors state_dict() const;
+  virtual void load_state_dict(const NamedTensors& state);
 
   // One parameter's state by name ("exp_avg", "exp_avg_sq", "step"; "momentum_buffer"), as
   // PyTorch's optimizer.state[p]: empty until the parameter's first update. Writable: a tensor
   // changed in place, or an entry replaced by one of the parameter's shape, is what the next
   // step uses. Throws if `param` is not one of this optimizer's parameters.
-  std::map<std::string, Tensor>& state(const Tensor& param);
-  const std::map<std::string, Tensor>& state(const Tensor& param) const;
+  virtual std::map<std::string, Tensor>& state(const Tensor& param);
+  virtual const std::map<std::string, Tensor>& state(const Tensor& param) const;
 
  protected:
   // Updates one parameter (contiguous) from its gradient (contiguous, same shape) with the

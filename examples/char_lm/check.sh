@@ -4,7 +4,8 @@
 #                                  --save and --plot write valid files, the checkpoint resumes and
 #                                  samples on its own, and bad values give exit code 2
 #   check.sh resume  CHAR_LM DIR   25 steps, save, resume to 40 == 40 steps straight, byte for byte,
-#                                  on a text of 20 batches an epoch: resumed mid-epoch, across epochs
+#                                  on a text of 20 batches an epoch: resumed mid-epoch, across epochs;
+#                                  the same from --save-every's checkpoints (--resume latest)
 #   check.sh ranks_resume CHAR_LM DIR   the same on 2 processes (scripts/mpirun 2), 4 windows each;
 #                                  the loss falls as on 1; a 2-process checkpoint is refused on 1
 set -euo pipefail
@@ -87,6 +88,7 @@ case "$mode" in
     # mean the resumed run continued exactly
     cmp straight.safetensors resumed.safetensors || fail "resumed run differs from the straight one"
     grep -q 'step *40/40  loss [0-9.]*' resumed.log || fail "the resumed run printed no step 40"
+    check_periodic_resume straight.safetensors "${run[@]}" "${small[@]}"  # --save-every, --resume latest
     diff <(grep -o 'step *[0-9]*/40  loss [0-9.]*' straight.log | tail -n 1) \
          <(grep -o 'step *[0-9]*/40  loss [0-9.]*' resumed.log) || fail "the printed losses differ"
     if [ "$mode" = ranks_resume ]; then

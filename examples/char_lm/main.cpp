@@ -18,6 +18,7 @@
 #include <CLI/CLI.hpp>
 #include <cmath>
 #include <fmt/core.h>
+#include <memory>
 
 #include "char_lm/evaluate.h"
 #include "char_lm/model.h"
@@ -39,6 +40,8 @@ int main(int argc, char** argv) {
   if (auto code = examples::parse_command_line(app, argc, argv, "char_lm")) return *code;
   return examples::run_program("char_lm", "--batch, --d-model, --ff, --layers or --data", [&] {
     examples::KeptOptions kept = kept_options(app, o);
+    o.resume = examples::resolve_resume(o.resume, o.checkpoints, lead);  // --resume latest, or a directory
+    examples::announce_restart(o.resume, lead);
     std::optional<nn::SafetensorsContents> resumed = kept.resume_from_file(o.resume, lead);
     const int64_t rank_batch = check_options(o);  // everything that can be refused, before training
     const Text text = read_text(o);
@@ -47,7 +50,13 @@ int main(int argc, char** argv) {
     manual_seed(o.seed + static_cast<uint64_t>(world.rank()));  // weights (rank 0's are broadcast) and dropout
     auto model = std::make_shared<CharLM>(text.vocab.size(), o.model);
     distributed::DistributedDataParallel ddp(model);  // rank 0's weights everywhere; hooks nothing in a world of one
-    optim::AdamW opt(examples::weight_decay_groups(*model, o.lr, o.weight_decay), optim::AdamOptions(o.lr).beta2(0.99));
+    const distributed::ZeroRedundancyOptimizer::Factory adamw =
+        distributed::ZeroRedundancyOptimizer::of<optim::AdamW>(optim::AdamOptions(o.lr).beta2(0.99));
+    const std::vector<optim::ParamGroup> groups = examples::weight_decay_groups(*model, o.lr, o.weight_decay);
+    // --zero: each rank updates its 1/N of the parameters and keeps only that much of AdamW's state.
+    std::unique_ptr<optim::Optimizer> optimizer =
+        o.zero ? std::make_unique<distributed::ZeroRedundancyOptimizer>(groups, adamw) : adamw(groups);
+    optim::Optimizer& opt = *optimizer;
     // Scaled to peak at --lr after the warm-up, then decaying as 1/√step. It has no end point, so a
     // resumed run continues the same curve whatever --steps it is given (a cosine decay must know
     // the last step in advance).
@@ -64,8 +73,12 @@ int main(int argc, char** argv) {
     examples::open_log(log, lead ? o.log_dir : "");  // --log-dir
     const data::Batch held_out = held_out_windows(text, o.model.seq_len);
     if (lead) print_run_line(o, text, model->parameter_count(), rank_batch, world.world_size());
+    if (const auto* zero = dynamic_cast<const distributed::ZeroRedundancyOptimizer*>(&opt); zero && lead)
+      fmt::print("--zero: AdamW's state sharded over {} processes, rank 0 keeping the moments of {} of {} parameters\n",
+                 world.world_size(), zero->shard_end() - zero->shard_begin(), zero->numel());
 
     // ---- the training loop ---------------------------------------------------------------------
+    examples::PeriodicCheckpoints periodic(o.checkpoints, o.steps, lead);  // --save-every
     Progress progress(o.steps, log.step);
     examples::StepLosses losses;  // each step's, until the next report
     std::optional<double> last_eval;
@@ -92,6 +105,12 @@ int main(int argc, char** argv) {
       if (auto held = examples::report_step(log, losses, progress, o.steps, o.eval_every, opt.lr(),
                                             o.batch * o.model.seq_len, lead, [&] { return loss_on(*model, held_out); }))
         last_eval = held;
+      if (periodic.due(log.step)) {
+        nn::Metadata metadata = checkpoint_metadata(o, last_eval ? *last_eval : std::nan(""));
+        kept.save_into(metadata);
+        losses.flush(log.step, log.train_curve);  // every step's loss into the checkpoint (a collective)
+        periodic.save(log.step, state, metadata);  // a collective
+      }
     }
     if (lead) progress.finish();
     examples::stop_if_weights_non_finite(log.step, *model);  // the last update's, before anything is kept

@@ -2,6 +2,7 @@
 
 #include <cctype>
 
+#include "common/checkpoints.h"
 #include "common/cli.h"
 #include "common/data_parallel.h"
 #include "common/observe.h"
@@ -35,11 +36,15 @@ void add_options(CLI::App& app, Options& o) {
   app.add_option("--weight-decay", o.weight_decay, "AdamW's decay of the weight matrices")->check(examples::number_in(0.0, 1.0));
   app.add_option("--clip", o.clip, "largest gradient norm (larger ones are scaled down to it)")
       ->check(examples::number_in(1e-6, 1e6));
+  app.add_flag("--zero", o.zero, "each process keeps and updates 1/N of AdamW's state (ZeRO-1, "
+               "distributed::ZeroRedundancyOptimizer); the same steps, and checkpoints that load either way");
   app.add_option("--seed", o.seed, "random seed (weights, windows, dropout, sampling)")->check(examples::digits_only());
   app.add_option("--threads", o.threads, "threads for BLAS and cppgrad's loops (default: all cores)")
       ->check(CLI::Range(1, 256));
   app.add_option("--save", o.save, "write a checkpoint (model, optimizer, schedule, step, RNG, vocabulary) at the end");
-  app.add_option("--resume", o.resume, "continue from a checkpoint written by --save")->check(CLI::ExistingFile);
+  app.add_option("--resume", o.resume, "continue from a checkpoint written by --save, or by --save-every: latest (the newest in --save-dir; none yet: a new run) or a directory (its newest)")
+      ->check(examples::resume_target());
+  examples::add_checkpoint_options(app, o.checkpoints);
   app.add_option("--eval-every", o.eval_every, "steps between held-out evaluations")
       ->check(CLI::Range(1, 100'000'000));
   app.add_option("--plot", o.plot, "write the train and held-out loss curves as SVG");

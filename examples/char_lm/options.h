@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "char_lm/model.h"
+#include "common/checkpoints.h"
 #include "common/cli.h"
 #include "char_lm/sample.h"
 
@@ -18,9 +19,11 @@ struct Options {
   ModelConfig model;  // its seq_len is also the training windows' length
   double lr = 5e-3, weight_decay = 0.1, clip = 1.0;
   int64_t warmup = 50;
+  bool zero = false;  // --zero: AdamW's state sharded over the processes (ZeRO-1)
   uint64_t seed = 0;
   int threads = 0;  // 0: all cores
   std::string save, resume, plot;
+  examples::CheckpointOptions checkpoints;  // --save-every, --keep-last, --save-dir
   std::string trace, log_dir;  // --trace, --log-dir (examples/common/observe.h)
   int64_t eval_every = 100;
   SampleOptions sample;

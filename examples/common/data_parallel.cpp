@@ -120,16 +120,22 @@ double to_global_token_mean(Tensor& loss, double tokens) {
   return all_tokens;
 }
 
-double StepLosses::report(int64_t step, std::vector<std::pair<double, double>>& curve) {
+void StepLosses::flush(int64_t step, std::vector<std::pair<double, double>>& curve) {
   const std::vector<double> sums = sum_over_ranks(recent_);
   const int world = distributed::world_size();
-  double mean = 0;
   for (size_t i = 0; i < sums.size(); ++i) {
     const double global = sums[i] / world;
     curve.emplace_back(static_cast<double>(step - static_cast<int64_t>(sums.size() - 1 - i)), global);
-    mean += global / static_cast<double>(sums.size());
+    flushed_.push_back(global);
   }
   recent_.clear();
+}
+
+double StepLosses::report(int64_t step, std::vector<std::pair<double, double>>& curve) {
+  flush(step, curve);
+  double mean = 0;
+  for (double global : flushed_) mean += global / static_cast<double>(flushed_.size());
+  flushed_.clear();
   return mean;
 }
 

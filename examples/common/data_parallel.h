@@ -73,13 +73,18 @@ double to_global_token_mean(cppgrad::Tensor& loss, double tokens);
 class StepLosses {
  public:
   void add(double loss) { recent_.push_back(loss); }
-  int64_t count() const { return static_cast<int64_t>(recent_.size()); }
+  int64_t count() const { return static_cast<int64_t>(recent_.size() + flushed_.size()); }  // since the last report
   // Appends each step since the last report, the last being `step`, to `curve` as (step, global
   // loss) and returns their mean; then starts again. A collective.
   double report(int64_t step, std::vector<std::pair<double, double>>& curve);
+  // Appends each step since the last report or flush to `curve`, as report does, without ending
+  // the report's mean: before a checkpoint of --save-every, so that it holds every step's loss
+  // (a resumed run's first report then averages the steps since the checkpoint). A collective.
+  void flush(int64_t step, std::vector<std::pair<double, double>>& curve);
 
  private:
   std::vector<double> recent_;
+  std::vector<double> flushed_;  // global losses already in the curve, since the last report
 };
 // After a step is taken (log.step counts it): at every 10th step, every `eval_every`-th and the
 // last, the mean of the losses since the last report joins log.train_curve and the progress line

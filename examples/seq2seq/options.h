@@ -5,6 +5,7 @@
 #include <CLI/CLI.hpp>
 #include <string>
 
+#include "common/checkpoints.h"
 #include "common/cli.h"
 #include "seq2seq/model.h"
 #include "seq2seq/tasks.h"
@@ -29,6 +30,7 @@ struct Options {
   uint64_t seed = 0;
   int threads = 0;  // 0: all cores
   std::string save, resume, plot, attention;
+  examples::CheckpointOptions checkpoints;  // --save-every, --keep-last, --save-dir
   std::string trace, log_dir;  // --trace, --log-dir (examples/common/observe.h)
   std::string export_onnx;  // the trained model as an ONNX file (the averaged weights, as decoding uses)
   int64_t attention_example = -1;  // -1: the longest held-out example

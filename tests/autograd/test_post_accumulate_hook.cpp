@@ -1,6 +1,6 @@
-// The engine's two hooks for data-parallel training: a leaf's post-accumulate-grad hook runs
-// as soon as its gradient is final (before the rest of backward), and queue_callback runs at
-// the end of the backward that queued it.
+// The engine's hooks for data-parallel training: a leaf's post-accumulate-grad hook runs as
+// soon as its gradient is final (before the rest of backward), queue_callback runs at the end
+// of the backward that queued it, and call_between_nodes after each node that is still to run.
 #include <doctest/doctest.h>
 
 #include <string>
@@ -67,4 +67,27 @@ TEST_CASE("queue_callback: runs after every .grad is updated, once per backward"
   CHECK(callbacks == 1);
   CHECK(b_grad_at_callback == 3.0);  // b has no hook: its .grad is set at the end, before callbacks
   CHECK_THROWS_AS(autograd::queue_callback([] {}), Error);  // outside a backward
+}
+
+TEST_CASE("call_between_nodes: after each node still to run in that backward, then no more") {
+  // y = sum(exp(w2 * tanh(w1 * x))): backward runs sum, exp, mul (w2's), tanh, mul (w1's) in
+  // that order; w2's hook runs within the third node, so the callback follows that node and
+  // the two after it.
+  Tensor x = tensor({1.0, 2.0}, TensorOptions(kFloat64));
+  Tensor w1 = tensor({0.5, 1.5}, TensorOptions(kFloat64).requires_grad(true));
+  Tensor w2 = tensor({3.0, -1.0}, TensorOptions(kFloat64).requires_grad(true));
+  int calls = 0, calls_when_w1_ready = -1, calls_at_end = -1;
+  autograd::register_post_accumulate_grad_hook(w2, [&](const Tensor&) {
+    autograd::call_between_nodes([&] { ++calls; });
+    autograd::queue_callback([&] { calls_at_end = calls; });
+  });
+  autograd::register_post_accumulate_grad_hook(w1, [&](const Tensor&) { calls_when_w1_ready = calls; });
+  (w2 * (w1 * x).tanh()).exp().sum().backward();
+  CHECK(calls_when_w1_ready == 2);  // after w2's mul and tanh: w1's hook runs within the last node
+  CHECK(calls == 3);
+  CHECK(calls_at_end == 3);
+  // Registered for one backward only: the next one calls nothing it did not register.
+  (w1 * 2.0).sum().backward();
+  CHECK(calls == 3);
+  CHECK_THROWS_AS(autograd::call_between_nodes([] {}), Error);  // outside a backward
 }

@@ -55,12 +55,17 @@ if grep -q '^CPPGRAD_SANITIZE:BOOL=ON' "$build_dir/CMakeCache.txt"; then flags="
 "$cxx" -std=c++20 "$consumer_src/main.cpp" -o "$work/consumer_pkgconfig" $flags
 "$work/consumer_pkgconfig"
 
-# The distributed floor, when it was built: a component of the same package.
-if [ -f "$prefix/lib/cmake/cppgrad/cppgradDistributedTargets.cmake" ] || \
-   ls "$prefix"/lib*/cmake/cppgrad/cppgradDistributedTargets.cmake > /dev/null 2>&1; then
+# The distributed floor, when it was built: a component of the same package, found as the README
+# shows it, and run as a world of one and of two processes (scripts/mpirun).
+if grep -q '^CPPGRAD_BUILD_DISTRIBUTED:BOOL=ON' "$build_dir/CMakeCache.txt"; then
+  ls "$prefix"/lib*/cmake/cppgrad/cppgradDistributedTargets.cmake > /dev/null 2>&1 ||
+    { echo "FAIL: built with CPPGRAD_BUILD_DISTRIBUTED, but the install has no cppgradDistributedTargets.cmake"; exit 1; }
   echo "-- configure, build and run the distributed consumer"
   "$cmake" -S "$consumer_src/../consumer_distributed" -B "$work/build_distributed" -G "$generator" \
     -DCMAKE_CXX_COMPILER="$cxx" -DCMAKE_BUILD_TYPE="$build_type" -DCMAKE_PREFIX_PATH="$prefix"
   "$cmake" --build "$work/build_distributed"
   "$work/build_distributed/consumer_distributed"
+  MPIRUN_TIMEOUT=100 "$consumer_src/../../../scripts/mpirun" 2 "$work/build_distributed/consumer_distributed"
+else
+  echo "-- built without CPPGRAD_BUILD_DISTRIBUTED: no distributed component to test"
 fi

@@ -1,0 +1,147 @@
+#include "common/checkpoints.h"
+
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <charconv>
+#include <cstdlib>
+#include <system_error>
+
+#include "common/cli.h"
+#include "common/data_parallel.h"
+
+using namespace cppgrad;
+namespace fs = std::filesystem;
+
+namespace examples {
+
+namespace {
+
+constexpr const char* kPrefix = "step-";
+constexpr const char* kSuffix = ".safetensors";
+
+// The step of a checkpoint's file name, or -1 for any other name.
+int64_t step_of(const std::string& name) {
+  const std::string prefix = kPrefix, suffix = kSuffix;
+  if (name.size() <= prefix.size() + suffix.size() || !name.starts_with(prefix) || !name.ends_with(suffix)) return -1;
+  const std::string digits = name.substr(prefix.size(), name.size() - prefix.size() - suffix.size());
+  if (digits.find_first_not_of("0123456789") != std::string::npos) return -1;
+  int64_t step = -1;
+  const auto [end, error] = std::from_chars(digits.data(), digits.data() + digits.size(), step);
+  return error == std::errc() && end == digits.data() + digits.size() ? step : -1;
+}
+
+bool is_directory(const std::string& path) {
+  struct stat info {};
+  return ::stat(path.c_str(), &info) == 0 && S_ISDIR(info.st_mode);
+}
+
+}  // namespace
+
+void add_checkpoint_options(CLI::App& app, CheckpointOptions& c) {
+  app.add_option("--save-every", c.save_every, "during training, write a checkpoint every N steps (and at the last) "
+                 "into --save-dir; 0: none")->check(CLI::Range(int64_t{0}, int64_t{100'000'000}));
+  app.add_option("--keep-last", c.keep_last, "keep only the K newest checkpoints of --save-every (0: every one)")
+      ->check(CLI::Range(int64_t{0}, int64_t{1'000'000}));
+  app.add_option("--save-dir", c.save_dir, "the directory of --save-every's checkpoints, and of --resume latest");
+}
+
+CLI::Validator resume_target() {
+  return CLI::Validator(
+      [](const std::string& text) -> std::string {
+        if (text == "latest" || is_directory(text)) return {};
+        struct stat info {};
+        if (::stat(text.c_str(), &info) != 0) return fmt::format("'{}' does not exist (a file, a directory or latest)",
+                                                                  excerpt(text));
+        return {};  // a file: read, and refused when it is not a regular one, by the loader
+      },
+      "FILE, DIR or latest");
+}
+
+std::string checkpoint_file_name(int64_t step) { return fmt::format("{}{:08d}{}", kPrefix, step, kSuffix); }
+
+std::vector<int64_t> checkpoint_steps(const fs::path& dir) {
+  std::vector<int64_t> steps;
+  std::error_code ec;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const int64_t step = step_of(it->path().filename().string());
+    if (step >= 0) steps.push_back(step);
+  }
+  std::sort(steps.begin(), steps.end());
+  return steps;
+}
+
+std::string resolve_resume(const std::string& resume, const CheckpointOptions& c, bool lead) {
+  if (resume.empty()) return {};
+  const bool latest = resume == "latest";
+  if (!latest && !is_directory(resume)) return resume;
+  const std::string dir = latest ? c.save_dir : resume;
+  // Rank 0's answer on every rank: all must load the same checkpoint.
+  int64_t newest = -1;
+  if (distributed::rank() == 0) {
+    const std::vector<int64_t> steps = checkpoint_steps(dir);
+    if (!steps.empty()) newest = steps.back();
+  }
+  if (distributed::world_size() > 1) {
+    Tensor t = scalar_tensor(newest, kInt64);
+    distributed::broadcast(t, 0);
+    newest = t.item<int64_t>();
+  }
+  if (newest < 0) {
+    CPPGRAD_CHECK(latest, "--resume: the directory '{}' holds no checkpoint (step-*.safetensors, written by --save-every)",
+                  excerpt(dir));
+    if (lead) fmt::print("note: --resume latest: no checkpoint in {} yet; starting a new run\n", dir);
+    return {};
+  }
+  return (fs::path(dir) / checkpoint_file_name(newest)).string();
+}
+
+PeriodicCheckpoints::PeriodicCheckpoints(const CheckpointOptions& c, int64_t last_step, bool lead)
+    : options_(c), last_step_(last_step), lead_(lead) {
+  if (options_.save_every == 0 || !lead_) return;
+  std::error_code ec;
+  fs::create_directories(options_.save_dir, ec);
+  CPPGRAD_CHECK(!ec, "--save-dir: cannot create the directory '{}': {}", excerpt(options_.save_dir), ec.message());
+  check_writable("--save-dir", (fs::path(options_.save_dir) / checkpoint_file_name(0)).string());
+}
+
+bool PeriodicCheckpoints::due(int64_t step) const {
+  return options_.save_every > 0 && (step % options_.save_every == 0 || step == last_step_);
+}
+
+void PeriodicCheckpoints::save(int64_t step, const optim::TrainingState& state, const nn::Metadata& metadata) {
+  const fs::path dir(options_.save_dir);
+  save_run_file((dir / checkpoint_file_name(step)).string(), state, metadata);  // a collective
+  if (!lead_ || options_.keep_last == 0) return;
+  // Only once the new one is in place: at every moment the directory holds a whole checkpoint.
+  std::vector<int64_t> steps = checkpoint_steps(dir);
+  std::erase(steps, step);  // never the one just written (an older run's may have larger steps)
+  const size_t keep = static_cast<size_t>(options_.keep_last - 1);
+  for (size_t i = 0; i + keep < steps.size(); ++i) {
+    std::error_code ignored;
+    fs::remove(dir / checkpoint_file_name(steps[i]), ignored);
+  }
+}
+
+int restart_count() {
+  const char* text = std::getenv("CPPGRAD_RESTART_COUNT");
+  if (text == nullptr || *text == '\0') return 0;
+  const std::string s = text;
+  int count = -1;
+  const auto [end, error] = std::from_chars(s.data(), s.data() + s.size(), count);
+  CPPGRAD_CHECK(error == std::errc() && end == s.data() + s.size() && count >= 0,
+                "CPPGRAD_RESTART_COUNT is '{}', not a count of restarts", excerpt(s));
+  return count;
+}
+
+void announce_restart(const std::string& resume, bool lead) {
+  const int count = restart_count();
+  if (count == 0 || !lead) return;
+  if (resume.empty())
+    fmt::print("note: restart {} of this job (CPPGRAD_RESTART_COUNT), without --resume: starting over "
+               "(--resume latest continues from the last checkpoint)\n", count);
+  else
+    fmt::print("restart {} of this job (CPPGRAD_RESTART_COUNT)\n", count);
+}
+
+}  // namespace examples
