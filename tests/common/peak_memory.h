@@ -26,7 +26,10 @@
 
 namespace testing_memory {
 
-#if defined(__SANITIZE_ADDRESS__)
+// CPPGRAD_SANITIZED_BUILD: the sanitized build compiles the test drivers without instrumentation
+// (tests/CMakeLists.txt), so __SANITIZE_ADDRESS__ is not defined here even though the library and
+// its allocator run under AddressSanitizer.
+#if defined(CPPGRAD_SANITIZED_BUILD) || defined(__SANITIZE_ADDRESS__)
 inline constexpr bool kSanitized = true;
 #elif defined(__has_feature)
 #if __has_feature(address_sanitizer)
