@@ -36,6 +36,7 @@
 #include "cppgrad.h"
 #include "distributed/distributed.h"
 #include "harness.h"
+#include "rank_args.h"
 
 using namespace cppgrad;
 namespace dist = cppgrad::distributed;
@@ -149,12 +150,8 @@ class Run {
 
 int main(int argc, char** argv) {
   dist::ProcessGroup world(argc, argv);
-  int threads = 1, steps = 40;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    const std::string flag = argv[i];
-    if (flag == "--threads") threads = std::stoi(argv[i + 1]);
-    else if (flag == "--steps") steps = std::stoi(argv[i + 1]);
-  }
+  const bench::RankArgs args = bench::parse_rank_args(argc, argv, 40);
+  const int threads = args.threads, steps = args.steps;
   set_num_threads(threads);
   const bool lead = world.rank() == 0;
   const bench::CopyTaskConfig c;

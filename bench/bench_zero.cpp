@@ -22,6 +22,7 @@
 #include "cppgrad.h"
 #include "distributed/distributed.h"
 #include "harness.h"
+#include "rank_args.h"
 
 using namespace cppgrad;
 namespace dist = cppgrad::distributed;
@@ -65,12 +66,8 @@ Config make(const std::string& name, bool ddp, bool zero, bool reduce_scatter) {
 
 int main(int argc, char** argv) {
   dist::ProcessGroup world(argc, argv);
-  int threads = 1, steps = 30;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    const std::string flag = argv[i];
-    if (flag == "--threads") threads = std::stoi(argv[i + 1]);
-    else if (flag == "--steps") steps = std::stoi(argv[i + 1]);
-  }
+  const bench::RankArgs args = bench::parse_rank_args(argc, argv, 30);
+  const int threads = args.threads, steps = args.steps;
   set_num_threads(threads);
   const bool lead = world.rank() == 0;
   const bench::CopyTaskConfig c;

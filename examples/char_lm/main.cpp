@@ -41,7 +41,6 @@ int main(int argc, char** argv) {
   return examples::run_program("char_lm", "--batch, --d-model, --ff, --layers or --data", [&] {
     examples::KeptOptions kept = kept_options(app, o);
     o.resume = examples::resolve_resume(o.resume, o.checkpoints, lead);  // --resume latest, or a directory
-    examples::announce_restart(o.resume, lead);
     std::optional<nn::SafetensorsContents> resumed = kept.resume_from_file(o.resume, lead);
     const int64_t rank_batch = check_options(o);  // everything that can be refused, before training
     const Text text = read_text(o);
@@ -105,12 +104,8 @@ int main(int argc, char** argv) {
       if (auto held = examples::report_step(log, losses, progress, o.steps, o.eval_every, opt.lr(),
                                             o.batch * o.model.seq_len, lead, [&] { return loss_on(*model, held_out); }))
         last_eval = held;
-      if (periodic.due(log.step)) {
-        nn::Metadata metadata = checkpoint_metadata(o, last_eval ? *last_eval : std::nan(""));
-        kept.save_into(metadata);
-        losses.flush(log.step, log.train_curve);  // every step's loss into the checkpoint (a collective)
-        periodic.save(log.step, state, metadata);  // a collective
-      }
+      periodic.save_if_due(log.step, state, losses, log.train_curve,  // --save-every; a collective
+                           [&] { return checkpoint_metadata(o, kept, last_eval.value_or(std::nan(""))); });
     }
     if (lead) progress.finish();
     examples::stop_if_weights_non_finite(log.step, *model);  // the last update's, before anything is kept
@@ -119,11 +114,7 @@ int main(int argc, char** argv) {
                              : 0.0;
 
     // ---- what the run leaves: a checkpoint, the curves, a sample -------------------------------
-    if (!o.save.empty()) {
-      nn::Metadata metadata = checkpoint_metadata(o, held);
-      kept.save_into(metadata);
-      examples::save_run_file(o.save, state, metadata);
-    }
+    if (!o.save.empty()) examples::save_run_file(o.save, state, checkpoint_metadata(o, kept, held));
     if (!lead) return 0;
     if (!o.plot.empty()) {
       training_curves(o, text, log.step, held, held_out["input"].size(0), log.train_curve, log.eval_curve).write(o.plot);

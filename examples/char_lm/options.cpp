@@ -110,11 +110,12 @@ nn::NamedTensors checkpoint_of_this_model(nn::SafetensorsContents ckpt, const Op
   return std::move(ckpt.tensors);
 }
 
-nn::Metadata checkpoint_metadata(const Options& o, double held_out_loss) {
+nn::Metadata checkpoint_metadata(const Options& o, const examples::KeptOptions& kept, double held_out_loss) {
   nn::Metadata metadata = {{"data", o.data},
                            {"held_out_loss", fmt::format("{:.4f}", held_out_loss)},
                            {"processes", std::to_string(distributed::world_size())}};
   for (const auto& [name, value] : sizes(o)) metadata[name] = std::to_string(value);
+  kept.save_into(metadata);  // the options a resume takes from the file
   return metadata;
 }
 

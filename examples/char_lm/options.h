@@ -59,7 +59,7 @@ cppgrad::nn::NamedTensors checkpoint_of_this_model(cppgrad::nn::SafetensorsConte
                                                    const Text& text);
 
 // The checkpoint's metadata: the text, the held-out loss, the processes and the model's sizes.
-cppgrad::nn::Metadata checkpoint_metadata(const Options& o, double held_out_loss);
+cppgrad::nn::Metadata checkpoint_metadata(const Options& o, const examples::KeptOptions& kept, double held_out_loss);
 
 // The options a checkpoint keeps: resuming, each is the checkpoint's (one given otherwise is
 // refused); --seed, which also seeds sampling, wins with a notice.

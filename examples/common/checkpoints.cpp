@@ -71,7 +71,9 @@ std::vector<int64_t> checkpoint_steps(const fs::path& dir) {
   return steps;
 }
 
-std::string resolve_resume(const std::string& resume, const CheckpointOptions& c, bool lead) {
+namespace {
+
+std::string newest_checkpoint(const std::string& resume, const CheckpointOptions& c, bool lead) {
   if (resume.empty()) return {};
   const bool latest = resume == "latest";
   if (!latest && !is_directory(resume)) return resume;
@@ -94,6 +96,14 @@ std::string resolve_resume(const std::string& resume, const CheckpointOptions& c
     return {};
   }
   return (fs::path(dir) / checkpoint_file_name(newest)).string();
+}
+
+}  // namespace
+
+std::string resolve_resume(const std::string& resume, const CheckpointOptions& c, bool lead) {
+  std::string file = newest_checkpoint(resume, c, lead);
+  announce_restart(file, lead);
+  return file;
 }
 
 PeriodicCheckpoints::PeriodicCheckpoints(const CheckpointOptions& c, int64_t last_step, bool lead)
@@ -121,6 +131,14 @@ void PeriodicCheckpoints::save(int64_t step, const optim::TrainingState& state, 
     std::error_code ignored;
     fs::remove(dir / checkpoint_file_name(steps[i]), ignored);
   }
+}
+
+void PeriodicCheckpoints::save_if_due(int64_t step, const optim::TrainingState& state, StepLosses& losses,
+                                      std::vector<std::pair<double, double>>& curve,
+                                      const std::function<nn::Metadata()>& make_metadata) {
+  if (!due(step)) return;
+  losses.flush(step, curve);
+  save(step, state, make_metadata());
 }
 
 int restart_count() {

@@ -23,12 +23,15 @@
 #include <CLI/CLI.hpp>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <string>
 #include <vector>
 
 #include "cppgrad.h"
 
 namespace examples {
+
+class StepLosses;  // data_parallel.h
 
 struct CheckpointOptions {
   int64_t save_every = 0;  // 0: none during training
@@ -50,7 +53,8 @@ std::vector<int64_t> checkpoint_steps(const std::filesystem::path& dir);
 // The file --resume names: `resume` itself when it is a file; the newest checkpoint in the
 // directory `resume`, or in c.save_dir for "latest"; "" for no --resume, and for "latest" when
 // there is no checkpoint yet (rank 0, `lead`, prints a note). Rank 0 looks, and every rank takes
-// its answer (a collective), so that all load the same file.
+// its answer (a collective), so that all load the same file. On a restart (announce_restart,
+// below) rank 0 says which it is.
 std::string resolve_resume(const std::string& resume, const CheckpointOptions& c, bool lead);
 
 // Writes the checkpoints of --save-every. Made before training, it creates --save-dir (rank 0)
@@ -63,6 +67,10 @@ class PeriodicCheckpoints {
   // Writes step `step`'s checkpoint (save_run_file: a collective, rank 0 writes), then removes
   // all but the keep_last newest.
   void save(int64_t step, const cppgrad::optim::TrainingState& state, const cppgrad::nn::Metadata& metadata);
+  // When due(step): every step's loss into `curve` (losses.flush), then save() with the metadata
+  // make_metadata() gives. Both are collectives: every rank calls it after every step.
+  void save_if_due(int64_t step, const cppgrad::optim::TrainingState& state, StepLosses& losses,
+                   std::vector<std::pair<double, double>>& curve, const std::function<cppgrad::nn::Metadata()>& make_metadata);
 
  private:
   CheckpointOptions options_;

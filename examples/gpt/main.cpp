@@ -45,15 +45,7 @@ int main(int argc, char** argv) {
   if (auto code = examples::parse_command_line(app, argc, argv, "gpt")) return *code;
   return examples::run_program("gpt", "--batch, --seq-len, --d-model, --layers or --size", [&] {
     examples::KeptOptions kept = kept_options(app, o);
-    const bool latest = o.resume == "latest";
-    o.resume = examples::resolve_resume(o.resume, o.checkpoints, lead);  // --resume latest, or a directory
-    // A fine-tune restarted with its first command line continues its checkpoint: --init-from
-    // only started it.
-    if (latest && !o.resume.empty() && !o.init_from.empty()) {
-      if (lead) fmt::print("note: --resume latest continues {}; --init-from {} started the run\n", o.resume, o.init_from);
-      o.init_from.clear();
-    }
-    examples::announce_restart(o.resume, lead);
+    choose_checkpoint_to_resume(o, lead);  // --resume latest, or a directory; a fine-tune's restart
     std::optional<Checkpoint> resumed;
     if (!o.resume.empty()) resumed = read_checkpoint(o.resume);
     if (resumed)
@@ -131,12 +123,8 @@ int main(int argc, char** argv) {
       if (auto held = examples::report_step(log, losses, progress, o.steps, o.eval_every, opt.lr(), o.accum * o.batch * T,
                                             lead, [&] { return loss_on(*model, held_out); }))
         last_eval = held;
-      if (periodic.due(log.step)) {
-        nn::Metadata metadata = checkpoint_metadata(o, last_eval ? *last_eval : std::nan(""));
-        kept.save_into(metadata);
-        losses.flush(log.step, log.train_curve);  // every step's loss into the checkpoint (a collective)
-        periodic.save(log.step, state, metadata);  // a collective
-      }
+      periodic.save_if_due(log.step, state, losses, log.train_curve,  // --save-every; a collective
+                           [&] { return checkpoint_metadata(o, kept, last_eval.value_or(std::nan(""))); });
     }
     if (lead) progress.finish();
     examples::stop_if_weights_non_finite(log.step, *model);  // the last update's, before anything is kept
@@ -146,11 +134,7 @@ int main(int argc, char** argv) {
                              : 0.0;
 
     // ---- what the run leaves: a checkpoint, the curves, a sample -------------------------------
-    if (!o.save.empty()) {
-      nn::Metadata metadata = checkpoint_metadata(o, held);
-      kept.save_into(metadata);
-      examples::save_run_file(o.save, state, metadata);
-    }
+    if (!o.save.empty()) examples::save_run_file(o.save, state, checkpoint_metadata(o, kept, held));
     if (!o.save_hf.empty() && lead) {
       save_hf_directory(*model, hf_layout, o.save_hf);
       fmt::print("model written under Hugging Face's names to {}/model.safetensors and config.json\n", o.save_hf);

@@ -424,7 +424,16 @@ Corpus read_corpus(const Options& o, const Checkpoint* resumed) {
   return c;
 }
 
-nn::Metadata checkpoint_metadata(const Options& o, double held_out_loss) {
+void choose_checkpoint_to_resume(Options& o, bool lead) {
+  const bool latest = o.resume == "latest";
+  o.resume = examples::resolve_resume(o.resume, o.checkpoints, lead);
+  if (latest && !o.resume.empty() && !o.init_from.empty()) {
+    if (lead) fmt::print("note: --resume latest continues {}; --init-from {} started the run\n", o.resume, o.init_from);
+    o.init_from.clear();
+  }
+}
+
+nn::Metadata checkpoint_metadata(const Options& o, const examples::KeptOptions& kept, double held_out_loss) {
   nn::Metadata metadata = {{"arch", o.arch},
                            {"tokenizer", o.tokenizer},
                            {"data", o.data},
@@ -437,6 +446,7 @@ nn::Metadata checkpoint_metadata(const Options& o, double held_out_loss) {
   metadata["vocab"] = std::to_string(o.model.vocab);
   metadata["norm_eps"] = fmt::format("{}", o.model.norm_eps);  // the shortest text that reads back the same double
   metadata["rope_theta"] = fmt::format("{}", o.model.rope_theta);
+  kept.save_into(metadata);  // the options a resume takes from the file
   return metadata;
 }
 

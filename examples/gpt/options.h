@@ -96,8 +96,13 @@ struct Corpus {
 };
 Corpus read_corpus(const Options& o, const Checkpoint* resumed);
 
+// --resume latest or DIR becomes the file to load (examples::resolve_resume). A fine-tune
+// restarted with its first command line (--init-from and --resume latest) continues its
+// checkpoint: --init-from only started it, and is dropped with a note.
+void choose_checkpoint_to_resume(Options& o, bool lead);
+
 // The checkpoint's metadata: what the model is, its tokenizer kind, the data, the held-out loss.
-cppgrad::nn::Metadata checkpoint_metadata(const Options& o, double held_out_loss);
+cppgrad::nn::Metadata checkpoint_metadata(const Options& o, const examples::KeptOptions& kept, double held_out_loss);
 
 // The options a checkpoint keeps besides the model's sizes (those are finish_options' to check):
 // resuming, each is the checkpoint's, and one given otherwise is refused; --seed, which also

@@ -41,7 +41,6 @@ int main(int argc, char** argv) {
   return examples::run_program("seq2seq", "--batch, --d-model, --ff or --layers", [&] {
     examples::KeptOptions kept = kept_options(app, o);
     o.resume = examples::resolve_resume(o.resume, o.checkpoints, lead);  // --resume latest, or a directory
-    examples::announce_restart(o.resume, lead);
     std::optional<nn::SafetensorsContents> resumed = kept.resume_from_file(o.resume, lead);
     const int64_t rank_batch = check_options(o);  // everything that can be refused, before training
     const Task task = parse_task(o.task);
@@ -71,12 +70,8 @@ int main(int argc, char** argv) {
     double last_accuracy = std::nan("");  // the last evaluation's, for --save-every's metadata
     Progress progress(o.steps, log.step);
     examples::StepLosses losses;  // each step's, until the next report
-    auto save_if_due = [&] {
-      if (!periodic.due(log.step)) return;
-      nn::Metadata metadata = checkpoint_metadata(o, last_accuracy);
-      kept.save_into(metadata);
-      losses.flush(log.step, log.train_curve);  // every step's loss into the checkpoint (a collective)
-      periodic.save(log.step, state, metadata);  // a collective
+    auto save_if_due = [&] {  // --save-every; a collective
+      periodic.save_if_due(log.step, state, losses, log.train_curve, [&] { return checkpoint_metadata(o, kept, last_accuracy); });
     };
     int64_t tokens = 0;           // over all ranks, since the last report
     std::optional<double> reached;  // the accuracy that met --target-accuracy
@@ -135,11 +130,7 @@ int main(int argc, char** argv) {
     const double accuracy = lead ? report_accuracy(*model, average, held_out, o, log.step, train_seconds) : 0.0;
 
     // ---- what the run leaves: a checkpoint, the curves, the attention of every head ------------
-    if (!o.save.empty()) {
-      nn::Metadata metadata = checkpoint_metadata(o, accuracy);
-      kept.save_into(metadata);
-      examples::save_run_file(o.save, state, metadata);
-    }
+    if (!o.save.empty()) examples::save_run_file(o.save, state, checkpoint_metadata(o, kept, accuracy));
     if (!lead) return 0;
     if (!o.plot.empty()) {
       training_curves(o, log.step, accuracy, log.train_curve, log.eval_curve, log.accuracy_curve).write(o.plot);

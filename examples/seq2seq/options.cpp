@@ -72,13 +72,15 @@ nn::NamedTensors checkpoint_of_task(nn::SafetensorsContents ckpt, const Options&
   return std::move(ckpt.tensors);
 }
 
-nn::Metadata checkpoint_metadata(const Options& o, double accuracy) {
-  return {{"task", o.task},
-          {"d_model", std::to_string(o.model.d_model)},
-          {"heads", std::to_string(o.model.heads)},
-          {"layers", std::to_string(o.model.layers)},
-          {"processes", std::to_string(distributed::world_size())},
-          {"accuracy", fmt::format("{:.2f}", accuracy)}};
+nn::Metadata checkpoint_metadata(const Options& o, const examples::KeptOptions& kept, double accuracy) {
+  nn::Metadata metadata = {{"task", o.task},
+                           {"d_model", std::to_string(o.model.d_model)},
+                           {"heads", std::to_string(o.model.heads)},
+                           {"layers", std::to_string(o.model.layers)},
+                           {"processes", std::to_string(distributed::world_size())},
+                           {"accuracy", fmt::format("{:.2f}", accuracy)}};
+  kept.save_into(metadata);  // the options a resume takes from the file
+  return metadata;
 }
 
 

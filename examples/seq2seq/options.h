@@ -55,7 +55,7 @@ int64_t check_options(Options& o);
 cppgrad::nn::NamedTensors checkpoint_of_task(cppgrad::nn::SafetensorsContents ckpt, const Options& o);
 
 // The checkpoint's metadata: the task, the model's sizes, the processes and the accuracy.
-cppgrad::nn::Metadata checkpoint_metadata(const Options& o, double accuracy);
+cppgrad::nn::Metadata checkpoint_metadata(const Options& o, const examples::KeptOptions& kept, double accuracy);
 
 // The options a checkpoint keeps: resuming, each is the checkpoint's (one given otherwise is
 // refused). The seed is among them: it draws the data.
