@@ -31,11 +31,6 @@ int64_t step_of(const std::string& name) {
   return error == std::errc() && end == digits.data() + digits.size() ? step : -1;
 }
 
-bool is_directory(const std::string& path) {
-  struct stat info {};
-  return ::stat(path.c_str(), &info) == 0 && S_ISDIR(info.st_mode);
-}
-
 }  // namespace
 
 void add_checkpoint_options(CLI::App& app, CheckpointOptions& c) {
@@ -49,7 +44,8 @@ void add_checkpoint_options(CLI::App& app, CheckpointOptions& c) {
 CLI::Validator resume_target() {
   return CLI::Validator(
       [](const std::string& text) -> std::string {
-        if (text == "latest" || is_directory(text)) return {};
+        std::error_code ignored;
+        if (text == "latest" || fs::is_directory(text, ignored)) return {};
         struct stat info {};
         if (::stat(text.c_str(), &info) != 0) return fmt::format("'{}' does not exist (a file, a directory or latest)",
                                                                   excerpt(text));
@@ -76,7 +72,8 @@ namespace {
 std::string newest_checkpoint(const std::string& resume, const CheckpointOptions& c, bool lead) {
   if (resume.empty()) return {};
   const bool latest = resume == "latest";
-  if (!latest && !is_directory(resume)) return resume;
+  std::error_code ignored;  // a path that cannot be read as a directory is a file for the loader to judge
+  if (!latest && !fs::is_directory(resume, ignored)) return resume;
   const std::string dir = latest ? c.save_dir : resume;
   // Rank 0's answer on every rank: all must load the same checkpoint.
   int64_t newest = -1;
