@@ -5,16 +5,24 @@
 //   scripts/mpirun 2 build/release/bench/bench_allreduce --busy 2     # 2 spinning threads per rank
 //   scripts/netns --rate 1gbit --delay 100 2 build/release/bench/bench_allreduce --link-gbit 1 --half-duplex
 //   build/release/bench/bench_allreduce --project 29.3                # the projections to 8, 64 machines
+//   scripts/mpirun 2 build/release/bench/bench_allreduce --segments --min-mb 1 --max-mb 64
 //
 // --link-gbit G adds the cost model's prediction (bench/cost_model.h) for a link of G Gbit/s
 // whose latency alpha is measured here first (half the median round trip of a 4-byte message
 // between ranks 0 and 1), and measured / predicted for cppgrad's all_reduce. --half-duplex: the
 // link is one queue for both directions (scripts/netns --hosts 1 shapes the loopback so).
+// --host-gbit H: the endpoints' own bandwidth each way (default: $NETNS_HOST_GBIT, which
+// scripts/netns --probe sets from `--exchange-only` run on the loopback before it is shaped);
+// the model then takes, each round, the slower of link and endpoints, and prints the link-only
+// prediction beside it. Every run prints this path's exchange rate (8 MB each way at once
+// between ranks 0 and 1, MPI_Sendrecv); --exchange-only prints that alone.
+// --segments: columns of the ring's segment size (dist::set_ring_pipeline) instead of the ways
+// of waiting, `--in-flight K` segments on the way; --min-mb / --max-mb bound the sizes.
 // --project T_C prints, without MPI, the model's all-reduce time and the efficiency
 // t_c / (t_c + T) of a step of T_C ms for the copy-step model's gradients (930,320 float32)
 // and a 100M-parameter model's, on 2, 8 and 64 machines, beside the binomial tree's time.
 //
-// For each size from 4 KB to 16 MB (float32, sum), side by side in one run: cppgrad's
+// For each size from 4 KB to 16 MB (default; float32, sum), side by side in one run: cppgrad's
 // all_reduce with each way of waiting (adaptive, the default; spin; polite: poll then sleep)
 // and MPI_Allreduce with Open MPI's own choice and with each of its algorithms forced (the
 // `tuned` component's 1 basic linear, 2 non-overlapping (reduce + broadcast), 3 recursive
@@ -81,6 +89,28 @@ long runnable_now() {
     std::fclose(f);
   }
   return runnable;
+}
+
+// What ranks 0 and 1 move each way while both send and receive at once (bytes/s): MPI_Sendrecv
+// of `bytes` each way, the median of 15 after 2 warm-ups, the slower rank's time. On an
+// unshaped path it is the endpoints' own bandwidth H of the cost model.
+double measure_exchange(int64_t bytes) {
+  if (dist::world_size() < 2) return 0;
+  std::vector<char> out(static_cast<size_t>(bytes), 1), in(static_cast<size_t>(bytes));
+  const int other = dist::rank() == 0 ? 1 : 0;
+  std::vector<double> times;
+  for (int i = 0; i < 17; ++i) {
+    MPI_Barrier(MPI_COMM_WORLD);
+    double s = 0;
+    if (dist::rank() < 2)
+      s = bench::seconds([&] {
+        MPI_Sendrecv(out.data(), static_cast<int>(bytes), MPI_BYTE, other, 9, in.data(), static_cast<int>(bytes),
+                     MPI_BYTE, other, 9, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+      });
+    MPI_Allreduce(MPI_IN_PLACE, &s, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    if (i >= 2) times.push_back(s);
+  }
+  return static_cast<double>(bytes) / bench::median(times);
 }
 
 // Half the median round trip of a 4-byte message between ranks 0 and 1: one message's latency.
@@ -157,6 +187,20 @@ std::string us(double seconds) {
   return seconds >= 1e-3 ? fmt::format("{:.2f} ms", seconds * 1e3) : fmt::format("{:.1f} us", seconds * 1e6);
 }
 
+constexpr int64_t kExchangeBytes = 8 << 20;  // what one rank sends in a round of a 16 MB ring
+
+// One column of the table: a name and one call.
+struct Variant {
+  std::string name;
+  std::function<void()> call;
+  bool mpi;  // an MPI_Allreduce (a candidate for "best MPI")
+};
+
+std::string segment_name(int64_t bytes) {
+  if (bytes <= 0) return "whole";
+  return bytes >= 1 << 20 ? fmt::format("{}M", bytes >> 20) : fmt::format("{}K", bytes >> 10);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -168,17 +212,39 @@ int main(int argc, char** argv) {
   setenv("OMPI_MCA_coll_tuned_use_dynamic_rules", "1", 0);  // lets MPI_T force an algorithm
   dist::ProcessGroup world(argc, argv);
   int busy_threads = 0, rounds = 5;
-  double link_gbit = 0;
-  bool half_duplex = false;
-  int64_t max_bytes = 16 << 20;
+  double link_gbit = 0, host_gbit = -1;
+  std::string host_from = "--host-gbit";
+  bool half_duplex = false, segments = false, exchange_only = false;
+  int64_t min_bytes = 4 << 10, max_bytes = 16 << 20;
+  const dist::RingPipeline default_pipeline = dist::get_ring_pipeline();
+  int in_flight = default_pipeline.in_flight;
   for (int i = 1; i + 1 < argc; ++i) {
     const std::string arg = argv[i];
     if (arg == "--busy") busy_threads = std::atoi(argv[++i]);
     if (arg == "--rounds") rounds = std::max(1, std::atoi(argv[++i]));
+    if (arg == "--min-mb") min_bytes = static_cast<int64_t>(std::atoi(argv[++i])) << 20;
     if (arg == "--max-mb") max_bytes = static_cast<int64_t>(std::atoi(argv[++i])) << 20;
     if (arg == "--link-gbit") link_gbit = std::atof(argv[++i]);
+    if (arg == "--in-flight") in_flight = std::max(1, std::atoi(argv[++i]));
+    if (arg == "--host-gbit") host_gbit = std::atof(argv[++i]);
   }
-  for (int i = 1; i < argc; ++i) half_duplex = half_duplex || std::string(argv[i]) == "--half-duplex";
+  if (host_gbit < 0 && std::getenv("NETNS_HOST_GBIT")) {  // scripts/netns --probe measured it before shaping
+    host_gbit = std::atof(std::getenv("NETNS_HOST_GBIT"));
+    host_from = "scripts/netns --probe: bench_allreduce --exchange-only on the unshaped loopback";
+  }
+  for (int i = 1; i < argc; ++i) {
+    half_duplex = half_duplex || std::string(argv[i]) == "--half-duplex";
+    segments = segments || std::string(argv[i]) == "--segments";
+    exchange_only = exchange_only || std::string(argv[i]) == "--exchange-only";
+  }
+  if (exchange_only) {  // the endpoints' bandwidth alone (scripts/netns --probe runs this unshaped)
+    const double rate = measure_exchange(kExchangeBytes);
+    if (world.rank() == 0)
+      fmt::print("exchange: {} MB each way at once between ranks 0 and 1 (MPI_Sendrecv, median of 15): {:.2f} Gbit/s "
+                 "each way\n",
+                 kExchangeBytes >> 20, rate * 8 / 1e9);
+    return 0;
+  }
   int provided = 0;
   MPI_T_init_thread(MPI_THREAD_SINGLE, &provided);
   const char* names[] = {"MPI auto", "linear", "red+bcast", "rec.doubl", "ring", "seg.ring", "rabenseif"};
@@ -197,57 +263,125 @@ int main(int argc, char** argv) {
 
   const bool lead = world.rank() == 0;
   const int n = world.world_size();
-  const bench::Link link{link_gbit * 1e9 / 8, measure_alpha(), half_duplex};
+  const double alpha = measure_alpha();
+  const double exchange = measure_exchange(kExchangeBytes);  // this path, link and endpoints together
+  const bench::Link link{link_gbit * 1e9 / 8, alpha, half_duplex, std::max(0.0, host_gbit) * 1e9 / 8};
+  const bench::Link link_only{link_gbit * 1e9 / 8, alpha, half_duplex};
+  bench::Link in_series = link;
+  in_series.in_series = true;
+
+  // The columns. Default: cppgrad's all_reduce with each way of waiting, then every MPI
+  // algorithm. --segments: cppgrad's all_reduce (adaptive wait) with the ring's segment size
+  // from none (one per chunk) to 1 MiB, `in_flight` on the way, then the MPI algorithms that
+  // can be the best from 64 KiB (Open MPI's choice, ring, segmented ring, Rabenseifner).
+  Tensor t;
+  std::vector<Variant> variants;
+  if (segments) {
+    for (int64_t segment : {int64_t{0}, int64_t{32} << 10, int64_t{64} << 10, int64_t{128} << 10,
+                            int64_t{256} << 10, int64_t{512} << 10, int64_t{1} << 20})
+      variants.push_back({segment_name(segment),
+                          [&t, segment, in_flight] {
+                            dist::set_ring_pipeline({segment, in_flight});
+                            dist::all_reduce(t);
+                          },
+                          false});
+  } else {
+    const std::pair<const char*, dist::WaitPolicy> policies[] = {
+        {"adaptive", dist::WaitPolicy::Adaptive}, {"spin", dist::WaitPolicy::Spin}, {"polite", dist::WaitPolicy::Polite}};
+    for (const auto& policy : policies) {
+      const dist::WaitPolicy wait = policy.second;
+      variants.push_back({policy.first,
+                          [&t, wait] {
+                            dist::set_wait_policy(wait);
+                            dist::all_reduce(t);
+                          },
+                          false});
+    }
+  }
+  const size_t cppgrad_columns = variants.size();
+  for (int algorithm = 0; algorithm <= 6; ++algorithm) {
+    if (segments && algorithm != 0 && algorithm < 4) continue;
+    MPI_Comm comm = comms[static_cast<size_t>(algorithm)];
+    variants.push_back({names[algorithm],
+                        [&t, comm] {
+                          MPI_Allreduce(MPI_IN_PLACE, t.data<float>(), static_cast<int>(t.numel()), MPI_FLOAT,
+                                        MPI_SUM, comm);
+                        },
+                        true});
+  }
+
   if (lead) {
     fmt::print("all-reduce (float32, sum) between {} ranks; {}\n", n, bench::cpu_description());
     fmt::print("load: 1-minute average {:.2f}, {} tasks runnable now, {} spinning threads per rank (--busy); "
                "btl {}; median of {} rounds\n",
                bench::load_average(), runnable_now(), busy_threads,
                std::getenv("OMPI_MCA_btl") ? std::getenv("OMPI_MCA_btl") : "(default)", rounds);
-    if (link_gbit > 0)
+    fmt::print("ring: {} segments, {} on the way{}\n",
+               segments ? "each column's" : segment_name(default_pipeline.segment_bytes),
+               segments ? in_flight : default_pipeline.in_flight, segments ? " (--in-flight); adaptive wait" : "");
+    fmt::print("exchange: {} MB each way at once between ranks 0 and 1 on this path: {:.2f} Gbit/s each way\n",
+               kExchangeBytes >> 20, exchange * 8 / 1e9);
+    if (link_gbit > 0) {
       fmt::print("model: {} Gbit/s {}, alpha {:.1f} us (measured: half a 4-byte round trip); all_reduce runs {} "
                  "below 64 KiB, {} from there\n",
                  link_gbit, half_duplex ? "half duplex (one queue for both directions)" : "full duplex",
                  link.alpha * 1e6, bench::algorithm_name(dist::all_reduce_algorithm(4096, n)),
                  bench::algorithm_name(dist::all_reduce_algorithm(1 << 20, n)));
-    fmt::print("{:>6} | {:>10} {:>10} {:>10} |", "size", "adaptive", "spin", "polite");
-    for (const char* name : names) fmt::print(" {:>10}", name);
-    fmt::print(" | {:>10} {:>9}", "best MPI", "adapt/best");
-    if (link_gbit > 0) fmt::print(" | {:>10} {:>9}", "model", "adapt/model");
+      if (host_gbit > 0) {
+        fmt::print("model: endpoints H = {:.2f} Gbit/s each way ({}); a round takes the slower of link and "
+                   "endpoints ('serial sum': the two times added; 'link only': H left out)\n",
+                   host_gbit, host_from);
+        // What the link leaves each way while both directions are busy, as in a ring round.
+        const double link_each_way = half_duplex ? link_gbit / 2 : link_gbit;
+        fmt::print("model: effective bandwidth each way = min(link {:.2f}, endpoints {:.2f}) = {:.2f} Gbit/s; "
+                   "the serial sum's: {:.2f} Gbit/s\n",
+                   link_each_way, host_gbit, std::min(link_each_way, host_gbit),
+                   1 / (1 / link_each_way + 1 / host_gbit));
+      }
+      else
+        fmt::print("model: endpoints not limited (no --host-gbit, no scripts/netns --probe)\n");
+    }
+    fmt::print("{:>6} |", "size");
+    for (size_t v = 0; v < variants.size(); ++v)
+      fmt::print(" {:>10}{}", variants[v].name, v + 1 == cppgrad_columns ? " |" : "");
+    fmt::print(" | {:>10} {:>9}", "best MPI", segments ? "cols/best" : "adapt/best");
+    if (link_gbit > 0)
+      fmt::print(" | {:>10} {:>9} {:>10} {:>9} {:>10}", "model", "adapt/model", "serial sum", "adapt/sum", "link only");
     fmt::print("\n");
   }
-  const dist::WaitPolicy policies[] = {dist::WaitPolicy::Adaptive, dist::WaitPolicy::Spin, dist::WaitPolicy::Polite};
   for (int64_t bytes = 4 << 10; bytes <= max_bytes; bytes *= 4) {
+    if (bytes < min_bytes) continue;
     const int64_t count = bytes / 4;
     const int reps = static_cast<int>(std::clamp<int64_t>((16 << 20) / bytes, 3, 500));  // ~16 MB a round
-    Tensor t = ones({count});
-    std::vector<std::function<void()>> variants;
-    for (dist::WaitPolicy policy : policies)
-      variants.push_back([&t, policy] {
-        dist::set_wait_policy(policy);
-        dist::all_reduce(t);
-      });
-    for (MPI_Comm comm : comms)
-      variants.push_back([&t, count, comm] {
-        MPI_Allreduce(MPI_IN_PLACE, t.data<float>(), static_cast<int>(count), MPI_FLOAT, MPI_SUM, comm);
-      });
+    t = ones({count});
     for (auto& variant : variants)  // warm-up: connections, buffers
-      for (int i = 0; i < 2; ++i) variant();
+      for (int i = 0; i < 2; ++i) variant.call();
     std::vector<std::vector<double>> times(variants.size());
     for (int round = 0; round < rounds; ++round)
-      for (size_t v = 0; v < variants.size(); ++v) times[v].push_back(time_calls(variants[v], reps));
+      for (size_t v = 0; v < variants.size(); ++v) times[v].push_back(time_calls(variants[v].call, reps));
     dist::set_wait_policy(dist::WaitPolicy::Adaptive);
+    dist::set_ring_pipeline(default_pipeline);
     std::vector<double> medians;
     for (auto& samples : times) medians.push_back(bench::median(samples));
-    const double best_mpi = *std::min_element(medians.begin() + 3, medians.end());
+    double best_mpi = 1e30;
+    for (size_t v = 0; v < variants.size(); ++v)
+      if (variants[v].mpi) best_mpi = std::min(best_mpi, medians[v]);
     if (lead) {
-      fmt::print("{:>6} | {:>10} {:>10} {:>10} |", size_str(static_cast<double>(bytes)), us(medians[0]),
-                 us(medians[1]), us(medians[2]));
-      for (size_t v = 3; v < medians.size(); ++v) fmt::print(" {:>10}", us(medians[v]));
-      fmt::print(" | {:>10} {:>9.2f}", us(best_mpi), medians[0] / best_mpi);
+      fmt::print("{:>6} |", size_str(static_cast<double>(bytes)));
+      for (size_t v = 0; v < medians.size(); ++v)
+        fmt::print(" {:>10}{}", us(medians[v]), v + 1 == cppgrad_columns ? " |" : "");
+      fmt::print(" | {:>10} ", us(best_mpi));
+      if (segments) {  // every segment size over the best MPI
+        for (size_t v = 0; v < cppgrad_columns; ++v) fmt::print("{}{:.2f}", v ? " " : "", medians[v] / best_mpi);
+      } else {
+        fmt::print("{:>9.2f}", medians[0] / best_mpi);
+      }
       if (link_gbit > 0) {
         const double model = bench::all_reduce_seconds(static_cast<double>(bytes), n, link);
-        fmt::print(" | {:>10} {:>9.2f}", us(model), medians[0] / model);
+        const double link_model = bench::all_reduce_seconds(static_cast<double>(bytes), n, link_only);
+        const double serial = bench::all_reduce_seconds(static_cast<double>(bytes), n, in_series);
+        fmt::print(" | {:>10} {:>9.2f} {:>10} {:>9.2f} {:>10}", us(model), medians[0] / model, us(serial),
+                   medians[0] / serial, us(link_model));
       }
       fmt::print("\n");
     }

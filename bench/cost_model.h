@@ -14,8 +14,20 @@
 // A full-duplex link (Ethernet, a veth pair) carries both directions at B at once. One
 // loopback shaped by one qdisc is half duplex: every rank's bytes pass the same queue, so a
 // round in which all N ranks send S/N takes S/B, not S/(N B).
+//
+// The endpoints have a bandwidth too: a rank's own path through MPI, the kernel's TCP and (on
+// the emulated link) bench/netdelay moves at most H bytes/s each way while it sends and
+// receives at once (measured on an unshaped loopback: bench_allreduce --exchange-only). A
+// round takes as long as the slower of the two, link or endpoints (their bandwidths are the
+// min, not a serial sum: measured, a 10 Gbit/s link took no longer than no shaping at all, and
+// at 1 Gbit/s the link alone predicts within 5%): a ring round is
+//       alpha + max(link bytes / B, S/N / H)
+// and likewise for the others, each rank's bytes of a round over H. H = 0: endpoints as fast
+// as any link (the model of the projections to 8 and 64 machines). bench_allreduce prints the
+// serial sum (link time + endpoint time) beside it, so that the runs can tell them apart.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 
 #include "distributed/collectives.h"
@@ -26,7 +38,17 @@ struct Link {
   double bytes_per_second;
   double alpha;              // seconds
   bool half_duplex = false;  // one queue for every direction (a shaped loopback)
+  double endpoint_bytes_per_second = 0;  // H: what a rank's own path moves each way at once (0: no limit)
+  bool in_series = false;  // the alternative the measurements refute: link and endpoint times add up
 };
+
+// Seconds to move one round: `on_link` bytes through the link, `per_rank` bytes in and out
+// of each rank, whichever is slower.
+inline double round_seconds(double on_link, double per_rank, const Link& link) {
+  const double through_link = on_link / link.bytes_per_second;
+  const double through_endpoints = link.endpoint_bytes_per_second > 0 ? per_rank / link.endpoint_bytes_per_second : 0;
+  return link.in_series ? through_link + through_endpoints : std::max(through_link, through_endpoints);
+}
 
 inline const char* algorithm_name(cppgrad::distributed::AllReduceAlgorithm a) {
   using cppgrad::distributed::AllReduceAlgorithm;
@@ -43,18 +65,19 @@ inline const char* algorithm_name(cppgrad::distributed::AllReduceAlgorithm a) {
 inline double all_reduce_seconds(double bytes, int n, const Link& link) {
   using cppgrad::distributed::AllReduceAlgorithm;
   if (n <= 1) return 0;
-  const double S = bytes, B = link.bytes_per_second, a = link.alpha;
+  const double S = bytes, a = link.alpha;
   switch (cppgrad::distributed::all_reduce_algorithm(static_cast<int64_t>(bytes), n)) {
     case AllReduceAlgorithm::Ring: {
       const double rounds = 2.0 * (n - 1);
       const double bytes_per_round = link.half_duplex ? S : S / n;
-      return rounds * (a + bytes_per_round / B);
+      return rounds * (a + round_seconds(bytes_per_round, S / n, link));
     }
-    case AllReduceAlgorithm::Exchange: return a + (link.half_duplex ? 2 * S : S) / B;
-    case AllReduceAlgorithm::BinomialTree: return 2 * std::ceil(std::log2(n)) * (a + S / B);
+    case AllReduceAlgorithm::Exchange: return a + round_seconds(link.half_duplex ? 2 * S : S, S, link);
+    case AllReduceAlgorithm::BinomialTree: return 2 * std::ceil(std::log2(n)) * (a + round_seconds(S, S, link));
     case AllReduceAlgorithm::HalvingDoubling: {
       const double steps = std::log2(n);
-      return 2 * steps * a + (link.half_duplex ? 2.0 * (n - 1) * S : 2.0 * (n - 1) / n * S) / B;
+      return 2 * steps * a +
+             round_seconds(link.half_duplex ? 2.0 * (n - 1) * S : 2.0 * (n - 1) / n * S, 2.0 * (n - 1) / n * S, link);
     }
   }
   return 0;

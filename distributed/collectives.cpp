@@ -18,16 +18,23 @@
 
 namespace cppgrad::distributed {
 
+namespace {
+// What one test of a collective found.
+enum class Progress { None, Advanced, Done };  // Advanced: a step finished, the next one started
+}  // namespace
+
 // What MPI reads and writes (kept alive until it is done), and what to do once it is. A
-// collective of several rounds (the ring all-reduce below) has `next`, which starts the
-// following round's requests once the current ones are done.
+// collective of a few requests has them in `requests`, then `next` (when there is one) to
+// finish or start a second round once they are done; one of many steps (the ring all-reduce
+// below) moves itself on in `advance`.
 struct Work::State {
   std::vector<MPI_Request> requests;  // the current round's, in flight
   bool done = false;
   std::vector<Tensor> buffers;
   std::function<bool()> next;  // starts the next round; false when there is none left
+  std::function<Progress()> advance;  // tests what is in flight, starts what may start
   std::function<void()> finish;
-  int64_t bytes = 0;  // the message's size: how long the adaptive wait keeps spinning
+  int64_t bytes = 0;  // what a step of progress moves: how long the adaptive wait keeps spinning
 };
 
 Work::Work() = default;
@@ -72,9 +79,6 @@ bool machine_is_busy() {
   }
   return busy;
 }
-
-// What one test of a collective found.
-enum class Progress { None, Advanced, Done };  // Advanced: a round finished, the next one started
 
 // Waits until `test()` (MPI_Test: MPI progresses in it) says Done. Two ways of waiting:
 // - spinning, as MPI_Wait does: the shortest wait when every rank has a core of its own, since
@@ -126,9 +130,10 @@ void wait_until(Test test, int64_t bytes = 0) {
   }
 }
 
-// One test: of the current round's requests and, when they are all done, the start of the next
-// round (so a ring moves on as soon as its neighbour's chunk is in).
+// One test: the collective's own `advance` (the ring's), or the current round's requests and,
+// when they are all done, `next` (the exchange adds what it received).
 Progress progress(Work::State& state) {
+  if (state.advance) return state.advance();
   bool advanced = false;
   for (;;) {
     if (!state.requests.empty()) {
@@ -163,6 +168,7 @@ void Work::wait() {
   wait_until([&] { return progress(*state_); }, state_->bytes);
   state_->done = true;
   state_->next = nullptr;
+  state_->advance = nullptr;
   if (state_->finish) state_->finish();
   state_->buffers.clear();
 }
@@ -255,53 +261,171 @@ int ring_tag(int64_t sequence, int round) {
   return static_cast<int>((sequence % (tag_bound / rounds)) * rounds + round);
 }
 
+RingPipeline ring_pipeline;
+
 // The ring all-reduce (reduce-scatter, then all-gather), in place on `buffer`: cut into N
-// chunks; rank r sends to r + 1 and receives from r - 1. Reduce-scatter round s: send chunk
-// r - s, receive chunk r - s - 1 and add it into ours; after N - 1 rounds rank r holds the
-// full sum of chunk r + 1. All-gather round t: send chunk r + 1 - t, receive chunk r - t in
+// chunks; rank r sends to r + 1 and receives from r - 1. Reduce-scatter step s: send chunk
+// r - s, receive chunk r - s - 1 and add it into ours; after N - 1 steps rank r holds the
+// full sum of chunk r + 1. All-gather step t: send chunk r + 1 - t, receive chunk r - t in
 // place. Each rank sends 2(N - 1)/N of the message in all, the least any all-reduce can.
 // Every chunk is summed once, by one rank, and copied to the others, so every rank ends with
 // the same bits (between 2 ranks the one addition a + b, which is b + a in IEEE arithmetic).
+//
+// Pipelined: each chunk moves in segments (RingPipeline), several on the way at once. A
+// segment that arrives in the reduce-scatter is added at once, while it is still in cache and
+// while the next segments travel, and a segment goes on to the next step as soon as its own
+// previous step is done, not the whole chunk's. So a segment (s, j), segment j of step s's
+// chunk, may be
+//   sent      once received (and, in the reduce-scatter, added) at step s - 1: it is the same
+//             chunk (r - s is what arrived at step s - 1 as r - (s - 1) - 1), the same segment;
+//   received  into a scratch slot in the reduce-scatter (one of `in_flight`, freed by its
+//             add), in place in the all-gather, and there only once this rank's own send of
+//             those bytes at reduce-scatter step t is complete (MPI may read a send buffer
+//             until then).
+// Segments of one step carry the same tag and go one way between two ranks, in the order
+// both sides post them, so MPI (whose messages between two ranks with one tag do not
+// overtake each other) matches each with its own.
+class Ring {
+ public:
+  Ring(const Tensor& buffer, const Tensor& scratch, ReduceOp op, RingPipeline pipeline, int64_t call)
+      : n_(world_size()),
+        me_(rank()),
+        element_(dtype_size(buffer.dtype())),
+        type_(mpi_type(buffer, "all_reduce")),
+        reduction_(mpi_op(op)),
+        data_(static_cast<char*>(buffer.raw_data())),
+        scratch_(static_cast<char*>(scratch.raw_data())),
+        slots_(std::max(1, pipeline.in_flight)),
+        slot_elements_(segment_elements(buffer.numel(), element_, pipeline)) {
+    const int64_t count = buffer.numel();
+    auto chunk = [count, this](int c) { return shard_range(count, ((c % n_) + n_) % n_, n_); };
+    const int reduce_steps = n_ - 1;
+    std::vector<int64_t> first_send, first_receive;  // each step's first segment, in each stream
+    for (int s = 0; s < 2 * reduce_steps; ++s) {
+      const bool reducing = s < reduce_steps;
+      const int t = s - reduce_steps;
+      const Range out = reducing ? chunk(me_ - s) : chunk(me_ + 1 - t);
+      const Range in = reducing ? chunk(me_ - s - 1) : chunk(me_ - t);
+      const int tag = ring_tag(call, s);
+      first_send.push_back(static_cast<int64_t>(sends_.size()));
+      first_receive.push_back(static_cast<int64_t>(receives_.size()));
+      int64_t j = 0;
+      for (int64_t begin = out.begin; begin < out.end; begin += slot_elements_, ++j) {
+        const int64_t after = s == 0 ? -1 : first_receive[static_cast<size_t>(s - 1)] + j;
+        sends_.push_back({{begin, std::min(out.end, begin + slot_elements_)}, tag, reducing, after});
+      }
+      j = 0;
+      for (int64_t begin = in.begin; begin < in.end; begin += slot_elements_, ++j) {
+        const int64_t after = reducing ? -1 : first_send[static_cast<size_t>(t)] + j;
+        receives_.push_back({{begin, std::min(in.end, begin + slot_elements_)}, tag, reducing, after});
+      }
+    }
+    send_requests_.assign(sends_.size(), MPI_REQUEST_NULL);
+    receive_requests_.assign(receives_.size(), MPI_REQUEST_NULL);
+  }
+
+  // The scratch a ring of `count` elements needs: `in_flight` received segments.
+  static int64_t scratch_elements(int64_t count, size_t element, RingPipeline pipeline) {
+    return std::max(1, pipeline.in_flight) * segment_elements(count, element, pipeline);
+  }
+
+  int64_t segment_bytes() const { return slot_elements_ * static_cast<int64_t>(element_); }
+
+  // Tests what is on the way (oldest first: segments arrive in order), adds what arrived,
+  // starts what may start.
+  Progress advance() {
+    bool advanced = false;
+    for (;;) {
+      start_what_may_start();
+      bool moved = false;
+      while (received_ < receives_posted_) {
+        int done = 0;
+        MPI_Test(&receive_requests_[static_cast<size_t>(received_)], &done, MPI_STATUS_IGNORE);
+        if (!done) break;
+        const Segment& segment = receives_[static_cast<size_t>(received_)];
+        if (segment.reducing)  // ours += what arrived
+          MPI_Reduce_local(slot(received_), at(segment), length(segment), type_, reduction_);
+        ++received_;
+        moved = true;
+      }
+      while (sent_ < sends_posted_) {
+        int done = 0;
+        MPI_Test(&send_requests_[static_cast<size_t>(sent_)], &done, MPI_STATUS_IGNORE);
+        if (!done) break;
+        ++sent_;
+        moved = true;
+      }
+      if (!moved) break;
+      advanced = true;
+    }
+    if (received_ == static_cast<int64_t>(receives_.size()) && sent_ == static_cast<int64_t>(sends_.size()))
+      return Progress::Done;
+    return advanced ? Progress::Advanced : Progress::None;
+  }
+
+ private:
+  struct Segment {
+    Range range;
+    int tag;
+    bool reducing;  // a reduce-scatter step's (received into a scratch slot, then added)
+    int64_t after;  // the other stream's segment that must be complete first (-1: none)
+  };
+
+  // Elements in a segment: segment_bytes' worth, at most the largest chunk.
+  static int64_t segment_elements(int64_t count, size_t element, RingPipeline pipeline) {
+    const Range largest = shard_range(count, 0, world_size());
+    const int64_t whole = std::max<int64_t>(1, largest.end - largest.begin);
+    if (pipeline.segment_bytes <= 0) return whole;
+    return std::clamp<int64_t>(pipeline.segment_bytes / static_cast<int64_t>(element), 1, whole);
+  }
+
+  void start_what_may_start() {
+    const int left = (me_ + n_ - 1) % n_, right = (me_ + 1) % n_;
+    while (receives_posted_ < static_cast<int64_t>(receives_.size()) && receives_posted_ - received_ < slots_) {
+      const Segment& segment = receives_[static_cast<size_t>(receives_posted_)];
+      if (segment.after >= sent_) break;  // this rank still sends from where it would land
+      void* into = segment.reducing ? slot(receives_posted_) : at(segment);
+      MPI_Irecv(into, length(segment), type_, left, segment.tag, MPI_COMM_WORLD,
+                &receive_requests_[static_cast<size_t>(receives_posted_)]);
+      ++receives_posted_;
+    }
+    while (sends_posted_ < static_cast<int64_t>(sends_.size())) {
+      const Segment& segment = sends_[static_cast<size_t>(sends_posted_)];
+      if (segment.after >= received_) break;  // not yet received (and added) at the step before
+      MPI_Isend(at(segment), length(segment), type_, right, segment.tag, MPI_COMM_WORLD,
+                &send_requests_[static_cast<size_t>(sends_posted_)]);
+      ++sends_posted_;
+    }
+  }
+
+  char* at(const Segment& segment) const { return data_ + segment.range.begin * static_cast<int64_t>(element_); }
+  char* slot(int64_t receive) const {
+    return scratch_ + (receive % slots_) * slot_elements_ * static_cast<int64_t>(element_);
+  }
+  static int length(const Segment& segment) { return static_cast<int>(segment.range.end - segment.range.begin); }
+
+  int n_, me_;
+  size_t element_;
+  MPI_Datatype type_;
+  MPI_Op reduction_;
+  char* data_;
+  char* scratch_;
+  int slots_;
+  int64_t slot_elements_;
+  std::vector<Segment> sends_, receives_;  // in the order this rank posts them
+  std::vector<MPI_Request> send_requests_, receive_requests_;
+  int64_t sends_posted_ = 0, sent_ = 0, receives_posted_ = 0, received_ = 0;
+};
+
 void start_ring(Work::State& state, const Tensor& buffer, ReduceOp op) {
   static int64_t sequence = 0;
-  const int64_t this_call = sequence++;
-  const int n = world_size(), me = rank();
-  const int64_t count = buffer.numel();
-  const size_t element = dtype_size(buffer.dtype());
-  const MPI_Datatype type = mpi_type(buffer, "all_reduce");
-  const MPI_Op mpi_reduction = mpi_op(op);
-  const Range largest = shard_range(count, 0, n);
-  Tensor scratch = empty({largest.end - largest.begin}, buffer.dtype());  // a received chunk
+  const RingPipeline pipeline = ring_pipeline;
+  Tensor scratch = empty({Ring::scratch_elements(buffer.numel(), dtype_size(buffer.dtype()), pipeline)}, buffer.dtype());
   state.buffers.push_back(scratch);
-  char* data = static_cast<char*>(buffer.raw_data());
-  char* received = static_cast<char*>(scratch.raw_data());
-  const int right = (me + 1) % n, left = (me + n - 1) % n;
-  auto chunk = [count, n](int c) { return shard_range(count, ((c % n) + n) % n, n); };
-  auto at = [data, element](Range range) { return data + range.begin * element; };
-  auto length = [](Range range) { return static_cast<int>(range.end - range.begin); };
-  Work::State* st = &state;
-  state.next = [=, round = 0]() mutable {
-    const int reduce_rounds = n - 1;
-    if (round >= 1 && round <= reduce_rounds) {  // the chunk received last round: add ours into it
-      const Range arrived = chunk(me - round);
-      MPI_Reduce_local(received, at(arrived), length(arrived), type, mpi_reduction);
-    }
-    if (round == 2 * reduce_rounds) return false;
-    const int tag = ring_tag(this_call, round);
-    if (round < reduce_rounds) {
-      const Range out = chunk(me - round), in = chunk(me - round - 1);
-      MPI_Irecv(received, length(in), type, left, tag, MPI_COMM_WORLD, new_request(*st));
-      MPI_Isend(at(out), length(out), type, right, tag, MPI_COMM_WORLD, new_request(*st));
-    } else {
-      const int t = round - reduce_rounds;
-      const Range out = chunk(me + 1 - t), in = chunk(me - t);
-      MPI_Irecv(at(in), length(in), type, left, tag, MPI_COMM_WORLD, new_request(*st));
-      MPI_Isend(at(out), length(out), type, right, tag, MPI_COMM_WORLD, new_request(*st));
-    }
-    ++round;
-    return true;
-  };
-  state.next();  // round 0
+  auto ring = std::make_shared<Ring>(buffer, scratch, op, pipeline, sequence++);
+  state.advance = [ring] { return ring->advance(); };
+  state.bytes = ring->segment_bytes();  // a step of progress moves a segment: how long a busy wait spins after one
+  ring->advance();  // the first segments
 }
 
 // Between 2 ranks below kRingMinBytes: one round, each rank sends its whole tensor to the other
@@ -329,6 +453,13 @@ void start_exchange(Work::State& state, const Tensor& buffer, ReduceOp op) {
 }
 
 }  // namespace
+
+void set_ring_pipeline(RingPipeline pipeline) {
+  CPPGRAD_CHECK(pipeline.in_flight >= 1, "set_ring_pipeline: in_flight {} (at least 1 segment must be on the way)",
+                pipeline.in_flight);
+  ring_pipeline = pipeline;
+}
+RingPipeline get_ring_pipeline() { return ring_pipeline; }
 
 AllReduceAlgorithm all_reduce_algorithm(int64_t bytes, int world) {
   if (world == 2) return bytes >= kRingMinBytes ? AllReduceAlgorithm::Ring : AllReduceAlgorithm::Exchange;

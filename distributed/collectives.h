@@ -50,8 +50,8 @@ void set_wait_policy(WaitPolicy policy);
 WaitPolicy get_wait_policy();
 
 // ---- all_reduce: every rank ends with the reduction of all ranks' tensors -------------------
-// From 64 KiB up between 2 or 3 ranks: a ring (reduce-scatter + all-gather), each rank sending
-// 2(N-1)/N of the bytes; below 64 KiB between 2 ranks, one exchange of the whole tensor;
+// From 64 KiB up between 2 or 3 ranks: a ring (reduce-scatter + all-gather, pipelined in
+// segments: RingPipeline below), each rank sending 2(N-1)/N of the bytes; below 64 KiB between 2 ranks, one exchange of the whole tensor;
 // otherwise MPI_Iallreduce, which Open MPI runs as a binomial tree (below 4 ranks or 64 KiB)
 // or as recursive halving + doubling. docs/scaling.md has the costs.
 void all_reduce(const Tensor& tensor, ReduceOp op = ReduceOp::Sum);
@@ -59,6 +59,18 @@ void all_reduce(const Tensor& tensor, ReduceOp op = ReduceOp::Sum);
 // and bench/cost_model.h use it too).
 enum class AllReduceAlgorithm { Ring, Exchange, BinomialTree, HalvingDoubling };
 AllReduceAlgorithm all_reduce_algorithm(int64_t bytes, int world);
+// The ring moves each rank's chunk in segments of `segment_bytes` (the last one of a chunk
+// shorter), up to `in_flight` of them on the way at once, so that a segment is added while it
+// is still in cache and while the next ones travel (Open MPI's segmented ring and NCCL's
+// pipelined one do the same). segment_bytes <= 0: one segment per chunk (no pipeline). The
+// default was chosen with bench/bench_allreduce --segments (docs/scaling.md). Every rank of a
+// job must set the same values before its all-reduces.
+struct RingPipeline {
+  int64_t segment_bytes = 256 << 10;
+  int in_flight = 4;
+};
+void set_ring_pipeline(RingPipeline pipeline);
+RingPipeline get_ring_pipeline();
 Work all_reduce_async(const Tensor& tensor, ReduceOp op = ReduceOp::Sum);
 
 // ---- broadcast: every rank ends with `root`'s tensor ----------------------------------------

@@ -65,19 +65,77 @@ TEST_CASE("collectives: all_reduce out of place equals the in-place MPI call, be
 // message must still meet its own all-reduce's, which the per-call tags guarantee.
 TEST_CASE("collectives: ring all-reduces in flight together finish in any order with their own sums") {
   if (world_size() == 1) return;
-  std::vector<Tensor> tensors, expected;
-  std::vector<Work> works;
-  for (int64_t n : {40000, 65537, 16385, 100003}) {  // all >= 64 KiB in float32, none a multiple of 2 or 3
-    tensors.push_back(rank_values(n, kFloat32));
-    expected.push_back(in_place_reference(tensors.back(), ReduceOp::Sum));
+  const RingPipeline before = get_ring_pipeline();
+  // The default segments, then segments of 4 KiB two at a time: dozens of segments of the four
+  // all-reduces on the way between the same two ranks at once.
+  for (RingPipeline pipeline : {before, RingPipeline{4096, 2}}) {
+    set_ring_pipeline(pipeline);
+    std::vector<Tensor> tensors, expected;
+    std::vector<Work> works;
+    for (int64_t n : {40000, 65537, 16385, 100003}) {  // all >= 64 KiB in float32, none a multiple of 2 or 3
+      tensors.push_back(rank_values(n, kFloat32));
+      expected.push_back(in_place_reference(tensors.back(), ReduceOp::Sum));
+    }
+    for (const Tensor& t : tensors) works.push_back(all_reduce_async(t));
+    for (int i : {2, 0, 3, 1}) {
+      if (rank() == 0) works[static_cast<size_t>(i)].is_completed();  // one rank moves some segments on early
+      works[static_cast<size_t>(3 - i)].wait();
+    }
+    for (size_t i = 0; i < tensors.size(); ++i)
+      CHECK((tensors[i].to(kFloat64) - expected[i].to(kFloat64)).abs().max().item<double>() == 0.0);
   }
-  for (const Tensor& t : tensors) works.push_back(all_reduce_async(t));
-  for (int i : {2, 0, 3, 1}) {
-    if (rank() == 0) works[static_cast<size_t>(i)].is_completed();  // one rank moves some rounds on early
-    works[static_cast<size_t>(3 - i)].wait();
+  set_ring_pipeline(before);
+}
+
+// The pipelined ring at its segment boundaries: segment sizes that do and do not divide the
+// chunks (a chunk of k segments and one element: a last segment of one element; chunks that
+// differ by one element and so by one segment), one segment on the way or several, and one
+// segment per chunk. Small integers (exact in every order) must give the MPI reference's
+// sum; random floats must give every rank the same bits, and a + b between 2 ranks.
+TEST_CASE("collectives: the pipelined ring at segment boundaries, float32 and float64") {
+  if (world_size() == 1) return;
+  const int n = world_size();
+  const RingPipeline before = get_ring_pipeline();
+  auto differ = [](const Tensor& a, const Tensor& b) { return (a.to(kFloat64) - b.to(kFloat64)).abs().max().item<double>(); };
+  for (DType dtype : {kFloat32, kFloat64}) {
+    const int64_t element = dtype == kFloat32 ? 4 : 8;
+    for (int64_t segment_bytes : {int64_t{4096}, int64_t{6000}, int64_t{0}}) {
+      // 6000 bytes: 1500 float32 or 750 float64, dividing neither the chunks nor 4 KiB pages
+      const int64_t segment = segment_bytes > 0 ? segment_bytes / element : 1024;
+      const int64_t k = (64 << 10) / (n * segment * element) + 1;  // chunks of k segments: >= 64 KiB in all
+      for (int in_flight : {1, 3}) {
+        set_ring_pipeline({segment_bytes, in_flight});
+        for (int64_t count : {n * k * segment, n * k * segment + 1, n * (k * segment + 1), n * k * segment + n - 1,
+                              n * k * segment + segment / 2}) {
+          CAPTURE(dtype_name(dtype));
+          CAPTURE(segment_bytes);
+          CAPTURE(in_flight);
+          CAPTURE(count);
+          REQUIRE(all_reduce_algorithm(count * element, n) == AllReduceAlgorithm::Ring);
+          Tensor exact = rank_values(count, dtype);
+          Tensor expected = in_place_reference(exact, ReduceOp::Sum);
+          all_reduce(exact);
+          CHECK(differ(exact, expected) == 0.0);
+
+          manual_seed(11 + static_cast<uint64_t>(rank()));
+          Tensor mine = randn({count}).to(dtype);
+          Tensor gathered = all_gather(mine);  // [N, count]: every rank's input
+          Tensor reduced = mine.clone();
+          all_reduce(reduced);
+          Tensor everyone = all_gather(reduced);
+          for (int r = 1; r < n; ++r) CHECK(differ(everyone.select(0, r), everyone.select(0, 0)) == 0.0);
+          if (n == 2) CHECK(differ(reduced, gathered.select(0, 0) + gathered.select(0, 1)) == 0.0);
+          // any rank count: the sum, to the rounding of 3 terms of size ~ 5 (float32) or less
+          CHECK(differ(reduced, gathered.sum(0)) < (dtype == kFloat32 ? 1e-5 : 1e-13));
+        }
+      }
+    }
   }
-  for (size_t i = 0; i < tensors.size(); ++i)
-    CHECK((tensors[i].to(kFloat64) - expected[i].to(kFloat64)).abs().max().item<double>() == 0.0);
+  set_ring_pipeline(before);
+}
+
+TEST_CASE("collectives: set_ring_pipeline refuses no segment on the way") {
+  CHECK_THROWS_WITH_AS(set_ring_pipeline({4096, 0}), doctest::Contains("in_flight 0"), cppgrad::Error);
 }
 
 // With arbitrary floats the order of a sum matters; the ring adds each chunk once, on one rank,

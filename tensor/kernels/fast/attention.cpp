@@ -47,6 +47,7 @@
 #include "tensor/kernels/fast/attention.h"
 #include "tensor/kernels/fast/exp_rows.h"
 #include "tensor/kernels/gemm.h"
+#include "tensor/kernels/traced.h"
 
 namespace cppgrad::kernels::fast {
 
@@ -361,6 +362,9 @@ Problem<T> make_problem(const Tensor& q, const Tensor& k, const Tensor& v, const
 FusedAttention fused_attention(const Tensor& query, const Tensor& key, const Tensor& value, const Tensor& mask,
                                bool causal, double scale, const FusedDropout& drop,
                                const FusedPositions& positions) {
+  // The block products inside are charged to "blas gemm": this scope keeps the rest (the
+  // exponentials, the running max and sum, the masks), which would otherwise be "outside kernels".
+  CPPGRAD_PROFILE_KERNEL("fused_attention", query, key, value);
   Tensor q = contiguous(query), k = contiguous(key), v = contiguous(value);
   Shape out_shape(q.shape().begin(), q.shape().end() - 1);
   Shape lse_shape = out_shape;
@@ -384,6 +388,7 @@ FusedAttentionGrads fused_attention_backward(const Tensor& grad, const Tensor& q
                                              const Tensor& value, const Tensor& mask, const Tensor& output,
                                              const Tensor& lse, bool causal, double scale, const FusedDropout& drop,
                                              const FusedPositions& positions) {
+  CPPGRAD_PROFILE_KERNEL("fused_attention_backward", grad, query, key, value);  // as the forward's
   Tensor q = contiguous(query), k = contiguous(key), v = contiguous(value), g = contiguous(grad);
   Tensor o = contiguous(output), L = contiguous(lse);
   FusedAttentionGrads grads{zeros(q.shape(), q.dtype()), zeros(k.shape(), k.dtype()), zeros(v.shape(), v.dtype())};
