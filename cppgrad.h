@@ -13,6 +13,7 @@
 #include "runtime/reference_mode.h"
 #include "tensor/tensor.h"
 #include "tensor/autocast.h"
+#include "tensor/keyed_dropout.h"
 #include "autograd/node.h"
 #include "autograd/functions.h"
 #include "autograd/function.h"

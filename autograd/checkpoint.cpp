@@ -15,6 +15,7 @@
 #include <unordered_set>
 
 #include "tensor/generator.h"
+#include "tensor/keyed_dropout.h"
 
 namespace cppgrad::autograd {
 
@@ -91,6 +92,10 @@ Tensor checkpoint(const CheckpointFn& fn, const std::vector<Tensor>& inputs) {
   if (!GradMode::is_enabled()) return fn(inputs);  // no graph is recorded: nothing to save
 
   const Generator::State rng = default_generator().state();
+  // Inside a KeyedDropout scope, dropout's masks follow the scope's call count instead.
+  const KeyedDropout* scope = KeyedDropout::current();
+  const bool keyed = scope != nullptr;
+  const int64_t keyed_calls = keyed ? scope->calls() : 0;
   const uint64_t first = Node().sequence_nr;  // every node fn makes comes after this one
   Tensor out;
   Parameters params;
@@ -114,7 +119,7 @@ Tensor checkpoint(const CheckpointFn& fn, const std::vector<Tensor>& inputs) {
   const size_t n = inputs.size();
 
   // Gradients: dinput_i, dparam_j = the gradients of fn(inputs) · grad_out, recomputed.
-  BackwardFn backward = [fn, rng, stand_ins, n](const Tensor& grad_out, const Saved& saved) -> Grads {
+  BackwardFn backward = [fn, rng, keyed, keyed_calls, stand_ins, n](const Tensor& grad_out, const Saved& saved) -> Grads {
     CPPGRAD_CHECK(!GradMode::is_enabled(),
                   "checkpoint: double backward (create_graph=true) through a checkpointed function is not supported; "
                   "call the function without checkpoint to differentiate twice");
@@ -122,18 +127,28 @@ Tensor checkpoint(const CheckpointFn& fn, const std::vector<Tensor>& inputs) {
     for (size_t i = 0; i < n; ++i) originals.push_back(saved[i]);
     std::vector<Tensor> replay_inputs = detach_all(originals);
 
+    KeyedDropout* scope = KeyedDropout::current();
+    CPPGRAD_CHECK((scope != nullptr) == keyed, "checkpoint: the forward ran {} a KeyedDropout scope and the backward {}: "
+                  "its dropout masks cannot be replayed; run the backward in the forward's scope",
+                  keyed ? "inside" : "outside", keyed ? "outside" : "inside");
     Generator& gen = default_generator();
     const Generator::State now = gen.state();
+    const int64_t calls_now = keyed ? scope->calls() : 0;
+    auto put_back = [&] {  // the streams go on as if nothing had been replayed
+      gen.set_state(now);
+      if (keyed) scope->set_calls(calls_now);
+    };
     gen.set_state(rng);  // the same dropout masks as the first run
+    if (keyed) scope->set_calls(keyed_calls);
     Tensor replayed;
     try {
       GradModeGuard grad_on(true);
       replayed = fn(replay_inputs);
     } catch (...) {
-      gen.set_state(now);
+      put_back();
       throw;
     }
-    gen.set_state(now);  // the stream goes on as if nothing had been replayed
+    put_back();
 
     std::vector<Tensor> wrt;
     std::vector<size_t> slot;

@@ -25,7 +25,8 @@ using CheckpointFn = std::function<Tensor(const std::vector<Tensor>&)>;
 //   (not a leaf) that fn reads without receiving it as an input is refused with an Error (pass
 //   it in `inputs`).
 // - Random draws must come from the default generator (dropout's default) to be replayed; a
-//   generator of one's own is not restored.
+//   generator of one's own is not restored. Inside a KeyedDropout scope (tensor/keyed_dropout.h)
+//   the scope's call count is put back instead, and the backward must run in the same scope.
 // - Double backward (create_graph) through a checkpoint is refused with an Error; nested
 //   checkpoints work.
 Tensor checkpoint(const CheckpointFn& fn, const std::vector<Tensor>& inputs);

@@ -13,6 +13,7 @@
 #include "autograd/functions.h"
 #include "runtime/reference_mode.h"
 #include "tensor/kernels.h"
+#include "tensor/keyed_dropout.h"
 
 namespace cppgrad {
 
@@ -81,10 +82,24 @@ Tensor attention_weights(const Tensor& q, const Tensor& k, const Tensor& mask, b
 
 Tensor fused_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask, bool is_causal,
                        double scale, double dropout_p, Generator& gen, const AttentionPositions& positions) {
-  const uint64_t key = dropout_p > 0.0 ? gen.next_u64() : 0;  // one draw, as dropout() takes
-  if (!reference_mode()) return fast::fused_attention(q, k, v, mask, is_causal, scale, dropout_p, key, positions);
+  // The draw dropout() makes on the weights (..., h, T, S): one key, or inside a KeyedDropout
+  // scope one per example.
+  Shape weights_shape(q.shape().begin(), q.shape().end() - 1);
+  weights_shape.push_back(k.size(-2));
+  fast::DropoutKeys keys;
+  if (dropout_p > 0.0) {
+    if (auto by_example = example_keys("fused_attention", weights_shape, gen))
+      keys.by_example = std::move(*by_example);
+    else
+      keys.key = gen.next_u64();
+  }
+  if (!reference_mode()) return fast::fused_attention(q, k, v, mask, is_causal, scale, dropout_p, keys, positions);
   Tensor weights = attention_weights(q, k, mask, is_causal, scale, positions);
-  if (dropout_p > 0.0) weights = weights * kernels::dropout_mask(weights.shape(), weights.dtype(), dropout_p, key);
+  if (dropout_p > 0.0)
+    weights = weights * (keys.by_example.empty()
+                             ? kernels::dropout_mask(weights.shape(), weights.dtype(), dropout_p, keys.key)
+                             : kernels::example_dropout_mask("fused_attention", weights.shape(), weights.dtype(),
+                                                             dropout_p, keys.by_example));
   return weights.matmul(repeat_kv_heads(v, heads_per_kv_head(q, v)));  // (..., T, S) @ (..., S, dv) -> (..., T, dv)
 }
 

@@ -5,6 +5,7 @@
 #include "autograd/functions.h"
 #include "runtime/reference_mode.h"
 #include "tensor/kernels.h"
+#include "tensor/keyed_dropout.h"
 
 namespace cppgrad {
 
@@ -65,7 +66,20 @@ Tensor masked_softmax(const Tensor& scores, const Tensor& mask, bool is_causal, 
                 });
 }
 
+namespace {
+// x ⊙ mask keyed by example (a KeyedDropout scope): the mask is made once and kept, as the fast
+// kernels draw a tensor from one key.
+Tensor dropout_by_example(const char* op, const Tensor& x, double p, const std::vector<uint64_t>& keys) {
+  kernels::check_dropout(op, p, x);
+  Tensor mask = kernels::example_dropout_mask(op, x.shape(), x.dtype(), p, keys);
+  // y = x ⊙ m;  dx = dy ⊙ m (differentiable in dy under create_graph)
+  return record("dropout", kernels::binary(kernels::Binary::Mul, x, mask), {x}, {},
+                [mask](const Tensor& g, const Saved&) -> Grads { return {g * mask}; });
+}
+}  // namespace
+
 Tensor dropout(const Tensor& x, double p, Generator& gen) {
+  if (auto keys = example_keys("dropout", x.shape(), gen)) return dropout_by_example("dropout", x, p, *keys);
   const uint64_t key = gen.next_u64();  // the mask is word i of this key's stream for element i (p: checked by the kernel)
   // y = x ⊙ m, m = 0 or 1/(1-p);  dx = dy ⊙ m, m made again from the key rather than kept
   return record("dropout", kernels::dropout(x, p, key), {x}, {}, [p, key](const Tensor& g, const Saved&) -> Grads {
@@ -76,7 +90,9 @@ Tensor dropout(const Tensor& x, double p, Generator& gen) {
 
 Tensor relu_dropout(const Tensor& x, double p, Generator& gen) {
   if (reference_mode()) return dropout(x.relu(), p, gen);  // the two ops it fuses
-  return fast::relu_dropout(x, p, gen.next_u64());         // the draw dropout makes: the same mask
+  // the draw dropout makes: the same mask
+  if (auto keys = example_keys("relu_dropout", x.shape(), gen)) return dropout_by_example("relu_dropout", x.relu(), p, *keys);
+  return fast::relu_dropout(x, p, gen.next_u64());
 }
 
 }  // namespace cppgrad

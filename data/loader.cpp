@@ -238,16 +238,28 @@ NamedTensors DataLoader::state_dict() const {
   for (auto& entry : with_prefix("generator.", epoch_start.state_dict())) state.push_back(std::move(entry));
   state.emplace_back("batch_size", int_scalar(options_.batch_size()));
   state.emplace_back("samples_per_epoch", int_scalar(sampler_->size()));
+  state.emplace_back("replicas", int_scalar(sampler_->replicas()));
   return state;
 }
 
 void DataLoader::load_state_dict(const NamedTensors& state) {
   StateReader in(state, "DataLoader::load_state_dict");
-  const int64_t batch_size = in.int64("batch_size"), samples = in.int64("samples_per_epoch");
-  CPPGRAD_CHECK(batch_size == options_.batch_size() && samples == sampler_->size(),
-                "DataLoader::load_state_dict: the state is of a loader of batch_size {} over {} samples per epoch, "
-                "this one has batch_size {} and {}: it would not resume the same batches",
-                batch_size, samples, options_.batch_size(), sampler_->size());
+  const int64_t batch_size = in.int64("batch_size", Bounds::at_least(1)), samples = in.int64("samples_per_epoch", Bounds::at_least(0));
+  const int64_t replicas = in.contains("replicas") ? in.int64("replicas", Bounds::at_least(1)) : sampler_->replicas();
+  if (replicas == sampler_->replicas()) {
+    CPPGRAD_CHECK(batch_size == options_.batch_size() && samples == sampler_->size(),
+                  "DataLoader::load_state_dict: the state is of a loader of batch_size {} over {} samples per epoch, "
+                  "this one has batch_size {} and {}: it would not resume the same batches",
+                  batch_size, samples, options_.batch_size(), sampler_->size());
+  } else {
+    // Each epoch's one order dealt among another number of ranks: the same global batches
+    // follow when the global batch and the batches an epoch are the same.
+    const int64_t batches = options_.drop_last() ? samples / batch_size : (samples + batch_size - 1) / batch_size;
+    CPPGRAD_CHECK(batch_size * replicas == options_.batch_size() * sampler_->replicas() && batches == size(),
+                  "DataLoader::load_state_dict: the state is of {} replicas of batch_size {} ({} batches an epoch), "
+                  "this loader is one of {} of batch_size {} ({} batches): the global batches would not be the same",
+                  replicas, batch_size, batches, sampler_->replicas(), options_.batch_size(), size());
+  }
   Position p;
   p.epoch = in.int64("epoch");
   p.batch = in.int64("batch");

@@ -87,6 +87,12 @@ class DataLoader {
   // The position as tensors ("epoch", "batch", "generator.*" in Generator::state_dict's layout,
   // and the batch and dataset sizes, which load_state_dict checks: another size would not resume
   // the same batches). Load refuses an entry of any other name.
+  //
+  // The position counts global batches when a DistributedSampler deals each epoch to ranks:
+  // "replicas" records among how many, and a loader of another count loads the state when its
+  // global batch (batch_size × replicas) and its batches per epoch are the state's, so that a
+  // run resumed on another number of processes takes the same global batches on. (A state
+  // written before "replicas" was recorded is taken as of this loader's count.)
   NamedTensors state_dict() const;
   void load_state_dict(const NamedTensors& state);
 

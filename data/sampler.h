@@ -24,6 +24,10 @@ class Sampler {
   virtual int64_t size() const = 0;
   // The indices of epoch `epoch` (0, 1, ...). A sampler that shuffles draws from `gen`.
   virtual std::vector<int64_t> indices(int64_t epoch, Generator& gen) const = 0;
+  // Among how many ranks each epoch's one order is dealt (DistributedSampler's num_replicas; 1
+  // for a sampler that yields the whole epoch). A loader's checkpoint records it, so that a run
+  // on another number of processes can tell it continues the same global batches.
+  virtual int64_t replicas() const { return 1; }
 };
 
 // A uniformly random permutation of 0..n-1 (Fisher–Yates, n - 1 draws from gen).
@@ -74,6 +78,7 @@ class DistributedSampler : public Sampler {
   void set_epoch(int64_t epoch) { epoch_ = epoch; }
   int64_t epoch() const { return epoch_; }
   int64_t num_replicas() const { return num_replicas_; }
+  int64_t replicas() const override { return num_replicas_; }
   int64_t rank() const { return rank_; }
   int64_t total_size() const { return num_samples_ * num_replicas_; }  // the padded (or cut) epoch
 

@@ -128,6 +128,16 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b);
 // of the counter-based stream `key` (kernels/counter_rng.h), so any thread count gives the same
 // mask, and the backward makes it again from the key instead of keeping it.
 Tensor dropout_mask(const Shape& shape, DType dtype, double p, uint64_t key);
+// Keyed by example (tensor/keyed_dropout.h): shape's leading dim holds keys.size() examples'
+// rows, example-major, and example b's elements take the words of keys[b]'s stream at their
+// positions (kernels/counter_rng.h's example_word). An Error naming `op` when the leading dim is
+// no multiple of the examples or a position does not fit example_word's fields.
+Tensor example_dropout_mask(const char* op, const Shape& shape, DType dtype, double p, const std::vector<uint64_t>& keys);
+// An example's elements as rows of `cols`, each `rows` of them under one lead (example_word).
+struct ExampleLayout {
+  int64_t block = 0, rows = 1, cols = 1;  // block: the elements of one example
+};
+ExampleLayout example_layout(const char* op, const Shape& shape, int64_t examples);
 // The dropout kernels' arguments, checked in this one place for each of them (the fast forms
 // too): 0 <= p < 1 (at p = 1 the caller returns zeros) and, when x is given, x floating.
 void check_dropout(const char* op, double p, const Tensor& x = {});

@@ -34,9 +34,10 @@ Tensor sum_repeated_heads(const Tensor& grad, int64_t r) {
 }  // namespace
 
 Tensor fused_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask, bool is_causal,
-                       double scale, double dropout_p, uint64_t dropout_key, const AttentionPositions& positions) {
+                       double scale, double dropout_p, const DropoutKeys& dropout_keys,
+                       const AttentionPositions& positions) {
   kernels::fast::FusedDropout drop;
-  if (dropout_p > 0.0) drop = {dropout_p, dropout_key};
+  if (dropout_p > 0.0) drop = {dropout_p, dropout_keys.key, dropout_keys.by_example};
   const kernels::fast::FusedPositions where = kernel_positions(positions);
   kernels::fast::FusedAttention r = kernels::fast::fused_attention(q, k, v, mask, is_causal, scale, drop, where);
   // P = softmax(scale·q·kᵀ + mask) ⊙ M (M: dropout's mask), out = P·v;

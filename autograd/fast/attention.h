@@ -5,14 +5,22 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "../functions.h"
 
 namespace cppgrad::fast {
 
-// dropout_key: the stream of the dropout mask on the weights (unused when dropout_p is 0). k and
-// v may have fewer heads than q (grouped-query attention), as cppgrad::fused_attention says.
+// The streams of the dropout mask on the weights: one key (kernels::dropout_mask), or one per
+// example (kernels::example_dropout_mask, inside a KeyedDropout scope).
+struct DropoutKeys {
+  uint64_t key = 0;
+  std::vector<uint64_t> by_example;  // when not empty, the streams
+};
+// dropout_keys: unused when dropout_p is 0. k and v may have fewer heads than q (grouped-query
+// attention), as cppgrad::fused_attention says.
 Tensor fused_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask, bool is_causal,
-                       double scale, double dropout_p, uint64_t dropout_key, const AttentionPositions& positions);
+                       double scale, double dropout_p, const DropoutKeys& dropout_keys,
+                       const AttentionPositions& positions);
 
 }  // namespace cppgrad::fast

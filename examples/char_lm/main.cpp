@@ -46,7 +46,7 @@ int main(int argc, char** argv) {
     const Text text = read_text(o);
 
     // ---- the model and AdamW, with the paper's schedule -----------------------------------------
-    manual_seed(o.seed + static_cast<uint64_t>(world.rank()));  // weights (rank 0's are broadcast) and dropout
+    manual_seed(o.seed);  // the weights (rank 0's are broadcast); dropout is keyed by example
     auto model = std::make_shared<CharLM>(text.vocab.size(), o.model);
     distributed::DistributedDataParallel ddp(model);  // rank 0's weights everywhere; hooks nothing in a world of one
     const distributed::ZeroRedundancyOptimizer::Factory adamw =
@@ -87,6 +87,8 @@ int main(int argc, char** argv) {
     while (log.step < o.steps) {
       trace.before(log.step + 1);
       const data::Batch b = loader.next();
+      // dropout keyed by this rank's examples: the masks one process draws on the global batch
+      auto keyed = examples::dropout_scope(o.seed, log.step, o.batch);
       Tensor logits = model->forward(b["input"]);  // (B, T, vocab)
       Tensor loss = F::cross_entropy(logits.reshape({-1, text.vocab.size()}), b["target"].reshape({-1}));
       const double loss_value = loss.item();
@@ -95,6 +97,7 @@ int main(int argc, char** argv) {
       examples::stop_if_non_finite(log.step + 1, "the training loss", loss_value, *model);
       opt.zero_grad();
       loss.backward();  // under mpirun, returns with the gradients averaged over the ranks
+      keyed.reset();    // the step's forward and backward are done
       examples::stop_if_non_finite(log.step + 1, "the gradient norm", optim::clip_grad_norm_(params, o.clip), *model);
       opt.step();
       schedule.step();

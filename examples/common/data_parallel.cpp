@@ -39,51 +39,25 @@ int run_program(const std::string& program, const std::string& smaller, const st
   return exit_job(run_main(name_in_job(program), body, smaller));
 }
 
-void resume_run(const std::string& path, const NamedTensors& saved, optim::TrainingState& state) {
-  try {
-    const NamedTensors checkpoint = with_generators_of_today(saved);  // older files
-    check_same_processes(checkpoint);
-    NamedTensors ranks, rest;  // the per-rank streams are this program's; the rest is the state's
-    for (const auto& entry : checkpoint) (entry.first.starts_with("rng.ranks.") ? ranks : rest).push_back(entry);
-    state.load_state_dict(rest);
-    restore_dropout_stream(under_prefix("rng.ranks.", ranks));
-  } catch (const Error& e) {
-    throw Error(fmt::format("--resume: {}: {}", excerpt(path), e.what()));
-  }
-}
-
-int64_t per_rank_batch(const std::string& option, int64_t global_batch) {
-  const int world = distributed::world_size();
-  CPPGRAD_CHECK(global_batch % world == 0, "{} {} does not divide among {} processes: give a multiple of {}", option,
-                global_batch, world, world);
-  return global_batch / world;
-}
-
-NamedTensors gather_dropout_streams() {
-  if (distributed::world_size() == 1) return {};
-  NamedTensors gathered;
-  for (const auto& [name, t] : default_generator().state_dict()) {
-    // (bool travels as int64: the collectives move numbers, not flags)
-    Tensor as_number = t.dtype() == kBool ? t.to(kInt64) : t;
-    gathered.emplace_back("rng.ranks." + name, distributed::all_gather(as_number));  // (world, ...)
-  }
-  return gathered;
-}
-
-void check_same_processes(const NamedTensors& checkpoint) {
+namespace {
+// A checkpoint written before dropout was keyed by example holds every rank's dropout stream
+// under "rng.ranks." (a row per process): it continues its run on as many processes only.
+void check_same_processes(const NamedTensors& ranks) {
   const Tensor* words = nullptr;
-  for (const auto& [name, t] : checkpoint)
-    if (name == "rng.ranks.state") words = &t;
+  for (const auto& [name, t] : ranks)
+    if (name == "state") words = &t;
   const int64_t saved_world = words == nullptr ? 1 : words->dim() >= 1 ? words->size(0) : -1;
   CPPGRAD_CHECK(saved_world == distributed::world_size(),
                 "checkpoint: it was written by a run of {} processes, and this one has {} (rng.ranks.state holds a row "
-                "per process); resume on as many (the batches and dropout streams are each rank's)",
+                "per process: a checkpoint of before dropout was keyed by example); resume it on as many",
                 saved_world < 0 ? "?" : std::to_string(saved_world), distributed::world_size());
 }
 
+// Sets this rank's default generator from its row of an older checkpoint's streams (after
+// rng.default. is loaded).
 void restore_dropout_stream(const NamedTensors& ranks) {
   const int world = distributed::world_size(), rank = distributed::rank();
-  if (world == 1) {  // rng.default. is the stream; a run of one process writes no other
+  if (world == 1) {  // rng.default. is the stream; a run of one process wrote no other
     CPPGRAD_CHECK(ranks.empty(), "checkpoint: unexpected entry 'rng.ranks.{}' in a checkpoint of 1 process",
                   excerpt(ranks.front().first));
     return;
@@ -101,12 +75,39 @@ void restore_dropout_stream(const NamedTensors& ranks) {
     throw Error(fmt::format("checkpoint: in the entries under \"rng.ranks.\": {}", e.what()));
   }
 }
+}  // namespace
+
+void resume_run(const std::string& path, const NamedTensors& saved, optim::TrainingState& state) {
+  try {
+    const NamedTensors checkpoint = with_generators_of_today(saved);  // older files
+    NamedTensors ranks, rest;  // older files' per-rank streams are this program's; the rest is the state's
+    for (const auto& entry : checkpoint) (entry.first.starts_with("rng.ranks.") ? ranks : rest).push_back(entry);
+    const NamedTensors older_streams = under_prefix("rng.ranks.", ranks);
+    if (!older_streams.empty()) check_same_processes(older_streams);  // before anything is loaded
+    state.load_state_dict(rest);
+    if (!older_streams.empty()) restore_dropout_stream(older_streams);
+  } catch (const Error& e) {
+    throw Error(fmt::format("--resume: {}: {}", excerpt(path), e.what()));
+  }
+}
+
+int64_t per_rank_batch(const std::string& option, int64_t global_batch) {
+  const int world = distributed::world_size();
+  CPPGRAD_CHECK(global_batch % world == 0, "{} {} does not divide among {} processes: give a multiple of {}", option,
+                global_batch, world, world);
+  return global_batch / world;
+}
+
+std::unique_ptr<KeyedDropout> dropout_scope(uint64_t seed, int64_t steps_taken, int64_t global_batch, int64_t micro) {
+  const int world = distributed::world_size(), rank = distributed::rank();
+  std::vector<int64_t> positions;
+  for (int64_t g = rank; g < global_batch; g += world) positions.push_back(micro * global_batch + g);
+  return std::make_unique<KeyedDropout>(seed, steps_taken, std::move(positions));
+}
 
 void save_run_file(const std::string& path, const optim::TrainingState& state, const nn::Metadata& metadata) {
   NamedTensors entries = state.state_dict();
-  stop_if_state_non_finite(entries);  // on every rank: each stops, none waits in the gather
-  const NamedTensors streams = gather_dropout_streams();  // a collective: every rank
-  entries.insert(entries.end(), streams.begin(), streams.end());
+  stop_if_state_non_finite(entries);  // on every rank: each stops, none goes on alone
   if (distributed::rank() != 0) return;
   nn::save_safetensors(path, entries, metadata);
   fmt::print("checkpoint written to {}\n", path);

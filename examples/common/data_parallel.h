@@ -4,13 +4,16 @@
 // Each rank reads its own share of every global batch (data::DistributedSampler: rank r takes
 // positions r, r + N, ... of the epoch's one permutation), so N processes of batch B/N see,
 // step for step, the examples one process of batch B sees. Rank 0 alone evaluates, prints and
-// writes files. A checkpoint holds every rank's dropout stream, which differ; the loader's
-// position is the same on every rank.
+// writes files. Dropout is keyed by example (KeyedDropout, tensor/keyed_dropout.h: the scope
+// dropout_scope makes), so an example's masks do not depend on which rank holds it, and the
+// loader counts global batches: a checkpoint holds nothing of a rank's own and resumes on any
+// number of processes that divides the global batch, continuing the same global batches.
 #pragma once
 
 #include <CLI/CLI.hpp>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -34,27 +37,26 @@ std::optional<int> parse_command_line(CLI::App& app, int argc, char** argv, cons
 // returns its exit code; under mpirun a non-zero code ends the whole job.
 int run_program(const std::string& program, const std::string& smaller, const std::function<int()>& body);
 
-// Loads a checkpoint written by save_run_file into `state`: the number of processes first, then
-// every entry (TrainingState::load_state_dict), then this rank's dropout stream. Errors name the
-// file.
+// Loads a checkpoint written by save_run_file into `state`, on any number of processes. A
+// checkpoint written before dropout was keyed by example also holds every rank's dropout stream
+// ("rng.ranks.*", a row per process): it resumes on as many processes only, each rank its own
+// stream, and is refused on another count before anything is loaded. Errors name the file.
 void resume_run(const std::string& path, const NamedTensors& checkpoint, cppgrad::optim::TrainingState& state);
 
 // This rank's share of a global batch: `global_batch` / world size, or an Error naming `option`
 // when it does not divide.
 int64_t per_rank_batch(const std::string& option, int64_t global_batch);
 
-// The entries under "rng.ranks." of a data-parallel checkpoint: every rank's default generator
-// (dropout), each entry of Generator::state_dict with a leading dim of world size. A collective:
-// all ranks call it; in a world of one it is empty (rng.default. is the only stream).
-NamedTensors gather_dropout_streams();
-// Refuses a checkpoint of another number of processes than this run's: its batches and
-// dropout streams would not continue the same run. (Checked before anything else is loaded.)
-void check_same_processes(const NamedTensors& checkpoint);
-// Sets this rank's default generator from the "rng.ranks." entries (after rng.default. is loaded).
-void restore_dropout_stream(const NamedTensors& ranks);
+// The scope of one forward and backward of the training step after `steps_taken` steps: this
+// rank's rows are positions r, r + N, ... of the global batch of `global_batch` examples (as
+// the DistributedSampler deals them), offset by micro × global_batch for micro-batch `micro` of
+// a step that accumulates several. Dropout inside draws each example's masks from (seed, step,
+// call, position): the masks one process draws on the whole batch.
+std::unique_ptr<cppgrad::KeyedDropout> dropout_scope(uint64_t seed, int64_t steps_taken, int64_t global_batch,
+                                                     int64_t micro = 0);
 
-// Writes `state`, then every rank's dropout stream, to `path` with `metadata`, and says so. A
-// collective: every rank calls it; rank 0 writes.
+// Writes `state` to `path` with `metadata`, and says so. Every rank calls it (each checks the
+// state is finite, so that none is left waiting); rank 0 writes.
 void save_run_file(const std::string& path, const cppgrad::optim::TrainingState& state,
                    const cppgrad::nn::Metadata& metadata);
 

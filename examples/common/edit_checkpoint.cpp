@@ -12,11 +12,16 @@
 //   edit_checkpoint IN OUT meta KEY VALUE     the metadata's KEY becomes VALUE
 //   edit_checkpoint IN names                  prints the entries' names, one a line
 //   edit_checkpoint IN meta-of KEY            prints the metadata's KEY
+//   edit_checkpoint IN differs OTHER PREFIX   over the floating entries under PREFIX, prints
+//                                             ‖IN − OTHER‖ / ‖OTHER‖ (all their elements as one
+//                                             vector), the largest |IN − OTHER|, the largest |OTHER|
 //
 // VALUE is a number as strtod reads it (nan, inf, -inf, 1e30); an int64 entry takes it as a
 // whole number. Exit codes: 0 written, 2 bad arguments or an entry that is not there.
 #include <fmt/core.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <string>
 #include <vector>
@@ -55,7 +60,8 @@ Tensor filled(const Tensor& like, const std::string& value, bool first_only) {
 int main(int argc, char** argv) {
   const std::vector<std::string> args(argv + 1, argv + argc);
   try {
-    CPPGRAD_CHECK(args.size() >= 4 || (args.size() >= 2 && (args[1] == "names" || args[1] == "meta-of")), "usage: edit_checkpoint IN OUT set|set1|remove|copy|add|rows|junk|meta NAME [VALUE] [N]");
+    CPPGRAD_CHECK(args.size() >= 4 || (args.size() >= 2 && (args[1] == "names" || args[1] == "meta-of")),
+                  "usage: edit_checkpoint IN OUT set|set1|remove|copy|add|rows|junk|meta NAME [VALUE] [N]");
     nn::SafetensorsContents file = nn::load_safetensors(args[0]);
     if (args[1] == "names") {
       for (const auto& entry : file.tensors) fmt::print("{}\n", entry.first);
@@ -64,6 +70,28 @@ int main(int argc, char** argv) {
     if (args[1] == "meta-of") {
       CPPGRAD_CHECK(args.size() == 3 && file.metadata.count(args[2]), "no metadata key given, or none such in {}", args[0]);
       fmt::print("{}\n", file.metadata.at(args[2]));
+      return 0;
+    }
+    if (args[1] == "differs") {  // two runs' checkpoints, entry by entry
+      const nn::SafetensorsContents other = nn::load_safetensors(args[2]);
+      double largest_difference = 0, largest_value = 0, squared_difference = 0, squared_value = 0;
+      int64_t compared = 0;
+      for (const auto& [key, t] : file.tensors) {
+        if (!key.starts_with(args[3]) || !t.is_floating_point()) continue;
+        CPPGRAD_CHECK(other.contains(key), "no entry '{}' in {}", excerpt(key), args[2]);
+        const Tensor& theirs = other.at(key);
+        CPPGRAD_CHECK(theirs.shape() == t.shape(), "'{}' is {} in {} and {} in {}", excerpt(key), shape_str(t.shape()),
+                      args[0], shape_str(theirs.shape()), args[2]);
+        const Tensor a = t.to(kFloat64), b = theirs.to(kFloat64);
+        largest_difference = std::max(largest_difference, (a - b).abs().max().item());
+        largest_value = std::max(largest_value, b.abs().max().item());
+        squared_difference += (a - b).square().sum().item();
+        squared_value += b.square().sum().item();
+        ++compared;
+      }
+      CPPGRAD_CHECK(compared > 0, "no floating entry under '{}' in {}", excerpt(args[3]), args[0]);
+      fmt::print("{:.6e} {:.6e} {:.6e}\n", std::sqrt(squared_difference / squared_value), largest_difference,
+                 largest_value);
       return 0;
     }
     const std::string& op = args[2];

@@ -61,7 +61,7 @@ int main(int argc, char** argv) {
     if (lead) write_token_files(o, corpus);  // --write-tokens
 
     // ---- the model and AdamW, warm-up then cosine ----------------------------------------------
-    manual_seed(o.seed + static_cast<uint64_t>(world.rank()));  // weights (rank 0's are broadcast) and dropout
+    manual_seed(o.seed);  // the weights (rank 0's are broadcast); dropout is keyed by example
     std::shared_ptr<LanguageModel> model = make_model(o.model);
     if (pretrained) init_from(*model, *pretrained, lead);
     // The names --save-hf writes: the file's, or transformers' own. The file's tensors, now in
@@ -105,6 +105,8 @@ int main(int argc, char** argv) {
         std::optional<distributed::DistributedDataParallel::NoSync> local;  // average only after the last
         if (micro + 1 < o.accum) local.emplace(ddp);
         const data::Batch b = loader.next();
+        // dropout keyed by this rank's examples: the masks one process draws on the global batch
+        const auto keyed = examples::dropout_scope(o.seed, log.step, o.batch, micro);
         Tensor logits = model->forward(b["input"]);  // (B, T, vocab)
         Tensor loss = F::cross_entropy(logits.reshape({-1, o.model.vocab}), b["target"].reshape({-1}));
         const double loss_value = loss.item();

@@ -8,10 +8,11 @@
 #   check.sh learns  SEQ2SEQ DIR   a small copy task reaches >= 99% sequence accuracy in 400 steps,
 #                                  and --target-accuracy stops it as soon as an evaluation does
 #   check.sh ranks_learn  SEQ2SEQ DIR   the same on 2 processes (scripts/mpirun 2), batch 16 each
-#   check.sh ranks_resume SEQ2SEQ DIR   the exact resume on 2 processes; refused on 1
+#   check.sh ranks_resume SEQ2SEQ DIR EDIT_CHECKPOINT   the exact resume on 2 processes; on 1, the
+#                                  same run within float32 rounding
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/../common/check_lib.sh"  # fail, check_svg, losses
-mode="$1" seq2seq="$2" dir="$3"
+mode="$1" seq2seq="$2" dir="$3" edit_checkpoint="${4:-}"
 mpirun_script="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)/scripts/mpirun"
 rm -rf "$dir" && mkdir -p "$dir" && cd "$dir"
 tiny=(--threads 1 --d-model 32 --heads 2 --layers 1 --ff 64 --batch 16 --seq-len 6 --vocab 10 --seed 7)
@@ -97,8 +98,19 @@ case "$mode" in
          <(grep -o 'step *[0-9]*/40  loss [0-9.]*' resumed.log | tail -n 2) || fail "the printed losses differ"
     if [ "$mode" = ranks_resume ]; then
       grep -q '2 processes' straight.log || fail "the run did not train on 2 processes"
-      # a checkpoint of 2 processes does not continue the same run on 1: refused, naming both
-      expect_refusal "2 processes, and this one has 1" "${short[@]}" --steps 40 --resume half.safetensors
+      # the checkpoint of 2 processes continues the same run on 1 (dropout 0.1 keyed by example,
+      # the loader's position in global batches; the cross-attention's masks too, each rank's
+      # batch padded to its own longest): only float32 rounding of the gradients' sums differs,
+      # which AdamW turns into steps of up to ~lr for weights whose gradient is near zero
+      # (examples/char_lm/check.sh says more). ‖w − w_straight‖ / ‖w_straight‖: 2.2e-4 when
+      # measured, 2.4e-4 at --dropout 0; the 20 steps since the checkpoint moved them by 4e-2.
+      # The bound, 1e-3, lies between.
+      [ -x "$edit_checkpoint" ] || fail "ranks_resume needs edit_checkpoint (the 4th argument)"
+      "$seq2seq" "${short[@]}" --steps 40 --resume half.safetensors --save on1.safetensors > on1.log
+      grep -q 'resumed from half.safetensors at step 20' on1.log || fail "2 -> 1: did not resume: $(head -n 2 on1.log)"
+      read -r relative differs largest < <("$edit_checkpoint" on1.safetensors differs straight.safetensors model.)
+      echo "2 -> 1 process: ‖w − w_2‖/‖w_2‖ = $relative (the largest |w − w_2| $differs)"
+      awk -v r="$relative" 'BEGIN { exit !(r <= 1e-3) }' || fail "resumed on 1 process, the weights part by $relative"
     fi
     ;;
   learns|ranks_learn)

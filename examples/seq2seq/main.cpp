@@ -46,7 +46,7 @@ int main(int argc, char** argv) {
     const Task task = parse_task(o.task);
 
     // ---- the model, its optimizer, the schedule and the moving average of its weights ----------
-    manual_seed(o.seed + static_cast<uint64_t>(world.rank()));  // weights (rank 0's are broadcast) and dropout
+    manual_seed(o.seed);  // the weights (rank 0's are broadcast); dropout is keyed by example
     auto model = std::make_shared<Seq2SeqModel>(o.model);
     model->transformer->set_checkpoint_layers(o.checkpoint_layers);
     distributed::DistributedDataParallel ddp(model);  // rank 0's weights everywhere; hooks nothing in a world of one
@@ -82,6 +82,8 @@ int main(int argc, char** argv) {
       trace.before(log.step + 1);
       step_profile.before(log.step + 1);
       const Batch b = to_batch(loader.next());
+      // dropout keyed by this rank's examples: the masks one process draws on the global batch
+      auto keyed = examples::dropout_scope(o.seed, log.step, o.batch);
       Tensor logits = model->forward(b.src, b.tgt_in, b.src_pad, b.tgt_pad);  // (B, T, vocab)
       Tensor loss = F::cross_entropy(logits.reshape({-1, o.vocab}), b.tgt_out.reshape({-1}),
                                      F::CrossEntropyOptions().ignore_index(PAD));  // this rank's token mean
@@ -92,6 +94,7 @@ int main(int argc, char** argv) {
       examples::stop_if_non_finite(log.step + 1, "the training loss", loss_value, *model);
       opt.zero_grad();
       loss.backward();  // under mpirun, returns with the gradients averaged over the ranks
+      keyed.reset();    // the step's forward and backward are done
       opt.step();
       average.update();
       schedule.step();

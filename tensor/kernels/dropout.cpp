@@ -36,6 +36,43 @@ Tensor dropout_mask(const Shape& shape, DType dtype, double p, uint64_t key) {
   return mask;
 }
 
+ExampleLayout example_layout(const char* op, const Shape& shape, int64_t examples) {
+  CPPGRAD_CHECK(examples >= 1 && !shape.empty() && shape[0] % examples == 0,
+                "{}: keyed by {} examples, a tensor {} must be batch first, its leading dim a multiple of {}", op,
+                examples, shape_str(shape), examples);
+  // An example's coordinates: (its row of the leading dim's k, then every later dim).
+  Shape coordinates = {shape[0] / examples};
+  coordinates.insert(coordinates.end(), shape.begin() + 1, shape.end());
+  ExampleLayout layout;
+  layout.block = numel(coordinates);
+  layout.cols = coordinates.back();
+  layout.rows = coordinates.size() >= 2 ? coordinates[coordinates.size() - 2] : 1;
+  const int64_t leads = layout.rows * layout.cols == 0 ? 0 : layout.block / (layout.rows * layout.cols);
+  CPPGRAD_CHECK(layout.rows <= kExampleRowLimit && layout.cols <= kExampleRowLimit && leads <= kExampleLeadLimit,
+                "{}: keyed by example, a tensor {} has positions beyond the per-example fields (the last two dims "
+                "at most {}, the rest at most {} together)", op, shape_str(shape), kExampleRowLimit, kExampleLeadLimit);
+  return layout;
+}
+
+Tensor example_dropout_mask(const char* op, const Shape& shape, DType dtype, double p, const std::vector<uint64_t>& keys) {
+  check_dropout(op, p);
+  const ExampleLayout layout = example_layout(op, shape, static_cast<int64_t>(keys.size()));
+  Tensor mask = empty(shape, dtype);
+  if (!reference_mode()) return fast::fill_example_dropout_mask(mask, p, keys, layout);
+  dispatch_floating(dtype, op, [&](auto tag) {
+    using T = decltype(tag);
+    const uint64_t threshold = dropout_threshold(p);
+    const T keep = static_cast<T>(1.0 / (1.0 - p));
+    T* m = mask.data<T>();
+    for (int64_t i = 0; i < mask.numel(); ++i) {  // example i / block, at position (lead, row, col)
+      const int64_t o = i % layout.block;
+      const uint64_t word = example_word(o / (layout.rows * layout.cols), o / layout.cols % layout.rows, o % layout.cols);
+      m[i] = dropout_keeps(keys[static_cast<size_t>(i / layout.block)], word, threshold) ? keep : T(0);
+    }
+  });
+  return mask;
+}
+
 Tensor dropout(const Tensor& x, double p, uint64_t key) {
   if (!reference_mode()) return fast::dropout(x, p, key);  // which checks its arguments
   check_dropout("dropout", p, x);

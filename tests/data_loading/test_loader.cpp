@@ -2,6 +2,7 @@
 // thread count, and a position that resumes mid-epoch exactly (through a safetensors file too).
 #include <algorithm>
 #include <filesystem>
+#include <memory>
 #include <numeric>
 #include <set>
 
@@ -218,4 +219,52 @@ TEST_CASE("DataLoader with a DistributedSampler: the ranks' batches split every 
   std::vector<int64_t> expected(12);
   std::iota(expected.begin(), expected.end(), int64_t{0});
   CHECK(all == expected);
+}
+
+TEST_CASE("DataLoader with a DistributedSampler: a checkpoint of 2 ranks resumes the same global batches on 1 or 4") {
+  constexpr int64_t n = 27, global_batch = 4;  // 6 global batches an epoch at every count
+  // The loaders of `world` ranks, each with its share of the global batch.
+  auto loaders = [&](int64_t world) {
+    std::vector<std::unique_ptr<DataLoader>> ranks;
+    for (int64_t rank = 0; rank < world; ++rank)
+      ranks.push_back(std::make_unique<DataLoader>(numbered_dataset(n), DataLoaderOptions(global_batch / world).drop_last(true),
+                                                   stack_collate,
+                                                   std::make_shared<DistributedSampler>(n, world, rank, true, 9, true)));
+    return ranks;
+  };
+  // The next global batch: rank r's row i is position r + world·i of it.
+  auto next_global = [](std::vector<std::unique_ptr<DataLoader>>& ranks) {
+    const auto world = static_cast<int64_t>(ranks.size());
+    std::vector<int64_t> batch(static_cast<size_t>(global_batch));
+    for (int64_t r = 0; r < world; ++r) {
+      const std::vector<int64_t> ids = ids_of(ranks[static_cast<size_t>(r)]->next());
+      for (size_t i = 0; i < ids.size(); ++i) batch[static_cast<size_t>(r + world * static_cast<int64_t>(i))] = ids[i];
+    }
+    return batch;
+  };
+  auto straight = loaders(2);
+  for (int i = 0; i < 4; ++i) next_global(straight);
+  const NamedTensors checkpoint = straight[0]->state_dict();  // every rank's position is the same
+  CHECK(straight[1]->batch_index() == straight[0]->batch_index());
+  std::vector<std::vector<int64_t>> expected;  // the rest of the epoch and into the next
+  for (int i = 0; i < 5; ++i) expected.push_back(next_global(straight));
+  for (const int64_t world : {1, 2, 4}) {
+    CAPTURE(world);
+    auto resumed = loaders(world);
+    for (auto& loader : resumed) loader->load_state_dict(checkpoint);
+    for (const auto& batch : expected) CHECK(next_global(resumed) == batch);
+  }
+  // Another global batch, or another number of batches an epoch, would not continue the run.
+  DataLoader wider(numbered_dataset(n), DataLoaderOptions(4).drop_last(true), stack_collate,
+                   std::make_shared<DistributedSampler>(n, 4, 0, true, 9, true));
+  CHECK_THROWS_WITH_AS(wider.load_state_dict(checkpoint),
+                       "DataLoader::load_state_dict: the state is of 2 replicas of batch_size 2 (6 batches an epoch), "
+                       "this loader is one of 4 of batch_size 4 (1 batches): the global batches would not be the same",
+                       Error);
+  // A state written before "replicas" was recorded: taken as of this loader's count.
+  NamedTensors older = checkpoint;
+  older.pop_back();
+  auto same = loaders(2);
+  same[0]->load_state_dict(older);
+  CHECK(same[0]->batch_index() == 4);
 }

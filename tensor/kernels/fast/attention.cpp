@@ -100,6 +100,8 @@ struct Problem {
   // Dropout on the weights: keep with probability 1 − p, scaled by 1/(1 − p).
   bool dropout = false;
   uint64_t key = 0, threshold = 0;
+  std::vector<uint64_t> by_example;  // not empty: a key per example of slices_per_example slices
+  int64_t slices_per_example = 1;
   T keep_scale = 1;
 
   const T* keys(int64_t n, int64_t j0) const { return k + ((n / group) * S + j0) * d; }
@@ -137,8 +139,15 @@ struct Problem {
       for (int64_t c = std::max<int64_t>(0, last - j0); c < cols; ++c) row[c] = kMinusInf;
     }
   }
-  // The dropout factor of weight (n, i, j): 0 or 1/(1 − p), as dropout_mask on (N, Tq, S).
+  // The dropout factor of weight (n, i, j): 0 or 1/(1 − p), as dropout_mask on (N, Tq, S), or
+  // keyed by example, as example_dropout_mask: word (n mod slices_per_example, i, j) of example
+  // n / slices_per_example's stream.
   T dropout_factor(int64_t n, int64_t i, int64_t j) const {
+    if (!by_example.empty()) {
+      const int64_t b = n / slices_per_example;
+      const uint64_t word = example_word(n - b * slices_per_example, i, j);
+      return dropout_keeps(by_example[static_cast<size_t>(b)], word, threshold) ? keep_scale : T(0);
+    }
     const auto index = static_cast<uint64_t>((n * Tq + i) * S + j);
     return dropout_keeps(key, index, threshold) ? keep_scale : T(0);
   }
@@ -314,6 +323,13 @@ Problem<T> make_problem(const Tensor& q, const Tensor& k, const Tensor& v, const
   if (drop.p > 0) {
     P.dropout = true;
     P.key = drop.key;
+    if (!drop.by_example.empty()) {  // the caller checked the layout (kernels::example_layout)
+      const auto examples = static_cast<int64_t>(drop.by_example.size());
+      CPPGRAD_CHECK(P.N % examples == 0, "fused_attention: {} examples do not split the {} slices of q {}", examples,
+                    P.N, shape_str(q.shape()));
+      P.by_example = drop.by_example;
+      P.slices_per_example = P.N / examples;
+    }
     P.threshold = dropout_threshold(drop.p);
     P.keep_scale = static_cast<T>(1.0 / (1.0 - drop.p));
   }

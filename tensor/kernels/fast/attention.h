@@ -11,10 +11,13 @@
 namespace cppgrad::kernels::fast {
 
 // Dropout on the attention weights: probability p, and the key of its counter-based stream
-// (the same stream dropout_mask draws, so the weights (..., T, S) get dropout_mask's mask).
+// (the stream dropout_mask draws, so the weights (..., T, S) get dropout_mask's mask), or when
+// by_example is not empty a key per example, the weights' leading slices split among them
+// (example_dropout_mask's mask: weight (n, i, j) of example b takes word (n mod N/B, i, j)).
 struct FusedDropout {
   double p = 0.0;
   uint64_t key = 0;
+  std::vector<uint64_t> by_example;
 };
 // What the modern decoders add besides the mask, computed tile by tile instead of as a (T, S)
 // bias: query i stands at position i + query_offset of the keys (causal then hides keys

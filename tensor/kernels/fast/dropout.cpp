@@ -27,6 +27,14 @@ CPPGRAD_SIMD_CLONES void dropout_mask_range(int64_t begin, int64_t end, uint64_t
   for (int64_t i = begin; i < end; ++i) mask[i] = dropout_keeps(key, static_cast<uint64_t>(i), threshold) ? keep : T(0);
 }
 
+// mask[i] = dropout's factor of word first + i, for i in [0, n): a row of an example keyed by
+// position (its words consecutive along the row).
+template <class T>
+CPPGRAD_SIMD_CLONES void dropout_mask_row(int64_t n, uint64_t first, uint64_t key, uint64_t threshold, T keep,
+                                          T* __restrict mask) {
+  for (int64_t i = 0; i < n; ++i) mask[i] = dropout_keeps(key, first + static_cast<uint64_t>(i), threshold) ? keep : T(0);
+}
+
 // out[i] = relu(x[i]) · factor (forward, g null) or out[i] = x[i] > 0 ? g[i] · factor : 0
 // (backward), factor being dropout's, for i in [begin, end): exactly what dropout(relu(x))
 // and its two backward steps compute, in one pass each.
@@ -86,6 +94,26 @@ Tensor fill_dropout_mask(const Tensor& mask, double p, uint64_t key) {
     T* m = mask.data<T>();
     parallel_for((n + kChunk - 1) / kChunk, kChunk, [=](int64_t c) {
       dropout_mask_range<T>(c * kChunk, std::min(n, (c + 1) * kChunk), key, threshold, keep, m);
+    });
+  });
+  return mask;
+}
+
+Tensor fill_example_dropout_mask(const Tensor& mask, double p, const std::vector<uint64_t>& keys,
+                                 const ExampleLayout& layout) {
+  CPPGRAD_PROFILE_SCOPE("dropout_mask");
+  if (mask.numel() == 0) return mask;
+  dispatch_floating(mask.dtype(), "dropout_mask", [&](auto tag) {
+    using T = decltype(tag);
+    const T keep = static_cast<T>(1.0 / (1.0 - p));
+    const uint64_t threshold = dropout_threshold(p);
+    const int64_t rows_per_example = layout.block / layout.cols, cols = layout.cols, rows = layout.rows;
+    T* m = mask.data<T>();
+    const uint64_t* key = keys.data();
+    parallel_for(mask.numel() / cols, cols, [=](int64_t r) {  // row r: of example r / rows_per_example
+      const int64_t in_example = r % rows_per_example;
+      dropout_mask_row<T>(cols, example_word(in_example / rows, in_example % rows, 0), key[r / rows_per_example],
+                          threshold, keep, m + r * cols);
     });
   });
   return mask;

@@ -4,13 +4,18 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
+#include "../../kernels.h"
 #include "../../tensor.h"
 
 namespace cppgrad::kernels::fast {
 
 // Fills `mask` (contiguous, floating) with the mask of the stream `key`, and returns it.
 Tensor fill_dropout_mask(const Tensor& mask, double p, uint64_t key);
+// Fills `mask` with the mask keyed by example (kernels::example_dropout_mask), and returns it.
+Tensor fill_example_dropout_mask(const Tensor& mask, double p, const std::vector<uint64_t>& keys,
+                                 const ExampleLayout& layout);
 // x ⊙ that mask without making it: dropout's forward, and on the gradient its backward.
 Tensor dropout(const Tensor& x, double p, uint64_t key);
 // dropout(relu(x)) in one pass, the mask that of the stream `key`; and its gradient, dy ⊙ mask
