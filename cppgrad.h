@@ -5,6 +5,7 @@
 
 #include "runtime/allocator.h"
 #include "runtime/metrics.h"
+#include "runtime/float_mode.h"
 #include "runtime/parallel.h"
 #include "runtime/profile.h"
 #include "runtime/progress.h"

@@ -12,6 +12,10 @@
 //
 //   build/release/bench/bench_gpt --model gpt-M --threads 1 [--steps 5] [--profile] [--dtype bf16]
 //
+// --flush-denormal runs it with set_flush_denormal(true) (runtime/float_mode.h): gpt2-124M's
+// untrained logits (its N(0, 1) embedding tied to the output) give a softmax whose gradient is
+// full of subnormal floats, which Intel CPUs multiply slowly.
+//
 // --dtype bf16 runs the step under autocast (tensor/autocast.h), on the kernel the row names:
 // oneDNN's bfloat16 products on CPUs with AVX512_BF16 or AMX, else float32 products (nothing
 // multiplies faster there); the rest in float32.
@@ -78,7 +82,7 @@ class Gpt : public nn::Module {
 int main(int argc, char** argv) {
   std::string model = "gpt-M";
   int threads = 1, steps = 5;
-  bool show_profile = false;
+  bool show_profile = false, flush = false;
   std::string dtype = "fp32";
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
@@ -87,8 +91,9 @@ int main(int argc, char** argv) {
     else if (arg == "--steps" && i + 1 < argc) steps = std::atoi(argv[++i]);
     else if (arg == "--profile") show_profile = true;
     else if (arg == "--dtype" && i + 1 < argc) dtype = argv[++i];
+    else if (arg == "--flush-denormal") flush = true;
     else {
-      fmt::print("usage: {} [--model gpt-M|gpt2-124M] [--threads N] [--steps N] [--profile] [--dtype fp32|bf16]\n",
+      fmt::print("usage: {} [--model gpt-M|gpt2-124M] [--threads N] [--steps N] [--profile] [--dtype fp32|bf16] [--flush-denormal]\n",
                  argv[0]);
       return arg == "--help" ? 0 : 2;
     }
@@ -102,6 +107,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   set_num_threads(threads);
+  set_flush_denormal(flush);
   manual_seed(0);
   Gpt gpt(*shape);
   gpt.train();
@@ -134,9 +140,10 @@ int main(int argc, char** argv) {
   const std::string kind =
       dtype == "bf16" ? fmt::format("cppgrad bf16 autocast ({})", autocast::kernel_name(autocast::kernel())) : "cppgrad fp32";
   fmt::print("{}\t{}\t{} threads\t{}\t{:.1f} ms\t{:.0f} tokens/s\t{:.0f}% in matrix products\t{:.0f} MB peak\t"
-             "{} parameters\tload {:.2f}\t{}\n",
+             "{} parameters\tload {:.2f}\t{}{}\n",
              shape->name, kind, threads, openblas_get_corename(), t.median_s * 1e3,
              static_cast<double>(shape->batch * shape->T) / t.median_s, share * 100, bench::memory_mb("VmHWM"),
-             gpt.parameter_count(), load, deterministic_threads() ? "deterministic" : "BLAS threads");
+             gpt.parameter_count(), load, deterministic_threads() ? "deterministic" : "BLAS threads",
+             flush ? "\tsubnormals flushed" : "");
   if (show_profile) fmt::print("{}", report);
 }

@@ -10,7 +10,8 @@ with a causal mask, learned positions, a final LayerNorm, logits tied to the tok
 AdamW(lr 3e-4, weight_decay 0.1). Debian's torch runs its matrix products in OpenBLAS, whose
 thread pool torch.set_num_threads does not govern: it is limited through
 openblas_set_num_threads (ctypes). --bf16 runs the step under
-torch.autocast("cpu", dtype=torch.bfloat16). Prints one line like bench_gpt's: median step,
+torch.autocast("cpu", dtype=torch.bfloat16); --flush-denormal calls torch.set_flush_denormal(True).
+Prints one line like bench_gpt's: median step,
 tokens/s, the share of the step in matrix products (torch.profiler's self CPU time of aten::mm,
 addmm, bmm, baddbmm, matmul's kernels), peak memory (ru_maxrss) and the parameter count.
 """
@@ -75,8 +76,10 @@ def main():
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--steps", type=int, default=5)
     p.add_argument("--bf16", action="store_true")
+    p.add_argument("--flush-denormal", action="store_true", help="torch.set_flush_denormal(True)")
     a = p.parse_args()
     torch.set_num_threads(a.threads)
+    torch.set_flush_denormal(a.flush_denormal)
     blas = limit_openblas(a.threads)
     layers, d, heads, ff, positions, vocab, T, batch, dropout = SHAPES[a.model]
     torch.manual_seed(0)
@@ -113,7 +116,7 @@ def main():
     print(f"{a.model}\tPyTorch {torch.__version__} {'bf16 autocast' if a.bf16 else 'fp32'}\t{a.threads} threads\t"
           f"{blas or 'OpenBLAS not found'}\t{median * 1e3:.1f} ms\t{batch * T / median:.0f} tokens/s\t"
           f"{share * 100:.0f}% in matrix products\t{peak_mb:.0f} MB peak\t{params} parameters\t"
-          f"load {os.getloadavg()[0]:.2f}")
+          f"load {os.getloadavg()[0]:.2f}{chr(9) + 'subnormals flushed' if a.flush_denormal else ''}")
 
 
 if __name__ == "__main__":

@@ -14,6 +14,7 @@
 #include <array>
 #include <cstdint>
 
+#include "../runtime/float_mode.h"
 #include "../runtime/parallel.h"
 #include "../runtime/profile.h"
 #include "autocast.h"
@@ -68,6 +69,7 @@ struct StridedLoop {
     const char* kernel = profile::current_scope_name();  // a worker's share is traced under its name
 #pragma omp parallel num_threads(threads)
     {
+      adopt_float_mode();  // the caller's set_flush_denormal (runtime/float_mode.h)
       // A copy per thread, so the compiler keeps the body's captures in registers (see parallel_for).
       auto local = body;
       const int64_t parts = omp_get_num_threads(), part = omp_get_thread_num();
@@ -130,6 +132,7 @@ void parallel_for(int64_t n, int64_t work_per_item, F&& f) {
 #pragma omp parallel num_threads(threads)
   {
     autocast::Guard same_autocast(caller_autocast);
+    adopt_float_mode();  // the caller's set_flush_denormal (runtime/float_mode.h)
     // Each thread calls its own copy of f. Called through the shared one, the compiler must
     // assume that the loop's stores (to a float array, say) may change f's captured values (a
     // float scale, say), so it reloads them every element and gives up vectorising: dropout's
