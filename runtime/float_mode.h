@@ -1,11 +1,10 @@
 // Subnormal floats: whether the CPU flushes them to zero (PyTorch's torch.set_flush_denormal).
 //
 // A float below 2⁻¹²⁶ in magnitude (1.2e-38; 2⁻¹⁰²² for a double) is subnormal. Intel CPUs
-// multiply them through a microcode assist that costs on the order of a hundred cycles, so a
-// matrix product whose operands hold many runs several times slower: a softmax over a large
-// vocabulary with peaked logits gives probabilities of e⁻⁹⁰ and below, and its gradient carries
-// them into the products of the output layer (bench/README.md measures a GPT-2-shaped step).
-// AMD's recent cores handle them at full speed.
+// multiply them through a microcode assist, so a matrix product whose operands hold many runs
+// several times slower: a softmax over a large vocabulary with peaked logits gives probabilities
+// of e⁻⁹⁰ and below, and its gradient carries them into the products of the output layer
+// (bench/README.md measures a GPT-2-shaped step both ways).
 //
 //   cppgrad::set_flush_denormal(true);   // subnormal inputs read as 0, subnormal results become 0
 //

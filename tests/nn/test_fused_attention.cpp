@@ -122,6 +122,24 @@ TEST_CASE("fused attention: a NaN score row stays NaN") {
   CHECK(got[4] == 1.0);
 }
 
+TEST_CASE("fused attention: its forward and backward are profile rows of their own, not 'outside kernels'") {
+  BackendGuard fused(F::AttentionBackend::Fused);
+  const bool was_enabled = profile::enabled();
+  Generator gen(3);
+  Tensor q = randn({2, 8, 4}, kFloat32, gen).requires_grad_(), k = randn({2, 8, 4}, kFloat32, gen);
+  profile::set_enabled(true);
+  profile::reset();
+  F::scaled_dot_product_attention(q, k, k).output.sum().backward();
+  int64_t forward_calls = 0, backward_calls = 0;
+  for (const profile::Entry& e : profile::entries()) {
+    if (e.name == "fused_attention") forward_calls = e.calls;
+    if (e.name == "fused_attention_backward") backward_calls = e.calls;
+  }
+  profile::set_enabled(was_enabled);
+  CHECK(forward_calls == 1);
+  CHECK(backward_calls == 1);
+}
+
 TEST_CASE("fused attention: gradcheck and gradgradcheck (the second derivative through differentiable ops)") {
   BackendGuard fused(F::AttentionBackend::Fused);
   Generator gen(5);
