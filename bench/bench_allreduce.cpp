@@ -316,9 +316,12 @@ int main(int argc, char** argv) {
                "btl {}; median of {} rounds\n",
                bench::load_average(), runnable_now(), busy_threads,
                std::getenv("OMPI_MCA_btl") ? std::getenv("OMPI_MCA_btl") : "(default)", rounds);
-    fmt::print("ring: {} segments, {} on the way{}\n",
+    fmt::print("ring: {} segments, {} on the way{}; transport: {}\n",
                segments ? "each column's" : segment_name(default_pipeline.segment_bytes),
-               segments ? in_flight : default_pipeline.in_flight, segments ? " (--in-flight); adaptive wait" : "");
+               segments ? in_flight : default_pipeline.in_flight, segments ? " (--in-flight); adaptive wait" : "",
+               dist::transport() == dist::Transport::SharedMemory
+                   ? std::string("shared memory")
+                   : fmt::format("network (TCP eager limit {} KiB)", dist::network_eager_limit() >> 10));
     fmt::print("exchange: {} MB each way at once between ranks 0 and 1 on this path: {:.2f} Gbit/s each way\n",
                kExchangeBytes >> 20, exchange * 8 / 1e9);
     if (link_gbit > 0) {
@@ -360,7 +363,7 @@ int main(int argc, char** argv) {
     for (int round = 0; round < rounds; ++round)
       for (size_t v = 0; v < variants.size(); ++v) times[v].push_back(time_calls(variants[v].call, reps));
     dist::set_wait_policy(dist::WaitPolicy::Adaptive);
-    dist::set_ring_pipeline(default_pipeline);
+    dist::reset_ring_pipeline();
     std::vector<double> medians;
     for (auto& samples : times) medians.push_back(bench::median(samples));
     double best_mpi = 1e30;

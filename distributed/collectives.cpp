@@ -8,6 +8,7 @@
 #include <chrono>
 #include <climits>
 #include <cstdio>
+#include <optional>
 #include <thread>
 #include <unistd.h>
 #include <vector>
@@ -261,7 +262,23 @@ int ring_tag(int64_t sequence, int round) {
   return static_cast<int>((sequence % (tag_bound / rounds)) * rounds + round);
 }
 
-RingPipeline ring_pipeline;
+std::optional<RingPipeline> chosen_pipeline;  // set_ring_pipeline's; else the transport's default
+
+// Over shared memory the receiver copies each segment itself (Open MPI's single copy), so
+// segments only keep what it adds in cache: 256 KiB (bench_allreduce --segments). Over TCP a
+// message above the eager limit first waits a round trip for the receiver's go-ahead, which
+// a link's latency makes dear (at 100 us each way, 256 KiB segments took 1.5x as long as 32 KiB
+// ones for 1 MB between 2 ranks): segments that go eagerly, the largest power of two that
+// leaves room for MPI's header, with 8 on the way (256 KiB: about one round trip's worth at
+// 10 Gbit/s and 100 us each way).
+RingPipeline default_ring_pipeline() {
+  if (transport() == Transport::SharedMemory) return {256 << 10, 4};
+  int64_t segment = 4096;
+  while (segment * 2 <= network_eager_limit() - 256) segment *= 2;
+  return {segment, 8};
+}
+
+RingPipeline current_pipeline() { return chosen_pipeline ? *chosen_pipeline : default_ring_pipeline(); }
 
 // The ring all-reduce (reduce-scatter, then all-gather), in place on `buffer`: cut into N
 // chunks; rank r sends to r + 1 and receives from r - 1. Reduce-scatter step s: send chunk
@@ -419,7 +436,7 @@ class Ring {
 
 void start_ring(Work::State& state, const Tensor& buffer, ReduceOp op) {
   static int64_t sequence = 0;
-  const RingPipeline pipeline = ring_pipeline;
+  const RingPipeline pipeline = current_pipeline();
   Tensor scratch = empty({Ring::scratch_elements(buffer.numel(), dtype_size(buffer.dtype()), pipeline)}, buffer.dtype());
   state.buffers.push_back(scratch);
   auto ring = std::make_shared<Ring>(buffer, scratch, op, pipeline, sequence++);
@@ -457,9 +474,10 @@ void start_exchange(Work::State& state, const Tensor& buffer, ReduceOp op) {
 void set_ring_pipeline(RingPipeline pipeline) {
   CPPGRAD_CHECK(pipeline.in_flight >= 1, "set_ring_pipeline: in_flight {} (at least 1 segment must be on the way)",
                 pipeline.in_flight);
-  ring_pipeline = pipeline;
+  chosen_pipeline = pipeline;
 }
-RingPipeline get_ring_pipeline() { return ring_pipeline; }
+RingPipeline get_ring_pipeline() { return current_pipeline(); }
+void reset_ring_pipeline() { chosen_pipeline.reset(); }
 
 AllReduceAlgorithm all_reduce_algorithm(int64_t bytes, int world) {
   if (world == 2) return bytes >= kRingMinBytes ? AllReduceAlgorithm::Ring : AllReduceAlgorithm::Exchange;

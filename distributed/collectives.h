@@ -63,14 +63,19 @@ AllReduceAlgorithm all_reduce_algorithm(int64_t bytes, int world);
 // shorter), up to `in_flight` of them on the way at once, so that a segment is added while it
 // is still in cache and while the next ones travel (Open MPI's segmented ring and NCCL's
 // pipelined one do the same). segment_bytes <= 0: one segment per chunk (no pipeline). The
-// default was chosen with bench/bench_allreduce --segments (docs/scaling.md). Every rank of a
-// job must set the same values before its all-reduces.
+// default depends on transport() (process_group.h): over shared memory 256 KiB segments, 4 on
+// the way; over a network, segments small enough for MPI to send without waiting for the
+// receiver's go-ahead (32 KiB under Open MPI's default eager limit of 64 KiB), 8 on the way.
+// Both were chosen with bench/bench_allreduce --segments (docs/scaling.md). Every rank of a
+// job must set the same values before its all-reduces; reset_ring_pipeline() returns to the
+// default.
 struct RingPipeline {
   int64_t segment_bytes = 256 << 10;
   int in_flight = 4;
 };
 void set_ring_pipeline(RingPipeline pipeline);
 RingPipeline get_ring_pipeline();
+void reset_ring_pipeline();
 Work all_reduce_async(const Tensor& tensor, ReduceOp op = ReduceOp::Sum);
 
 // ---- broadcast: every rank ends with `root`'s tensor ----------------------------------------

@@ -4,8 +4,11 @@
 #include <mpi.h>
 
 #include <cstdio>
+#include <algorithm>
 #include <cstdlib>
 #include <exception>
+#include <string>
+#include <string_view>
 
 #include "../runtime/error.h"
 #include "watchdog.h"
@@ -18,6 +21,8 @@ bool g_mpi = false;     // ... and it started MPI
 int g_rank = 0;
 int g_world_size = 1;
 std::terminate_handler g_previous_terminate = nullptr;
+Transport g_transport = Transport::SharedMemory;
+int64_t g_eager_limit = 64 << 10;
 
 // mpirun (Open MPI's, and MPICH's Hydra) tells each process its place through the environment.
 bool launched_by_mpirun() {
@@ -45,6 +50,99 @@ bool launched_by_mpirun() {
   std::_Exit(1);
 }
 
+// The value of one of MPI's control variables (MPI_T), as text or as a number; nullopt-like
+// defaults when this MPI has no such variable (MPICH, or a component that is not loaded).
+std::string control_text(const char* name) {
+  int index = -1;
+  if (MPI_T_cvar_get_index(name, &index) != MPI_SUCCESS) return "";
+  char found[256];
+  int found_length = sizeof found, verbosity = 0, bind = 0, scope = 0, description_length = 0;
+  MPI_Datatype type;
+  MPI_T_enum enumtype;
+  MPI_T_cvar_get_info(index, found, &found_length, &verbosity, &type, &enumtype, nullptr, &description_length, &bind,
+                      &scope);
+  if (type != MPI_CHAR) return "";
+  MPI_T_cvar_handle handle;
+  int count = 0;
+  if (MPI_T_cvar_handle_alloc(index, nullptr, &handle, &count) != MPI_SUCCESS) return "";
+  std::string value(static_cast<size_t>(std::max(count, 1)) + 1, '\0');
+  MPI_T_cvar_read(handle, value.data());
+  MPI_T_cvar_handle_free(&handle);
+  return value.c_str();
+}
+
+int64_t control_number(const char* name, int64_t fallback) {
+  int index = -1;
+  if (MPI_T_cvar_get_index(name, &index) != MPI_SUCCESS) return fallback;
+  char found[256];
+  int found_length = sizeof found, verbosity = 0, bind = 0, scope = 0, description_length = 0;
+  MPI_Datatype type;
+  MPI_T_enum enumtype;
+  MPI_T_cvar_get_info(index, found, &found_length, &verbosity, &type, &enumtype, nullptr, &description_length, &bind,
+                      &scope);
+  MPI_T_cvar_handle handle;
+  int count = 0;
+  if (MPI_T_cvar_handle_alloc(index, nullptr, &handle, &count) != MPI_SUCCESS) return fallback;
+  int64_t value = fallback;
+  if (type == MPI_INT) {
+    int v = 0;
+    MPI_T_cvar_read(handle, &v);
+    value = v;
+  } else if (type == MPI_UNSIGNED) {
+    unsigned v = 0;
+    MPI_T_cvar_read(handle, &v);
+    value = v;
+  } else if (type == MPI_UNSIGNED_LONG || type == MPI_LONG) {
+    unsigned long v = 0;
+    MPI_T_cvar_read(handle, &v);
+    value = static_cast<int64_t>(v);
+  } else if (type == MPI_UNSIGNED_LONG_LONG || type == MPI_LONG_LONG) {
+    unsigned long long v = 0;
+    MPI_T_cvar_read(handle, &v);
+    value = static_cast<int64_t>(v);
+  }
+  MPI_T_cvar_handle_free(&handle);
+  return value > 0 ? value : fallback;
+}
+
+// May MPI move bytes between two processes of one machine through shared memory? Open MPI's
+// `btl` setting lists the transports it may use ("self,vader"), or those it may not
+// ("^openib"); "vader" and "sm" are its shared-memory one. No such setting (another MPI): yes.
+bool shared_memory_allowed(const std::string& btl) {
+  if (btl.empty()) return true;
+  const bool excluding = btl[0] == '^';
+  bool named = false;
+  std::string_view rest = std::string_view(btl).substr(excluding ? 1 : 0);
+  while (!rest.empty()) {
+    const size_t comma = rest.find(',');
+    const std::string_view item = rest.substr(0, comma);
+    named = named || item == "vader" || item == "sm";
+    rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
+  }
+  return excluding ? !named : named;
+}
+
+// Decided together, so that every rank cuts the ring's messages alike: Network if any rank
+// has a peer on another machine or may not use shared memory.
+void find_transport() {
+  int provided = 0;
+  const bool tools = MPI_T_init_thread(MPI_THREAD_SINGLE, &provided) == MPI_SUCCESS;
+  const bool allowed = !tools || shared_memory_allowed(control_text("btl"));
+  if (tools) g_eager_limit = control_number("btl_tcp_eager_limit", g_eager_limit);
+  if (tools) MPI_T_finalize();
+  MPI_Comm machine;
+  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &machine);
+  int on_this_machine = 0;
+  MPI_Comm_size(machine, &on_this_machine);
+  MPI_Comm_free(&machine);
+  int network = on_this_machine < g_world_size || !allowed ? 1 : 0;
+  MPI_Allreduce(MPI_IN_PLACE, &network, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  int64_t eager = g_eager_limit;  // the smallest, should the ranks' settings differ
+  MPI_Allreduce(MPI_IN_PLACE, &eager, 1, MPI_INT64_T, MPI_MIN, MPI_COMM_WORLD);
+  g_eager_limit = eager;
+  g_transport = network ? Transport::Network : Transport::SharedMemory;
+}
+
 void start(int* argc, char*** argv) {
   CPPGRAD_CHECK(!g_exists, "ProcessGroup: one already exists (MPI starts once per process)");
   g_exists = true;
@@ -59,6 +157,7 @@ void start(int* argc, char*** argv) {
   g_mpi = true;
   MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
   MPI_Comm_size(MPI_COMM_WORLD, &g_world_size);
+  find_transport();
   watchdog::start();
 }
 }  // namespace
@@ -85,6 +184,7 @@ ProcessGroup::~ProcessGroup() {
   g_exists = g_mpi = false;
   g_rank = 0;
   g_world_size = 1;
+  g_transport = Transport::SharedMemory;
 }
 
 int ProcessGroup::rank() const { return g_rank; }
@@ -93,6 +193,8 @@ int ProcessGroup::world_size() const { return g_world_size; }
 int rank() { return g_rank; }
 int world_size() { return g_world_size; }
 bool is_initialized() { return g_mpi; }
+Transport transport() { return g_transport; }
+int64_t network_eager_limit() { return g_eager_limit; }
 
 // (barrier() is in collectives.cpp, beside the wait that does not spin.)
 

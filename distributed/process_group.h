@@ -15,6 +15,7 @@
 // after printing them, for the same reason.
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 namespace cppgrad::distributed {
@@ -37,6 +38,16 @@ class ProcessGroup {
 int rank();
 int world_size();
 bool is_initialized();  // MPI is running (a ProcessGroup exists and mpirun started us)
+// How the ranks reach each other, decided once when MPI starts and the same on every rank:
+// SharedMemory when they all run on one machine and MPI may use its shared-memory transport;
+// Network when some run on another machine, or when the job allows MPI only its TCP transport
+// (Open MPI's `btl` setting; scripts/netns runs jobs so). The ring all-reduce sizes its
+// segments by it (collectives.h). A world of one: SharedMemory.
+enum class Transport { SharedMemory, Network };
+Transport transport();
+// The largest message MPI's TCP transport sends at once, without first waiting for the
+// receiver's go-ahead (Open MPI's btl_tcp_eager_limit; its default, 64 KiB, where unknown).
+int64_t network_eager_limit();
 // Every rank waits here until all have arrived.
 void barrier();
 // Ends every rank of the job with `code` (MPI_Abort); in a world of one, exits the process.

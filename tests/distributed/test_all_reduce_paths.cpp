@@ -5,6 +5,8 @@
 #include <doctest/doctest.h>
 #include <mpi.h>
 
+#include <cstdlib>
+#include <string>
 #include <vector>
 
 #include "cppgrad.h"
@@ -84,7 +86,7 @@ TEST_CASE("collectives: ring all-reduces in flight together finish in any order 
     for (size_t i = 0; i < tensors.size(); ++i)
       CHECK((tensors[i].to(kFloat64) - expected[i].to(kFloat64)).abs().max().item<double>() == 0.0);
   }
-  set_ring_pipeline(before);
+  reset_ring_pipeline();
 }
 
 // The pipelined ring at its segment boundaries: segment sizes that do and do not divide the
@@ -95,7 +97,6 @@ TEST_CASE("collectives: ring all-reduces in flight together finish in any order 
 TEST_CASE("collectives: the pipelined ring at segment boundaries, float32 and float64") {
   if (world_size() == 1) return;
   const int n = world_size();
-  const RingPipeline before = get_ring_pipeline();
   auto differ = [](const Tensor& a, const Tensor& b) { return (a.to(kFloat64) - b.to(kFloat64)).abs().max().item<double>(); };
   for (DType dtype : {kFloat32, kFloat64}) {
     const int64_t element = dtype == kFloat32 ? 4 : 8;
@@ -131,7 +132,35 @@ TEST_CASE("collectives: the pipelined ring at segment boundaries, float32 and fl
       }
     }
   }
-  set_ring_pipeline(before);
+  reset_ring_pipeline();
+}
+
+// The transport is read from how the job was started: scripts/mpirun allows Open MPI shared
+// memory (btl self,vader), scripts/netns only TCP (btl tcp,self), on one namespace or two.
+// The ring's default segments follow it, and set_ring_pipeline overrides them until reset.
+TEST_CASE("collectives: the ranks' transport and the ring's default segments") {
+  if (world_size() == 1) {
+    CHECK(transport() == Transport::SharedMemory);
+    return;
+  }
+  const char* btl = std::getenv("OMPI_MCA_btl");
+  REQUIRE_MESSAGE(btl != nullptr, "run through scripts/mpirun or scripts/netns, which set OMPI_MCA_btl");
+  const bool tcp_only = std::string(btl).find("vader") == std::string::npos;
+  CHECK(transport() == (tcp_only ? Transport::Network : Transport::SharedMemory));
+  const RingPipeline pipeline = get_ring_pipeline();
+  if (tcp_only) {
+    CHECK(network_eager_limit() == 64 << 10);  // Open MPI's default: the scripts do not change it
+    CHECK(pipeline.segment_bytes == 32 << 10);
+    CHECK(pipeline.in_flight == 8);
+  } else {
+    CHECK(pipeline.segment_bytes == 256 << 10);
+    CHECK(pipeline.in_flight == 4);
+  }
+  set_ring_pipeline({4096, 2});
+  CHECK(get_ring_pipeline().segment_bytes == 4096);
+  reset_ring_pipeline();
+  CHECK(get_ring_pipeline().segment_bytes == pipeline.segment_bytes);
+  CHECK(get_ring_pipeline().in_flight == pipeline.in_flight);
 }
 
 TEST_CASE("collectives: set_ring_pipeline refuses no segment on the way") {
