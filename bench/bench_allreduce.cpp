@@ -29,8 +29,12 @@
 // doubling, 4 ring, 5 segmented ring, 6 Rabenseifner; forced through MPI_T on a duplicate of
 // MPI_COMM_WORLD each). A figure is the time of one call as the slowest rank sees it: a barrier,
 // `reps` back-to-back calls, their mean; the median over the rounds, every variant measured once
-// per round in turn so that a change of load touches them all alike. Last columns: the best
-// MPI_Allreduce and cppgrad's adaptive all_reduce over it.
+// per round in turn so that a change of load touches them all alike (each round starting one
+// variant further on, so that none always follows the same one). Last columns: the best
+// MPI_Allreduce (the algorithm with the least median), cppgrad's adaptive all_reduce over it
+// (the ratio of the medians), and `paired`: the median over the rounds of each round's ratio of
+// the two, which a slow moment of the machine moves less (both were measured within it; the
+// ratio of medians compares moments apart, and the least of seven medians leans low).
 #include <mpi.h>
 
 #include <algorithm>
@@ -347,7 +351,7 @@ int main(int argc, char** argv) {
     fmt::print("{:>6} |", "size");
     for (size_t v = 0; v < variants.size(); ++v)
       fmt::print(" {:>10}{}", variants[v].name, v + 1 == cppgrad_columns ? " |" : "");
-    fmt::print(" | {:>10} {:>9}", "best MPI", segments ? "cols/best" : "adapt/best");
+    fmt::print(" | {:>10} {:>9}{}", "best MPI", segments ? "cols/best" : "adapt/best", segments ? "" : " paired");
     if (link_gbit > 0)
       fmt::print(" | {:>10} {:>9} {:>10} {:>9} {:>10}", "model", "adapt/model", "serial sum", "adapt/sum", "link only");
     fmt::print("\n");
@@ -361,14 +365,27 @@ int main(int argc, char** argv) {
       for (int i = 0; i < 2; ++i) variant.call();
     std::vector<std::vector<double>> times(variants.size());
     for (int round = 0; round < rounds; ++round)
-      for (size_t v = 0; v < variants.size(); ++v) times[v].push_back(time_calls(variants[v].call, reps));
+      for (size_t k = 0; k < variants.size(); ++k) {  // each round starts one column further on
+        const size_t v = (k + static_cast<size_t>(round)) % variants.size();
+        times[v].push_back(time_calls(variants[v].call, reps));
+      }
     dist::set_wait_policy(dist::WaitPolicy::Adaptive);
     dist::reset_ring_pipeline();
     std::vector<double> medians;
     for (auto& samples : times) medians.push_back(bench::median(samples));
     double best_mpi = 1e30;
+    size_t best_column = 0;
     for (size_t v = 0; v < variants.size(); ++v)
-      if (variants[v].mpi) best_mpi = std::min(best_mpi, medians[v]);
+      if (variants[v].mpi && medians[v] < best_mpi) {
+        best_mpi = medians[v];
+        best_column = v;
+      }
+    // The first column against that algorithm round by round (the two measured a moment apart):
+    // the median of the rounds' ratios.
+    std::vector<double> ratios;
+    for (int round = 0; round < rounds; ++round)
+      ratios.push_back(times[0][static_cast<size_t>(round)] / times[best_column][static_cast<size_t>(round)]);
+    const double paired = bench::median(ratios);
     if (lead) {
       fmt::print("{:>6} |", size_str(static_cast<double>(bytes)));
       for (size_t v = 0; v < medians.size(); ++v)
@@ -377,7 +394,7 @@ int main(int argc, char** argv) {
       if (segments) {  // every segment size over the best MPI
         for (size_t v = 0; v < cppgrad_columns; ++v) fmt::print("{}{:.2f}", v ? " " : "", medians[v] / best_mpi);
       } else {
-        fmt::print("{:>9.2f}", medians[0] / best_mpi);
+        fmt::print("{:>9.2f} {:>6.2f}", medians[0] / best_mpi, paired);
       }
       if (link_gbit > 0) {
         const double model = bench::all_reduce_seconds(static_cast<double>(bytes), n, link);

@@ -264,15 +264,12 @@ int ring_tag(int64_t sequence, int round) {
 
 std::optional<RingPipeline> chosen_pipeline;  // set_ring_pipeline's; else the transport's default
 
-// Over shared memory the receiver copies each segment itself (Open MPI's single copy), so
-// segments only keep what it adds in cache: 256 KiB (bench_allreduce --segments). Over TCP a
-// message above the eager limit first waits a round trip for the receiver's go-ahead, which
-// a link's latency makes dear (at 100 us each way, 256 KiB segments took 1.5x as long as 32 KiB
-// ones for 1 MB between 2 ranks): segments that go eagerly, the largest power of two that
-// leaves room for MPI's header, with 8 on the way (256 KiB: about one round trip's worth at
-// 10 Gbit/s and 100 us each way).
+// The default pipeline (collectives.h says why): over TCP, a message above the eager limit
+// first waits a round trip for the receiver's go-ahead, so segments are the largest power of
+// two that goes eagerly with room for MPI's header; 8 of them (256 KiB) on the way cover a
+// round trip at 10 Gbit/s and 100 us each way.
 RingPipeline default_ring_pipeline() {
-  if (transport() == Transport::SharedMemory) return {256 << 10, 4};
+  if (transport() == Transport::SharedMemory) return {256 << 10, 4, 1 << 20};
   int64_t segment = 4096;
   while (segment * 2 <= network_eager_limit() - 256) segment *= 2;
   return {segment, 8};
@@ -312,7 +309,8 @@ class Ring {
         reduction_(mpi_op(op)),
         data_(static_cast<char*>(buffer.raw_data())),
         scratch_(static_cast<char*>(scratch.raw_data())),
-        slots_(std::max(1, pipeline.in_flight)),
+        slots_(static_cast<int>(scratch_elements(buffer.numel(), element_, pipeline) /
+                                segment_elements(buffer.numel(), element_, pipeline))),
         slot_elements_(segment_elements(buffer.numel(), element_, pipeline)) {
     const int64_t count = buffer.numel();
     auto chunk = [count, this](int c) { return shard_range(count, ((c % n_) + n_) % n_, n_); };
@@ -341,9 +339,13 @@ class Ring {
     receive_requests_.assign(receives_.size(), MPI_REQUEST_NULL);
   }
 
-  // The scratch a ring of `count` elements needs: `in_flight` received segments.
+  // The scratch a ring of `count` elements needs: a slot for each received segment on the way,
+  // `in_flight` of them or as many as a chunk has, if fewer.
   static int64_t scratch_elements(int64_t count, size_t element, RingPipeline pipeline) {
-    return std::max(1, pipeline.in_flight) * segment_elements(count, element, pipeline);
+    const Range largest = shard_range(count, 0, world_size());
+    const int64_t segment = segment_elements(count, element, pipeline);
+    const int64_t segments = (largest.end - largest.begin + segment - 1) / segment;  // in a chunk, at most
+    return std::min<int64_t>(std::max(1, pipeline.in_flight), std::max<int64_t>(1, segments)) * segment;
   }
 
   int64_t segment_bytes() const { return slot_elements_ * static_cast<int64_t>(element_); }
@@ -392,7 +394,8 @@ class Ring {
   static int64_t segment_elements(int64_t count, size_t element, RingPipeline pipeline) {
     const Range largest = shard_range(count, 0, world_size());
     const int64_t whole = std::max<int64_t>(1, largest.end - largest.begin);
-    if (pipeline.segment_bytes <= 0) return whole;
+    if (pipeline.segment_bytes <= 0 || whole * static_cast<int64_t>(element) <= pipeline.whole_chunk_bytes)
+      return whole;
     return std::clamp<int64_t>(pipeline.segment_bytes / static_cast<int64_t>(element), 1, whole);
   }
 
