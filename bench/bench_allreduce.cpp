@@ -29,8 +29,9 @@
 // doubling, 4 ring, 5 segmented ring, 6 Rabenseifner; forced through MPI_T on a duplicate of
 // MPI_COMM_WORLD each). A figure is the time of one call as the slowest rank sees it: a barrier,
 // `reps` back-to-back calls, their mean; the median over the rounds, every variant measured once
-// per round in turn so that a change of load touches them all alike (each round starting one
-// variant further on, so that none always follows the same one). Last columns: the best
+// per round in turn so that a change of load touches them all alike (in an order shuffled each
+// round, so that no variant always follows the same one: the first calls after another
+// algorithm's find colder caches). Last columns: the best
 // MPI_Allreduce (the algorithm with the least median), cppgrad's adaptive all_reduce over it
 // (the ratio of the medians), and `paired`: the median over the rounds of each round's ratio of
 // the two, which a slow moment of the machine moves less (both were measured within it; the
@@ -41,6 +42,8 @@
 #include <atomic>
 #include <cstdlib>
 #include <fmt/core.h>
+#include <numeric>
+#include <random>
 #include <string>
 #include <thread>
 #include <vector>
@@ -363,12 +366,14 @@ int main(int argc, char** argv) {
     t = ones({count});
     for (auto& variant : variants)  // warm-up: connections, buffers
       for (int i = 0; i < 2; ++i) variant.call();
+    std::mt19937 shuffle(12345);  // the same on every rank: all run the variants in one order
     std::vector<std::vector<double>> times(variants.size());
-    for (int round = 0; round < rounds; ++round)
-      for (size_t k = 0; k < variants.size(); ++k) {  // each round starts one column further on
-        const size_t v = (k + static_cast<size_t>(round)) % variants.size();
-        times[v].push_back(time_calls(variants[v].call, reps));
-      }
+    for (int round = 0; round < rounds; ++round) {
+      std::vector<size_t> order(variants.size());
+      std::iota(order.begin(), order.end(), size_t{0});
+      std::shuffle(order.begin(), order.end(), shuffle);  // no variant always follows the same one
+      for (size_t v : order) times[v].push_back(time_calls(variants[v].call, reps));
+    }
     dist::set_wait_policy(dist::WaitPolicy::Adaptive);
     dist::reset_ring_pipeline();
     std::vector<double> medians;

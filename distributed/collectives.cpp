@@ -269,7 +269,7 @@ std::optional<RingPipeline> chosen_pipeline;  // set_ring_pipeline's; else the t
 // two that goes eagerly with room for MPI's header; 8 of them (256 KiB) on the way cover a
 // round trip at 10 Gbit/s and 100 us each way.
 RingPipeline default_ring_pipeline() {
-  if (transport() == Transport::SharedMemory) return {256 << 10, 4};
+  if (transport() == Transport::SharedMemory) return {256 << 10, 4, 1 << 20};
   int64_t segment = 4096;
   while (segment * 2 <= network_eager_limit() - 256) segment *= 2;
   return {segment, 8};
@@ -394,7 +394,8 @@ class Ring {
   static int64_t segment_elements(int64_t count, size_t element, RingPipeline pipeline) {
     const Range largest = shard_range(count, 0, world_size());
     const int64_t whole = std::max<int64_t>(1, largest.end - largest.begin);
-    if (pipeline.segment_bytes <= 0) return whole;
+    if (pipeline.segment_bytes <= 0 || whole * static_cast<int64_t>(element) <= pipeline.whole_chunk_bytes)
+      return whole;
     return std::clamp<int64_t>(pipeline.segment_bytes / static_cast<int64_t>(element), 1, whole);
   }
 

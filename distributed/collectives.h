@@ -62,17 +62,20 @@ AllReduceAlgorithm all_reduce_algorithm(int64_t bytes, int world);
 // The ring moves each rank's chunk in segments of `segment_bytes` (the last one of a chunk
 // shorter), up to `in_flight` of them on the way at once, so that a segment is added while it
 // is still in cache and while the next ones travel (Open MPI's segmented ring and NCCL's
-// pipelined one do the same). segment_bytes <= 0: one segment per chunk (no pipeline). The
-// default depends on transport() (process_group.h). Over shared memory: 256 KiB segments, 4 on
-// the way (the receiving rank copies each segment itself there, then adds it while it is in
-// cache). Over a network: segments small enough for MPI to send without waiting for the
-// receiver's go-ahead (32 KiB under Open MPI's default eager limit of 64 KiB), 8 on the way.
-// Both chosen with bench/bench_allreduce --segments (docs/scaling.md). Every rank of a job
-// must set the same values before its all-reduces; reset_ring_pipeline() returns to the
+// pipelined one do the same); a chunk of at most `whole_chunk_bytes` moves in one piece.
+// segment_bytes <= 0: one segment per chunk (no pipeline). The default depends on transport()
+// (process_group.h). Over shared memory: 256 KiB segments, 4 on the way, and chunks up to
+// 1 MiB whole: the rank that receives a segment copies it itself there, then adds it, on one
+// core, so segments overlap nothing and only keep the copy in cache for the add, which a chunk
+// of 1 MiB still is. Over a network: segments small enough for MPI to send without waiting
+// for the receiver's go-ahead (32 KiB under Open MPI's default eager limit of 64 KiB), 8 on
+// the way. Both chosen with bench/bench_allreduce --segments (docs/scaling.md). Every rank of
+// a job must set the same values before its all-reduces; reset_ring_pipeline() returns to the
 // default.
 struct RingPipeline {
   int64_t segment_bytes = 256 << 10;
   int in_flight = 4;
+  int64_t whole_chunk_bytes = 0;
 };
 void set_ring_pipeline(RingPipeline pipeline);
 RingPipeline get_ring_pipeline();

@@ -135,6 +135,27 @@ TEST_CASE("collectives: the pipelined ring at segment boundaries, float32 and fl
   reset_ring_pipeline();
 }
 
+// A chunk of at most whole_chunk_bytes moves as one segment, a larger one in segments: the
+// sums are exact on both sides of the bound (chunks of exactly 96 KiB, and one element more).
+TEST_CASE("collectives: the ring's whole-chunk bound") {
+  if (world_size() == 1) return;
+  const int n = world_size();
+  for (DType dtype : {kFloat32, kFloat64}) {
+    const int64_t element = dtype == kFloat32 ? 4 : 8;
+    const int64_t bound = 96 << 10;
+    set_ring_pipeline({4096, 3, bound});
+    for (int64_t count : {n * bound / element, n * bound / element + 1, n * (bound / element + 1)}) {
+      CAPTURE(dtype_name(dtype));
+      CAPTURE(count);
+      Tensor exact = rank_values(count, dtype);
+      Tensor expected = in_place_reference(exact, ReduceOp::Sum);
+      all_reduce(exact);
+      CHECK((exact.to(kFloat64) - expected.to(kFloat64)).abs().max().item<double>() == 0.0);
+    }
+  }
+  reset_ring_pipeline();
+}
+
 // The transport is read from how the job was started: scripts/mpirun allows Open MPI shared
 // memory (btl self,vader), scripts/netns only TCP (btl tcp,self), on one namespace or two.
 // The ring's default segments follow it, and set_ring_pipeline overrides them until reset.
@@ -152,9 +173,11 @@ TEST_CASE("collectives: the ranks' transport and the ring's default segments") {
     CHECK(network_eager_limit() == 64 << 10);  // Open MPI's default: the scripts do not change it
     CHECK(pipeline.segment_bytes == 32 << 10);
     CHECK(pipeline.in_flight == 8);
+    CHECK(pipeline.whole_chunk_bytes == 0);
   } else {
     CHECK(pipeline.segment_bytes == 256 << 10);
     CHECK(pipeline.in_flight == 4);
+    CHECK(pipeline.whole_chunk_bytes == 1 << 20);
   }
   set_ring_pipeline({4096, 2});
   CHECK(get_ring_pipeline().segment_bytes == 4096);
