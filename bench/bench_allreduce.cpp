@@ -52,6 +52,7 @@
 #include "distributed/distributed.h"
 #include "cost_model.h"
 #include "harness.h"
+#include "measured_link.h"
 
 using namespace cppgrad;
 namespace dist = cppgrad::distributed;
@@ -120,28 +121,6 @@ double measure_exchange(int64_t bytes) {
   return static_cast<double>(bytes) / bench::median(times);
 }
 
-// Half the median round trip of a 4-byte message between ranks 0 and 1: one message's latency.
-double measure_alpha() {
-  if (dist::world_size() < 2) return 0;
-  float value = 0;
-  std::vector<double> trips;
-  for (int i = 0; i < 220; ++i) {
-    MPI_Barrier(MPI_COMM_WORLD);
-    const double s = bench::seconds([&] {
-      if (dist::rank() == 0) {
-        MPI_Send(&value, 1, MPI_FLOAT, 1, 7, MPI_COMM_WORLD);
-        MPI_Recv(&value, 1, MPI_FLOAT, 1, 7, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-      } else if (dist::rank() == 1) {
-        MPI_Recv(&value, 1, MPI_FLOAT, 0, 7, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-        MPI_Send(&value, 1, MPI_FLOAT, 0, 7, MPI_COMM_WORLD);
-      }
-    });
-    if (i >= 20) trips.push_back(s);  // after the warm-up
-  }
-  double alpha = bench::median(trips) / 2;
-  MPI_Bcast(&alpha, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
-  return alpha;
-}
 
 // The cost model on paper: all-reduce time and efficiency on 2, 8 and 64 machines, for the
 // copy-step model's gradients with `compute_ms` of compute a step, and for a 100M-parameter
@@ -235,8 +214,8 @@ int main(int argc, char** argv) {
     if (arg == "--in-flight") in_flight = std::max(1, std::atoi(argv[++i]));
     if (arg == "--host-gbit") host_gbit = std::atof(argv[++i]);
   }
-  if (host_gbit < 0 && std::getenv("NETNS_HOST_GBIT")) {  // scripts/netns --probe measured it before shaping
-    host_gbit = std::atof(std::getenv("NETNS_HOST_GBIT"));
+  if (host_gbit < 0 && bench::probed_host_gbit() > 0) {  // scripts/netns --probe measured it before shaping
+    host_gbit = bench::probed_host_gbit();
     host_from = "scripts/netns --probe: bench_allreduce --exchange-only on the unshaped loopback";
   }
   for (int i = 1; i < argc; ++i) {
@@ -270,7 +249,7 @@ int main(int argc, char** argv) {
 
   const bool lead = world.rank() == 0;
   const int n = world.world_size();
-  const double alpha = measure_alpha();
+  const double alpha = bench::measure_alpha();
   const double exchange = measure_exchange(kExchangeBytes);  // this path, link and endpoints together
   const bench::Link link{link_gbit * 1e9 / 8, alpha, half_duplex, std::max(0.0, host_gbit) * 1e9 / 8};
   const bench::Link link_only{link_gbit * 1e9 / 8, alpha, half_duplex};

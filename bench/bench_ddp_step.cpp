@@ -21,6 +21,13 @@
 // its buckets, how many started before backward's last gradient, and how many had completed
 // before backward's end (the fewest of any rank). Then the blocking all-reduce of all the
 // gradients at once, alone.
+//
+// --link-gbit G [--half-duplex] (on an emulated link: scripts/netns --rate, --probe for the
+// endpoints' bandwidth): the cost model's step beside the measured one (docs/scaling.md). The
+// all-reduce of the gradients takes T (bench/cost_model.h, with alpha measured here); one
+// all-reduce after backward makes a step of compute only + T; with DDP's buckets the step lies
+// between compute only + max(0, T - backward) (all of backward hides communication) and
+// compute only + T (none does).
 #include <mpi.h>
 
 #include <cblas.h>
@@ -35,7 +42,9 @@
 #include "copy_task_row.h"
 #include "cppgrad.h"
 #include "distributed/distributed.h"
+#include "cost_model.h"
 #include "harness.h"
+#include "measured_link.h"
 #include "rank_args.h"
 
 using namespace cppgrad;
@@ -88,25 +97,26 @@ class Run {
   void step(bool record) {
     const seq2seq::Batch& b = batches_[next_++ % batches_.size()];
     const double tokens = static_cast<double>(config_.batch * config_.positions());
-    double wait = 0;
+    double wait = 0, backward = 0;
     dist::barrier();
     const double s = bench::seconds([&] {
       Tensor logits = model_->forward(b.src, b.tgt_in, b.src_pad, b.tgt_pad);
       Tensor loss = F::cross_entropy(logits.reshape({-1, config_.vocab}), b.tgt_out.reshape({-1}),
                                      F::CrossEntropyOptions().ignore_index(seq2seq::PAD).reduction(F::Reduction::Sum));
       adam_->zero_grad();
-      (loss * (dist::world_size() / tokens)).backward();
+      backward = bench::seconds([&] { (loss * (dist::world_size() / tokens)).backward(); });
       if (kind_ == Kind::kAllReduceAfter) wait = bench::seconds([&] { all_reduce_gradients(); });
       adam_->step();
     });
     if (ddp_) wait = ddp_->last_wait_seconds();
     // Every rank takes part in these, recording or not, so that their collectives meet.
-    const double step_s = slowest(s), wait_s = slowest(wait);
+    const double step_s = slowest(s), wait_s = slowest(wait), backward_s = slowest(backward);
     const double overlapped = across_ranks(ddp_ ? ddp_->last_overlapped_buckets() : 0, MPI_MIN);
     const double completed = across_ranks(ddp_ ? ddp_->last_completed_buckets() : 0, MPI_MIN);
     if (!record) return;
     step_s_.push_back(step_s);
     wait_s_.push_back(wait_s);
+    backward_s_.push_back(backward_s);
     overlapped_.push_back(overlapped);
     completed_.push_back(completed);
   }
@@ -114,6 +124,7 @@ class Run {
   double step_ms() const { return bench::median(step_s_) * 1e3; }
   double best_step_ms() const { return *std::min_element(step_s_.begin(), step_s_.end()) * 1e3; }
   double wait_ms() const { return bench::median(wait_s_) * 1e3; }
+  double backward_ms() const { return bench::median(backward_s_) * 1e3; }
   double overlapped() const { return bench::median(overlapped_); }
   double completed() const { return bench::median(completed_); }
 
@@ -143,14 +154,57 @@ class Run {
   Tensor flat_;
   std::vector<seq2seq::Batch> batches_;
   size_t next_ = 0;
-  std::vector<double> step_s_, wait_s_, overlapped_, completed_;
+  std::vector<double> step_s_, wait_s_, backward_s_, overlapped_, completed_;
 };
 
 }  // namespace
 
+// The cost model's step times beside the measured ones (see the top of the file).
+void print_model(const std::vector<std::unique_ptr<Run>>& runs, double model_ms, double alone_ms, double link_gbit,
+                 bool half_duplex, double alpha, double host_gbit) {
+  const double compute = runs[0]->step_ms();
+  const double backward = runs[0]->backward_ms();
+  fmt::print("model: {} Gbit/s {}, alpha {:.1f} us (measured), endpoints {}: the all-reduce {:.2f} ms "
+             "(measured alone: {:.2f} ms, {:.2f} of it); compute only's backward {:.2f} ms\n",
+             link_gbit, half_duplex ? "half duplex" : "full duplex", alpha * 1e6,
+             host_gbit > 0 ? fmt::format("{:.2f} Gbit/s each way (scripts/netns --probe)", host_gbit) : "unlimited",
+             model_ms, alone_ms, alone_ms / model_ms, backward);
+  fmt::print("{:<22} {:>12} {:>12} {:>14}   (DDP: from all of backward hiding the all-reduce to none of it)\n", "run",
+             "step ms", "model ms", "step / model");
+  for (size_t r = 1; r < runs.size(); ++r) {
+    const double step = runs[r]->step_ms();
+    if (!runs[r]->ddp()) {
+      fmt::print("{:<22} {:>12.2f} {:>12.2f} {:>14.2f}\n", runs[r]->name(), step, compute + model_ms,
+                 step / (compute + model_ms));
+    } else {  // between all of backward hiding communication and none of it
+      const double best = compute + std::max(0.0, model_ms - backward), worst = compute + model_ms;
+      fmt::print("{:<22} {:>12.2f} {:>5.2f}-{:<6.2f} {:>6.2f}-{:<7.2f}\n", runs[r]->name(), step, best, worst,
+                 step / worst, step / best);
+    }
+  }
+}
+
 int main(int argc, char** argv) {
   dist::ProcessGroup world(argc, argv);
-  const bench::RankArgs args = bench::parse_rank_args(argc, argv, 40);
+  // The model's options, taken out before the common --threads / --steps.
+  double link_gbit = 0;
+  bool half_duplex = false;
+  std::vector<char*> rest{argv[0]};
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--half-duplex") {
+      half_duplex = true;
+    } else if (arg == "--link-gbit") {
+      link_gbit = i + 1 < argc ? std::atof(argv[++i]) : 0;
+      if (!(link_gbit > 0)) {  // every rank refuses alike, so none waits in a collective
+        fmt::print(stderr, "{}: --link-gbit expects a positive rate in Gbit/s\n", argv[0]);
+        return 2;
+      }
+    } else {
+      rest.push_back(argv[i]);
+    }
+  }
+  const bench::RankArgs args = bench::parse_rank_args(static_cast<int>(rest.size()), rest.data(), 40);
   const int threads = args.threads, steps = args.steps;
   set_num_threads(threads);
   const bool lead = world.rank() == 0;
@@ -214,6 +268,14 @@ int main(int argc, char** argv) {
     if (lead)
       fmt::print("all-reduce of all {} gradients ({:.1f} MB) alone: {:.2f} ms\n", grads.numel(),
                  grads.numel() * 4 / 1048576.0, bench::median(times) * 1e3);
+    if (link_gbit > 0) {
+      const double alpha = bench::measure_alpha();
+      const double host_gbit = bench::probed_host_gbit();
+      const bench::Link link{link_gbit * 1e9 / 8, alpha, half_duplex, host_gbit * 1e9 / 8};
+      const double bytes = static_cast<double>(grads.numel()) * 4;
+      const double model_ms = bench::all_reduce_seconds(bytes, world.world_size(), link) * 1e3;
+      if (lead) print_model(runs, model_ms, bench::median(times) * 1e3, link_gbit, half_duplex, alpha, host_gbit);
+    }
   }
   if (lead) fmt::print("load average {:.2f} at the end\n", bench::load_average());
   return 0;

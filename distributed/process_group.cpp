@@ -50,58 +50,62 @@ bool launched_by_mpirun() {
   std::_Exit(1);
 }
 
-// The value of one of MPI's control variables (MPI_T), as text or as a number; nullopt-like
-// defaults when this MPI has no such variable (MPICH, or a component that is not loaded).
-std::string control_text(const char* name) {
-  int index = -1;
-  if (MPI_T_cvar_get_index(name, &index) != MPI_SUCCESS) return "";
-  char found[256];
-  int found_length = sizeof found, verbosity = 0, bind = 0, scope = 0, description_length = 0;
-  MPI_Datatype type;
-  MPI_T_enum enumtype;
-  MPI_T_cvar_get_info(index, found, &found_length, &verbosity, &type, &enumtype, nullptr, &description_length, &bind,
-                      &scope);
-  if (type != MPI_CHAR) return "";
-  MPI_T_cvar_handle handle;
+// One of MPI's control variables (MPI_T), opened for reading: its type and how many values
+// (characters, for text) it holds. `open` is false when this MPI has no such variable
+// (MPICH, or an Open MPI component that is not loaded).
+struct ControlVariable {
+  explicit ControlVariable(const char* name) {
+    int index = -1;
+    if (MPI_T_cvar_get_index(name, &index) != MPI_SUCCESS) return;
+    char found_name[256];
+    int name_length = sizeof found_name, verbosity = 0, bind = 0, scope = 0, description_length = 0;
+    MPI_T_enum enumtype;
+    MPI_T_cvar_get_info(index, found_name, &name_length, &verbosity, &type, &enumtype, nullptr, &description_length,
+                        &bind, &scope);
+    open = MPI_T_cvar_handle_alloc(index, nullptr, &handle, &count) == MPI_SUCCESS;
+  }
+  ~ControlVariable() {
+    if (open) MPI_T_cvar_handle_free(&handle);
+  }
+  ControlVariable(const ControlVariable&) = delete;
+  ControlVariable& operator=(const ControlVariable&) = delete;
+
+  bool open = false;
+  MPI_T_cvar_handle handle{};
+  MPI_Datatype type = MPI_DATATYPE_NULL;
   int count = 0;
-  if (MPI_T_cvar_handle_alloc(index, nullptr, &handle, &count) != MPI_SUCCESS) return "";
-  std::string value(static_cast<size_t>(std::max(count, 1)) + 1, '\0');
-  MPI_T_cvar_read(handle, value.data());
-  MPI_T_cvar_handle_free(&handle);
+};
+
+std::string control_text(const char* name) {
+  ControlVariable variable(name);
+  if (!variable.open || variable.type != MPI_CHAR) return "";
+  std::string value(static_cast<size_t>(std::max(variable.count, 1)) + 1, '\0');
+  MPI_T_cvar_read(variable.handle, value.data());
   return value.c_str();
 }
 
 int64_t control_number(const char* name, int64_t fallback) {
-  int index = -1;
-  if (MPI_T_cvar_get_index(name, &index) != MPI_SUCCESS) return fallback;
-  char found[256];
-  int found_length = sizeof found, verbosity = 0, bind = 0, scope = 0, description_length = 0;
-  MPI_Datatype type;
-  MPI_T_enum enumtype;
-  MPI_T_cvar_get_info(index, found, &found_length, &verbosity, &type, &enumtype, nullptr, &description_length, &bind,
-                      &scope);
-  MPI_T_cvar_handle handle;
-  int count = 0;
-  if (MPI_T_cvar_handle_alloc(index, nullptr, &handle, &count) != MPI_SUCCESS) return fallback;
+  ControlVariable variable(name);
+  if (!variable.open) return fallback;
   int64_t value = fallback;
+  const MPI_Datatype type = variable.type;
   if (type == MPI_INT) {
     int v = 0;
-    MPI_T_cvar_read(handle, &v);
+    MPI_T_cvar_read(variable.handle, &v);
     value = v;
   } else if (type == MPI_UNSIGNED) {
     unsigned v = 0;
-    MPI_T_cvar_read(handle, &v);
+    MPI_T_cvar_read(variable.handle, &v);
     value = v;
   } else if (type == MPI_UNSIGNED_LONG || type == MPI_LONG) {
     unsigned long v = 0;
-    MPI_T_cvar_read(handle, &v);
+    MPI_T_cvar_read(variable.handle, &v);
     value = static_cast<int64_t>(v);
   } else if (type == MPI_UNSIGNED_LONG_LONG || type == MPI_LONG_LONG) {
     unsigned long long v = 0;
-    MPI_T_cvar_read(handle, &v);
+    MPI_T_cvar_read(variable.handle, &v);
     value = static_cast<int64_t>(v);
   }
-  MPI_T_cvar_handle_free(&handle);
   return value > 0 ? value : fallback;
 }
 
