@@ -94,9 +94,9 @@ bool machine_is_busy() {
 // late rank is then most likely descheduled, and sleeping gives it the core. The next step of
 // progress turns it back to spinning: the rank it waited for runs again, and the steps that
 // follow come at the pace of the copies, not of the sleeps (staying polite, a 4 MB ring that
-// slept once paid a sleep at every segment after: 1.40 times the spinning wait in one run). Measured loaded
-// (builds at a lower priority on both cores) the polite wait added a millisecond to a 1 MB
-// all-reduce that spinning did not; bench/bench_allreduce measures the three side by side.
+// slept once paid a sleep at every segment after it: docs/scaling.md). Measured loaded (builds
+// at a lower priority on both cores) the polite wait added a millisecond to a 1 MB all-reduce
+// that spinning did not; bench/bench_allreduce measures the three side by side.
 template <class Test>
 void wait_until(Test test, int64_t bytes = 0) {
   watchdog::Wait watch;  // past the collective timeout: names the ranks that do not answer, ends the job
