@@ -323,8 +323,7 @@ class Ring {
         reduction_(mpi_op(op)),
         data_(static_cast<char*>(buffer.raw_data())),
         scratch_(static_cast<char*>(scratch.raw_data())),
-        slots_(static_cast<int>(scratch_elements(buffer.numel(), element_, pipeline) /
-                                segment_elements(buffer.numel(), element_, pipeline))),
+        slots_(slot_count(buffer.numel(), element_, pipeline)),
         slot_elements_(segment_elements(buffer.numel(), element_, pipeline)) {
     const int64_t count = buffer.numel();
     auto chunk = [count, this](int c) { return shard_range(count, ((c % n_) + n_) % n_, n_); };
@@ -353,13 +352,9 @@ class Ring {
     receive_requests_.assign(receives_.size(), MPI_REQUEST_NULL);
   }
 
-  // The scratch a ring of `count` elements needs: a slot for each received segment on the way,
-  // `in_flight` of them or as many as a chunk has, if fewer.
+  // The scratch a ring of `count` elements needs: a slot for each received segment on the way.
   static int64_t scratch_elements(int64_t count, size_t element, RingPipeline pipeline) {
-    const Range largest = shard_range(count, 0, world_size());
-    const int64_t segment = segment_elements(count, element, pipeline);
-    const int64_t segments = (largest.end - largest.begin + segment - 1) / segment;  // in a chunk, at most
-    return std::min<int64_t>(std::max(1, pipeline.in_flight), std::max<int64_t>(1, segments)) * segment;
+    return slot_count(count, element, pipeline) * segment_elements(count, element, pipeline);
   }
 
   int64_t segment_bytes() const { return slot_elements_ * static_cast<int64_t>(element_); }
@@ -405,6 +400,14 @@ class Ring {
   };
 
   // Elements in a segment: segment_bytes' worth, at most the largest chunk.
+  // Received segments on the way at once: `in_flight`, or as many as the largest chunk has, if fewer.
+  static int slot_count(int64_t count, size_t element, RingPipeline pipeline) {
+    const Range largest = shard_range(count, 0, world_size());
+    const int64_t segment = segment_elements(count, element, pipeline);
+    const int64_t segments = std::max<int64_t>(1, (largest.end - largest.begin + segment - 1) / segment);
+    return static_cast<int>(std::min<int64_t>(std::max(1, pipeline.in_flight), segments));
+  }
+
   static int64_t segment_elements(int64_t count, size_t element, RingPipeline pipeline) {
     const Range largest = shard_range(count, 0, world_size());
     const int64_t whole = std::max<int64_t>(1, largest.end - largest.begin);
