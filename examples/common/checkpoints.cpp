@@ -44,27 +44,32 @@ struct SignalPlan {
   int64_t step = 0;  // -1: "end"
 };
 
+// A whole non-negative number.
+bool parse_count(std::string_view digits, int64_t& value) {
+  const auto [end, error] = std::from_chars(digits.data(), digits.data() + digits.size(), value);
+  return !digits.empty() && error == std::errc() && end == digits.data() + digits.size() && value >= 0;
+}
+
 std::optional<SignalPlan> signal_plan() {
   const char* text = std::getenv("CPPGRAD_INJECT_SIGNAL");
   if (text == nullptr || *text == '\0') return std::nullopt;
-  const std::string s = text;
-  const size_t first = s.find(':'), second = first == std::string::npos ? first : s.find(':', first + 1);
-  const auto number = [](std::string_view digits, int64_t& value) {
-    const auto [end, error] = std::from_chars(digits.data(), digits.data() + digits.size(), value);
-    return !digits.empty() && error == std::errc() && end == digits.data() + digits.size() && value >= 0;
-  };
+  const std::string_view s = text;
+  const size_t first = s.find(':'), second = first == s.npos ? s.npos : s.find(':', first + 1);
   SignalPlan plan;
-  bool valid = second != std::string::npos;
+  bool valid = second != s.npos;
   if (valid) {
-    const std::string_view all(s), signal = all.substr(0, first), rank = all.substr(first + 1, second - first - 1),
-                           step = all.substr(second + 1);
+    const std::string_view signal = s.substr(0, first), rank = s.substr(first + 1, second - first - 1),
+                           step = s.substr(second + 1);
     plan.signal = signal == "KILL" ? SIGKILL : signal == "STOP" ? SIGSTOP : 0;
     int64_t rank_number = -1;
-    valid = plan.signal != 0 && number(rank, rank_number) && rank_number < distributed::world_size() &&
-            (step == "end" ? (plan.step = -1, true) : number(step, plan.step));
+    valid = plan.signal != 0 && parse_count(rank, rank_number) && rank_number < distributed::world_size();
     plan.rank = static_cast<int>(rank_number);
+    if (step == "end")
+      plan.step = -1;
+    else
+      valid = valid && parse_count(step, plan.step);
   }
-  CPPGRAD_CHECK(valid, "CPPGRAD_INJECT_SIGNAL is '{}', not SIGNAL:RANK:STEP (KILL or STOP, a rank of the {}, a step "
+  CPPGRAD_CHECK(valid, "CPPGRAD_INJECT_SIGNAL is '{}', not SIGNAL:RANK:STEP (KILL or STOP, a rank below {}, a step "
                 "or end)", excerpt(s), distributed::world_size());
   return plan;
 }
