@@ -179,8 +179,13 @@ ProcessGroup::~ProcessGroup() {
       std::fflush(stderr);
       MPI_Abort(MPI_COMM_WORLD, 1);
     }
-    // (No watched barrier first: rank 0 may still be writing files or sampling, for as long as
-    // it takes, while the others have finished.)
+    // A watched barrier first (watchdog.h): a rank stopped after its last collective ends the
+    // job within the collective timeout, named, as one stopped mid-training does, instead of
+    // leaving the others in MPI_Finalize, which nothing watches. A rank still busy at the end
+    // (rank 0 writing files) is waited for up to the timeout, the rule for a rank busy between
+    // collectives. MPI_Finalize itself is left unguarded: past the barrier every rank is at most
+    // a few instructions from it.
+    barrier();
     watchdog::stop();
     MPI_Finalize();
   }

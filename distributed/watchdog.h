@@ -4,7 +4,7 @@
 // init_process_group, for cppgrad's collectives.
 //
 // Every wait of a collective (collectives.cpp: all_reduce, broadcast, all_gather, reduce_scatter,
-// barrier, DDP's buckets) has a deadline: the collective timeout, 300 s unless set otherwise, by
+// barrier, DDP's buckets, and the barrier with which ProcessGroup ends) has a deadline: the collective timeout, 300 s unless set otherwise, by
 //   CPPGRAD_COLLECTIVE_TIMEOUT=30 scripts/mpirun 2 program     (seconds; read when MPI starts)
 // or distributed::set_collective_timeout(30) in the program. Past it, the rank asks every other
 // rank, on a communicator of its own, what it is doing; a rank waiting in a collective answers
@@ -19,7 +19,10 @@
 // collectives called in another order on some rank, or a transfer slower than the timeout), the
 // line says which wait each is in, and the job ends too. A rank that computes for longer than the
 // timeout while the others wait (a long evaluation on rank 0 only) is indistinguishable from a
-// stopped one: give such a program a longer timeout.
+// stopped one: give such a program a longer timeout. The same holds at the end of the job: the
+// ProcessGroup ends with a watched barrier, so a rank stopped after its last collective ends the
+// job as one stopped during training does, and a rank still busy there (rank 0 writing files
+// while the others have finished) has the timeout to arrive.
 #pragma once
 
 namespace cppgrad::distributed {

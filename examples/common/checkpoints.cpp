@@ -1,10 +1,15 @@
 #include "common/checkpoints.h"
 
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <charconv>
+#include <csignal>
+#include <cstdio>
 #include <cstdlib>
+#include <exception>
+#include <string_view>
 #include <system_error>
 
 #include "common/cli.h"
@@ -29,6 +34,44 @@ int64_t step_of(const std::string& name) {
   int64_t step = -1;
   const auto [end, error] = std::from_chars(digits.data(), digits.data() + digits.size(), step);
   return error == std::errc() && end == digits.data() + digits.size() ? step : -1;
+}
+
+// The rank, step and signal of CPPGRAD_INJECT_SIGNAL=SIGNAL:RANK:STEP (checkpoints.h); nothing
+// when it is unset.
+struct SignalPlan {
+  int signal = 0;
+  int rank = 0;
+  int64_t step = 0;  // -1: "end"
+};
+
+// A whole non-negative number.
+bool parse_count(std::string_view digits, int64_t& value) {
+  const auto [end, error] = std::from_chars(digits.data(), digits.data() + digits.size(), value);
+  return !digits.empty() && error == std::errc() && end == digits.data() + digits.size() && value >= 0;
+}
+
+std::optional<SignalPlan> signal_plan() {
+  const char* text = std::getenv("CPPGRAD_INJECT_SIGNAL");
+  if (text == nullptr || *text == '\0') return std::nullopt;
+  const std::string_view s = text;
+  const size_t first = s.find(':'), second = first == s.npos ? s.npos : s.find(':', first + 1);
+  SignalPlan plan;
+  bool valid = second != s.npos;
+  if (valid) {
+    const std::string_view signal = s.substr(0, first), rank = s.substr(first + 1, second - first - 1),
+                           step = s.substr(second + 1);
+    plan.signal = signal == "KILL" ? SIGKILL : signal == "STOP" ? SIGSTOP : 0;
+    int64_t rank_number = -1;
+    valid = plan.signal != 0 && parse_count(rank, rank_number) && rank_number < distributed::world_size();
+    plan.rank = static_cast<int>(rank_number);
+    if (step == "end")
+      plan.step = -1;
+    else
+      valid = valid && parse_count(step, plan.step);
+  }
+  CPPGRAD_CHECK(valid, "CPPGRAD_INJECT_SIGNAL is '{}', not SIGNAL:RANK:STEP (KILL or STOP, a rank below {}, a step "
+                "or end)", excerpt(s), distributed::world_size());
+  return plan;
 }
 
 }  // namespace
@@ -105,11 +148,34 @@ std::string resolve_resume(const std::string& resume, const CheckpointOptions& c
 
 PeriodicCheckpoints::PeriodicCheckpoints(const CheckpointOptions& c, int64_t last_step, bool lead)
     : options_(c), last_step_(last_step), lead_(lead) {
+  if (const std::optional<SignalPlan> plan = signal_plan()) {
+    fmt::print(stderr, "CPPGRAD_INJECT_SIGNAL: rank {} is pid {}\n", distributed::rank(), ::getpid());
+    std::fflush(stderr);
+    if (plan->rank == distributed::rank() && restart_count() == 0)
+      injected_ = InjectedSignal{plan->signal, plan->step};
+  }
   if (options_.save_every == 0 || !lead_) return;
   std::error_code ec;
   fs::create_directories(options_.save_dir, ec);
   CPPGRAD_CHECK(!ec, "--save-dir: cannot create the directory '{}': {}", excerpt(options_.save_dir), ec.message());
   check_writable("--save-dir", (fs::path(options_.save_dir) / checkpoint_file_name(0)).string());
+}
+
+PeriodicCheckpoints::~PeriodicCheckpoints() {
+  if (injected_ && injected_->step < 0 && std::uncaught_exceptions() == 0) raise_injected("at the end of the run");
+}
+
+// The process raises the signal on itself: it lands at that very point of the program however
+// loaded the machine is, where a test that watched the files and signalled the process would
+// land it some steps later, or after the job's end.
+void PeriodicCheckpoints::raise_injected(const std::string& when) {
+  const int signal = injected_->signal;
+  injected_.reset();  // once: a stopped rank that is continued goes on
+  fmt::print(stderr, "CPPGRAD_INJECT_SIGNAL: rank {} (pid {}) raises SIG{} {}\n", distributed::rank(), ::getpid(),
+             signal == SIGKILL ? "KILL" : "STOP", when);
+  std::fflush(stdout);
+  std::fflush(stderr);
+  std::raise(signal);
 }
 
 bool PeriodicCheckpoints::due(int64_t step) const {
@@ -119,6 +185,13 @@ bool PeriodicCheckpoints::due(int64_t step) const {
 void PeriodicCheckpoints::save(int64_t step, const optim::TrainingState& state, const nn::Metadata& metadata) {
   const fs::path dir(options_.save_dir);
   save_run_file((dir / checkpoint_file_name(step)).string(), state, metadata);  // a collective
+  remove_older(step);
+  if (injected_ && injected_->step >= 0 && step >= injected_->step)
+    raise_injected(fmt::format("after the checkpoint of step {}", step));
+}
+
+void PeriodicCheckpoints::remove_older(int64_t step) {
+  const fs::path dir(options_.save_dir);
   if (!lead_ || options_.keep_last == 0) return;
   // Only once the new one is in place: at every moment the directory holds a whole checkpoint.
   std::vector<int64_t> steps = checkpoint_steps(dir);

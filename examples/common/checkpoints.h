@@ -24,6 +24,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -59,9 +60,20 @@ std::string resolve_resume(const std::string& resume, const CheckpointOptions& c
 
 // Writes the checkpoints of --save-every. Made before training, it creates --save-dir (rank 0)
 // and refuses one that cannot be written (a cppgrad::Error naming the option).
+//
+// It also loses a rank on purpose, for the tests of restarts (restart_check.sh), when
+//   CPPGRAD_INJECT_SIGNAL=SIGNAL:RANK:STEP     (SIGNAL: KILL or STOP; STEP: a step, or "end")
+// is set: on the first start only (CPPGRAD_RESTART_COUNT unset or 0), rank RANK raises that
+// signal on itself right after the first checkpoint at or past step STEP, or with "end" when this
+// object ends (after the training program's last collective, before its ProcessGroup ends).
+// Each rank first says its pid on stderr, and the one that raises says so, with its pid. A value
+// of another form is refused by name.
 class PeriodicCheckpoints {
  public:
   PeriodicCheckpoints(const CheckpointOptions& c, int64_t last_step, bool lead);
+  ~PeriodicCheckpoints();
+  PeriodicCheckpoints(const PeriodicCheckpoints&) = delete;
+  PeriodicCheckpoints& operator=(const PeriodicCheckpoints&) = delete;
   // Is a checkpoint due after step `step`: every save_every-th step, and the last.
   bool due(int64_t step) const;
   // Writes step `step`'s checkpoint (save_run_file: a collective, rank 0 writes), then removes
@@ -73,9 +85,19 @@ class PeriodicCheckpoints {
                    std::vector<std::pair<double, double>>& curve, const std::function<cppgrad::nn::Metadata()>& make_metadata);
 
  private:
+  // CPPGRAD_INJECT_SIGNAL, when this rank is to raise it
+  struct InjectedSignal {
+    int signal = 0;
+    int64_t step = 0;  // -1: at the end
+  };
+  void raise_injected(const std::string& when);
+  // Removes all but the keep_last newest checkpoints, never `step`'s (rank 0).
+  void remove_older(int64_t step);
+
   CheckpointOptions options_;
   int64_t last_step_;
   bool lead_;
+  std::optional<InjectedSignal> injected_;
 };
 
 // The restart a launcher says this is (scripts/mpirun --max-restarts sets CPPGRAD_RESTART_COUNT,

@@ -1,18 +1,21 @@
 #!/usr/bin/env bash
 # restart_check.sh SEQ2SEQ DIR: training that survives a lost process. A 2-process seq2seq run
-# under scripts/mpirun --max-restarts 2, with --save-every 3 --resume latest, loses a rank twice:
-#   1. SIGKILL to a rank, once the run has written the checkpoint of a random step: Open MPI ends
-#      the job, the launcher restarts it, and it resumes from its newest checkpoint;
-#   2. SIGSTOP to a rank (stopped, not killed: it holds its connections and never answers):
-#      with CPPGRAD_COLLECTIVE_TIMEOUT=2 the other rank's watchdog names it and ends the job
-#      within seconds (distributed/watchdog.h), and the launcher restarts it again.
-# The job must end with a checkpoint byte for byte that of the same run uninterrupted: the
+# under scripts/mpirun --max-restarts 2, with --save-every 3 --resume latest, loses a rank:
+#   1. to SIGKILL, right after the checkpoint of a random step: Open MPI ends the job, the
+#      launcher restarts it, and it resumes from its newest checkpoint;
+#   2. to SIGSTOP (stopped, not killed: it holds its connections and never answers), after the
+#      checkpoint of a random step: with CPPGRAD_COLLECTIVE_TIMEOUT=2 the other rank's watchdog
+#      names it and ends the job within seconds (distributed/watchdog.h), and the launcher
+#      restarts it;
+#   3. to SIGSTOP at the end of the run, after its last collective: the watchdog's barrier at the
+#      end of the ProcessGroup names it the same way.
+# Each job must end with a checkpoint byte for byte that of the same run uninterrupted: the
 # deterministic mode holds (CPPGRAD_DETERMINISTIC's default, the same 2 processes), and every
 # checkpoint holds the whole run (weights, Adam's moments, the schedule, the loader's position,
 # every rank's random stream, the curves).
-# The steps and ranks are drawn from a seeded RANDOM (RESTART_CHECK_SEED, default 30); where in a
-# step each signal lands depends on timing, which is the point: wherever it lands, the result is
-# the same.
+# The rank raises the signal on itself (CPPGRAD_INJECT_SIGNAL, examples/common/checkpoints.h) on
+# the job's first start, so the signal lands at the chosen step however loaded the machine is;
+# the steps and ranks are drawn from a seeded RANDOM (RESTART_CHECK_SEED, default 30).
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/check_lib.sh"  # fail
 seq2seq="$1" dir="$2"
@@ -23,68 +26,55 @@ RANDOM="$seed"
 steps=72
 run=(--threads 1 --d-model 32 --heads 2 --layers 1 --ff 64 --batch 16 --seq-len 6 --vocab 10 --seed 7
      --train-size 192 --eval-every 20 --steps "$steps")
-export RESTART_CHECK_TAG="$$"  # marks this test's processes, to find a rank's among them
 
 "$mpirun_script" 2 "$seq2seq" "${run[@]}" --save straight.safetensors > straight.log
 
-# The pid of rank $1 of this test's job (empty when there is none).
-rank_pid() {
-  local pid
-  for pid in $(pgrep -f -- "$seq2seq" || true); do
-    { tr '\0' '\n' < "/proc/$pid/environ"; } 2>/dev/null | grep -qx "RESTART_CHECK_TAG=$RESTART_CHECK_TAG" || continue
-    { tr '\0' '\n' < "/proc/$pid/environ"; } 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$1" && { echo "$pid"; return; }
+# Runs the restarting job with a random rank told to raise SIG$1 after the checkpoint of step $2
+# or later ("end": at the end of the run), output in $3, and checks that the job restarted, that
+# its final checkpoint is the uninterrupted run's, and that no process of it is left. Sets `rank`.
+run_losing_a_rank() {
+  local signal="$1" when="$2" log="$3" code=0 pid
+  rank=$((RANDOM % 2))
+  rm -rf ck
+  CPPGRAD_INJECT_SIGNAL="$signal:$rank:$when" "$mpirun_script" --max-restarts 2 2 "$seq2seq" "${run[@]}" \
+    --save-every 3 --keep-last 2 --save-dir ck --resume latest --save "$log.safetensors" > "$log" 2>&1 || code=$?
+  grep -m 1 "^CPPGRAD_INJECT_SIGNAL: rank $rank (pid [0-9]*) raises SIG$signal" "$log" \
+    || fail "rank $rank did not raise SIG$signal ($when): $(tail -n 5 "$log")"
+  [ "$code" -eq 0 ] || fail "the restarted job failed (exit code $code): $(tail -n 5 "$log")"
+  grep -q 'scripts/mpirun: the job failed (exit code [0-9]*); restart 1 of 2' "$log" || fail "no restart: $(tail -n 5 "$log")"
+  grep -q '^restart 1 of this job' "$log" || fail "the restarted program did not see CPPGRAD_RESTART_COUNT"
+  grep -q 'resumed from ck/step-[0-9]*.safetensors' "$log" || fail "the restart did not resume from a checkpoint"
+  cmp straight.safetensors "$log.safetensors" || fail "after SIG$signal and a restart, the run differs from the uninterrupted one"
+  # Every rank of every start said its pid; scripts/mpirun has returned, so each must be gone (a
+  # zombie not yet reaped is gone too).
+  for pid in $(grep -o '^CPPGRAD_INJECT_SIGNAL: rank [0-9]* is pid [0-9]*' "$log" | grep -o '[0-9]*$'); do
+    case "$(ps -o stat= -p "$pid" 2>/dev/null || true)" in
+      '' | Z*) ;;
+      *) fail "a rank of the job is still there (pid $pid)" ;;
+    esac
   done
-  return 0
 }
 
-# Runs the restarting job in the background; once the checkpoint of step $2 or later is written,
-# sends signal $1 to a random rank, then waits for the job. Sets `rank`, `signal_at` (seconds
-# since the epoch, fractional) and `code`.
-run_and_signal() {
-  local signal="$1" step="$2" log="$3" name newest
-  rm -rf ck
-  "$mpirun_script" --max-restarts 2 2 "$seq2seq" "${run[@]}" --save-every 3 --keep-last 2 --save-dir ck \
-    --resume latest --save "$log.safetensors" > "$log" 2>&1 &
-  local job=$!
-  rank=$((RANDOM % 2))
-  for ((i = 0; i < 3000; i++)); do  # 60 s at most
-    newest=$(ls ck 2>/dev/null | grep -o '^step-[0-9]*' | tail -n 1 | grep -o '[0-9]*$' || true)
-    [ -n "$newest" ] && [ $((10#$newest)) -ge "$step" ] && break
-    kill -0 "$job" 2>/dev/null || break
-    sleep 0.02
-  done
-  local pid
-  pid=$(rank_pid "$rank")
-  [ -n "$pid" ] || { wait "$job" || true; fail "$signal: rank $rank had already ended (step $step is too late): $(tail -n 3 "$log")"; }
-  kill -"$signal" "$pid"
-  signal_at=$(date +%s.%N)
-  echo "SIG$signal to rank $rank (pid $pid) after the checkpoint of step $((10#$newest))"
-  code=0
-  wait "$job" || code=$?
+# The watchdog's line in $1 names rank $rank and says it waited the timeout and its grace period.
+check_watchdog_named_rank() {
+  local log="$1" waited
+  grep -q "cppgrad watchdog: rank $((1 - rank)) of 2: .* rank $rank did not answer" "$log" \
+    || fail "the watchdog did not name rank $rank: $(grep -m 3 -i 'watchdog\|abort' "$log")"
+  waited=$(grep -o 'has waited [0-9.]* s' "$log" | head -n 1 | grep -o '[0-9.]*')
+  # the timeout, its grace period (1 s at a timeout of 2) and a millisecond's polling; 2 s of slack
+  awk -v w="$waited" 'BEGIN { exit !(w >= 2 && w <= 5) }' || fail "the watchdog ended the job after $waited s, not within 2 to 5"
+  echo "$(grep -o 'has waited [0-9.]* s, past the collective timeout of [0-9]* s' "$log");" \
+       "$(grep -o 'resumed from [^ ]* at step [0-9]*' "$log" | tail -n 1); the final checkpoint is the uninterrupted run's"
 }
 
 # 1. SIGKILL
-run_and_signal KILL $((6 + RANDOM % 24)) killed.log
-[ "$code" -eq 0 ] || fail "the restarted job failed (exit code $code): $(tail -n 5 killed.log)"
-grep -q 'scripts/mpirun: the job failed (exit code [0-9]*); restart 1 of 2' killed.log || fail "no restart: $(tail -n 5 killed.log)"
-grep -q '^restart 1 of this job' killed.log || fail "the restarted program did not see CPPGRAD_RESTART_COUNT"
-grep -q 'resumed from ck/step-[0-9]*.safetensors' killed.log || fail "the restart did not resume from a checkpoint"
-cmp straight.safetensors killed.log.safetensors || fail "after SIGKILL and a restart, the run differs from the uninterrupted one"
+run_losing_a_rank KILL $((6 + RANDOM % 24)) killed.log
 echo "SIGKILL: $(grep -o 'resumed from [^ ]* at step [0-9]*' killed.log); the final checkpoint is the uninterrupted run's"
 
-# 2. SIGSTOP, ended by the watchdog
+# 2. SIGSTOP during training, 3. SIGSTOP at the end, each ended by the watchdog
 export CPPGRAD_COLLECTIVE_TIMEOUT=2
-run_and_signal STOP $((6 + RANDOM % 24)) stopped.log
-unset CPPGRAD_COLLECTIVE_TIMEOUT
-[ "$code" -eq 0 ] || fail "the restarted job failed (exit code $code): $(tail -n 5 stopped.log)"
-grep -q "cppgrad watchdog: rank $((1 - rank)) of 2: .* rank $rank did not answer" stopped.log \
-  || fail "the watchdog did not name rank $rank: $(grep -m 3 -i 'watchdog\|abort' stopped.log)"
-grep -q 'restart 1 of 2' stopped.log || fail "no restart after the watchdog: $(tail -n 5 stopped.log)"
-waited=$(grep -o 'has waited [0-9.]* s' stopped.log | head -n 1 | grep -o '[0-9.]*')
-# the timeout, its grace period (1 s at a timeout of 2) and a millisecond's polling; 2 s of slack
-awk -v w="$waited" 'BEGIN { exit !(w >= 2 && w <= 5) }' || fail "the watchdog ended the job after $waited s, not within 2 to 5"
-cmp straight.safetensors stopped.log.safetensors || fail "after SIGSTOP and a restart, the run differs from the uninterrupted one"
-[ -z "$(rank_pid 0)$(rank_pid 1)" ] || fail "a rank of the job is still there"
-echo "SIGSTOP: $(grep -o 'has waited [0-9.]* s, past the collective timeout of [0-9]* s' stopped.log);" \
-     "$(grep -o 'resumed from [^ ]* at step [0-9]*' stopped.log | tail -n 1); the final checkpoint is the uninterrupted run's"
+run_losing_a_rank STOP $((6 + RANDOM % 24)) stopped.log
+echo -n "SIGSTOP: " && check_watchdog_named_rank stopped.log
+run_losing_a_rank STOP end stopped_at_end.log
+echo -n "SIGSTOP at the end: " && check_watchdog_named_rank stopped_at_end.log
 echo "ok (RESTART_CHECK_SEED=$seed)"
