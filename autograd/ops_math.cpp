@@ -70,11 +70,11 @@ Tensor Tensor::clamp(std::optional<double> min, std::optional<double> max) const
   Tensor out = *this;
   if (min) out = kernels::binary(Binary::Maximum, out, full({}, *min, dtype()));
   if (max) out = kernels::binary(Binary::Minimum, out, full({}, *max, dtype()));
-  // dA = dC where min ≤ A ≤ max, else 0
+  // dA = dC where min ≤ A ≤ max, else 0 (so 0 where A is NaN, as torch.clamp's)
   return record("clamp", out, {*this}, {*this}, [min, max](const Tensor& g, const Saved& s) -> Grads {
     Tensor grad = g;
-    if (min) grad = grad.masked_fill(s[0] < *min, 0.0);
-    if (max) grad = grad.masked_fill(s[0] > *max, 0.0);
+    if (min) grad = grad.masked_fill((s[0] >= *min).logical_not(), 0.0);
+    if (max) grad = grad.masked_fill((s[0] <= *max).logical_not(), 0.0);
     return {grad};
   });
 }

@@ -1,4 +1,5 @@
 // Differentiable reductions and softmax.
+#include <cmath>
 #include <limits>
 
 #include "autograd/functions.h"
@@ -94,12 +95,14 @@ ValuesIndices extremum_dim(kernels::Extremum which, const char* op, const Tensor
 }
 
 Tensor extremum_all(kernels::Extremum which, const char* op, const Tensor& t) {
-  auto [value, index] = kernels::extremum_all(which, t);
-  Shape in = t.shape();
-  // dA = zeros(shape(A)) with dC at the (first) extreme element
-  return record(op, value, {t}, {index}, [in](const Tensor& g, const Saved& s) -> Grads {
-    Tensor flat = scatter_add(zeros({numel(in)}, g.dtype()), 0, s[0].reshape({1}), g.reshape({1}));
-    return {flat.reshape(in)};
+  Tensor value = kernels::extremum_all(which, t).values;
+  // dA = dC shared evenly among the elements equal to C (among the NaNs when C is NaN), as
+  // torch.max()'s and torch.min()'s backward
+  return record(op, value, {t}, {t, value}, [](const Tensor& g, const Saved& s) -> Grads {
+    const Tensor& A = s[0];
+    const Tensor& C = s[1];
+    Tensor picked = (std::isnan(C.item()) ? A != A : A == C).to(g.dtype());
+    return {picked * (g / picked.sum())};
   });
 }
 }  // namespace

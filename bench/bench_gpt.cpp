@@ -111,7 +111,7 @@ int main(int argc, char** argv) {
   manual_seed(0);
   Gpt gpt(*shape);
   gpt.train();
-  optim::AdamW opt(gpt.parameters(), optim::AdamOptions(3e-4).weight_decay(0.1));
+  optim::AdamW opt(gpt.parameters(), optim::AdamWOptions(3e-4).weight_decay(0.1));
   Generator data(1);
   auto step = [&] {
     Tensor tokens = randint(0, shape->vocab, {shape->batch, shape->T + 1}, data);

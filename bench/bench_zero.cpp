@@ -52,7 +52,7 @@ Config make(const std::string& name, bool ddp, bool zero, bool reduce_scatter) {
   Config config{name, std::make_shared<seq2seq::Seq2SeqModel>(m), nullptr, nullptr, {}, {}};
   config.model->train();
   if (ddp) config.ddp = std::make_unique<dist::DistributedDataParallel>(config.model);
-  const optim::AdamOptions options = bench::adam_options().weight_decay(0.01);
+  const optim::AdamWOptions options = optim::AdamWOptions(1e-4).beta1(0.9).beta2(0.98).eps(1e-9).weight_decay(0.01);  // bench::adam_options()'s
   if (zero)
     config.opt = std::make_unique<dist::ZeroRedundancyOptimizer>(
         config.model->parameters(), dist::ZeroRedundancyOptimizer::of<optim::AdamW>(options),

@@ -5,7 +5,7 @@
 //
 //   distributed::DistributedDataParallel ddp(model);          // averages the gradients
 //   distributed::ZeroRedundancyOptimizer opt(model->parameters(),
-//       distributed::ZeroRedundancyOptimizer::of<optim::AdamW>(optim::AdamOptions(1e-3)));
+//       distributed::ZeroRedundancyOptimizer::of<optim::AdamW>(optim::AdamWOptions(1e-3)));
 //   for (...) { opt.zero_grad(); loss.backward(); opt.step(); }
 //
 // How: the parameters (across groups, in order) are laid end to end as one flat vector of
@@ -64,7 +64,7 @@ class ZeroRedundancyOptimizer : public optim::Optimizer {
   // Builds the optimizer of this rank's shard from parameter groups (the pieces, with each
   // group's options); also called once over the full parameters, to learn the options.
   using Factory = std::function<std::unique_ptr<optim::Optimizer>(std::vector<optim::ParamGroup>)>;
-  // The factory of an optimizer class and its options: of<optim::AdamW>(optim::AdamOptions(1e-3)).
+  // The factory of an optimizer class and its options: of<optim::AdamW>(optim::AdamWOptions(1e-3)).
   template <class Opt, class Options>
   static Factory of(Options options) {
     return [options](std::vector<optim::ParamGroup> groups) { return std::make_unique<Opt>(std::move(groups), options); };

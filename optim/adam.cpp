@@ -17,6 +17,11 @@ ParamGroup adam_defaults(const AdamOptions& o) {
           .amsgrad = o.amsgrad()};
 }
 
+AdamOptions adam_options(const AdamWOptions& o) {
+  return AdamOptions(o.lr()).beta1(o.beta1()).beta2(o.beta2()).eps(o.eps()).weight_decay(o.weight_decay()).amsgrad(
+      o.amsgrad());
+}
+
 }  // namespace
 
 Adam::Adam(std::vector<Tensor> params, const AdamOptions& o) : Adam({ParamGroup{.params = std::move(params)}}, o, false) {}
@@ -25,8 +30,9 @@ Adam::Adam(std::vector<ParamGroup> groups, const AdamOptions& o) : Adam(std::mov
 Adam::Adam(std::vector<ParamGroup> groups, const AdamOptions& o, bool decoupled)
     : Optimizer(std::move(groups), adam_defaults(o), decoupled ? "AdamW" : "Adam"), options(o), decoupled_(decoupled) {}
 
-AdamW::AdamW(std::vector<Tensor> params, const AdamOptions& o) : Adam({ParamGroup{.params = std::move(params)}}, o, true) {}
-AdamW::AdamW(std::vector<ParamGroup> groups, const AdamOptions& o) : Adam(std::move(groups), o, true) {}
+AdamW::AdamW(std::vector<Tensor> params, const AdamWOptions& o)
+    : Adam({ParamGroup{.params = std::move(params)}}, adam_options(o), true) {}
+AdamW::AdamW(std::vector<ParamGroup> groups, const AdamWOptions& o) : Adam(std::move(groups), adam_options(o), true) {}
 
 void Adam::update(const Tensor& param, const Tensor& grad, const ParamGroup& group,
                   std::map<std::string, Tensor>& state) {

@@ -48,11 +48,27 @@ class Adam : public Optimizer {
   fast::AdamQueue queue_;  // the fast form's queued updates
 };
 
-// Adam with decoupled weight decay (Loshchilov & Hutter); PyTorch's default decay is 0.01.
+// AdamW's options: Adam's, with PyTorch's default decay of 0.01 (libtorch's AdamWOptions).
+// weight_decay(0) turns the decay off.
+struct AdamWOptions {
+  explicit AdamWOptions(double lr = 1e-3) : lr_(lr) {}
+  CPPGRAD_ARG(double, lr, 1e-3)
+  CPPGRAD_ARG(double, beta1, 0.9)
+  CPPGRAD_ARG(double, beta2, 0.999)
+  CPPGRAD_ARG(double, eps, 1e-8)
+  CPPGRAD_ARG(double, weight_decay, 0.01)
+  CPPGRAD_ARG(bool, amsgrad, false)
+};
+
+// Adam with decoupled weight decay (Loshchilov & Hutter). Its decay is 0.01 unless the options
+// set another (as PyTorch's AdamW(params, lr=lr)); it takes AdamWOptions only, since
+// AdamOptions' decay defaults to Adam's 0.
 class AdamW : public Adam {
  public:
-  AdamW(std::vector<Tensor> params, const AdamOptions& options = AdamOptions().weight_decay(0.01));
-  AdamW(std::vector<ParamGroup> groups, const AdamOptions& options = AdamOptions().weight_decay(0.01));
+  AdamW(std::vector<Tensor> params, const AdamWOptions& options = AdamWOptions());
+  AdamW(std::vector<ParamGroup> groups, const AdamWOptions& options = AdamWOptions());
+  AdamW(std::vector<Tensor> params, const AdamOptions& options) = delete;       // use AdamWOptions
+  AdamW(std::vector<ParamGroup> groups, const AdamOptions& options) = delete;  // use AdamWOptions
 };
 
 }  // namespace cppgrad::optim

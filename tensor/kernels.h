@@ -55,7 +55,7 @@ Tensor binary(Binary op, const Tensor& a, const Tensor& b);
 // In place: a = a (op) b, with b broadcast to a's shape; a keeps its dtype.
 void binary_(Binary op, const Tensor& a, const Tensor& b);
 
-// The fast form of a unary row's backward where the row has one (relu: dC where C > 0, in one
+// The fast form of a unary row's backward where the row has one (relu: 0 where C <= 0, else dC, in one
 // pass; tanh and sigmoid likewise; erf, silu and the GELUs vectorised in float32), given what the
 // row saves; undefined for the other rows (tensor/kernels/fast/elementwise.cpp).
 Tensor unary_backward_fast(Unary op, const Tensor& grad, const Tensor& saved);

@@ -25,6 +25,8 @@
 //   domain      where gradcheck draws inputs: Any, Positive (0.5 to 2) or AwayFromZero (|x| ≥ 0.2,
 //               away from a kink)
 // The formulas use the constants below; `sign` is flat almost everywhere, so its dA is 0.
+// NaN and ±inf go through every row as through PyTorch 1.13's op (tests/tensor/test_nan_inf.cpp):
+// relu tests x <= 0, false for NaN, so relu(NaN) = NaN and its dA there is dC, as torch.relu's.
 #pragma once
 
 #include <numbers>
@@ -50,7 +52,7 @@ ROW(rsqrt,     Rsqrt,    floating, T(1) / std::sqrt(x),                        O
 ROW(tanh,      Tanh,     floating, std::tanh(x),                               Output,  g * (1.0 - C * C),                      Any) \
 ROW(sigmoid,   Sigmoid,  floating, T(1) / (T(1) + std::exp(-x)),               Output,  g * C * (1.0 - C),                      Any) \
 ROW(silu,      Silu,     floating, x / (T(1) + std::exp(-x)),                  Input,   g * A.sigmoid() * (1.0 + A * (1.0 - A.sigmoid())), Any) \
-ROW(relu,      Relu,     floating, x > T(0) ? x : T(0),                        Output,  g.masked_fill(C <= 0.0, 0.0),           AwayFromZero) \
+ROW(relu,      Relu,     floating, x <= T(0) ? T(0) : x,                       Output,  g.masked_fill(C <= 0.0, 0.0),           AwayFromZero) \
 ROW(erf,       Erf,      floating, std::erf(x),                                Input,   g * two_over_sqrtpi * (-(A * A)).exp(), Any) \
 ROW(sin,       Sin,      floating, std::sin(x),                                Input,   g * A.cos(),                            Any) \
 ROW(cos,       Cos,      floating, std::cos(x),                                Input,   -(g * A.sin()),                         Any) \
@@ -71,15 +73,17 @@ ROW(gelu_tanh, GeluTanh, floating, T(0.5) * x * (T(1) + std::tanh(T(gelu_k) * (x
 //               gradient back to its input's shape), from g = dC and the saved A and B
 //   domain      where gradcheck draws B: Any, or Positive (a divisor away from 0)
 // maximum and minimum propagate NaN, as torch.maximum, and send the gradient to the winner, half to
-// each on a tie: w = 1 where A wins, ½ on a tie, 0 where B wins (a bool counts 1 where true).
+// each on a tie: A's share is 1 where B does not win, less ½ on a tie (a bool counts 1 where
+// true), and B's likewise; a NaN on either side is no win and no tie, so both get all of dC there,
+// as in torch.maximum's backward.
 #define CPPGRAD_BINARY_OPS(ROW) \
-/*  name     Enum     forward: z(x, y)            saves    dA                                dB                                        domain of B */ \
+/*  name     Enum     forward: z(x, y)            saves    dA                                        dB                                        domain of B */ \
 ROW(add,     Add,     x + y,                      Nothing, g,                                g,                                        Any) \
 ROW(sub,     Sub,     x - y,                      Nothing, g,                                -g,                                       Any) \
 ROW(mul,     Mul,     x * y,                      Inputs,  g * B,                            g * A,                                    Any) \
 ROW(div,     Div,     x / y,                      Inputs,  g / B,                            -(g * A) / (B * B),                       Positive) \
-ROW(maximum, Maximum, (x != x || x > y) ? x : y,  Inputs,  g * ((A > B) + 0.5 * (A == B)),   g * (1.0 - ((A > B) + 0.5 * (A == B))),   Any) \
-ROW(minimum, Minimum, (x != x || x < y) ? x : y,  Inputs,  g * ((A < B) + 0.5 * (A == B)),   g * (1.0 - ((A < B) + 0.5 * (A == B))),   Any)
+ROW(maximum, Maximum, (x != x || x > y) ? x : y,  Inputs,  g * (1.0 - ((A < B) + 0.5 * (A == B))),   g * (1.0 - ((A > B) + 0.5 * (A == B))),   Any) \
+ROW(minimum, Minimum, (x != x || x < y) ? x : y,  Inputs,  g * (1.0 - ((A > B) + 0.5 * (A == B))),   g * (1.0 - ((A < B) + 0.5 * (A == B))),   Any)
 
 // The comparisons: a bool result, any dtypes (promoted as a binary op's), no gradient. The
 // operator column gives a == b, a == 2.0 and 2.0 == a.

@@ -197,7 +197,8 @@ class Tensor {
   }
   // Ordering along a dim, as torch.sort, argsort and topk (autograd/ops_sort.cpp): NaN sorts
   // as the largest value, and equal values keep their input order (the sort is always stable, so
-  // `stable` asks for nothing more; topk's ties go to the lower index). The values are
+  // `stable` asks for nothing more); topk orders ties as PyTorch 1.13's CPU topk does, not by
+  // index (tensor/kernels/sort.cpp). The values are
   // differentiable, the int64 indices are not. `sorted` may be false, as in PyTorch; the k come
   // sorted anyway.
   ValuesIndices sort(int64_t dim = -1, bool descending = false, bool stable = false) const;

@@ -50,7 +50,7 @@ int main(int argc, char** argv) {
     auto model = std::make_shared<CharLM>(text.vocab.size(), o.model);
     distributed::DistributedDataParallel ddp(model);  // rank 0's weights everywhere; hooks nothing in a world of one
     const distributed::ZeroRedundancyOptimizer::Factory adamw =
-        distributed::ZeroRedundancyOptimizer::of<optim::AdamW>(optim::AdamOptions(o.lr).beta2(0.99));
+        distributed::ZeroRedundancyOptimizer::of<optim::AdamW>(optim::AdamWOptions(o.lr).beta2(0.99));
     const std::vector<optim::ParamGroup> groups = examples::weight_decay_groups(*model, o.lr, o.weight_decay);
     // --zero: each rank updates its 1/N of the parameters and keeps only that much of AdamW's state.
     std::unique_ptr<optim::Optimizer> optimizer =

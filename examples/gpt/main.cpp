@@ -70,7 +70,7 @@ int main(int argc, char** argv) {
     pretrained.reset();
     model->set_checkpoint_layers(o.checkpoint);
     distributed::DistributedDataParallel ddp(model);  // rank 0's weights everywhere; hooks nothing in a world of one
-    optim::AdamW opt(examples::weight_decay_groups(*model, o.lr, o.weight_decay), optim::AdamOptions(o.lr).beta2(o.beta2));
+    optim::AdamW opt(examples::weight_decay_groups(*model, o.lr, o.weight_decay), optim::AdamWOptions(o.lr).beta2(o.beta2));
     optim::WarmupCosineLR schedule(opt, o.warmup, o.decay_steps, o.min_lr);
 
     // ---- the data: every window of the training tokens, each rank its share of every epoch -----

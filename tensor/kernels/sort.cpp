@@ -1,9 +1,10 @@
 // Ordering along one dim (sort, topk) and drawing categories from weights (multinomial).
 //
-// Every row along `dim` is ordered by one rule, PyTorch's: ascending puts NaN after +inf (NaN
-// counts as the largest value), descending puts it first, and equal values keep their input order
-// in either direction (ties go to the lower index, as torch.sort with stable=true). Each row is
-// ordered on its own, so the result does not depend on the thread count.
+// Every row along `dim` is ordered by PyTorch's rule: ascending puts NaN after +inf (NaN counts as
+// the largest value), descending puts it first. sort keeps equal values in their input order in
+// either direction (ties go to the lower index, as torch.sort, stable on the CPU). topk orders ties
+// as PyTorch 1.13's CPU kernel does, which is not by index (see topk_row). Each row is ordered on
+// its own, so the result does not depend on the thread count.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -55,8 +56,57 @@ void order_rows(const Tensor& x, int64_t k, bool descending, const Tensor& value
   });
 }
 
+// The first k of a row of n for topk, as PyTorch 1.13's CPU kernel (ATen's TopKImpl.h) orders
+// them: (value, index) pairs in input order, compared by value alone (NaN the largest), ordered by
+// std::partial_sort when k·64 <= n, else by std::nth_element (the k-th in place) then std::sort
+// of the k - 1 before it. Neither algorithm is stable: tied values come out in the order they
+// leave them (topk(4) of [3, 1, 3, 2, 1, 3, 1, 2] is indices [2, 0, 5, 3] in PyTorch), which the
+// same calls on the same standard library (GCC's, as Debian builds PyTorch with) reproduce.
+template <class T>
+void topk_row(const T* row, int64_t n, int64_t k, bool largest, std::vector<std::pair<T, int64_t>>& queue) {
+  using Elem = std::pair<T, int64_t>;
+  auto is_nan = [](T v) {
+    if constexpr (std::is_floating_point_v<T>) return std::isnan(v);
+    return false;
+  };
+  for (int64_t j = 0; j < n; ++j) queue[j] = {row[j], j};
+  auto larger = [&](const Elem& x, const Elem& y) { return (is_nan(x.first) && !is_nan(y.first)) || x.first > y.first; };
+  auto smaller = [&](const Elem& x, const Elem& y) { return (!is_nan(x.first) && is_nan(y.first)) || x.first < y.first; };
+  auto order = [&](auto before) {
+    if (k * 64 <= n) {
+      std::partial_sort(queue.begin(), queue.begin() + k, queue.end(), before);
+    } else {
+      std::nth_element(queue.begin(), queue.begin() + k - 1, queue.end(), before);
+      std::sort(queue.begin(), queue.begin() + k - 1, before);
+    }
+  };
+  if (largest)
+    order(larger);
+  else
+    order(smaller);
+}
+
+template <class T>
+void topk_rows(const Tensor& x, int64_t k, bool largest, const Tensor& values, const Tensor& indices) {
+  const int64_t rows = values.size(0), n = x.size(1);
+  if (k == 0) return;
+  const T* in = x.data<T>();
+  T* v = values.data<T>();
+  int64_t* idx = indices.data<int64_t>();
+  const int64_t work = n * (64 - __builtin_clzll(static_cast<uint64_t>(n) | 1));  // ~ n log n comparisons
+  parallel_for(rows, work, [&](int64_t r) {
+    std::vector<std::pair<T, int64_t>> queue(static_cast<size_t>(n));
+    topk_row(in + r * n, n, k, largest, queue);
+    for (int64_t j = 0; j < k; ++j) {
+      v[r * k + j] = queue[j].first;
+      idx[r * k + j] = queue[j].second;
+    }
+  });
+}
+
 // sort and topk: `dim` moved last, rows ordered, moved back.
-ValuesIndices order_along(const Tensor& t, int64_t k, int64_t dim, bool descending, const char* op) {
+ValuesIndices order_along(const Tensor& t, int64_t k, int64_t dim, bool descending, const char* op,
+                          bool pytorch_topk = false) {
   if (t.dim() == 0) {  // one element, at index 0 (k = 0 gives it too, as in PyTorch)
     wrap_dim(dim, 0, op);
     CPPGRAD_CHECK(k >= 0 && k <= 1, "{}: k = {} out of range for a 0-d tensor (one element)", op, k);
@@ -74,7 +124,10 @@ ValuesIndices order_along(const Tensor& t, int64_t k, int64_t dim, bool descendi
   Tensor indices = empty(out_shape, kInt64);
   dispatch(t.dtype(), [&](auto tag) {
     using T = decltype(tag);
-    order_rows<T>(reshape(moved, {rows, n}), k, descending, reshape(values, {rows, k}), reshape(indices, {rows, k}));
+    if (pytorch_topk)
+      topk_rows<T>(reshape(moved, {rows, n}), k, descending, reshape(values, {rows, k}), reshape(indices, {rows, k}));
+    else
+      order_rows<T>(reshape(moved, {rows, n}), k, descending, reshape(values, {rows, k}), reshape(indices, {rows, k}));
   });
   return {contiguous(transpose(values, dim, -1)), contiguous(transpose(indices, dim, -1))};
 }
@@ -88,7 +141,7 @@ ValuesIndices sort(const Tensor& t, int64_t dim, bool descending) {
 
 ValuesIndices topk(const Tensor& t, int64_t k, int64_t dim, bool largest) {
   CPPGRAD_PROFILE_SCOPE("topk");
-  return order_along(t, k, dim, /*descending=*/largest, "topk");
+  return order_along(t, k, dim, /*descending=*/largest, "topk", /*pytorch_topk=*/true);
 }
 
 // Each row of `weights` is a distribution over its categories, weight / Σ weights.

@@ -85,6 +85,14 @@ TEST_CASE("reduce backward: hand-computed values") {
   x.max().backward();  // 6 at [1,2]
   CHECK(test::values(x.grad()) == V{0, 0, 0, 0, 0, 1});
   x.zero_grad();
+  // Tied extremes share dC evenly, as in PyTorch: torch.tensor([3., 1, 3]).max().backward() gives
+  // grad [0.5, 0, 0.5] (and the NaNs share it when the result is NaN: test_nan_inf.cpp).
+  Tensor tied = tensor({3.0, 1.0, 3.0}, TensorOptions(kFloat64).requires_grad());
+  tied.max().backward();
+  CHECK(test::values(tied.grad()) == V{0.5, 0, 0.5});
+  tied.zero_grad();
+  (tied * 1.0).min().backward();
+  CHECK(test::values(tied.grad()) == V{0, 1, 0});
   auto [values, indices] = x.max(1);
   CHECK(test::values(values) == V{5, 6});
   CHECK_FALSE(indices.requires_grad());

@@ -51,7 +51,7 @@ std::vector<optim::ParamGroup> groups_of(const nn::Module& model) {
 }
 
 using Factory = ZeroRedundancyOptimizer::Factory;
-const Factory adamw = ZeroRedundancyOptimizer::of<optim::AdamW>(optim::AdamOptions(0.01).weight_decay(0.1));
+const Factory adamw = ZeroRedundancyOptimizer::of<optim::AdamW>(optim::AdamWOptions(0.01).weight_decay(0.1));
 const Factory sgd = ZeroRedundancyOptimizer::of<optim::SGD>(optim::SGDOptions(0.05).momentum(0.9).nesterov(true));
 
 enum class Kind { Unsharded, Zero, ZeroReduceScatter };
@@ -305,8 +305,8 @@ TEST_CASE("zero: parameters some ranks or no rank used train as with DDP's find_
   };
   auto reference = make_net(61), sharded = make_net(61);
   DistributedDataParallel ddp(reference, DistributedDataParallelOptions().find_unused_parameters(true));
-  optim::AdamW plain(reference->parameters(), optim::AdamOptions(0.01));
-  ZeroRedundancyOptimizer zero(sharded->parameters(), ZeroRedundancyOptimizer::of<optim::AdamW>(optim::AdamOptions(0.01)),
+  optim::AdamW plain(reference->parameters(), optim::AdamWOptions(0.01));
+  ZeroRedundancyOptimizer zero(sharded->parameters(), ZeroRedundancyOptimizer::of<optim::AdamW>(optim::AdamWOptions(0.01)),
                                ZeroRedundancyOptimizerOptions().reduce_scatter(true));
   const Tensor spare_before = sharded->spare->weight.detach().clone();
   const int64_t share = kBatch / world_size();

@@ -28,7 +28,7 @@ std::vector<std::vector<char>> train(DType dtype, Threads threads) {
   nn::Decoder lm(nn::DecoderOptions(64, 128, 2, 4).dropout(0.1).tie_embeddings(true));
   lm.to(dtype);
   lm.train();
-  optim::AdamW opt(lm.parameters(), optim::AdamOptions(1e-3).weight_decay(0.1));
+  optim::AdamW opt(lm.parameters(), optim::AdamWOptions(1e-3).weight_decay(0.1));
   Generator data(2602);
   for (int step = 0; step < 3; ++step) {
     const bool switching = threads == Threads::TwoSwitching;

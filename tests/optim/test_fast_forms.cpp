@@ -36,7 +36,7 @@ TEST_CASE("Adam's queued fast update equals its reference loop: Adam, AdamW, AMS
   for (DType dtype : {kFloat64, kFloat32}) {
     INFO("dtype ", dtype_name(dtype));
     auto adam = [](std::vector<Tensor> p) { return Adam(p, AdamOptions(0.1).weight_decay(0.01)); };
-    auto adamw = [](std::vector<Tensor> p) { return AdamW(p, AdamOptions(0.1).amsgrad(true)); };
+    auto adamw = [](std::vector<Tensor> p) { return AdamW(p, AdamWOptions(0.1).amsgrad(true)); };
     // The same operations on the same values in the same order, each correctly rounded (the
     // vector sqrt and division too, and the build forbids fused multiply-adds): equal in
     // practice. The tolerance is a margin of a few ulps of values of order 1.

@@ -117,14 +117,14 @@ TEST_CASE("AdamW: groups keep the optimizer's decoupled weight decay unless they
   // Before, groups built this way had weight decay 0.
   Tensor a = param(kStartA), b = param(kStartB);
   AdamW opt({ParamGroup{.params = {a}, .beta2 = 0.95}, ParamGroup{.params = {b}, .lr = 0.02, .weight_decay = 0.0}},
-            AdamOptions(0.1).weight_decay(0.3));
+            AdamWOptions(0.1).weight_decay(0.3));
   CHECK(opt.param_groups()[0].weight_decay == 0.3);
   CHECK(opt.param_groups()[0].lr == 0.1);
   CHECK(opt.param_groups()[1].weight_decay == 0.0);
   run(opt, a, b);
   Tensor a1 = param(kStartA), b1 = param(kStartB);
-  AdamW alone_a({a1}, AdamOptions(0.1).weight_decay(0.3).beta2(0.95));
-  AdamW alone_b({b1}, AdamOptions(0.02).weight_decay(0.0));
+  AdamW alone_a({a1}, AdamWOptions(0.1).weight_decay(0.3).beta2(0.95));
+  AdamW alone_b({b1}, AdamWOptions(0.02).weight_decay(0.0));
   run_one(alone_a, a1, kCoefA);
   run_one(alone_b, b1, kCoefB);
   check_same(a, a1);
@@ -156,13 +156,13 @@ TEST_CASE("a group that sets an option its optimizer does not have, or a bad val
 }
 
 TEST_CASE("state_dict saves every group's options and load_state_dict restores them") {
-  auto make = [](const Tensor& a, const Tensor& b, const AdamOptions& o) {
+  auto make = [](const Tensor& a, const Tensor& b, const AdamWOptions& o) {
     return AdamW({ParamGroup{.params = {a}, .weight_decay = 0.2, .name = "decay", .beta1 = 0.6},
                   ParamGroup{.params = {b}, .lr = 0.01, .name = "no_decay", .eps = 1e-4}},
                  o);
   };
   Tensor a = param(kStartA), b = param(kStartB);
-  AdamW opt = make(a, b, AdamOptions(0.05));
+  AdamW opt = make(a, b, AdamWOptions(0.05));
   run(opt, a, b);
   nn::NamedTensors state = opt.state_dict();
   std::vector<std::string> group_keys;
@@ -175,7 +175,7 @@ TEST_CASE("state_dict saves every group's options and load_state_dict restores t
   // A fresh optimizer built with other options takes the saved ones and continues exactly as the
   // first one does.
   Tensor a2 = a.detach().clone().requires_grad_(), b2 = b.detach().clone().requires_grad_();
-  AdamW resumed({ParamGroup{.params = {a2}}, ParamGroup{.params = {b2}}}, AdamOptions(0.7).beta1(0.1).amsgrad(true));
+  AdamW resumed({ParamGroup{.params = {a2}}, ParamGroup{.params = {b2}}}, AdamWOptions(0.7).beta1(0.1).amsgrad(true));
   resumed.load_state_dict(state);
   CHECK(resumed.param_groups()[0].beta1 == 0.6);
   CHECK(resumed.param_groups()[0].weight_decay == 0.2);

@@ -43,7 +43,7 @@ struct Run {
     std::vector<Tensor> weights, biases;
     for (const auto& [name, p] : model->named_parameters()) (name.ends_with("bias") ? biases : weights).push_back(p);
     opt = std::make_unique<AdamW>(std::vector<ParamGroup>{{weights, 0.01, 0.1, "decay"}, {biases, 0.02, 0.0, "no_decay"}},
-                                  AdamOptions().amsgrad(true));
+                                  AdamWOptions().amsgrad(true));
     sched = std::make_unique<WarmupCosineLR>(*opt, 3, 20, 1e-4);
   }
 
@@ -167,13 +167,13 @@ TEST_CASE("bad options are errors") {
   }
   SUBCASE("negative weight decay") {
     CHECK(contains(error_message([&] { SGD opt({p}, SGDOptions(0.1).weight_decay(-1.0)); }), "weight_decay"));
-    CHECK(contains(error_message([&] { AdamW opt({p}, AdamOptions().weight_decay(-0.01)); }), "weight_decay"));
+    CHECK(contains(error_message([&] { AdamW opt({p}, AdamWOptions().weight_decay(-0.01)); }), "weight_decay"));
   }
   SUBCASE("bad betas and eps") {
     CHECK(contains(error_message([&] { Adam opt({p}, AdamOptions().beta1(1.0)); }), "betas must be in [0, 1)"));
     CHECK(contains(error_message([&] { Adam opt({p}, AdamOptions().beta1(-0.1)); }), "betas"));
     CHECK(contains(error_message([&] { Adam opt({p}, AdamOptions().beta2(1.5)); }), "(0.9, 1.5)"));
-    CHECK(contains(error_message([&] { AdamW opt({p}, AdamOptions().beta2(-0.5)); }), "betas"));
+    CHECK(contains(error_message([&] { AdamW opt({p}, AdamWOptions().beta2(-0.5)); }), "betas"));
     CHECK(contains(error_message([&] { Adam opt({p}, AdamOptions().eps(-1e-8)); }), "eps"));
   }
   SUBCASE("Nesterov without momentum or with dampening") {

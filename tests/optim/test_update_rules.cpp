@@ -183,7 +183,7 @@ TEST_CASE("Adam with AMSGrad divides by the running maximum of v") {
 
 TEST_CASE("AdamW decays the parameters themselves") {
   Quadratic q;
-  AdamW opt(q.params(), AdamOptions(0.1).weight_decay(0.3));
+  AdamW opt(q.params(), AdamWOptions(0.1).weight_decay(0.3));
   AdamReference ref{.lr = 0.1, .weight_decay = 0.3, .decoupled = true};
   Trajectory expected = ref.run(q, 3);
   // Decoupled decay is not the same as Adam's L2 penalty.
@@ -199,6 +199,39 @@ TEST_CASE("AdamW defaults to PyTorch's weight decay of 0.01") {
   CHECK(opt.param_groups()[0].weight_decay == 0.01);
   CHECK(opt.lr() == 1e-3);
   run_and_compare(opt, q, AdamReference{.weight_decay = 0.01, .decoupled = true}.run(q, 3));
+}
+
+// Issue 44: AdamW(params, AdamWOptions(lr)) decays by PyTorch's 0.01 (before, options that set
+// only the rate gave 0); weight_decay(0) turns the decay off. One step from p with gradient g is
+// p·(1 - lr·λ) - lr·g / (|g| + ε) (m̂ = g, v̂ = g² after one step); the literals are PyTorch 1.13's
+// p after torch.optim.AdamW([p], lr=0.1) (then weight_decay=0) and one step(), float64,
+// p = [1.5, -2.0, 0.25], p.grad = [0.3, -0.7, 2.0].
+TEST_CASE("AdamW with options that set only the rate decays by 0.01; weight_decay(0) does not decay") {
+  const std::vector<double> start = {1.5, -2.0, 0.25}, grad = {0.3, -0.7, 2.0};
+  auto one_step = [&](const AdamWOptions& options) {
+    Tensor p = tensor(start, {3}).requires_grad_();
+    AdamW opt({p}, options);
+    p.set_grad(tensor(grad, {3}));
+    opt.step();
+    return p.to_vector<double>();
+  };
+  auto closed_form = [&](double lr, double wd) {
+    std::vector<double> out;
+    for (size_t i = 0; i < start.size(); ++i) out.push_back(start[i] * (1 - lr * wd) - lr * grad[i] / (std::abs(grad[i]) + 1e-8));
+    return out;
+  };
+  const std::vector<double> torch_default = {1.3985000033333332, -1.8980000014285714, 0.14975000049999998};
+  const std::vector<double> torch_no_decay = {1.4000000033333333, -1.9000000014285714, 0.1500000005};
+  const std::vector<double> got = one_step(AdamWOptions(0.1));
+  CHECK(AdamW({tensor({1.0}).requires_grad_()}, AdamWOptions(0.1)).param_groups()[0].weight_decay == 0.01);
+  CHECK(max_difference(got, closed_form(0.1, 0.01)) < 1e-15);
+  CHECK(max_difference(got, torch_default) < 1e-15);
+  const std::vector<double> off = one_step(AdamWOptions(0.1).weight_decay(0.0));
+  CHECK(max_difference(off, closed_form(0.1, 0.0)) < 1e-15);
+  CHECK(max_difference(off, torch_no_decay) < 1e-15);
+  CHECK(max_difference(got, off) > 1e-3);  // the decay moved the weights: the check above can tell
+  // Adam's own default stays 0.
+  CHECK(Adam({tensor({1.0}).requires_grad_()}, AdamOptions(0.1)).param_groups()[0].weight_decay == 0.0);
 }
 
 TEST_CASE("float32 parameters follow the same rules to float32 precision") {
@@ -229,7 +262,7 @@ TEST_CASE("Adam updates many parameters in one parallel loop, with the same resu
       p.requires_grad_();
       params.push_back(p);
     }
-    optim::AdamW opt(params, optim::AdamOptions(1e-2).amsgrad(true));
+    optim::AdamW opt(params, optim::AdamWOptions(1e-2).amsgrad(true));
     for (int step = 0; step < 3; ++step) {
       Tensor loss = zeros({});
       for (const Tensor& p : params) loss = loss + (p * p * p).sum();

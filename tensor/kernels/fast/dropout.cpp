@@ -35,9 +35,9 @@ CPPGRAD_SIMD_CLONES void dropout_mask_row(int64_t n, uint64_t first, uint64_t ke
   for (int64_t i = 0; i < n; ++i) mask[i] = dropout_keeps(key, first + static_cast<uint64_t>(i), threshold) ? keep : T(0);
 }
 
-// out[i] = relu(x[i]) · factor (forward, g null) or out[i] = x[i] > 0 ? g[i] · factor : 0
+// out[i] = relu(x[i]) · factor (forward, g null) or out[i] = x[i] <= 0 ? 0 : g[i] · factor
 // (backward), factor being dropout's, for i in [begin, end): exactly what dropout(relu(x))
-// and its two backward steps compute, in one pass each.
+// and its two backward steps compute, in one pass each (NaN passing as through relu's row).
 // Without Relu: out[i] = x[i] · factor, dropout's forward and (on the gradient) its backward.
 template <class T, bool Relu>
 CPPGRAD_SIMD_CLONES void relu_dropout_range(int64_t begin, int64_t end, uint64_t key, uint64_t threshold, T keep,
@@ -46,7 +46,7 @@ CPPGRAD_SIMD_CLONES void relu_dropout_range(int64_t begin, int64_t end, uint64_t
     for (int64_t i = begin; i < end; ++i) {
       const T factor = dropout_keeps(key, static_cast<uint64_t>(i), threshold) ? keep : T(0);
       if constexpr (Relu)
-        out[i] = (x[i] > T(0) ? x[i] : T(0)) * factor;
+        out[i] = (x[i] <= T(0) ? T(0) : x[i]) * factor;
       else
         out[i] = x[i] * factor;
     }
@@ -54,7 +54,7 @@ CPPGRAD_SIMD_CLONES void relu_dropout_range(int64_t begin, int64_t end, uint64_t
   }
   for (int64_t i = begin; i < end; ++i) {
     const T factor = dropout_keeps(key, static_cast<uint64_t>(i), threshold) ? keep : T(0);
-    out[i] = x[i] > T(0) ? g[i] * factor : T(0);
+    out[i] = x[i] <= T(0) ? T(0) : g[i] * factor;
   }
 }
 

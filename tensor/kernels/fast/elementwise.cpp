@@ -9,7 +9,8 @@
 namespace cppgrad::kernels {
 
 namespace {
-// relu: dA = dC where C > 0, else 0, in one pass (the formula is a comparison, then a masked_fill).
+// relu: dA = 0 where C <= 0, else dC (so dC where C is NaN), in one pass (the formula is a
+// comparison, then a masked_fill).
 Tensor relu_backward(const Tensor& grad, const Tensor& output) {
   CPPGRAD_PROFILE_SCOPE("relu_backward");
   CPPGRAD_CHECK(grad.shape() == output.shape() && grad.dtype() == output.dtype(),
@@ -18,7 +19,7 @@ Tensor relu_backward(const Tensor& grad, const Tensor& output) {
   Tensor out = empty(grad.shape(), grad.dtype());
   dispatch_floating(grad.dtype(), "relu_backward", [&](auto tag) {
     using T = decltype(tag);
-    fast::zip_into<T, T>(out, grad, output, [](T g, T y) { return y > T(0) ? g : T(0); });
+    fast::zip_into<T, T>(out, grad, output, [](T g, T y) { return y <= T(0) ? T(0) : g; });
   });
   return out;
 }

@@ -16,7 +16,7 @@ int main(int argc, char** argv) {
   auto model = std::make_shared<nn::Linear>(3, 2);
   distributed::DistributedDataParallel ddp(model);
   distributed::ZeroRedundancyOptimizer opt(model->parameters(),
-                                           distributed::ZeroRedundancyOptimizer::of<optim::AdamW>(optim::AdamOptions(0.1)));
+                                           distributed::ZeroRedundancyOptimizer::of<optim::AdamW>(optim::AdamWOptions(0.1)));
   const double before = model->weight.sum().item();
   // Rank r's input is r + 1 everywhere, so d(sum of outputs)/d(weight) is r + 1 in every entry
   // on rank r, and their average over the ranks is (n + 1) / 2: exact in float32.

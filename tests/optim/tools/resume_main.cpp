@@ -90,7 +90,7 @@ struct Training {
       (name.ends_with("bias") ? biases : weights).push_back(p);
     opt = std::make_unique<AdamW>(
         std::vector<ParamGroup>{{weights, 3e-3, 0.05, "decay"}, {biases, 6e-3, 0.0, "no_decay"}},
-        AdamOptions().amsgrad(true));
+        AdamWOptions().amsgrad(true));
     sched = std::make_unique<WarmupCosineLR>(*opt, 4, 40, 1e-5);
   }
 
