@@ -9,6 +9,8 @@
 #include <set>
 #include <sstream>
 
+#include "runtime/files.h"
+
 using namespace cppgrad;
 
 namespace gpt {
@@ -460,9 +462,7 @@ void save_hf_directory(const LanguageModel& model, const HFLayout& layout, const
   CPPGRAD_CHECK(!ec, "cannot create the directory '{}': {}", excerpt(dir), ec.message());
   save_hf_checkpoint(model, layout, (fs::path(dir) / "model.safetensors").string());
   const fs::path config = fs::path(dir) / "config.json";
-  std::ofstream out(config, std::ios::binary | std::ios::trunc);
-  out << j.dump(2) << "\n";
-  CPPGRAD_CHECK(out.good(), "cannot write '{}'", excerpt(config.string()));
+  files::write_file_atomically(config.string(), std::string_view(j.dump(2) + "\n"), "--save-hf");
 }
 
 }  // namespace gpt
