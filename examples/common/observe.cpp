@@ -15,7 +15,9 @@ void add_trace_option(CLI::App& app, std::string& path) {
             try {
               check_writable("--trace", p);
             } catch (const std::exception& e) {
-              return std::string(e.what());
+              // CLI11 puts the option's name before a validator's message: said once, not twice.
+              const std::string message = e.what(), prefix = "--trace: ";
+              return message.rfind(prefix, 0) == 0 ? message.substr(prefix.size()) : message;
             }
             return std::string();
           },
