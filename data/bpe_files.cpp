@@ -2,11 +2,9 @@
 // untrusted: sizes are bounded, each line and entry is checked, and what index() checks (tokens
 // distinct, all 256 bytes present, merges of existing tokens in an order that makes them) follows.
 
-#include <cerrno>
 #include <charconv>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <unordered_set>
 
@@ -273,18 +271,8 @@ BPETokenizer BPETokenizer::load(const std::string& path) {
 }
 
 void BPETokenizer::save(const std::string& path) const {
-  // Written beside the destination and renamed over it: a failed save leaves the old file whole.
-  const std::string temporary = path + ".tmp";
-  {
-    std::ofstream file(temporary, std::ios::binary | std::ios::trunc);
-    CPPGRAD_CHECK(file.good(), "BPETokenizer::save: cannot write '{}'", temporary);
-    const std::string bytes = serialize();
-    file.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-    file.flush();
-    CPPGRAD_CHECK(file.good(), "BPETokenizer::save: error writing '{}'", temporary);
-  }
-  CPPGRAD_CHECK(std::rename(temporary.c_str(), path.c_str()) == 0, "BPETokenizer::save: cannot rename '{}' to '{}': {}",
-                temporary, path, std::strerror(errno));
+  // Whole or not at all: a failed save leaves the old file whole and no temporary behind.
+  files::write_file_atomically(path, std::string_view(serialize()), "BPETokenizer::save");
 }
 
 }  // namespace cppgrad::data

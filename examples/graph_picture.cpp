@@ -6,20 +6,25 @@
 #include <fmt/core.h>
 
 #include <cstdlib>
-#include <fstream>
 #include <string>
 
 #include "cppgrad.h"
+#include "runtime/files.h"
 
 using namespace cppgrad;
 namespace F = cppgrad::nn::functional;
 
 namespace {
 
-// Writes <dir>/<stem>.dot and renders <dir>/<stem>.svg with dot; false if dot fails.
+// Writes <dir>/<stem>.dot and renders <dir>/<stem>.svg with dot; false if either fails.
 bool write_picture(const std::string& dir, const std::string& stem, const std::string& dot) {
   const std::string base = dir + "/" + stem;
-  std::ofstream(base + ".dot") << dot;
+  try {
+    files::write_file_atomically(base + ".dot", std::string_view(dot), "graph_picture");  // whole or not at all
+  } catch (const Error& e) {
+    fmt::print(stderr, "{}\n", e.what());
+    return false;
+  }
   const std::string command = fmt::format("dot -Tsvg '{}.dot' -o '{}.svg'", base, base);
   const bool ok = std::system(command.c_str()) == 0;
   fmt::print("{}.dot{}\n", base, ok ? fmt::format(" -> {}.svg", base) : " (dot failed: is graphviz installed?)");

@@ -43,5 +43,9 @@ std::string read_regular_file(const std::string& path, std::string_view what, in
 // write leaves the old file as it was. An existing file keeps its permissions. Errors are
 // cppgrad::Error "WHAT: PATH: REASON" (a directory that does not exist or cannot be written).
 void write_file_atomically(const std::string& path, std::span<const uint8_t> bytes, std::string_view what);
+// The same for text (an SVG, JSON).
+inline void write_file_atomically(const std::string& path, std::string_view text, std::string_view what) {
+  write_file_atomically(path, std::span(reinterpret_cast<const uint8_t*>(text.data()), text.size()), what);
+}
 
 }  // namespace cppgrad::files

@@ -271,26 +271,115 @@ void Logger::histogram(std::string_view tag, std::span<const float> values, int6
 
 // ---- reading a log back ------------------------------------------------------------------------
 
-std::vector<std::pair<double, double>> read_scalars(const std::string& jsonl_path, std::string_view tag) {
-  constexpr int64_t kLargest = int64_t{1} << 30;  // 1 GiB: millions of steps' lines
-  const std::string text = files::read_regular_file(jsonl_path, "metrics::read_scalars", kLargest);
+namespace {
+
+// Where a line's bytes stop being UTF-8: the offset of the first byte of a malformed sequence
+// (overlong forms, surrogates and code points past U+10FFFF included), or npos.
+size_t invalid_utf8_at(std::string_view s) {
+  size_t i = 0;
+  while (i < s.size()) {
+    const auto b = static_cast<unsigned char>(s[i]);
+    if (b < 0x80) {
+      ++i;
+      continue;
+    }
+    size_t n = 0;
+    uint32_t code = 0, least = 0;
+    if ((b & 0xE0) == 0xC0) n = 1, code = b & 0x1F, least = 0x80;
+    else if ((b & 0xF0) == 0xE0) n = 2, code = b & 0x0F, least = 0x800;
+    else if ((b & 0xF8) == 0xF0) n = 3, code = b & 0x07, least = 0x10000;
+    else return i;
+    for (size_t k = 1; k <= n; ++k) {
+      if (i + k >= s.size()) return i;
+      const auto c = static_cast<unsigned char>(s[i + k]);
+      if ((c & 0xC0) != 0x80) return i;
+      code = (code << 6) | (c & 0x3F);
+    }
+    if (code < least || code > 0x10FFFF || (code >= 0xD800 && code <= 0xDFFF)) return i;
+    i += n + 1;
+  }
+  return std::string_view::npos;
+}
+
+// Why `row` is not a logged value, or "" when it is one; `j` is the line parsed, when it parses.
+std::string line_problem(std::string_view row, nlohmann::json& j) {
+  if (const size_t nul = row.find('\0'); nul != std::string_view::npos)
+    return fmt::format("holds a NUL byte at column {}", nul + 1);
+  if (const size_t bad = invalid_utf8_at(row); bad != std::string_view::npos)
+    return fmt::format("is not valid UTF-8 (byte 0x{:02x} at column {})", static_cast<unsigned char>(row[bad]), bad + 1);
+  try {
+    j = nlohmann::json::parse(row);
+  } catch (const nlohmann::json::out_of_range& e) {  // 406: a number past the largest double, as 1e999
+    return fmt::format("has a number too large for a double ({})", excerpt(e.what(), 120));
+  } catch (const nlohmann::json::exception& e) {
+    return fmt::format("is not JSON ({})", excerpt(e.what(), 120));
+  }
+  if (!j.is_object()) return "is not a JSON object";
+  if (!j.contains("step")) return "has no \"step\"";
+  const nlohmann::json& step = j["step"];
+  // A step is a count: a whole number, exact as the double it is returned as.
+  constexpr double kLargestStep = 9007199254740992.0;  // 2^53
+  if (!step.is_number()) return "has a \"step\" that is not a number";
+  const double s = step.get<double>();
+  if (!(s >= 0 && s <= kLargestStep && s == std::floor(s)))
+    return fmt::format("has a \"step\" of {} (not a whole number in [0, 2^53])", step.dump());
+  if (!j.contains("tag")) return "has no \"tag\"";
+  if (!j["tag"].is_string()) return "has a \"tag\" that is not a string";
+  if (j.contains("value") && !j["value"].is_number() && !j["value"].is_null())
+    return "has a \"value\" that is not a number";
+  return "";
+}
+
+}  // namespace
+
+std::vector<std::pair<double, double>> read_scalars(const std::string& jsonl_path, std::string_view tag,
+                                                    std::vector<std::string>* warnings) {
+  const std::string where = fmt::format("metrics::read_scalars: '{}'", excerpt(jsonl_path));
+  files::InputFile file(jsonl_path, "metrics::read_scalars");
+  // Read a chunk at a time, one line kept whole: memory stays within a chunk and the longest line
+  // allowed, however large the file.
+  std::vector<char> chunk(size_t{1} << 16);
+  std::string row;
   std::vector<std::pair<double, double>> points;
-  size_t start = 0;
-  for (int64_t line = 1; start < text.size(); ++line) {
-    size_t end = text.find('\n', start);
-    if (end == std::string::npos) end = text.size();
-    const std::string_view row(text.data() + start, end - start);
-    start = end + 1;
-    if (row.empty()) continue;
-    const nlohmann::json j = nlohmann::json::parse(row, nullptr, /*allow_exceptions=*/false);
-    CPPGRAD_CHECK(j.is_object() && j.contains("step") && j["step"].is_number() && j.contains("tag") && j["tag"].is_string(),
-                  "metrics::read_scalars: '{}' line {} is not a logged value (an object with \"step\" and \"tag\")",
-                  jsonl_path, line);
-    if (j["tag"].get<std::string>() != tag || !j.contains("value")) continue;
-    const nlohmann::json& v = j["value"];
-    CPPGRAD_CHECK(v.is_number() || v.is_null(), "metrics::read_scalars: '{}' line {}: \"value\" is not a number",
-                  jsonl_path, line);
-    points.emplace_back(j["step"].get<double>(), v.is_null() ? std::nan("") : v.get<double>());
+  int64_t line = 1;
+  size_t filled = 0, at = 0;
+  for (;;) {
+    if (at == filled) {
+      filled = file.read(chunk.data(), chunk.size());
+      at = 0;
+    }
+    const bool at_end = filled == 0;
+    const char* begin = chunk.data() + at;
+    const char* newline = at_end ? nullptr : static_cast<const char*>(std::memchr(begin, '\n', filled - at));
+    const size_t take = newline ? static_cast<size_t>(newline - begin) : filled - at;
+    CPPGRAD_CHECK(row.size() + take <= kLongestLogLine, "{} line {} is longer than the limit of {} bytes", where, line,
+                  kLongestLogLine);
+    row.append(begin, take);
+    at += take + (newline ? 1 : 0);
+    if (!newline && !at_end) continue;  // the line goes on in the next chunk
+    if (at_end && row.empty()) break;
+    nlohmann::json j(nlohmann::json::value_t::discarded);  // until the line parses
+    if (!row.empty()) {
+      if (const std::string problem = line_problem(row, j); !problem.empty()) {
+        // The last line, cut short: a run killed while writing it. Its earlier lines are whole.
+        if (at_end && j.is_discarded()) {
+          const std::string warning =
+              fmt::format("{} line {} has no newline at its end and {}: the log was cut short (a run killed while "
+                          "writing it?); the line is left out", where, line, problem);
+          if (warnings) warnings->push_back(warning);
+          else fmt::print(stderr, "warning: {}\n", warning);
+          break;
+        }
+        throw Error(fmt::format("{} line {} {}", where, line, problem));
+      }
+      if (j["tag"].get_ref<const std::string&>() == tag && j.contains("value")) {
+        const nlohmann::json& v = j["value"];
+        points.emplace_back(j["step"].get<double>(), v.is_null() ? std::nan("") : v.get<double>());
+      }
+    }
+    if (at_end) break;
+    row.clear();
+    ++line;
   }
   return points;
 }

@@ -18,6 +18,7 @@
 // readable log of what it reached.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <fstream>
 #include <span>
@@ -65,8 +66,15 @@ class Logger {
 // ---- reading a log back -------------------------------------------------------------------------
 // The (step, value) points of `tag` in a metrics.jsonl, in the file's order (a NaN or an infinity,
 // written as null, comes back as NaN). The file is untrusted: a line that is not such an object
-// throws cppgrad::Error naming the file and the line.
-std::vector<std::pair<double, double>> read_scalars(const std::string& jsonl_path, std::string_view tag);
+// throws cppgrad::Error naming the file, the line's number and what is wrong with it (not JSON, a
+// NUL byte, invalid UTF-8, a number too large for a double, no "step" or one that is not a whole
+// number, ...). One exception: a last line without a newline that does not parse is what a run
+// killed mid-write leaves, so it is left out with a warning, into `warnings` when given, else on
+// stderr, and the lines before it are read. The file is read a line at a time: memory is bounded
+// by the longest line, and a line longer than kLongestLogLine is refused by its number.
+inline constexpr size_t kLongestLogLine = size_t{4} << 20;  // 4 MiB; a 10,000-bin histogram's line is < 1 MB
+std::vector<std::pair<double, double>> read_scalars(const std::string& jsonl_path, std::string_view tag,
+                                                    std::vector<std::string>* warnings = nullptr);
 
 // ---- the pieces of the event file, for its tests ------------------------------------------------
 // CRC-32C (Castagnoli), as TFRecord checks its records, and its masked form (rotated right by 15

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
-#include <fstream>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -14,6 +13,7 @@
 
 #include "runtime/allocator.h"
 #include "runtime/error.h"
+#include "runtime/files.h"
 #include "runtime/json_text.h"
 
 namespace cppgrad::profile {
@@ -320,11 +320,8 @@ std::string trace_json() {
 
 void write_trace(const std::string& path) {
   const std::string json = trace_json();
-  std::ofstream file(path, std::ios::binary);
-  CPPGRAD_CHECK(file.good(), "profile::write_trace: cannot open '{}' for writing", path);
-  file << json;
-  file.close();
-  CPPGRAD_CHECK(file.good(), "profile::write_trace: writing '{}' failed", path);
+  // Whole or not at all: a trace cut short by a full disk is JSON no viewer opens.
+  files::write_file_atomically(path, std::string_view(json), "profile::write_trace");
 }
 
 std::string report() {

@@ -87,7 +87,8 @@ bool tracing();
 void stop_trace();
 // The trace recorded since start_trace(), as trace-event JSON (stops it first).
 std::string trace_json();
-// Writes trace_json() to `path`; throws cppgrad::Error naming the path when it cannot.
+// Writes trace_json() to `path`, whole or not at all (files::write_file_atomically); throws
+// cppgrad::Error naming the path when it cannot.
 void write_trace(const std::string& path);
 void set_trace_event_limit(int64_t events);
 int64_t trace_event_limit();  // default 1,000,000 (about 100 MB of JSON)

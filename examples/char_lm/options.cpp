@@ -121,7 +121,7 @@ nn::Metadata checkpoint_metadata(const Options& o, const examples::KeptOptions& 
 
 
 examples::KeptOptions kept_options(CLI::App& app, Options& o) {
-  examples::KeptOptions kept(app);
+  examples::KeptOptions kept(app, "char_lm");
   kept.add("--d-model", o.model.d_model).add("--heads", o.model.heads).add("--layers", o.model.layers)
       .add("--ff", o.model.ff).add("--dropout", o.model.dropout).add("--seq-len", o.model.seq_len).add("--batch", o.batch)
       .add("--lr", o.lr).add("--warmup", o.warmup).add("--weight-decay", o.weight_decay).add("--clip", o.clip);

@@ -62,6 +62,10 @@ std::optional<cppgrad::nn::SafetensorsContents> KeptOptions::resume_from_file(co
 }
 
 std::vector<std::string> KeptOptions::resume_from(const std::map<std::string, std::string>& metadata) {
+  // Checkpoints written before the programs named themselves have no "program".
+  if (auto writer = metadata.find("program"); writer != metadata.end())
+    CPPGRAD_CHECK(writer->second == program_, "--resume: this is a {} checkpoint (its metadata's program), not {}'s: a "
+                  "checkpoint resumes in the program that wrote it", excerpt(writer->second, 40), program_);
   std::vector<std::string> notices;
   for (const Kept& k : kept_) {
     const std::string key = key_of(k.option);
@@ -91,6 +95,7 @@ std::vector<std::string> KeptOptions::resume_from(const std::map<std::string, st
 }
 
 void KeptOptions::save_into(std::map<std::string, std::string>& metadata) const {
+  metadata["program"] = program_;
   for (const Kept& k : kept_) metadata[key_of(k.option)] = k.text();
 }
 

@@ -52,13 +52,16 @@ int run_main(const std::string& program, const std::function<int()>& body, const
 // naming both), never dropped silently. So a PyTorch user's expectation holds (loading an
 // optimizer's state_dict brings back its lr and weight decay) and no option given is ignored.
 // A checkpoint without the key (written before it was kept) leaves the option as given.
-//   KeptOptions kept(app);
+// The checkpoint also names the program that wrote it ("program": "char_lm"): another program's
+// is refused first, saying so, before any option of it is compared (a char_lm checkpoint handed
+// to seq2seq is not "trained on another task").
+//   KeptOptions kept(app, "seq2seq");
 //   kept.add("--lr", o.lr).add("--warmup", o.warmup);
 //   if (resuming) kept.resume_from(file.metadata);   // before anything is built from them
 //   ... kept.save_into(metadata);
 class KeptOptions {
  public:
-  explicit KeptOptions(CLI::App& app) : app_(app) {}
+  KeptOptions(CLI::App& app, std::string program) : app_(app), program_(std::move(program)) {}
   template <class T>
   KeptOptions& add(const std::string& option, T& value) {
     kept_.push_back({option, [&value] { return fmt::format("{}", value); }, false});
@@ -88,6 +91,7 @@ class KeptOptions {
   };
   static std::string key_of(const std::string& option);
   CLI::App& app_;
+  std::string program_;  // saved as the metadata's "program"
   std::vector<Kept> kept_;
 };
 

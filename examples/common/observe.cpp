@@ -15,7 +15,9 @@ void add_trace_option(CLI::App& app, std::string& path) {
             try {
               check_writable("--trace", p);
             } catch (const std::exception& e) {
-              return std::string(e.what());
+              // CLI11 puts the option's name before a validator's message: said once, not twice.
+              const std::string message = e.what(), prefix = "--trace: ";
+              return message.rfind(prefix, 0) == 0 ? message.substr(prefix.size()) : message;
             }
             return std::string();
           },
@@ -28,16 +30,22 @@ StepTrace::StepTrace(std::string path, int64_t start_step, int64_t last_step, in
       last_(std::min(first_ + steps - 1, last_step)) {}
 
 StepTrace::~StepTrace() {
+  if (path_.empty() || written_ || !cppgrad::profile::tracing()) return;
+  try {
+    write();
+  } catch (const std::exception& e) {  // a destructor must not throw, and the run is failing already
+    fmt::print(stderr, "{}\n", e.what());
+  }
+}
+
+void StepTrace::finish() {
   if (path_.empty() || written_) return;
+  written_ = true;
   if (!cppgrad::profile::tracing()) {
     fmt::print("--trace: no training step ran, so nothing was traced ({} not written)\n", path_);
     return;
   }
-  try {
-    write();
-  } catch (const std::exception& e) {  // a destructor must not throw: say so instead
-    fmt::print(stderr, "--trace: {}\n", e.what());
-  }
+  write();
 }
 
 void StepTrace::before(int64_t step) {

@@ -21,9 +21,12 @@ void add_trace_option(CLI::App& app, std::string& path);
 // Traces steps of the run into `path` (nothing when empty: no --trace, or not rank 0): the second
 // step this process takes and the `steps - 1` after it (the first fills the allocator's cache and
 // starts the threads, which no later step repeats), each inside a span "step N"; then writes the
-// file and says so. A run that ends sooner writes what it traced when this is destroyed.
+// file and says so. A run whose loop ends sooner writes what it traced at finish(), which throws
+// cppgrad::Error naming the file when it cannot be written (a non-zero exit, never a run that
+// looks whole). Destroyed unfinished (the run is throwing anyway), it writes what it can.
 //   examples::StepTrace trace(lead ? o.trace : "", log.step, o.steps);
 //   while (log.step < o.steps) { trace.before(log.step + 1); ... }
+//   trace.finish();
 class StepTrace {
  public:
   StepTrace(std::string path, int64_t start_step, int64_t last_step, int64_t steps = 3);
@@ -31,6 +34,7 @@ class StepTrace {
   StepTrace(const StepTrace&) = delete;
   StepTrace& operator=(const StepTrace&) = delete;
   void before(int64_t step);  // `step` is the step about to run
+  void finish();              // after the training loop
 
  private:
   void write();

@@ -40,4 +40,5 @@ set +e
 set -e
 [ "$code" -eq 2 ] || fail "--trace into a missing directory gave exit code $code, not 2"
 grep -q -- '--trace' bad.err || fail "the refusal does not name --trace: $(cat bad.err)"
+grep -q -- '--trace: --trace' bad.err && fail "the refusal names --trace twice: $(cat bad.err)"
 echo "observe: trace, its picture and the log as promised"

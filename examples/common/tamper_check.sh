@@ -64,6 +64,16 @@ row refuse "'train.step'" set train.step -1
 row refuse "state.0.step" set optim.state.0.step 0
 # an option the checkpoint keeps, tampered in its metadata: refused as the option itself would be
 row refuse "the checkpoint's lr '1e30' is not a value --lr takes" meta lr 1e30
+# another program's checkpoint: said so first, not taken for another task or text
+other=char_lm && [ "$program" = char_lm ] && other=seq2seq
+row refuse "this is a $other checkpoint (its metadata's program), not $program's" meta program "$other"
+if [ "$program" = gpt ]; then  # the model's constants: each in the range a config.json's is held to
+  row refuse "norm_eps is 1e+300, not in [1e-12, 0.01]" meta norm_eps 1e300
+  row refuse "norm_eps is 1, not in [1e-12, 0.01]" meta norm_eps 1
+  row refuse "rope_theta is 1e+300, not in [2, 10000000000]" meta rope_theta 1e300
+  row refuse "rope_theta is 1e-300, not in [2, 10000000000]" meta rope_theta 1e-300
+  row refuse "the checkpoint's norm_eps is '1e999', not a number a double holds" meta norm_eps 1e999
+fi
 # ---- spelling: names no program writes, that read as a real one -----------------------------------
 row refuse "'param_groups.00.lr'" copy optim.param_groups.0.lr optim.param_groups.00.lr
 row refuse "'param_groups. 0.lr'" copy optim.param_groups.0.lr "optim.param_groups. 0.lr"

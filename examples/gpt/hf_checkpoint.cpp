@@ -9,6 +9,8 @@
 #include <set>
 #include <sstream>
 
+#include "runtime/files.h"
+
 using namespace cppgrad;
 
 namespace gpt {
@@ -171,10 +173,12 @@ HFCheckpoint::Config parse_config(const std::string& text, const std::string& wh
                   key, excerpt(j[key].dump()));
     return j[key].get<int64_t>();
   };
-  auto number_at = [&](const char* key) -> std::optional<double> {
+  // A model's constant, in the range the checkpoints' are held to (model.h).
+  auto number_at = [&](const char* key, const ConstantRange& range) -> std::optional<double> {
     if (!j.contains(key) || j[key].is_null()) return std::nullopt;
     CPPGRAD_CHECK(j[key].is_number() && j[key].get<double>() > 0, "{}: {} is {}, not a positive number", where, key,
                   excerpt(j[key].dump()));
+    check_in_range(where, key, j[key].get<double>(), range);
     return j[key].get<double>();
   };
   const std::string name = arch_name(arch);
@@ -182,7 +186,7 @@ HFCheckpoint::Config parse_config(const std::string& text, const std::string& wh
     CPPGRAD_CHECK(*type == name, "{}: model_type is '{}', not {}", where, excerpt(*type), name);
   const ConfigKeys& k = arch == Arch::GPT2 ? kGPT2Keys : kLlamaKeys;
   HFCheckpoint::Config c{count_at(k.heads), count_at(k.kv_heads), count_at(k.layers), count_at(k.d_model),
-                         count_at(k.ff),    count_at(k.vocab),    count_at(k.positions), number_at(k.norm_eps),
+                         count_at(k.ff),    count_at(k.vocab),    count_at(k.positions), number_at(k.norm_eps, kNormEpsRange),
                          std::nullopt};
   if (arch == Arch::GPT2) {
     // GPT-2's MLP uses GELU's tanh form, which transformers calls gelu_new.
@@ -190,7 +194,7 @@ HFCheckpoint::Config parse_config(const std::string& text, const std::string& wh
     CPPGRAD_CHECK(!act || *act == "gelu_new" || *act == "gelu_pytorch_tanh",
                   "{}: activation_function is '{}': gpt's gpt2 uses GELU's tanh form (gelu_new)", where, excerpt(*act));
   } else {
-    c.rope_theta = number_at("rope_theta");
+    c.rope_theta = number_at("rope_theta", kRopeThetaRange);
     const auto act = string_at("hidden_act");
     CPPGRAD_CHECK(!act || *act == "silu", "{}: hidden_act is '{}': gpt's llama uses SwiGLU (silu)", where, excerpt(*act));
     CPPGRAD_CHECK(!j.contains("rope_scaling") || j["rope_scaling"].is_null(),
@@ -460,9 +464,7 @@ void save_hf_directory(const LanguageModel& model, const HFLayout& layout, const
   CPPGRAD_CHECK(!ec, "cannot create the directory '{}': {}", excerpt(dir), ec.message());
   save_hf_checkpoint(model, layout, (fs::path(dir) / "model.safetensors").string());
   const fs::path config = fs::path(dir) / "config.json";
-  std::ofstream out(config, std::ios::binary | std::ios::trunc);
-  out << j.dump(2) << "\n";
-  CPPGRAD_CHECK(out.good(), "cannot write '{}'", excerpt(config.string()));
+  files::write_file_atomically(config.string(), std::string_view(j.dump(2) + "\n"), "--save-hf");
 }
 
 }  // namespace gpt

@@ -129,6 +129,7 @@ int main(int argc, char** argv) {
                            [&] { return checkpoint_metadata(o, kept, last_eval.value_or(std::nan(""))); });
     }
     if (lead) progress.finish();
+    trace.finish();  // --trace: a trace that cannot be written fails the run
     examples::stop_if_weights_non_finite(log.step, *model);  // the last update's, before anything is kept
     const double train_seconds = progress.elapsed_seconds();
     const double held = lead ? report_held_out(last_eval ? *last_eval : loss_on(*model, held_out), corpus, log.step,

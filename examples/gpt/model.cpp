@@ -14,6 +14,11 @@ Arch parse_arch(const std::string& name) {
 
 std::string arch_name(Arch arch) { return arch == Arch::GPT2 ? "gpt2" : "llama"; }
 
+void check_in_range(const std::string& where, const std::string& name, double value, const ConstantRange& range) {
+  CPPGRAD_CHECK(value >= range.min && value <= range.max, "{}: {} is {}, not in [{}, {}]", where, name, value, range.min,
+                range.max);  // NaN fails both comparisons
+}
+
 namespace {
 
 bool ends_with(const std::string& s, const std::string& tail) {

@@ -30,6 +30,23 @@ struct ModelConfig {
   double rope_theta = 10000.0;   // llama's rotary base θ
 };
 
+// The ranges of the constants, applied wherever one is read (a checkpoint's metadata, a Hugging
+// Face config.json): a value outside is refused, never trained on. They are generous around what
+// published models use (epsilons of 1e-12 to 1e-5; rotary bases of 1e4 to 1e6 or so). An epsilon
+// of 0.01 or more outweighs the variance of small activations, so the norm no longer normalises;
+// a base at or below 1 leaves no slowly turning pairs (each pair turns at θ^(-2i/d) radians a
+// position); past 1e10 the slowest pairs barely turn, and a base of 1e-300 makes the rates
+// overflow to infinity.
+struct ConstantRange {
+  const char* name;  // the setting's name, as the checkpoint's metadata spells it
+  double min, max;
+};
+inline constexpr ConstantRange kNormEpsRange{"norm_eps", 1e-12, 1e-2};
+inline constexpr ConstantRange kRopeThetaRange{"rope_theta", 2.0, 1e10};
+// Throws cppgrad::Error "WHERE: NAME is VALUE, not in [MIN, MAX]" (NaN included) unless `value`
+// lies in `range`; `name` is the setting as the source spells it ("layer_norm_epsilon").
+void check_in_range(const std::string& where, const std::string& name, double value, const ConstantRange& range);
+
 class LanguageModel : public cppgrad::nn::Module {
  public:
   // tokens (B, T) int64 -> logits (B, T, vocab): position t's scores for the token at t + 1.

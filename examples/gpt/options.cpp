@@ -70,15 +70,20 @@ int64_t metadata_int(const Checkpoint& c, const std::string& key) {
   throw Error(fmt::format("--resume: the checkpoint's {} is '{}', not a count", key, excerpt(text)));
 }
 
-double metadata_number(const Checkpoint& c, const std::string& key) {
-  const std::string text = metadata_at(c, key);
+// A constant of the model kept in the metadata (norm_eps, rope_theta), in the range a
+// config.json's is held to (model.h).
+double metadata_number(const Checkpoint& c, const ConstantRange& range) {
+  const std::string text = metadata_at(c, range.name);
+  double value = std::nan("");
   try {
     size_t used = 0;
-    const double value = std::stod(text, &used);
-    if (used == text.size() && std::isfinite(value) && value > 0) return value;
-  } catch (const std::exception&) {
+    value = std::stod(text, &used);
+    if (used != text.size()) value = std::nan("");
+  } catch (const std::exception&) {  // not a number, or one past a double's range (1e999)
   }
-  throw Error(fmt::format("--resume: the checkpoint's {} is '{}', not a positive number", key, excerpt(text)));
+  CPPGRAD_CHECK(!std::isnan(value), "--resume: the checkpoint's {} is '{}', not a number a double holds", range.name, excerpt(text));
+  check_in_range("--resume: the checkpoint's metadata", range.name, value, range);
+  return value;
 }
 
 // GPT-2's vocabulary files in `dir`: OpenAI's names (encoder.json, vocab.bpe) or the Hub's
@@ -273,8 +278,8 @@ int64_t finish_options(const CLI::App& app, Options& o, const Checkpoint* resume
     // Written since --init-from (a pretrained model's vocabulary and constants); older checkpoints
     // have the defaults.
     if (saved_meta.count("vocab")) o.model.vocab = metadata_int(*resumed, "vocab");
-    if (saved_meta.count("norm_eps")) o.model.norm_eps = metadata_number(*resumed, "norm_eps");
-    if (saved_meta.count("rope_theta")) o.model.rope_theta = metadata_number(*resumed, "rope_theta");
+    if (saved_meta.count("norm_eps")) o.model.norm_eps = metadata_number(*resumed, kNormEpsRange);
+    if (saved_meta.count("rope_theta")) o.model.rope_theta = metadata_number(*resumed, kRopeThetaRange);
     CPPGRAD_CHECK(app.count("--tokenizer") == 0 || o.tokenizer == resumed->tokenizer.kind,
                   "--resume: the checkpoint's tokenizer is {}, not {}", resumed->tokenizer.kind, o.tokenizer);
     o.tokenizer = resumed->tokenizer.kind;
@@ -451,7 +456,7 @@ nn::Metadata checkpoint_metadata(const Options& o, const examples::KeptOptions& 
 }
 
 examples::KeptOptions kept_options(CLI::App& app, Options& o) {
-  examples::KeptOptions kept(app);
+  examples::KeptOptions kept(app, "gpt");
   kept.add("--lr", o.lr).add("--min-lr", o.min_lr).add("--warmup", o.warmup).add("--decay-steps", o.decay_steps)
       .add("--weight-decay", o.weight_decay).add("--beta2", o.beta2).add("--clip", o.clip).add("--batch", o.batch)
       .add("--accum", o.accum).add("--dropout", o.model.dropout);

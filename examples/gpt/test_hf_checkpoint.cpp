@@ -241,6 +241,10 @@ TEST_CASE("gpt: a config.json that is not transformers' config of the model is r
                  "config.json says key/value heads 4, the weights' shapes 2"));
   CHECK(contains(refusal("{\"num_attention_heads\": 4, \"intermediate_size\": 11008}"),
                  "config.json says ff 11008, the weights' shapes 64"));
+  // The constants have an upper bound too, the range a checkpoint's metadata is held to.
+  CHECK(contains(refusal("{\"rms_norm_eps\": 1e30}"), "rms_norm_eps is 1e+30, not in [1e-12, 0.01]"));
+  CHECK(contains(refusal("{\"rope_theta\": 1e300}"), "rope_theta is 1e+300, not in [2, 10000000000]"));
+  CHECK(contains(refusal("{\"rope_theta\": 1e-300}"), "rope_theta is 1e-300, not in [2, 10000000000]"));
   CHECK(refusal("{\"num_attention_heads\": 4, \"rms_norm_eps\": 1e-5, \"rope_theta\": 500000.0}").empty());
   const ModelConfig c = hf_model_config(read_hf_checkpoint(scratch.path.string()));
   CHECK(c.norm_eps == 1e-5);
@@ -250,6 +254,10 @@ TEST_CASE("gpt: a config.json that is not transformers' config of the model is r
                 fs::copy_options::overwrite_existing);
   CHECK(contains(refusal("{\"n_head\": 4, \"activation_function\": \"relu\"}"),
                  "activation_function is 'relu': gpt's gpt2 uses GELU's tanh form (gelu_new)"));
+  CHECK(contains(refusal("{\"n_head\": 4, \"layer_norm_epsilon\": 1e300}"),
+                 "layer_norm_epsilon is 1e+300, not in [1e-12, 0.01]"));
+  CHECK(contains(refusal("{\"n_head\": 4, \"layer_norm_epsilon\": 1}"), "layer_norm_epsilon is 1, not in [1e-12, 0.01]"));
+  CHECK(refusal("{\"n_head\": 4, \"layer_norm_epsilon\": 1e-12}").empty());  // BERT's, the range's end
 }
 
 TEST_CASE("gpt: a Hugging Face checkpoint whose layer numbers run past int64 is refused") {

@@ -9,11 +9,11 @@
 //   onnx_export_cases DIR
 #include <cmath>
 #include <cstdio>
-#include <fstream>
 #include <functional>
 #include <map>
 
 #include "cppgrad.h"
+#include "runtime/files.h"
 #include "gpt/model.h"
 #include "seq2seq/model.h"
 
@@ -54,9 +54,10 @@ std::string dtype_word(DType d) {
 
 std::string write_tensor(const std::string& dir, const std::string& file, const Tensor& t) {
   const Tensor dense = t.contiguous();
-  std::ofstream out(dir + "/" + file, std::ios::binary);
-  out.write(static_cast<const char*>(dense.raw_data()), static_cast<std::streamsize>(dense.numel() * dtype_size(dense.dtype())));
-  CPPGRAD_CHECK(out.good(), "onnx_export_cases: cannot write {}/{}", dir, file);
+  files::write_file_atomically(dir + "/" + file,
+                               {static_cast<const uint8_t*>(dense.raw_data()),
+                                static_cast<size_t>(dense.numel()) * dtype_size(dense.dtype())},
+                               "onnx_export_cases");
   return fmt::format(R"({{"file": "{}", "dtype": "{}", "shape": [{}]}})", file, dtype_word(t.dtype()),
                      fmt::join(t.shape(), ", "));
 }
@@ -265,9 +266,9 @@ int main(int argc, char** argv) {
       entries.push_back(fmt::format(R"({{"name": "{}", "model": "{}", "runs": [{}]}})", c.name, file, fmt::join(runs, ", ")));
       fmt::print("exported {} ({} parameters)\n", file, c.module->parameter_count());
     }
-    std::ofstream manifest(dir + "/manifest.json");
-    manifest << "[\n" << fmt::format("{}", fmt::join(entries, ",\n")) << "\n]\n";
-    return manifest.good() ? 0 : 1;
+    files::write_file_atomically(dir + "/manifest.json", std::string_view(fmt::format("[\n{}\n]\n", fmt::join(entries, ",\n"))),
+                                 "onnx_export_cases");
+    return 0;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "onnx_export_cases: %s\n", e.what());
     return 1;

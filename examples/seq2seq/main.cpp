@@ -123,6 +123,7 @@ int main(int argc, char** argv) {
       save_if_due();  // after the step's evaluation, which the checkpoint's curves hold
     }
     if (lead) progress.finish();
+    trace.finish();  // --trace: a trace that cannot be written fails the run
     examples::stop_if_weights_non_finite(log.step, *model);  // the last update's, before anything is kept
     const double train_seconds = progress.elapsed_seconds();
     if (lead && reached)

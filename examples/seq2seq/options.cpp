@@ -85,7 +85,7 @@ nn::Metadata checkpoint_metadata(const Options& o, const examples::KeptOptions& 
 
 
 examples::KeptOptions kept_options(CLI::App& app, Options& o) {
-  examples::KeptOptions kept(app);
+  examples::KeptOptions kept(app, "seq2seq");
   kept.add("--task", o.task).add("--vocab", o.vocab).add("--seq-len", o.seq_len).add("--train-size", o.train_size)
       .add("--d-model", o.model.d_model).add("--heads", o.model.heads).add("--layers", o.model.layers)
       .add("--ff", o.model.ff).add("--dropout", o.model.dropout).add("--batch", o.batch).add("--lr", o.lr)

@@ -1,11 +1,11 @@
 #include "runtime/plot/canvas.h"
 
 #include <algorithm>
-#include <fstream>
 
 #include <fmt/core.h>
 
 #include "runtime/error.h"
+#include "runtime/files.h"
 
 namespace cppgrad::plot {
 
@@ -147,11 +147,9 @@ std::string Canvas::svg() const {
 }
 
 void Canvas::write(const std::string& path) const {
-  std::ofstream file(path, std::ios::binary);
-  CPPGRAD_CHECK(file.good(), "svg: cannot open '{}' for writing", path);
-  file << svg();
-  file.close();
-  CPPGRAD_CHECK(file.good(), "svg: writing '{}' failed", path);
+  // Whole or not at all: a full disk must not leave half a picture that looks like the run's.
+  const std::string text = svg();
+  files::write_file_atomically(path, std::string_view(text), "svg");
 }
 
 std::vector<std::string> layout_problems(const Canvas& canvas) {

@@ -87,7 +87,8 @@ class Canvas {
   // The SVG is written when asked for: a layout can be checked without it, which keeps the
   // tests of thousands of layouts fast.
   std::string svg() const;
-  // Writes svg() to path; throws cppgrad::Error when the file cannot be written.
+  // Writes svg() to path, whole or not at all (files::write_file_atomically); throws
+  // cppgrad::Error naming the path when it cannot.
   void write(const std::string& path) const;
 
  private:

@@ -312,7 +312,8 @@ Canvas draw_loss_curves_from_log(const std::string& jsonl_path, LossCurves figur
   figure.train = metrics::read_scalars(jsonl_path, train_tag);
   CPPGRAD_CHECK(!figure.train.empty(), "plot::draw_loss_curves_from_log: '{}' has no value tagged '{}'", jsonl_path,
                 train_tag);
-  figure.held_out = metrics::read_scalars(jsonl_path, held_out_tag);
+  std::vector<std::string> said_already;  // a cut last line was warned of by the first read
+  figure.held_out = metrics::read_scalars(jsonl_path, held_out_tag, &said_already);
   return draw_loss_curves(figure);
 }
 

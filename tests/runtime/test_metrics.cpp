@@ -10,6 +10,8 @@
 
 #include <unistd.h>
 
+#include <fmt/format.h>
+
 #include "runtime/error.h"
 #include "runtime/metrics.h"
 #include "runtime/plot/curves.h"
@@ -94,6 +96,91 @@ TEST_CASE("metrics: a file that is not a log, and a directory that cannot be mad
   std::ofstream(dir.path + "/file") << "x";
   CHECK_THROWS_WITH_AS(metrics::Logger(dir.path + "/file/sub"), doctest::Contains("cannot create the directory"), Error);
   CHECK_THROWS_AS(metrics::Logger(dir.path, {.histogram_bins = 0}), Error);
+}
+
+TEST_CASE("metrics: a log whose last line a killed run cut short is read up to it, with a warning") {
+  TempDir dir("cut");
+  std::filesystem::create_directories(dir.path);
+  const std::string path = dir.path + "/metrics.jsonl";
+  const std::string whole = "{\"step\":1,\"tag\":\"a\",\"value\":1}\n{\"step\":2,\"tag\":\"a\",\"value\":2}\n";
+  const std::string cut = "{\"step\":3,\"tag\":\"a\",\"val";
+  std::ofstream(path, std::ios::binary) << whole << cut;
+  std::vector<std::string> warnings;
+  const auto points = metrics::read_scalars(path, "a", &warnings);
+  CHECK(points == std::vector<std::pair<double, double>>{{1, 1}, {2, 2}});
+  REQUIRE(warnings.size() == 1);
+  CHECK(warnings[0].find("line 3 has no newline at its end") != std::string::npos);
+  CHECK(warnings[0].find("left out") != std::string::npos);
+
+  // Cut inside a UTF-8 sequence, or ended by the zeros a crash can leave: the same.
+  for (const std::string& tail : {std::string("{\"step\":3,\"tag\":\"\xc3"), std::string("{\"step\":3,\0\0\0", 13)}) {
+    std::ofstream(path, std::ios::binary) << whole << tail;
+    warnings.clear();
+    CHECK(metrics::read_scalars(path, "a", &warnings).size() == 2);
+    CHECK(warnings.size() == 1);
+  }
+  // The same line ended by a newline was written whole as it is: refused, not skipped.
+  std::ofstream(path, std::ios::binary) << whole << cut << "\n";
+  CHECK_THROWS_WITH_AS(metrics::read_scalars(path, "a"), doctest::Contains("line 3 is not JSON"), Error);
+  // A whole last line without its newline is kept, and warns of nothing.
+  std::ofstream(path, std::ios::binary) << whole << "{\"step\":3,\"tag\":\"a\",\"value\":3}";
+  warnings.clear();
+  CHECK(metrics::read_scalars(path, "a", &warnings).size() == 3);
+  CHECK(warnings.empty());
+  // Parsed, but not a logged value: refused even on the last line (a cut line never parses).
+  std::ofstream(path, std::ios::binary) << whole << "{\"tag\":\"a\",\"value\":3}";
+  CHECK_THROWS_WITH_AS(metrics::read_scalars(path, "a"), doctest::Contains("line 3 has no \"step\""), Error);
+}
+
+TEST_CASE("metrics: each problem of a log's line is named with the line's number") {
+  TempDir dir("problems");
+  std::filesystem::create_directories(dir.path);
+  const std::string path = dir.path + "/metrics.jsonl";
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"{\"step\":1,\"tag\":\"a\",\"value\":1e999}", "line 2 has a number too large for a double"},
+      {"{\"step\":1e999,\"tag\":\"a\",\"value\":1}", "line 2 has a number too large for a double"},
+      {std::string("{\"step\":1,\"tag\":\"a") + '\0' + "\",\"value\":1}", "line 2 holds a NUL byte at column 19"},
+      {"{\"step\":1,\"tag\":\"a\xff\",\"value\":1}", "line 2 is not valid UTF-8 (byte 0xff at column 19)"},
+      {"{\"step\":1,\"tag\":\"\xc0\xaf\",\"value\":1}", "line 2 is not valid UTF-8 (byte 0xc0"},  // overlong '/'
+      {"{\"step\":1,\"tag\":\"\xed\xa0\x80\",\"value\":1}", "line 2 is not valid UTF-8 (byte 0xed"},  // a surrogate
+      {"{\"tag\":\"a\",\"value\":1}", "line 2 has no \"step\""},
+      {"{\"step\":1e30,\"tag\":\"a\",\"value\":1}", "line 2 has a \"step\" of 1e+30 (not a whole number in [0, 2^53])"},
+      {"{\"step\":-1,\"tag\":\"a\",\"value\":1}", "line 2 has a \"step\" of -1"},
+      {"{\"step\":1.5,\"tag\":\"a\",\"value\":1}", "line 2 has a \"step\" of 1.5"},
+      {"{\"step\":1,\"value\":1}", "line 2 has no \"tag\""},
+      {"{\"step\":1,\"tag\":\"a\",\"value\":[1]}", "line 2 has a \"value\" that is not a number"},
+      {"{\"step\":1,\"tag\":\"a\",", "line 2 is not JSON"},
+  };
+  for (const auto& [line, message] : cases) {
+    CAPTURE(message);
+    // The bad line between two good ones, so that it is no cut last line.
+    std::ofstream(path, std::ios::binary) << "{\"step\":0,\"tag\":\"a\",\"value\":1}\n"
+                                          << line << "\n{\"step\":2,\"tag\":\"a\",\"value\":1}\n";
+    CHECK_THROWS_WITH_AS(metrics::read_scalars(path, "a"), doctest::Contains(message.c_str()), Error);
+  }
+}
+
+TEST_CASE("metrics: a line longer than the limit is refused by its number, not read into memory whole") {
+  TempDir dir("long");
+  std::filesystem::create_directories(dir.path);
+  const std::string path = dir.path + "/metrics.jsonl";
+  {
+    std::ofstream out(path, std::ios::binary);
+    out << "{\"step\":0,\"tag\":\"a\",\"value\":1}\n{\"step\":1,\"tag\":\"";
+    out << std::string(metrics::kLongestLogLine, 'x') << "\",\"value\":1}\n";
+  }
+  CHECK_THROWS_WITH_AS(metrics::read_scalars(path, "a"),
+                       doctest::Contains(fmt::format("line 2 is longer than the limit of {} bytes", metrics::kLongestLogLine).c_str()),
+                       Error);
+  // Just under the limit is read: the limit is on the line, not on the file.
+  {
+    std::ofstream out(path, std::ios::binary);
+    out << "{\"step\":0,\"tag\":\"a\",\"value\":1}\n";
+    const std::string head = "{\"step\":1,\"tag\":\"", tail = "\",\"value\":1}";
+    out << head << std::string(metrics::kLongestLogLine - head.size() - tail.size(), 'x') << tail << "\n";
+    out << "{\"step\":2,\"tag\":\"a\",\"value\":1}\n";
+  }
+  CHECK(metrics::read_scalars(path, "a").size() == 2);
 }
 
 TEST_CASE("metrics: each Logger starts its own event file, whose first record names the version") {
