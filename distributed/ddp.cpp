@@ -290,5 +290,10 @@ std::vector<std::vector<std::string>> DistributedDataParallel::bucket_parameter_
 double DistributedDataParallel::last_wait_seconds() const { return reducer_->last_wait_seconds; }
 int64_t DistributedDataParallel::last_overlapped_buckets() const { return reducer_->overlapped_buckets; }
 int64_t DistributedDataParallel::last_completed_buckets() const { return reducer_->completed_buckets; }
+int64_t DistributedDataParallel::completed_buckets_so_far() const {
+  int64_t completed = 0;
+  for (int64_t b = 0; b < reducer_->next_bucket; ++b) completed += reducer_->buckets[b].ready_at_completion >= 0;
+  return completed;
+}
 
 }  // namespace cppgrad::distributed

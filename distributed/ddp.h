@@ -95,6 +95,9 @@ class DistributedDataParallel {
   // Of those, how many had their all-reduce complete before that last gradient came: MPI moved
   // them on while backward computed (0 in a world of one).
   int64_t last_completed_buckets() const;
+  // How many of the running backward's buckets have had their all-reduce seen complete so far
+  // (a node's backward may watch it: MPI's progress between nodes is what moves it).
+  int64_t completed_buckets_so_far() const;
 
   struct Reducer;  // the buckets and the per-backward state (ddp.cpp)
 

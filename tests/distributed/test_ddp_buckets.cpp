@@ -140,11 +140,14 @@ TEST_CASE("ddp buckets: ranks that saw different orders take rank 0's") {
 }
 
 namespace {
-// The identity, whose backward takes 2 ms: a stretch of backward in which no gradient arrives.
-struct SlowIdentity : autograd::Function<SlowIdentity> {
+// The identity whose backward waits, a millisecond at a time, until the first bucket's
+// all-reduce has been seen complete: a stretch of backward in which no gradient arrives, which
+// ends on the event it waits for (the rest of the chain then passes straight through).
+const DistributedDataParallel* watched_ddp = nullptr;
+struct WaitForFirstBucket : autograd::Function<WaitForFirstBucket> {
   static Tensor forward(autograd::FunctionCtx&, const Tensor& x) { return x.clone(); }
   static std::vector<Tensor> backward(autograd::FunctionCtx&, const std::vector<Tensor>& grad_outputs) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    if (watched_ddp && watched_ddp->completed_buckets_so_far() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
     return {grad_outputs[0]};
   }
 };
@@ -152,10 +155,13 @@ struct SlowIdentity : autograd::Function<SlowIdentity> {
 
 TEST_CASE("ddp buckets: an all-reduce started in backward completes before backward's end") {
   if (world_size() == 1) return;  // no hooks, nothing to reduce
-  // first -> 50 slow nodes -> last, no biases: backward brings last.weight (bucket 0 of the
-  // rebuilt layout), then runs 100 ms of parameter-free nodes, then brings first.weight, the
-  // last gradient. MPI moves bucket 0's all-reduce on only inside MPI calls: had it been tested
-  // only when a gradient arrives, it could not complete on every rank before the last one.
+  // first -> 5,000 waiting nodes -> last, no biases: backward brings last.weight (bucket 0 of
+  // the rebuilt layout), then runs parameter-free nodes until bucket 0's all-reduce is seen
+  // complete, then brings first.weight, the last gradient. MPI moves an all-reduce on only
+  // inside MPI calls: had it been tested only when a gradient arrives, it could not complete on
+  // every rank before the last one. A rank that completes first stops waiting and waits at the
+  // end of backward inside MPI, which moves the other rank's side on. (The chain's length only
+  // bounds a broken build's wait: 5 s.)
   manual_seed(51);
   auto first = std::make_shared<nn::Linear>(6, 6, /*bias=*/false);
   auto last = std::make_shared<nn::Linear>(6, 3, /*bias=*/false);
@@ -165,21 +171,15 @@ TEST_CASE("ddp buckets: an all-reduce started in backward completes before backw
   Tensor x = randn({2, 6}, kFloat32, gen);
   auto backward = [&] {
     Tensor h = first->forward(x);
-    for (int i = 0; i < 50; ++i) h = SlowIdentity::apply(h);
+    for (int i = 0; i < 5000; ++i) h = WaitForFirstBucket::apply(h);
     last->forward(h).square().sum().backward();
   };
   backward();  // lays the buckets out again, in the order the gradients came
   REQUIRE(ddp.bucket_parameter_names() == std::vector<std::vector<std::string>>{{"1.weight"}, {"0.weight"}});
-  // Completing needs every rank inside an MPI call in the 100 ms after the last rank started:
-  // a rank the machine does not run for all of that misses it, so a few tries are allowed.
-  int64_t completed = 0;
-  for (int attempt = 0; attempt < 10 && completed == 0; ++attempt) {
-    model->zero_grad();
-    backward();
-    CHECK(ddp.last_overlapped_buckets() == 1);
-    Tensor fewest = tensor({-static_cast<double>(ddp.last_completed_buckets())}, TensorOptions(kFloat64));
-    all_reduce(fewest, ReduceOp::Max);  // -(the fewest of any rank)
-    completed = -static_cast<int64_t>(fewest.item<double>());
-  }
-  CHECK(completed == 1);
+  model->zero_grad();
+  watched_ddp = &ddp;
+  backward();
+  CHECK(ddp.last_overlapped_buckets() == 1);
+  CHECK(ddp.last_completed_buckets() == 1);
+  watched_ddp = nullptr;
 }
