@@ -1,7 +1,12 @@
 #include "runtime/allocator.h"
 
+#include "runtime/allocation_limit.h"
+#include "runtime/error.h"
+
 #include <algorithm>
+#include <cstdint>
 #include <cstdlib>
+#include <limits>
 #include <mutex>
 #include <new>
 #include <unordered_map>
@@ -39,6 +44,18 @@ struct Cache {
   AllocatorStats stats;
   size_t limit = kDefaultCacheLimit;
   uint64_t frees = 0;  // a clock: counts deallocations
+  // The innermost AllocationLimit: in_use_bytes may not pass `ceiling` (-1: no limit).
+  int64_t ceiling = -1;
+  size_t limit_bytes = 0;
+  std::string limit_what;
+
+  // Called with the mutex held, before `size` more bytes are handed out.
+  void check_ceiling(size_t size) const {
+    if (ceiling >= 0 && stats.in_use_bytes + static_cast<int64_t>(size) > ceiling)
+      throw Error(fmt::format("{}: needs more than the {:.3g} MB allowed for it (a request of {:.3g} MB went past "
+                              "the limit)",
+                              limit_what, limit_bytes / 1e6, size / 1e6));
+  }
 
   // Gives back whole free lists, those freed longest ago first, until at most `target` bytes
   // stay cached. Called with the mutex held. Each call scans the lists once per list it
@@ -70,6 +87,7 @@ void* allocate_bytes(size_t nbytes) {
   Cache& c = cache();
   {
     std::lock_guard<std::mutex> lock(c.mutex);
+    c.check_ceiling(size);
     auto it = c.free_blocks.find(size);
     if (it != c.free_blocks.end() && !it->second.blocks.empty()) {
       void* p = it->second.blocks.back();
@@ -140,6 +158,29 @@ void empty_cache() {
     for (void* p : list.blocks) std::free(p);
   c.free_blocks.clear();
   c.stats.cached_bytes = 0;
+}
+
+struct AllocationLimit::Saved {
+  int64_t ceiling;
+  size_t limit_bytes;
+  std::string what;
+};
+
+AllocationLimit::AllocationLimit(size_t bytes, std::string what) {
+  Cache& c = cache();
+  std::lock_guard<std::mutex> lock(c.mutex);
+  previous_ = std::make_unique<Saved>(Saved{c.ceiling, c.limit_bytes, std::move(c.limit_what)});
+  c.ceiling = c.stats.in_use_bytes + static_cast<int64_t>(std::min<size_t>(bytes, std::numeric_limits<int64_t>::max() / 2));
+  c.limit_bytes = bytes;
+  c.limit_what = std::move(what);
+}
+
+AllocationLimit::~AllocationLimit() {
+  Cache& c = cache();
+  std::lock_guard<std::mutex> lock(c.mutex);
+  c.ceiling = previous_->ceiling;
+  c.limit_bytes = previous_->limit_bytes;
+  c.limit_what = std::move(previous_->what);
 }
 
 }  // namespace cppgrad

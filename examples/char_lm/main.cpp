@@ -47,6 +47,7 @@ int main(int argc, char** argv) {
 
     // ---- the model and AdamW, with the paper's schedule -----------------------------------------
     manual_seed(o.seed);  // the weights (rank 0's are broadcast); dropout is keyed by example
+    auto built_from_metadata = examples::limit_to_checkpoint(o.resume);
     auto model = std::make_shared<CharLM>(text.vocab.size(), o.model);
     distributed::DistributedDataParallel ddp(model);  // rank 0's weights everywhere; hooks nothing in a world of one
     const distributed::ZeroRedundancyOptimizer::Factory adamw =
@@ -60,6 +61,7 @@ int main(int argc, char** argv) {
     // resumed run continues the same curve whatever --steps it is given (a cosine decay must know
     // the last step in advance).
     optim::NoamLR schedule(opt, o.model.d_model, o.warmup, o.lr * std::sqrt(static_cast<double>(o.model.d_model * o.warmup)));
+    built_from_metadata.reset();
 
     // ---- the data: every window of the first 90%, each rank its share of every epoch -----------
     data::DataLoader loader = training_loader(o, text, rank_batch, world.world_size(), world.rank());

@@ -140,6 +140,15 @@ std::string newest_checkpoint(const std::string& resume, const CheckpointOptions
 
 }  // namespace
 
+std::optional<cppgrad::AllocationLimit> limit_to_checkpoint(const std::string& resume) {
+  if (resume.empty()) return std::nullopt;
+  const double file_bytes = static_cast<double>(std::filesystem::file_size(resume));
+  return std::optional<cppgrad::AllocationLimit>(
+      std::in_place, static_cast<size_t>(4 * file_bytes) + (size_t{64} << 20),
+      fmt::format("--resume {}: the model its metadata describes (allowed: 4 times the file's {:.3g} MB, plus 64 MiB)",
+                  resume, file_bytes / 1e6));
+}
+
 std::string resolve_resume(const std::string& resume, const CheckpointOptions& c, bool lead) {
   std::string file = newest_checkpoint(resume, c, lead);
   announce_restart(file, lead);

@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "cppgrad.h"
+#include "runtime/allocation_limit.h"
 
 namespace examples {
 
@@ -57,6 +58,13 @@ std::vector<int64_t> checkpoint_steps(const std::filesystem::path& dir);
 // its answer (a collective), so that all load the same file. On a restart (announce_restart,
 // below) rank 0 says which it is.
 std::string resolve_resume(const std::string& resume, const CheckpointOptions& c, bool lead);
+
+// Held while a resumed run builds its model (and optimizer) from the checkpoint's metadata: the
+// tensors made may take at most 4 times the file's bytes plus 64 MiB (the file holds every weight,
+// and the optimizer's moments beside them), so an edited width or length is refused at its first
+// allocation past that, naming the file, instead of taking the machine's memory first. None for
+// `resume` "" (a new run).
+std::optional<cppgrad::AllocationLimit> limit_to_checkpoint(const std::string& resume);
 
 // Writes the checkpoints of --save-every. Made before training, it creates --save-dir (rank 0)
 // and refuses one that cannot be written (a cppgrad::Error naming the option).

@@ -74,6 +74,42 @@ if [ "$program" = gpt ]; then  # the model's constants: each in the range a conf
   row refuse "rope_theta is 1e-300, not in [2, 10000000000]" meta rope_theta 1e-300
   row refuse "the checkpoint's norm_eps is '1e999', not a number a double holds" meta norm_eps 1e999
 fi
+# ---- size: a width or a length in the metadata that the file's tensors cannot back ----------------
+# Resumed with no size option given (each is then the checkpoint's), the model the edited metadata
+# describes would take gigabytes and minutes before its tensors were compared with the file's. It
+# must be refused at the first allocation past 4 times the file plus 64 MiB, naming the file, the
+# whole process staying under PEAK_MB (CPPGRAD_TAMPER_PEAK_MB; a sanitizer's shadow memory
+# takes more).
+peak_mb="${CPPGRAD_TAMPER_PEAK_MB:-256}"
+resume_args=()
+for ((i = 0; i < ${#args[@]}; i++)); do
+  case "${args[$i]}" in
+    --d-model|--heads|--layers|--ff|--seq-len) i=$((i + 1)) ;;  # and its value
+    *) resume_args+=("${args[$i]}") ;;
+  esac
+done
+size_row() {
+  "$edit" run.safetensors tampered.safetensors meta "$1" "$2" || fail "edit_checkpoint meta $1 $2 failed"
+  set +e
+  /usr/bin/time -f %M -o peak.txt "$bin" "${resume_args[@]}" --steps 5 --resume tampered.safetensors > tampered.out 2> tampered.err
+  local code=$?
+  set -e
+  [ "$code" -eq 2 ] || fail "$program: metadata $1 $2 gave exit code $code, not 2: $(head -c 400 tampered.err)"
+  grep -qF -- "--resume tampered.safetensors: the model its metadata describes" tampered.err ||
+    fail "$program: metadata $1 $2: the message does not name the file and its metadata: $(head -c 400 tampered.err)"
+  local peak_kb
+  peak_kb="$(tail -n 1 peak.txt)"
+  [ "$peak_kb" -lt $((peak_mb * 1024)) ] ||
+    fail "$program: metadata $1 $2 took $((peak_kb / 1024)) MB before the refusal (at most $peak_mb MB)"
+  echo "metadata $1 $2: refused at $((peak_kb / 1024)) MB"
+  rows=$((rows + 1))
+}
+size_row ff 1048576   # the top of --ff's range
+if [ "$program" = gpt ]; then
+  size_row seq_len 4000000   # GPT-2's learned positions: a row per position
+  size_row d_model 2048     # within any machine's memory estimate: the limit, not the estimate, refuses it
+fi
+
 # ---- spelling: names no program writes, that read as a real one -----------------------------------
 row refuse "'param_groups.00.lr'" copy optim.param_groups.0.lr optim.param_groups.00.lr
 row refuse "'param_groups. 0.lr'" copy optim.param_groups.0.lr "optim.param_groups. 0.lr"

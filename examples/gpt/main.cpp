@@ -62,6 +62,7 @@ int main(int argc, char** argv) {
 
     // ---- the model and AdamW, warm-up then cosine ----------------------------------------------
     manual_seed(o.seed);  // the weights (rank 0's are broadcast); dropout is keyed by example
+    auto built_from_metadata = examples::limit_to_checkpoint(o.resume);
     std::shared_ptr<LanguageModel> model = make_model(o.model);
     if (pretrained) init_from(*model, *pretrained, lead);
     // The names --save-hf writes: the file's, or transformers' own. The file's tensors, now in
@@ -72,6 +73,7 @@ int main(int argc, char** argv) {
     distributed::DistributedDataParallel ddp(model);  // rank 0's weights everywhere; hooks nothing in a world of one
     optim::AdamW opt(examples::weight_decay_groups(*model, o.lr, o.weight_decay), optim::AdamWOptions(o.lr).beta2(o.beta2));
     optim::WarmupCosineLR schedule(opt, o.warmup, o.decay_steps, o.min_lr);
+    built_from_metadata.reset();
 
     // ---- the data: every window of the training tokens, each rank its share of every epoch -----
     const int64_t T = o.window;

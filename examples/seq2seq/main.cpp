@@ -47,12 +47,14 @@ int main(int argc, char** argv) {
 
     // ---- the model, its optimizer, the schedule and the moving average of its weights ----------
     manual_seed(o.seed);  // the weights (rank 0's are broadcast); dropout is keyed by example
+    auto built_from_metadata = examples::limit_to_checkpoint(o.resume);
     auto model = std::make_shared<Seq2SeqModel>(o.model);
     model->transformer->set_checkpoint_layers(o.checkpoint_layers);
     distributed::DistributedDataParallel ddp(model);  // rank 0's weights everywhere; hooks nothing in a world of one
     optim::Adam opt(model->parameters(), optim::AdamOptions(1.0).beta1(0.9).beta2(0.98).eps(1e-9));
     optim::NoamLR schedule(opt, o.model.d_model, o.warmup, o.lr);
     optim::ExponentialMovingAverage average(model->parameters(), o.average);
+    built_from_metadata.reset();
 
     // ---- the data: each rank its share of every epoch's permutation, padded per batch ----------
     data::DataLoader loader = training_loader(o, task, rank_batch, world.world_size(), world.rank());

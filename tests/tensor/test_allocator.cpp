@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "helpers.h"
+#include "runtime/allocation_limit.h"
 #include "runtime/allocator.h"
 
 using namespace cppgrad;
@@ -173,4 +174,22 @@ TEST_CASE("allocator: a run with varying batch shapes does not grow the cache wi
   { block = empty({100, 64}).raw_data(); }
   CHECK(empty({100, 64}).raw_data() == block);
   empty_cache();
+}
+
+TEST_CASE("allocator: an AllocationLimit refuses what would pass it, names its subject, and nests") {
+  Tensor held = zeros({1 << 18}, kFloat32);  // 1 MiB in use before: not counted against the limit
+  {
+    AllocationLimit limit(size_t{4} << 20, "building the model");  // 4 MiB
+    Tensor a = zeros({1 << 19}, kFloat32);                       // 2 MiB: within
+    CHECK_THROWS_WITH_AS(zeros({1 << 20}, kFloat32),                 // 4 MiB more: past it
+                         doctest::Contains("building the model: needs more than the 4.19 MB allowed for it"), Error);
+    {
+      AllocationLimit inner(size_t{1} << 20, "the inner part");
+      CHECK_THROWS_WITH_AS(zeros({1 << 19}, kFloat32), doctest::Contains("the inner part"), Error);
+    }
+    Tensor b = zeros({1 << 18}, kFloat32);  // the outer limit holds again: 3 of its 4 MiB
+    CHECK_THROWS_AS(zeros({1 << 19}, kFloat32), Error);
+  }
+  Tensor unlimited = zeros({1 << 21}, kFloat32);  // 8 MiB once the limit has ended
+  CHECK(unlimited.numel() == 1 << 21);
 }
