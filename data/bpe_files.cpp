@@ -146,6 +146,27 @@ class VocabularyReader : public nlohmann::json_sax<nlohmann::json> {
 
 // ---- GPT-2's files ----
 
+namespace {
+
+// A token that is no byte and that no merge makes is never produced by encode(): a vocabulary of
+// such tokens (a merges file cut short) would give a model rows the text never reaches. Special
+// tokens, spelt <|...|> as GPT-2's <|endoftext|>, are placed by the user instead. After index().
+void refuse_unreachable_tokens(const BPETokenizer& tok, const std::string& source) {
+  std::vector<bool> made(static_cast<size_t>(tok.vocab_size()), false);
+  for (const auto& [left, right] : tok.merges())
+    made[static_cast<size_t>(tok.token_id(tok.token_bytes(left) + tok.token_bytes(right)))] = true;
+  for (int64_t id = 0; id < tok.vocab_size(); ++id) {
+    const std::string& bytes = tok.token_bytes(id);
+    const bool special = bytes.size() > 4 && bytes.starts_with("<|") && bytes.ends_with("|>");
+    CPPGRAD_CHECK(bytes.size() == 1 || made[static_cast<size_t>(id)] || special,
+                  "BPETokenizer: {}: token {} '{}' is no byte and no merge makes it ({} merges for {} tokens; only a "
+                  "special token spelt <|...|> may be neither)",
+                  source, id, bytes.substr(0, 40), tok.merges().size(), tok.vocab_size());
+  }
+}
+
+}  // namespace
+
 BPETokenizer BPETokenizer::parse_gpt2(std::string_view encoder_json, std::string_view vocab_bpe,
                                       const std::string& source) {
   BPETokenizer tok;
@@ -191,6 +212,7 @@ BPETokenizer BPETokenizer::parse_gpt2(std::string_view encoder_json, std::string
     tok.merges_.emplace_back(parts[0], parts[1]);
   }
   tok.index(merges);
+  refuse_unreachable_tokens(tok, merges);
   return tok;
 }
 
@@ -263,6 +285,7 @@ BPETokenizer BPETokenizer::parse(std::string_view bytes, const std::string& sour
   }
   CPPGRAD_CHECK(at == lines.size(), "BPETokenizer: {}: line {}: unexpected text after the last merge", source, at + 1);
   tok.index(source);
+  refuse_unreachable_tokens(tok, source);
   return tok;
 }
 

@@ -235,6 +235,62 @@ struct DistributedDataParallel::Reducer {
   }
 };
 
+namespace {
+
+// Each parameter as rank 0 has it: the count, then per parameter its dtype, rank and sizes.
+std::vector<int64_t> parameter_layout(const std::vector<std::pair<std::string, Tensor>>& named) {
+  std::vector<int64_t> layout{static_cast<int64_t>(named.size())};
+  for (const auto& [name, t] : named) {
+    layout.push_back(static_cast<int64_t>(t.dtype()));
+    layout.push_back(t.dim());
+    for (int64_t size : t.shape()) layout.push_back(size);
+  }
+  return layout;
+}
+
+// What differs between this rank's parameters and rank 0's `layout` (parameter_layout's), or "".
+std::string first_difference(const std::vector<std::pair<std::string, Tensor>>& named, const std::vector<int64_t>& layout) {
+  const auto count = static_cast<size_t>(layout[0]);
+  size_t at = 1;
+  for (size_t i = 0; i < std::min(count, named.size()); ++i) {
+    const Tensor& t = named[i].second;
+    const auto dtype = static_cast<DType>(layout[at]);
+    const auto dims = static_cast<size_t>(layout[at + 1]);
+    const Shape shape(layout.begin() + static_cast<int64_t>(at + 2), layout.begin() + static_cast<int64_t>(at + 2 + dims));
+    at += 2 + dims;
+    if (dtype != t.dtype() || shape != t.shape())
+      return fmt::format("parameter {} ('{}') is {} {} here and {} {} on rank 0", i, named[i].first,
+                         dtype_name(t.dtype()), shape_str(t.shape()), dtype_name(dtype), shape_str(shape));
+  }
+  if (count != named.size()) return fmt::format("it has {} parameters, rank 0 {}", named.size(), count);
+  return "";
+}
+
+// PyTorch's DDP compares the parameters across ranks when it is made: ranks that built different
+// models (another size, another option) would otherwise exchange buffers of other sizes and end
+// in a garbled Open MPI message. Every rank compares its own with rank 0's, and all throw
+// together, the ranks that differ naming the first difference.
+void check_same_parameters_as_rank0(const nn::Module& module) {
+  if (world_size() == 1) return;
+  const auto named = module.named_parameters();
+  const std::vector<int64_t> own = parameter_layout(named);
+  Tensor length = scalar_tensor(static_cast<double>(own.size()), kInt64);
+  broadcast(length, 0);
+  Tensor rank0 = rank() == 0 ? tensor(own, {static_cast<int64_t>(own.size())}) : zeros({length.item<int64_t>()}, kInt64);
+  broadcast(rank0, 0);
+  const std::string difference = first_difference(named, rank0.to_vector<int64_t>());
+  Tensor differing = scalar_tensor(difference.empty() ? 0 : 1, kInt64);
+  all_reduce(differing, ReduceOp::Sum);
+  if (differing.item<int64_t>() == 0) return;
+  if (!difference.empty())
+    throw Error(fmt::format("DistributedDataParallel: rank {}'s model differs from rank 0's: {}", rank(), difference));
+  throw Error(fmt::format("DistributedDataParallel: rank {}: {} other rank(s) built a model that differs from rank 0's "
+                          "(their messages name the difference); every rank must build the same model",
+                          rank(), differing.item<int64_t>()));
+}
+
+}  // namespace
+
 DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::Module> module,
                                                  DistributedDataParallelOptions options)
     : module_(std::move(module)), reducer_(std::make_shared<Reducer>()) {
@@ -244,6 +300,7 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::Module> mod
   Reducer& r = *reducer_;
   r.find_unused = options.find_unused_parameters();
 
+  check_same_parameters_as_rank0(*module_);
   // Everyone starts from rank 0's weights (and buffers), whatever their own seeds gave them.
   for (const auto& [name, t] : module_->named_parameters()) broadcast(t, 0);
   for (const auto& [name, t] : module_->named_buffers()) broadcast(t, 0);

@@ -9,6 +9,7 @@
 #include <exception>
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include "../runtime/error.h"
 #include "watchdog.h"
@@ -152,7 +153,18 @@ void start(int* argc, char*** argv) {
   g_exists = true;
   g_previous_terminate = std::set_terminate(abort_on_terminate);
   if (!launched_by_mpirun()) return;  // a world of one, without MPI
-  watchdog::configure();              // CPPGRAD_COLLECTIVE_TIMEOUT, refused before MPI starts
+  // Until MPI has started, the rank and size are the launcher's: a refusal before then (below)
+  // names the right rank.
+  for (const auto& [rank_name, size_name] : {std::pair{"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"},
+                                             std::pair{"PMI_RANK", "PMI_SIZE"}}) {
+    const char* rank_text = std::getenv(rank_name);
+    const char* size_text = std::getenv(size_name);
+    if (rank_text == nullptr || size_text == nullptr) continue;
+    g_rank = std::atoi(rank_text);
+    g_world_size = std::atoi(size_text);
+    break;
+  }
+  watchdog::configure();  // CPPGRAD_COLLECTIVE_TIMEOUT, refused before MPI starts
   int already = 0;
   MPI_Initialized(&already);
   CPPGRAD_CHECK(!already, "ProcessGroup: MPI was already initialised by someone else");

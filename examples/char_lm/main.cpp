@@ -82,6 +82,7 @@ int main(int argc, char** argv) {
     examples::PeriodicCheckpoints periodic(o.checkpoints, o.steps, lead);  // --save-every
     Progress progress(o.steps, log.step);
     examples::StepLosses losses;  // each step's, until the next report
+    examples::LossAboveUniform diverging(static_cast<int64_t>(text.vocab.size()));  // far above a guess's: stop
     std::optional<double> last_eval;
     const std::vector<Tensor> params = model->parameters();
     model->train();
@@ -107,10 +108,12 @@ int main(int argc, char** argv) {
 
       losses.add(loss_value);
       if (auto held = examples::report_step(log, losses, progress, o.steps, o.eval_every, opt.lr(),
-                                            o.batch * o.model.seq_len, lead, [&] { return loss_on(*model, held_out); }))
+                                            o.batch * o.model.seq_len, lead, [&] { return loss_on(*model, held_out); },
+                                            diverging))
         last_eval = held;
-      periodic.save_if_due(log.step, state, losses, log.train_curve,  // --save-every; a collective
-                           [&] { return checkpoint_metadata(o, kept, last_eval.value_or(std::nan(""))); });
+      if (!diverging.above())
+        periodic.save_if_due(log.step, state, losses, log.train_curve,  // --save-every; a collective
+                             [&] { return checkpoint_metadata(o, kept, last_eval.value_or(std::nan(""))); });
     }
     if (lead) progress.finish();
     trace.finish();  // --trace: a trace that cannot be written fails the run

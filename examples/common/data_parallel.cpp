@@ -1,9 +1,11 @@
 #include "data_parallel.h"
 
 #include <fmt/core.h>
+#include <fmt/ranges.h>
 
 #include <cmath>
 #include <cstdio>
+#include <limits>
 
 #include "cli.h"
 #include "observe.h"
@@ -154,13 +156,30 @@ bool decided_by_rank0(bool decision) {
   return t.item<int64_t>() != 0;
 }
 
+LossAboveUniform::LossAboveUniform(int64_t classes)
+    : bound_(classes >= 2 ? 2 * std::log(static_cast<double>(classes)) : std::numeric_limits<double>::infinity()) {}
+
+void LossAboveUniform::check(int64_t step, double mean_loss, bool last_step) {
+  if (!(mean_loss > bound_)) {
+    above_.clear();
+    return;
+  }
+  above_.push_back(mean_loss);
+  if (static_cast<int>(above_.size()) < kReports && !last_step) return;
+  throw Diverged(fmt::format("step {}: the training loss was {:.4g} at the last {} report(s), above twice a uniform "
+                             "guess's ({:.4g} nats): the run diverged (a lower --lr?); training stopped, no "
+                             "checkpoint written since it rose",
+                             step, fmt::join(above_, ", "), above_.size(), bound_));
+}
+
 std::optional<double> report_step(TrainingLog& log, StepLosses& losses, cppgrad::Progress& progress,
                                   int64_t last_step, int64_t eval_every, double lr, int64_t units, bool lead,
-                                  const std::function<double()>& held_out_loss) {
+                                  const std::function<double()>& held_out_loss, LossAboveUniform& diverging) {
   const bool eval_now = log.step % eval_every == 0 || log.step == last_step;
   if (!eval_now && log.step % 10 != 0) return std::nullopt;
   const int64_t units_since = losses.count() * units;            // every rank has as many
   const double mean = losses.report(log.step, log.train_curve);  // a collective
+  diverging.check(log.step, mean, log.step == last_step);        // the same global mean on every rank
   std::optional<double> eval_loss;
   if (eval_now && lead) {
     eval_loss = held_out_loss();

@@ -88,14 +88,34 @@ class StepLosses {
   std::vector<double> recent_;
   std::vector<double> flushed_;  // global losses already in the curve, since the last report
 };
+
+// Stops a run whose training loss stays far above a uniform guess's, ln V nats for V classes:
+// finite numbers, and nonsense (a learning rate the model cannot take: seq2seq at --lr 1000 once
+// reported 663,211 nats at step 10 and exited 0). Above twice ln V at 3 reports in a row, or at
+// the last step, check() throws Diverged (exit code 4) naming the step, the losses and the bound.
+// While the last report is above it the run writes no checkpoint (above() is true), so the newest
+// one kept is from before. A model starts near ln V and a run that learns goes below.
+class LossAboveUniform {
+ public:
+  explicit LossAboveUniform(int64_t classes);
+  // `mean_loss`: the global mean of the steps up to `step` since the last report.
+  void check(int64_t step, double mean_loss, bool last_step);
+  bool above() const { return !above_.empty(); }
+  static constexpr int kReports = 3;
+
+ private:
+  double bound_;                // 2 ln V (infinite for fewer than 2 classes: no guess to compare)
+  std::vector<double> above_;  // the reports in a row above the bound
+};
+
 // After a step is taken (log.step counts it): at every 10th step, every `eval_every`-th and the
 // last, the mean of the losses since the last report joins log.train_curve and the progress line
-// (a collective: every rank calls it); at the evaluation steps rank 0 (`lead`) also computes
-// `held_out_loss()` into log.eval_curve and returns it. `units` are the tokens or characters of
-// one step on one rank.
+// (a collective: every rank calls it), and goes to `diverging`'s check; at the evaluation steps
+// rank 0 (`lead`) also computes `held_out_loss()` into log.eval_curve and returns it. `units` are
+// the tokens or characters of one step on one rank.
 std::optional<double> report_step(TrainingLog& log, StepLosses& losses, cppgrad::Progress& progress,
                                   int64_t last_step, int64_t eval_every, double lr, int64_t units, bool lead,
-                                  const std::function<double()>& held_out_loss);
+                                  const std::function<double()>& held_out_loss, LossAboveUniform& diverging);
 // Rank 0's decision, on every rank (a collective).
 bool decided_by_rank0(bool decision);
 

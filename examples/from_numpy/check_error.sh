@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# CTest check of from_numpy's error path: given a directory with x.npy but no y.npy, it prints
+# CTest check of from_numpy's error paths: given a directory with x.npy but no y.npy, it prints
 # x's line, then names the missing file on stderr and exits 1. stdout goes to a file, so it is
 # buffered: an exception escaping main (std::terminate, abort) would lose the line printed first.
+# Given data with one NaN (in x) or one infinity (in y), it refuses them before training, naming
+# the file and the row, exits 1 and writes no model.
 #   check_error.sh FROM_NUMPY DATA_DIR WORK_DIR
 set -uo pipefail
 program="$1" data="$2" dir="$3"
@@ -15,4 +17,23 @@ echo "exit code $code"; echo "-- stdout:"; cat out.log; echo "-- stderr:"; cat e
 [ "$code" -eq 1 ] || fail "exit code $code, expected 1"
 grep -qx 'x.npy: \[512, *2\] float32' out.log || fail "the line printed before the error is missing"
 [ "$(grep -c '^from_numpy: .*only_x/y\.npy' err.log)" -eq 1 ] || fail "expected one error line naming only_x/y.npy"
+
+# set_float32 FILE INDEX HEX: the INDEX-th float32 of a version-1 .npy file's data becomes the
+# little-endian bytes HEX (its header: 10 bytes, then as many as bytes 8-9 say).
+set_float32() {
+  local header_len
+  header_len=$(od -An -tu2 -j8 -N2 "$1" | tr -d ' ')
+  printf "$3" | dd of="$1" bs=1 seek=$((10 + header_len + 4 * $2)) conv=notrunc status=none
+}
+for case in "x 15 \\x00\\x00\\xc0\\x7f 7 1" "y 300 \\x00\\x00\\x80\\x7f 300 0"; do
+  read -r name index bytes row column <<< "$case"
+  rm -rf bad && mkdir bad && cp "$data/x.npy" "$data/y.npy" bad/
+  set_float32 "bad/$name.npy" "$index" "$bytes"
+  (cd bad && "$program" . > out.log 2> err.log)
+  code=$?
+  [ "$code" -eq 1 ] || fail "a non-finite value in $name.npy: exit code $code, expected 1"
+  grep -q "^from_numpy: ./$name.npy: row $row (column $column) is not a finite number" bad/err.log ||
+    fail "a non-finite value in $name.npy: the error does not name its row: $(cat bad/err.log)"
+  [ ! -e bad/from_numpy.safetensors ] || fail "a non-finite value in $name.npy: a model was written"
+done
 echo "ok"

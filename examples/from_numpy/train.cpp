@@ -8,12 +8,25 @@
 using namespace cppgrad;
 namespace F = cppgrad::nn::functional;
 
+// One NaN or infinity in the data trains the whole model on nonsense (NaN weights, a loss of nan):
+// refused at load, naming the file and the row, as a PyTorch script would with torch.isfinite.
+void require_finite(const Tensor& rows, const std::string& file) {
+  const int64_t at = first_non_finite(rows);
+  if (at < 0) return;
+  const int64_t row_size = rows.numel() / rows.size(0);
+  throw Error(fmt::format("{}: row {} (column {}) is not a finite number: data with a NaN or an infinity "
+                          "would train the model on nonsense",
+                          file, at / row_size, at % row_size));
+}
+
 int main(int argc, char** argv) try {
   const std::string dir = argc > 1 ? argv[1] : ".";
   Tensor x = data::load_npy(dir + "/x.npy");  // (512, 2) float32
   fmt::print("x.npy: {} {}\n", shape_str(x.shape()), dtype_name(x.dtype()));
   Tensor y = data::load_npy(dir + "/y.npy");  // (512, 1) float32
   fmt::print("y.npy: {} {}\n", shape_str(y.shape()), dtype_name(y.dtype()));
+  require_finite(x, dir + "/x.npy");
+  require_finite(y, dir + "/y.npy");
   auto dataset = std::make_shared<data::TensorDataset>(data::NamedTensors{{"x", x}, {"y", y}});
   data::DataLoader loader(dataset, data::DataLoaderOptions(32).shuffle(true).seed(0));
 

@@ -93,6 +93,7 @@ int main(int argc, char** argv) {
     examples::PeriodicCheckpoints periodic(o.checkpoints, o.steps, lead);  // --save-every
     Progress progress(o.steps, log.step);
     examples::StepLosses losses;  // each step's, until the next report
+    examples::LossAboveUniform diverging(o.model.vocab);  // a loss far above a uniform guess's: stop
     std::optional<double> last_eval;
     const std::vector<Tensor> params = model->parameters();
     // --dtype bf16: every matrix product from here on (training, evaluation, sampling) in bfloat16.
@@ -125,10 +126,11 @@ int main(int argc, char** argv) {
 
       losses.add(step_loss);
       if (auto held = examples::report_step(log, losses, progress, o.steps, o.eval_every, opt.lr(), o.accum * o.batch * T,
-                                            lead, [&] { return loss_on(*model, held_out); }))
+                                            lead, [&] { return loss_on(*model, held_out); }, diverging))
         last_eval = held;
-      periodic.save_if_due(log.step, state, losses, log.train_curve,  // --save-every; a collective
-                           [&] { return checkpoint_metadata(o, kept, last_eval.value_or(std::nan(""))); });
+      if (!diverging.above())
+        periodic.save_if_due(log.step, state, losses, log.train_curve,  // --save-every; a collective
+                             [&] { return checkpoint_metadata(o, kept, last_eval.value_or(std::nan(""))); });
     }
     if (lead) progress.finish();
     trace.finish();  // --trace: a trace that cannot be written fails the run

@@ -79,6 +79,17 @@ case "$mode" in
     rm -f fifo && mkfifo fifo  # a FIFO with no writer: once blocked for ever
     expect_refusal "'fifo' is not a regular file (a FIFO)" "${tiny[@]}" --steps 70 --resume fifo
     [ ! -e /nonexistent-dir ] && [ ! -e '.run.safetensors.tmp-'* ] 2>/dev/null || fail "a refused run left files behind"
+    # an allowed learning rate the model cannot take: finite losses far above a uniform guess's
+    # stop the run (exit 4, one line) before a checkpoint of them is written
+    set +e
+    "$seq2seq" "${tiny[@]}" --lr 1000 --warmup 1 --steps 200 --save-every 5 --save-dir diverged > diverged.out 2> bad.err
+    code=$?
+    set -e
+    [ "$code" -eq 4 ] || fail "--lr 1000 gave exit code $code, not 4: $(head -c 300 bad.err)"
+    [ "$(wc -l < bad.err)" -eq 1 ] && grep -q 'above twice a uniform guess' bad.err \
+      || fail "--lr 1000: the message is not one line about the loss: $(cat bad.err)"
+    last_kept="$(ls diverged | tail -n 1)"
+    [ "$last_kept" = step-00000005.safetensors ] || fail "--lr 1000: the newest checkpoint kept is '$last_kept', not step 5's"
     ;;
   resume|ranks_resume)
     # 192 training sequences: epochs of 12 batches, so the run is resumed mid-epoch (step 20) and

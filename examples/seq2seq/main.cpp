@@ -72,8 +72,9 @@ int main(int argc, char** argv) {
     double last_accuracy = std::nan("");  // the last evaluation's, for --save-every's metadata
     Progress progress(o.steps, log.step);
     examples::StepLosses losses;  // each step's, until the next report
-    auto save_if_due = [&] {  // --save-every; a collective
-      periodic.save_if_due(log.step, state, losses, log.train_curve, [&] { return checkpoint_metadata(o, kept, last_accuracy); });
+    examples::LossAboveUniform diverging(o.vocab);  // a loss far above a uniform guess's stops the run
+    auto save_if_due = [&] {  // --save-every; a collective; none while the loss is far above a guess's
+      if (!diverging.above()) periodic.save_if_due(log.step, state, losses, log.train_curve, [&] { return checkpoint_metadata(o, kept, last_accuracy); });
     };
     int64_t tokens = 0;           // over all ranks, since the last report
     std::optional<double> reached;  // the accuracy that met --target-accuracy
@@ -109,6 +110,7 @@ int main(int argc, char** argv) {
         continue;
       }
       const double mean = losses.report(log.step, log.train_curve);  // a collective
+      diverging.check(log.step, mean, log.step == o.steps);          // the same global mean on every rank
       std::optional<HeldOut> eval;
       if (eval_now && lead) {
         eval = evaluate_averaged(*model, average, held_out, log);

@@ -188,6 +188,8 @@ TEST_CASE("BPETokenizer: malformed files are refused with a message naming the f
   refused(kTheJson, "#version: 0.2\nh e\n\xc4\xa0t he\n", "which is no byte and no earlier merge makes");
   refused(kTheJson, "h e\nh zz\n", "line 2: the token 'zz' is not in the vocabulary");  // no "#version" line: line 1 is a merge
   refused(kTheJson, "h e\nh e\n", "both join 'h' and 'e'");
+  refused(kTheJson, "#version: 0.2\n", "token 256 ' t' is no byte and no merge makes it (0 merges");  // cut short
+  refused(kTheJson, "#version: 0.2\n\xc4\xa0 t\nh e\n", "token 258 ' the' is no byte and no merge makes it");
   refused(kTheJson, "h e\nt h\n", "makes 'th', which is not in the vocabulary");
   refused(kTheJson, "h e f\n", "expected two tokens separated by one space");
   refused(kTheJson, "h\n", "expected two tokens separated by one space");

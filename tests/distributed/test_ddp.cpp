@@ -198,3 +198,27 @@ TEST_CASE("ddp: a backward that throws half-way leaves the next one right") {
     CHECK((a - b).abs().max().item<double>() < 1e-15);
   }
 }
+
+TEST_CASE("ddp: ranks whose models differ are refused at construction, the first difference named") {
+  // The last rank's hidden layer is one wider (as a rank given another --ff would build it).
+  const bool odd_one = world_size() > 1 && rank() == world_size() - 1;
+  manual_seed(5);
+  auto model = std::make_shared<nn::Sequential>(std::make_shared<nn::Linear>(6, odd_one ? 5 : 4),
+                                                std::make_shared<nn::Linear>(odd_one ? 5 : 4, 3));
+  if (world_size() == 1) {
+    DistributedDataParallel ddp(model);  // one rank: nothing to differ from
+    return;
+  }
+  if (odd_one) {
+    const std::string expected = fmt::format("rank {}'s model differs from rank 0's: parameter 0 ('0.weight') is "
+                                             "float32 [5,6] here and float32 [4,6] on rank 0", rank());
+    CHECK_THROWS_WITH_AS(DistributedDataParallel{model}, doctest::Contains(expected.c_str()), Error);
+  }
+  else
+    CHECK_THROWS_WITH_AS(DistributedDataParallel{model},
+                         doctest::Contains("1 other rank(s) built a model that differs from rank 0's"), Error);
+  // The same model everywhere goes through afterwards: the refusal left the ranks in step.
+  auto same = std::make_shared<nn::Linear>(6, 4);
+  DistributedDataParallel ddp(same);
+  CHECK(ddp.bucket_count() >= 1);
+}

@@ -46,4 +46,8 @@ code=$?
 [ "$code" -ne 0 ] && [ "$code" -ne 124 ] || fail "CPPGRAD_COLLECTIVE_TIMEOUT=soon: exit code $code"
 grep -q "CPPGRAD_COLLECTIVE_TIMEOUT is 'soon': not a positive number of seconds" <<< "$output" \
   || fail "CPPGRAD_COLLECTIVE_TIMEOUT=soon was not refused by name: $output"
+for rank in 0 1; do  # each rank names itself, though MPI has not started
+  grep -q "rank $rank of 2: .*CPPGRAD_COLLECTIVE_TIMEOUT is 'soon'" <<< "$output" \
+    || fail "CPPGRAD_COLLECTIVE_TIMEOUT=soon: no refusal from rank $rank of 2: $output"
+done
 echo "ok"
