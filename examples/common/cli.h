@@ -5,8 +5,8 @@
 //   - a model whose memory the machine can hold;
 //   - a data file that is a regular file of a sensible size.
 // And the exit codes: 0 done, 1 an unforeseen error, 2 refused input or options (one line on
-// stderr), 3 out of memory, 4 training stopped on a NaN or an infinity (one line naming the step
-// and the quantity).
+// stderr), 3 out of memory, 4 training stopped on a NaN or an infinity, or on a loss far above a
+// uniform guess's (one line naming the step and the quantity).
 #pragma once
 
 #include <cstdint>
