@@ -126,8 +126,9 @@ void print(const Lesson10& r) {
   for (size_t i = 0; i < r.kv_heads.size(); ++i)
     fmt::print("{:>3} {:>12} {:>22} {:>22.0f}\n", r.kv_heads[i], r.attention_parameters[i], r.cache_bytes_per_token[i],
                r.decode_tokens_per_s[i]);
-  fmt::print("Only W_K and W_V shrink (to g·d_k rows): the parameters fall from 4·d² to 2·d²·(1 + g/h), and the\n"
-             "cache, which holds g heads per position, falls by h/g. The decoding speed above is of a 2-layer\n"
+  fmt::print("Only W_K and W_V shrink (to g·d_k rows, their biases to g·d_k): the parameters, weights and\n"
+             "biases, fall from 4·d·(d + 1) to 2·d·(d + 1)·(1 + g/h), and the cache, which holds g heads per\n"
+             "position, falls by h/g. The decoding speed above is of a 2-layer\n"
              "decoder (32 tokens, batch 1), where the cache is small and the projections dominate; a long\n"
              "context or a large batch is where the smaller cache pays (bench/bench_gqa measures both).\n\n");
   fmt::print("The names: g = h is ordinary multi-head attention (enable_gqa with g = h against plain attention:\n"

@@ -161,8 +161,9 @@ void print(const Lesson3& r) {
              r.random_weights_diff);
   fmt::print("  every weight set to one: max |out(h=1) - out(h=8)| = {:.3g}   ({})\n", r.ones_diff,
              r.ones_diff == 0.0 ? "identical to the last bit" : "close, not identical");
-  fmt::print("  ...and over {} other random inputs: identical to the last bit for {} of 12 tokens and {} of 64;\n",
-             r.ones_inputs, r.ones_identical_12, r.ones_identical_64);
+  fmt::print("  ...and over other random inputs: identical to the last bit for {} of {} inputs of 12 tokens\n",
+             r.ones_identical_12, r.ones_inputs);
+  fmt::print("  and {} of {} inputs of 64 tokens;\n", r.ones_identical_64, r.ones_inputs);
   fmt::print("  the others differ, by up to {:.2g} of the output's size: some row's two top scores are close\n",
              r.ones_worst_relative_diff);
   fmt::print("  enough that softmax is not one-hot, and there the scale (1/√512 or 1/√64) changes the weights.\n\n");

@@ -394,9 +394,10 @@ void print(const Lesson4& r) {
     case Symmetry::RoundingLevel:
       fmt::print("   With the {} kernel BLAS rounds some heads' columns differently: a gap of {:.2g} at step {},\n",
                  r.blas_kernel, seed_gap, seed_step);
-      fmt::print("   {:.2g} at step {}, still float32 rounding beside weights up to {:.2f}: so far training has\n",
-                 last.weights, last.step, r.identical_heads_weight_size);
-      fmt::print("   not amplified it{}.\n", o.steps < 2000 ? " (run longer, --steps 2000, to see whether it does)" : "");
+      fmt::print("   {:.2g} at step {} ({:.0f} times the first), still at float32 rounding's scale beside weights\n",
+                 last.weights, last.step, last.weights / seed_gap);
+      fmt::print("   up to {:.2f}: training grows the gap, but has not yet made the heads compute different things{}.\n",
+                 r.identical_heads_weight_size, o.steps < 2000 ? " (run longer, --steps 2000, to see whether it does)" : "");
       break;
     case Symmetry::Broken:
       fmt::print("   With the {} kernel BLAS rounds some heads' columns differently: a gap of {:.2g} at step {}.\n",
@@ -407,10 +408,15 @@ void print(const Lesson4& r) {
                  1.0 - first.identical_maps, maps_baseline);
       break;
   }
-  fmt::print("   The key bias, {:.2g} apart, is no exception: it changes no score, so its true gradient is 0,\n",
-             last.key_bias);
-  fmt::print("   and Adam, which divides a gradient by its own size, turns rounding noise into full-size steps\n");
-  fmt::print("   that change nothing the model computes. (Attention dropout, off here, draws a different mask\n");
+  if (last.key_bias > 0) {
+    fmt::print("   The key bias, {:.2g} apart, is no exception: it changes no score, so its true gradient is 0,\n",
+               last.key_bias);
+    fmt::print("   and Adam, which divides a gradient by its own size, turns rounding noise into full-size steps\n");
+    fmt::print("   that change nothing the model computes.");
+  } else {
+    fmt::print("   The key bias changes no score, so its true gradient is 0: here it stayed the same in every head.");
+  }
+  fmt::print(" (Attention dropout, off here, draws a different mask\n");
   fmt::print("   per head and would break the symmetry by chance.)\n");
 
   fmt::print("\n4. Random start against identical start, {} seed(s), {} steps on {} each:\n", r.seed_runs.size(), o.steps,

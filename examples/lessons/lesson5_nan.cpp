@@ -294,8 +294,9 @@ void print(const Lesson5& r) {
   double scaled_dead = 0.0;
   for (const auto& p : r.sweep) scaled_dead = std::max(scaled_dead, p.dead_rows_scaled);
   fmt::print("   So the scale does both jobs: it makes the softmax's temperature independent of d_k (with it the\n");
-  fmt::print("   largest weight stays near {:.2f} at every width, and {:.1f}% of rows at most pass nothing), and it\n",
-             widest.top_weight_scaled, 100.0 * scaled_dead);
+  fmt::print("   largest weight stays near {:.2f} at every width, and {}), and it\n", widest.top_weight_scaled,
+             scaled_dead == 0.0 ? std::string("every row passes a usable gradient")
+                                : fmt::format("at most {:.1f}% of rows pass nothing", 100.0 * scaled_dead));
   if (widest.dead_rows_unscaled > 0.0)
     fmt::print("   keeps gradients from vanishing: unscaled, {:.1f}% of the rows at d_k {} pass no usable gradient.\n\n",
                100.0 * widest.dead_rows_unscaled, widest.d_k);

@@ -77,6 +77,7 @@ Lesson9 run_lesson9() {
   // ---- the small seq2seq model: one batch, learning rates, gradient norms --------------------------
   SmallSeq2Seq o;
   o.steps = 150;
+  r.vocab = o.vocab;
   {
     manual_seed(1);
     Seq2SeqModel model(config_of(o));
@@ -143,7 +144,13 @@ void print(const Lesson9& r) {
 
   const bool overfits = r.one_batch_loss_end < 0.1 * r.one_batch_loss_start;
   fmt::print("1. Overfit one batch first. The small seq2seq model of lesson 4 on one fixed batch of copy:\n");
-  fmt::print("   loss {:.3f} at the start, {:.4f} after 150 steps: {}\n", r.one_batch_loss_start, r.one_batch_loss_end,
+  const double uniform = std::log(static_cast<double>(r.vocab));
+  const bool starts_near_uniform = std::abs(r.one_batch_loss_start - uniform) < 0.25 * uniform;
+  fmt::print("   loss {:.3f} at the start, against ln {} = {:.3f} for a uniform guess over its {} classes: {}\n",
+             r.one_batch_loss_start, r.vocab, uniform, r.vocab,
+             starts_near_uniform ? "the output starts near uniform, as it should."
+                                 : "far from it: the logits start too large or too small (initialisation, scale).");
+  fmt::print("   {:.4f} after 150 steps: {}\n", r.one_batch_loss_end,
              overfits ? "it can learn; if yours cannot, look for a bug before tuning anything."
                       : "it does not overfit one batch: a bug, not a tuning problem.");
 

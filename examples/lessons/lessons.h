@@ -308,6 +308,7 @@ struct Lesson9 {
   double causal_leak = 0.0, no_causal_leak = 0.0;
   // Overfit one batch first: the small seq2seq model on one fixed copy batch, 150 steps.
   double one_batch_loss_start = 0.0, one_batch_loss_end = 0.0;
+  int64_t vocab = 0;  // its output's classes: a uniform guess scores ln vocab, where a start belongs
   // Learning rate: the same model and batches, 150 steps, the recipe (factor 1, warm-up 100)
   // against factor 10 and no warm-up: the loss at the end.
   double recipe_loss = 0.0, hot_loss = 0.0;

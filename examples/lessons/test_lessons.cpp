@@ -389,6 +389,8 @@ TEST_CASE("lesson 9: the checklist's measurements say what its items claim") {
   // One batch overfits (measured 2.617 -> 0.0003), and the recipe beats a rate 10x as high
   // without warm-up (0.052 against 2.26 measured; float32, so bounds with margins).
   CHECK(r.one_batch_loss_end < 0.1 * r.one_batch_loss_start);
+  // ...from near a uniform guess's ln V (2.617 against ln 12 = 2.485 measured).
+  CHECK(std::abs(r.one_batch_loss_start - std::log(static_cast<double>(r.vocab))) < 0.25 * std::log(static_cast<double>(r.vocab)));
   CHECK(r.recipe_loss < 0.5 * r.hot_loss);
   REQUIRE(r.gradient_norms.size() == 4);  // embed, 1 encoder layer, 1 decoder layer, generator
   for (const auto& [part, n] : r.gradient_norms) {
