@@ -79,6 +79,7 @@ CPPGRAD_SIMD_CLONES void layer_norm_rows(int64_t begin, int64_t end, int64_t wid
   }
 }
 
+// ---- layer_norm's derivative, the one place it is written ---------------------------------------
 // dx of the rows [begin, end), with ĝ = dy ⊙ w (Weighted) or dy and x̂ = (x − mean)·rstd:
 // dx = rstd·(ĝ − mean(ĝ) − x̂·mean(ĝ ⊙ x̂))
 template <class T, bool Weighted>
@@ -121,6 +122,7 @@ CPPGRAD_SIMD_CLONES void layer_norm_weight_grads(int64_t rows, int64_t width, co
 
 }  // namespace
 
+// ---- the rows in blocks, on the threads ---------------------------------------------------------
 template <class T>
 void layer_norm_forward(int64_t rows, int64_t width, double eps, const T* x, const T* w, const T* b, T* y, T* mean,
                         T* rstd) {
