@@ -75,22 +75,17 @@ Tensor layer_norm(const Tensor& x, int64_t normalized_dims, const Tensor& weight
 
 Tensor masked_softmax(const Tensor& scores, const Tensor& mask, bool is_causal, double scale) {
   check_masked_softmax(scores, mask, is_causal);
+  // the fast form: one pass per row, and softmax's backward (fast/masked_softmax.h)
+  if (!reference_mode()) return fast::masked_softmax(scores, mask, is_causal, scale);
+  // softmax(scale·scores + mask); a key hidden by a bool mask (true), or causal's key j > query i, at −∞
   const double inf = std::numeric_limits<double>::infinity();
-  // softmax(scale·scores + mask) of {scores, a float mask}; a key hidden by a bool mask (true), or
-  // causal's key j > query i, at −∞
-  auto formula = [mask, is_causal, scale, inf](const std::vector<Tensor>& in) {
-    Tensor z = in[0] * scale;
-    if (is_causal) {
-      const int64_t T = z.size(-2), S = z.size(-1);
-      z = z.masked_fill(arange(double(S)).reshape({1, S}).gt(arange(double(T)).reshape({T, 1})), -inf);
-    }
-    if (in[1].defined()) z = z + in[1].to(z.dtype());
-    else if (mask.defined()) z = z.masked_fill(mask, -inf);
-    return z.softmax(-1);
-  };
-  // the fast form: one pass per row, and softmax's backward kernel (fast/masked_softmax.h)
-  if (!reference_mode()) return fast::masked_softmax(scores, mask, is_causal, scale, formula);
-  return formula({scores, mask.defined() && mask.dtype() != kBool ? mask : Tensor()});
+  Tensor z = scores * scale;
+  if (is_causal) {
+    const int64_t T = z.size(-2), S = z.size(-1);
+    z = z.masked_fill(arange(double(S)).reshape({1, S}).gt(arange(double(T)).reshape({T, 1})), -inf);
+  }
+  if (mask.defined()) z = mask.dtype() == kBool ? z.masked_fill(mask, -inf) : z + mask.to(z.dtype());
+  return z.softmax(-1);
 }
 
 namespace {
