@@ -1,6 +1,11 @@
-// Fused ops for the nn layers: each is one kernel forward and one backward, where the same math
-// written with separate tensor ops would make many passes over memory. When create_graph asks
-// for a differentiable backward, each falls back to the formula in plain differentiable ops.
+// The nn layers' ops. A fused op (layer_norm, masked_softmax, relu_dropout) is written here as
+// its formula in differentiable ops, the reference autograd differentiates; its fast form
+// (autograd/fast/) computes the same numbers with one kernel each way, where the same math as
+// separate tensor ops would make many passes over memory.
+#include <limits>
+
+#include "autograd/fast/layer_norm.h"
+#include "autograd/fast/masked_softmax.h"
 #include "autograd/fast/relu_dropout.h"
 #include "autograd/functions.h"
 #include "runtime/reference_mode.h"
@@ -14,6 +19,32 @@ using autograd::Grads;
 using autograd::record;
 using autograd::Saved;
 
+// ---- argument checks -------------------------------------------------------------------------
+namespace {
+
+void check_layer_norm(const Tensor& x, int64_t normalized_dims, const Tensor& weight, const Tensor& bias) {
+  CPPGRAD_CHECK(x.is_floating_point(), "layer_norm: expected a floating dtype, got {}", dtype_name(x.dtype()));
+  CPPGRAD_CHECK(normalized_dims >= 1 && normalized_dims <= x.dim(), "layer_norm: cannot normalise the last {} dims of {}",
+                normalized_dims, shape_str(x.shape()));
+  const Shape row_shape(x.shape().end() - normalized_dims, x.shape().end());
+  for (const Tensor* t : {&weight, &bias})
+    CPPGRAD_CHECK(!t->defined() || (t->shape() == row_shape && t->dtype() == x.dtype()),
+                  "layer_norm: weight or bias {} {} should be {} {} for input {}", shape_str(t->shape()),
+                  dtype_name(t->dtype()), shape_str(row_shape), dtype_name(x.dtype()), shape_str(x.shape()));
+}
+
+void check_masked_softmax(const Tensor& scores, const Tensor& mask, bool is_causal) {
+  CPPGRAD_CHECK(scores.is_floating_point() && scores.dim() >= 1, "masked_softmax: expected floating scores, got {} {}",
+                dtype_name(scores.dtype()), shape_str(scores.shape()));
+  CPPGRAD_CHECK(!is_causal || scores.dim() >= 2, "masked_softmax: a causal mask needs (..., T, S) scores, got {}",
+                shape_str(scores.shape()));
+  CPPGRAD_CHECK(!mask.defined() || mask.dim() <= scores.dim(), "masked_softmax: mask {} has more dims than scores {}",
+                shape_str(mask.shape()), shape_str(scores.shape()));
+}
+
+}  // namespace
+
+// ---- the ops ---------------------------------------------------------------------------------
 Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b) {
   // y = x·Wᵀ + b;  dX = dY·W,  dW = dYᵀ·X (all rows of the batch in one GEMM),  db = Σ_rows dY
   return record("linear", kernels::linear(x, w, b), {x, w, b}, {x, w}, [](const Tensor& g, const Saved& s) -> Grads {
@@ -27,43 +58,34 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b) {
 }
 
 Tensor layer_norm(const Tensor& x, int64_t normalized_dims, const Tensor& weight, const Tensor& bias, double eps) {
-  kernels::LayerNormResult r = kernels::layer_norm(x, normalized_dims, weight, bias, eps);  // checks the arguments
-  const Shape row_shape(x.shape().end() - normalized_dims, x.shape().end());
-  // x̂ = (x - mean)·rstd, y = x̂ ⊙ w + b;  ĝ = dy ⊙ w:
-  // dx = rstd·(ĝ - mean(ĝ) - x̂·mean(ĝ ⊙ x̂)),  dw = Σ_rows dy ⊙ x̂,  db = Σ_rows dy
-  return record("layer_norm", r.y, {x, weight, bias}, {x, weight, r.mean, r.rstd},
-                [row_shape, normalized_dims, eps](const Tensor& g, const Saved& s) -> Grads {
-                  const Tensor &X = s[0], &W = s[1];
-                  if (!GradMode::is_enabled()) {
-                    auto d = kernels::layer_norm_backward(g, X, s[2], s[3], W, s.needs_grad(0), s.needs_grad(1),
-                                                          s.needs_grad(2));
-                    return {d.dx, d.dweight.defined() ? d.dweight.reshape(row_shape) : Tensor(),
-                            d.dbias.defined() ? d.dbias.reshape(row_shape) : Tensor()};
-                  }
-                  // create_graph: the same formulas, as functions of x so they differentiate again
-                  std::vector<int64_t> dims;
-                  for (int64_t d = X.dim() - normalized_dims; d < X.dim(); ++d) dims.push_back(d);
-                  Tensor centred = X - X.mean(dims, true);
-                  Tensor rstd = ((centred * centred).mean(dims, true) + eps).rsqrt();
-                  Tensor x_hat = centred * rstd;
-                  Tensor g_hat = W.defined() ? g * W : g;
-                  Tensor dx = rstd * (g_hat - g_hat.mean(dims, true) - x_hat * (g_hat * x_hat).mean(dims, true));
-                  return {dx, s.needs_grad(1) ? sum_to(g * x_hat, row_shape) : Tensor(),
-                          s.needs_grad(2) ? sum_to(g, row_shape) : Tensor()};
-                });
+  check_layer_norm(x, normalized_dims, weight, bias);
+  std::vector<int64_t> dims;  // a row: the last normalized_dims dims
+  for (int64_t d = x.dim() - normalized_dims; d < x.dim(); ++d) dims.push_back(d);
+  // y = (x − mean)/√(var + eps) ⊙ w + b of {x, w, b}: autograd differentiates it (and its gradient again)
+  auto formula = [dims, eps](const std::vector<Tensor>& in) {
+    Tensor centred = in[0] - in[0].mean(dims, true);
+    Tensor y = centred * ((centred * centred).mean(dims, true) + eps).rsqrt();
+    if (in[1].defined()) y = y * in[1];
+    return in[2].defined() ? y + in[2] : y;
+  };
+  // the fast form: one kernel each way, where layer_norm's derivative is written (fast/layer_norm.h)
+  if (!reference_mode()) return fast::layer_norm(x, normalized_dims, weight, bias, eps, formula);
+  return formula({x, weight, bias});
 }
 
 Tensor masked_softmax(const Tensor& scores, const Tensor& mask, bool is_causal, double scale) {
-  Tensor y = kernels::masked_softmax(scores, mask, is_causal, scale);
-  const bool float_mask = mask.defined() && mask.dtype() != kBool;
-  // p = softmax(z), z = scale·scores + mask;  dz = p ⊙ (dp - Σ dp ⊙ p);  dscores = scale·dz,  dmask = dz
-  return record("masked_softmax", y, {scores, float_mask ? mask : Tensor()}, {y},
-                [scale](const Tensor& g, const Saved& s) -> Grads {
-                  const Tensor& p = s[0];
-                  Tensor dz = GradMode::is_enabled() ? p * (g - (g * p).sum({-1}, true))
-                                                     : kernels::softmax_backward(p, g, -1);
-                  return {s.needs_grad(0) ? dz * scale : Tensor(), s.needs_grad(1) ? dz : Tensor()};
-                });
+  check_masked_softmax(scores, mask, is_causal);
+  // the fast form: one pass per row, and softmax's backward (fast/masked_softmax.h)
+  if (!reference_mode()) return fast::masked_softmax(scores, mask, is_causal, scale);
+  // softmax(scale·scores + mask); a key hidden by a bool mask (true), or causal's key j > query i, at −∞
+  const double inf = std::numeric_limits<double>::infinity();
+  Tensor z = scores * scale;
+  if (is_causal) {
+    const int64_t T = z.size(-2), S = z.size(-1);
+    z = z.masked_fill(arange(double(S)).reshape({1, S}).gt(arange(double(T)).reshape({T, 1})), -inf);
+  }
+  if (mask.defined()) z = mask.dtype() == kBool ? z.masked_fill(mask, -inf) : z + mask.to(z.dtype());
+  return z.softmax(-1);
 }
 
 namespace {

@@ -3,6 +3,7 @@
 #include <limits>
 
 #include "autograd/functions.h"
+#include "autograd/softmax.h"
 #include "tensor/kernels.h"
 
 namespace cppgrad {
@@ -124,13 +125,16 @@ Tensor Tensor::argmin(int64_t dim, bool keepdim) const {
   return kernels::extremum(kernels::Extremum::Min, *this, dim, keepdim).indices;
 }
 
+Tensor autograd::softmax_backward(const Tensor& y, const Tensor& g, int64_t dim) {
+  // dA = C ⊙ (dC - Σ_dim(dC ⊙ C))
+  if (!autograd::GradMode::is_enabled()) return kernels::softmax_backward(y, g, dim);  // one pass
+  return y * (g - (g * y).sum({dim}, /*keepdim=*/true));  // differentiable, for create_graph
+}
+
 Tensor softmax(const Tensor& t, int64_t dim) {
   Tensor out = kernels::softmax(t, dim);
-  // dA = C ⊙ (dC - Σ_dim(dC ⊙ C))
   return record("softmax", out, {t}, {out}, [dim](const Tensor& g, const Saved& s) -> Grads {
-    const Tensor& y = s[0];
-    if (!autograd::GradMode::is_enabled()) return {kernels::softmax_backward(y, g, dim)};  // one pass
-    return {y * (g - (g * y).sum({dim}, /*keepdim=*/true))};  // differentiable, for create_graph
+    return {autograd::softmax_backward(s[0], g, dim)};
   });
 }
 

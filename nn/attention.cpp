@@ -118,6 +118,26 @@ Tensor merge_heads(const Tensor& x) {
 
 }  // namespace
 
+// ---- self-attention as the paper draws it -------------------------------------------------------
+namespace {
+
+// MultiheadAttention's forward on x (B, T, E) when none of its options is in play (one projection
+// for Q, K and V, as many key/value heads as query heads, no positions, padding or weights
+// returned). mask (T, S) or (B, H, T, S), additive. d = E / H.
+Tensor self_attention(const MultiheadAttention& m, const Tensor& x, const Tensor& mask, bool is_causal) {
+  const int64_t H = m.options.num_heads();
+  // Q = x·W_Qᵀ + b_Q, and so on, in one GEMM: (B, T, E) -> (B, T, 3E) -> 3 × (B, T, E)
+  std::vector<Tensor> qkv = F::linear(x, m.in_proj_weight, m.in_proj_bias).chunk(3, -1);
+  // The heads are a view of each projection: (B, T, E) -> (B, H, T, d); every head saw all E features.
+  Tensor q = split_heads(qkv[0], H), k = split_heads(qkv[1], H), v = split_heads(qkv[2], H);
+  F::AttentionOptions o = F::AttentionOptions().attn_mask(mask).is_causal(is_causal);
+  o.dropout_p(m.is_training() ? m.options.dropout() : 0.0);
+  Tensor heads = F::scaled_dot_product_attention(q, k, v, o).output;  // softmax(q·kᵀ/√d + mask)·v: (B, H, T, d)
+  return m.out_proj->forward(merge_heads(heads));  // Concat(head_1, ..., head_H)·W_Oᵀ + b_O: (B, T, E)
+}
+
+}  // namespace
+
 // ---- MultiheadAttention ---------------------------------------------------------------------
 
 MultiheadAttention::MultiheadAttention(const MultiheadAttentionOptions& opts)
@@ -203,6 +223,14 @@ AttentionOutput MultiheadAttention::forward(const Tensor& query, const Tensor& k
                                             const AttentionArgs& args) {
   const int64_t E = options.embed_dim(), H = options.num_heads(), G = options.num_kv_heads();
   const bool batch_first = options.batch_first();
+  const bool plain = fused() && batch_first && query.dim() == 3 && query.size(2) == E && query.is_same(key) &&
+                     key.is_same(value) && G == H && !options.rotary() && !options.window() && !options.alibi() &&
+                     !args.key_padding_mask.defined() && !args.need_weights && !store_attention;
+  if (plain) {  // self-attention as the paper draws it (above)
+    const int64_t B = query.size(0), T = query.size(1);
+    Tensor mask = merge_attention_masks({}, args.attn_mask, B, H, T, T, query.dtype());  // checked, additive
+    return {self_attention(*this, query, mask, args.is_causal), Tensor()};
+  }
   Inputs in =
       prepare(swap_batch_and_sequence(query, batch_first), swap_batch_and_sequence(key, batch_first),
               swap_batch_and_sequence(value, batch_first), args.key_padding_mask, E, options.kdim(), options.vdim());

@@ -135,6 +135,23 @@ Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction) 
   return sq;
 }
 
+// ---- attention as its formula: softmax(q·kᵀ/√d + mask)·v ---------------------------------------
+
+namespace {
+
+// q (B, H, T, d), k (B, H, S, d), v (B, H, S, dv); any leading dims that broadcast in place of
+// (B, H). mask broadcasts to the scores (B, H, T, S): true hides a key, a float is added; causal
+// hides key j from query i when j > i. scale is 1/√d unless the caller asks otherwise.
+AttentionOutput attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask, bool causal,
+                          double dropout_p, double scale, Generator& gen) {
+  Tensor scores = q.matmul(k.mT());                              // (B, H, T, d) @ (B, H, d, S) -> (B, H, T, S)
+  Tensor weights = masked_softmax(scores, mask, causal, scale);  // softmax over the S keys of scale·scores + mask
+  if (dropout_p > 0.0) weights = dropout(weights, dropout_p, true, gen);  // (B, H, T, S)
+  return {weights.matmul(v), weights};                           // (B, H, T, S) @ (B, H, S, dv) -> (B, H, T, dv)
+}
+
+}  // namespace
+
 // ---- attention: which path computes it, positions and biases ---------------------------------
 
 namespace {
@@ -203,7 +220,7 @@ Tensor attention_bias(const AttentionOptions& o, int64_t heads, int64_t target_l
   return attention_position_bias(positions_of(o), o.is_causal(), heads, target_len, source_len, dtype);
 }
 
-// ---- attention as the formula reads: softmax(QKᵀ/√d_k)V ---------------------------------------
+// ---- scaled_dot_product_attention: the checks, the fused path and grouped heads around the formula
 
 namespace {
 
@@ -265,8 +282,7 @@ AttentionOutput scaled_dot_product_attention(const Tensor& q, const Tensor& k, c
   if (use_fused(q, k, v, o.attn_mask(), o.need_weights(), group > 1))
     return {fused_attention(q, k, v, o.attn_mask(), o.is_causal(), s, dropout_p, gen, positions_of(o)), Tensor()};
 
-  // The reference: the scores, masked, softmax, times V, as the formula reads. The window, the
-  // decoding offset and ALiBi join the mask as one float bias.
+  // The formula, with the window, the decoding offset and ALiBi joining the mask as one float bias.
   Tensor mask = o.attn_mask();
   bool causal = o.is_causal();
   if (Tensor bias = attention_bias(o, heads, T, S, q.dtype()); bias.defined()) {
@@ -274,13 +290,8 @@ AttentionOutput scaled_dot_product_attention(const Tensor& q, const Tensor& k, c
     causal = false;  // the bias hides the keys after each query
   }
   if (group == 1) {
-    Tensor scores = q.matmul(k.mT());  // (..., T, d) @ (..., d, S) -> (..., T, S)
-    // softmax(s·scores + mask) in one op; is_causal hides key j > i. A row with every key masked
-    // gives zeros there, not NaN.
-    Tensor weights = masked_softmax(scores, mask, causal, s);
-    if (dropout_p > 0.0) weights = dropout(weights, dropout_p, true, gen);
-    Tensor output = weights.matmul(v);  // (..., T, S) @ (..., S, dv) -> (..., T, dv)
-    return {output, o.need_weights() ? weights : Tensor()};
+    AttentionOutput out = attention(q, k, v, mask, causal, dropout_p, s, gen);
+    return {out.output, o.need_weights() ? out.weights : Tensor()};
   }
   // Grouped query heads: the r = h/g query heads that share key/value head j are one taller
   // query matrix against that head's keys, so no key or value is repeated, and the gradient of

@@ -21,17 +21,21 @@ Tensor rms_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& we
   CPPGRAD_CHECK(!eps || *eps >= 0.0, "rms_norm: eps {} must not be negative", eps.value_or(0.0));
   const double epsilon = eps.value_or(x.dtype() == kFloat64 ? std::numeric_limits<double>::epsilon()
                                                              : std::numeric_limits<float>::epsilon());
-  // The fast form: one pass over each row forward and one backward (autograd/fast/rms_norm.cpp).
-  const bool fast_dtypes = (x.dtype() == kFloat32 || x.dtype() == kFloat64) &&
-                           (!weight.defined() || weight.dtype() == x.dtype());
-  if (!reference_mode() && fast_dtypes) return cppgrad::fast::rms_norm(x, k, weight, epsilon);
   std::vector<int64_t> dims;
   for (int64_t d = x.dim() - k; d < x.dim(); ++d) dims.push_back(d);
-  // The reference, as the formula reads; autograd differentiates it (and its gradient again):
-  // with r = 1/√(mean(x²) + eps), dx = r·(ĝ − x̂·mean(ĝ ⊙ x̂)) for x̂ = x·r and ĝ = dy ⊙ weight.
-  Tensor inv_rms = ((x * x).mean(dims, true) + epsilon).rsqrt();  // (..., 1, ..., 1)
-  Tensor y = x * inv_rms;
-  return weight.defined() ? y * weight : y;
+  // The reference, as the formula reads, of {x, weight}; autograd differentiates it (and its
+  // gradient again).
+  auto formula = [dims, epsilon](const std::vector<Tensor>& in) {
+    Tensor inv_rms = ((in[0] * in[0]).mean(dims, true) + epsilon).rsqrt();  // (..., 1, ..., 1)
+    Tensor y = in[0] * inv_rms;
+    return in[1].defined() ? y * in[1] : y;
+  };
+  // The fast form: one pass over each row forward and one backward, where the derivative is
+  // written (tensor/kernels/fast/rms_norm.cpp).
+  const bool fast_dtypes = (x.dtype() == kFloat32 || x.dtype() == kFloat64) &&
+                           (!weight.defined() || weight.dtype() == x.dtype());
+  if (!reference_mode() && fast_dtypes) return cppgrad::fast::rms_norm(x, k, weight, epsilon, formula);
+  return formula({x, weight});
 }
 
 }  // namespace functional

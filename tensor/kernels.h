@@ -107,9 +107,9 @@ Tensor softmax_backward(const Tensor& output, const Tensor& grad, int64_t dim);
 struct LayerNormResult {
   Tensor y, mean, rstd;  // mean and 1/std per row, kept for the backward
 };
-// Normalises rows of x's last `normalized_dims` dims. The one place layer_norm's arguments are
-// checked: x floating, 1 <= normalized_dims <= x.dim(), weight and bias undefined or of a row's
-// shape and x's dtype.
+// Normalises rows of x's last `normalized_dims` dims: layer_norm's fused kernel (its reference is
+// the formula as tensor ops, autograd/ops_nn.cpp). Checks x floating, 1 <= normalized_dims <=
+// x.dim(), weight and bias undefined or of a row's shape and x's dtype.
 LayerNormResult layer_norm(const Tensor& x, int64_t normalized_dims, const Tensor& weight, const Tensor& bias,
                            double eps);
 struct LayerNormGrads {

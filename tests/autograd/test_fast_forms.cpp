@@ -3,6 +3,7 @@
 // forms whichever mode CTest runs the suite in.
 #include <doctest/doctest.h>
 
+#include <functional>
 #include <utility>
 #include <vector>
 
@@ -41,19 +42,64 @@ void check_forms_agree(const std::vector<Tensor>& inputs, F f, double tolerance)
 
 }  // namespace
 
-TEST_CASE("fast forms: layer_norm's vectorised rows equal the plain loops, with and without affine") {
+TEST_CASE("fast forms: layer_norm's fused kernels equal its formula as tensor ops, with and without affine") {
   Generator gen(1);
   for (DType dtype : {kFloat64, kFloat32}) {
-    // The two forms sum each row of 37 order-1 values in a different order (eight lanes against
-    // one): float64 results differ by a few ulps of 1, under 1e-12; float32 ones by a few ulps of
-    // 1e-7, under 1e-5.
+    // The two forms sum each row of 37 order-1 values in a different order (eight lanes in double
+    // against the reduction kernels in the tensor's dtype): float64 results differ by a few ulps
+    // of 1, under 1e-12; float32 ones by a few ulps of 1e-7, under 1e-5.
     const double tolerance = dtype == kFloat64 ? 1e-12 : 1e-5;
     INFO("dtype ", dtype_name(dtype));
     Tensor x = randn({5, 3, 37}, dtype, gen), w = randn({37}, dtype, gen), b = randn({37}, dtype, gen);
     check_forms_agree({x, w, b}, [](const std::vector<Tensor>& in) { return layer_norm(in[0], 1, in[1], in[2], 1e-5); },
                       tolerance);
     check_forms_agree({x}, [](const std::vector<Tensor>& in) { return layer_norm(in[0], 1, {}, {}, 1e-5); }, tolerance);
+    check_forms_agree({x, randn({3, 37}, dtype, gen)},
+                      [](const std::vector<Tensor>& in) { return layer_norm(in[0], 2, in[1], {}, 1e-5); }, tolerance);
   }
+}
+
+// A fused op's gradient under create_graph is its reference's, differentiated by autograd at the
+// saved inputs (autograd/fast/fused.h): the second derivative (a Hessian-vector product through a
+// non-leaf input with a hook) equals the reference mode's, and the hook runs once a pass.
+TEST_CASE("fast forms: layer_norm and masked_softmax's second derivatives equal their reference's") {
+  Generator gen(5);
+  Tensor x = randn({3, 4, 6}, kFloat64, gen), w = randn({6}, kFloat64, gen), b = randn({6}, kFloat64, gen);
+  Tensor added = randn({4, 6}, kFloat64, gen), G = randn({3, 4, 6}, kFloat64, gen), V = randn({3, 4, 6}, kFloat64, gen);
+  auto hvp = [&](bool reference, const std::function<Tensor(const Tensor&, const std::vector<Tensor>&)>& f,
+                 const std::vector<Tensor>& extra) {
+    ReferenceModeGuard mode(reference);
+    Tensor leaf = x.detach().requires_grad_();
+    std::vector<Tensor> params;
+    for (const Tensor& t : extra) params.push_back(t.detach().requires_grad_());
+    int hook_calls = 0;
+    Tensor h = leaf * 1.5;  // a non-leaf input
+    h.register_hook([&](const Tensor& g) {
+      ++hook_calls;
+      return g;
+    });
+    std::vector<Tensor> wrt{leaf};
+    wrt.insert(wrt.end(), params.begin(), params.end());
+    std::vector<Tensor> first = autograd::grad({(f(h, params) * G).sum()}, wrt, {}, false, /*create_graph=*/true);
+    CHECK(hook_calls == 1);
+    Tensor dot = (first[0] * V).sum();
+    for (size_t i = 1; i < first.size(); ++i) dot = dot + first[i].sum();
+    std::vector<Tensor> second = autograd::grad({dot}, wrt, {}, false, false, /*allow_unused=*/true);
+    CHECK(hook_calls == 2);
+    first.insert(first.end(), second.begin(), second.end());
+    return first;
+  };
+  auto agree = [&](const std::function<Tensor(const Tensor&, const std::vector<Tensor>&)>& f,
+                   const std::vector<Tensor>& extra) {
+    std::vector<Tensor> fast = hvp(false, f, extra), ref = hvp(true, f, extra);
+    for (size_t i = 0; i < fast.size(); ++i) {
+      INFO("derivative ", i);
+      REQUIRE(fast[i].defined() == ref[i].defined());  // bias: no second derivative in either
+      if (fast[i].defined()) CHECK(max_abs_diff(fast[i], ref[i]) <= 1e-10);
+    }
+  };
+  agree([](const Tensor& h, const std::vector<Tensor>& p) { return layer_norm(h, 1, p[0], p[1], 1e-5); }, {w, b});
+  agree([](const Tensor& h, const std::vector<Tensor>& p) { return masked_softmax(h, p[0], true, 0.7); }, {added});
 }
 
 TEST_CASE("fast forms: relu_dropout and dropout's vectorised loops give the reference's numbers") {
@@ -99,4 +145,7 @@ TEST_CASE("fast forms: softmax's vectorised exp is within float32 rounding of st
   check_forms_agree({x}, [](const std::vector<Tensor>& in) { return in[0].softmax(1); }, 1e-6);
   check_forms_agree({x}, [](const std::vector<Tensor>& in) { return in[0].log_softmax(1); }, 1e-5);
   check_forms_agree({x}, [&](const std::vector<Tensor>& in) { return masked_softmax(in[0], mask, false, 0.5); }, 1e-6);
+  Tensor added = randn({1, 300}, kFloat32, gen);
+  check_forms_agree({x, added}, [](const std::vector<Tensor>& in) { return masked_softmax(in[0], in[1], true, 0.5); },
+                    1e-6);
 }

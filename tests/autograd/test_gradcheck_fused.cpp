@@ -1,6 +1,7 @@
 // The fused ops the nn layers use (autograd/ops_nn.cpp): layer_norm and masked_softmax. Each is
 // checked three ways: against the same math written with plain ops, by gradcheck (the fused
-// backward kernel) and by gradgradcheck (the differentiable fallback used with create_graph).
+// backward kernel) and by gradgradcheck (autograd differentiating the reference, under
+// create_graph).
 #include <doctest/doctest.h>
 
 #include <cmath>

@@ -274,3 +274,94 @@ TEST_CASE("gradcheck MultiheadAttention with kdim and vdim different from embed_
       },
       {q, k, v, mha.q_proj_weight, mha.k_proj_weight, mha.v_proj_weight}));
 }
+
+// Batch-first self-attention without padding, grouped heads, positions or returned weights takes
+// the paper's path (nn/attention.cpp, "self-attention as the paper draws it"): the numbers and
+// gradients of the general path, which returning the weights takes.
+TEST_CASE("MultiheadAttention: plain self-attention equals the general path, with gradients") {
+  manual_seed(64);
+  MultiheadAttention mha(MultiheadAttentionOptions(4, 2).batch_first(true).dropout(0.3));
+  mha.to(kFloat64);
+  {
+    NoGradGuard no_grad;
+    mha.in_proj_bias.copy_(randn64({12}, 65));
+  }
+  const Tensor x0 = randn64({2, 3, 4}, 66);
+  const Tensor float_mask = randn64({3, 3}, 67), per_head = nntest::bool_mask({{0, 1, 0}, {0, 0, 1}, {0, 0, 0}});
+  for (bool training : {false, true})
+    for (int c = 0; c < 4; ++c) {
+      CAPTURE(training);
+      CAPTURE(c);
+      mha.train(training);
+      const AttentionArgs args{.attn_mask = c == 1 ? float_mask : c == 2 ? per_head : Tensor(), .is_causal = c == 3};
+      auto run = [&](bool weights) {
+        Tensor x = x0.detach().requires_grad_();
+        mha.zero_grad();
+        AttentionArgs a = args;
+        a.need_weights = weights;
+        manual_seed(68);  // the same dropout mask both ways
+        AttentionOutput out = mha.forward(x, x, x, a);
+        CHECK(out.weights.defined() == weights);
+        (out.output * out.output).sum().backward();
+        return std::vector<Tensor>{out.output.detach(), x.grad(), mha.in_proj_weight.grad(), mha.out_proj->bias.grad()};
+      };
+      std::vector<Tensor> plain = run(false), general = run(true);
+      for (size_t i = 0; i < plain.size(); ++i) CHECK(max_abs_diff(plain[i], general[i]) < 1e-12);
+    }
+  mha.eval();
+  Tensor x = randn64({2, 3, 4}, 69, true);
+  CHECK(gradcheck([&](const std::vector<Tensor>& in) { return mha.forward(in[0], in[0], in[0], {.need_weights = false, .is_causal = true}).output; },
+                  {x, mha.in_proj_weight, mha.in_proj_bias, mha.out_proj->weight}));
+  CHECK(gradcheck(
+      [&](const std::vector<Tensor>& in) {
+        return mha.forward(in[0], in[0], in[0], {.need_weights = false, .attn_mask = float_mask}).output;
+      },
+      {x, mha.in_proj_weight}));
+}
+
+// Batch-first self-attention without padding, grouped heads, positions or returned weights takes
+// the paper's path (nn/attention.cpp, "self-attention as the paper draws it"): the numbers and
+// gradients of the general path, which returning the weights takes.
+TEST_CASE("MultiheadAttention: plain self-attention equals the general path, with gradients") {
+  manual_seed(64);
+  MultiheadAttention mha(MultiheadAttentionOptions(4, 2).dropout(0.3));
+  mha.to(kFloat64);
+  {
+    NoGradGuard no_grad;
+    mha.in_proj_bias.copy_(randn64({12}, 65));
+  }
+  const Tensor x0 = randn64({2, 3, 4}, 66);
+  const Tensor float_mask = randn64({3, 3}, 67), hide = nntest::bool_mask({{0, 1, 0}, {0, 0, 1}, {0, 0, 0}});
+  for (bool training : {false, true})
+    for (int c = 0; c < 4; ++c) {
+      CAPTURE(training);
+      CAPTURE(c);
+      mha.train(training);
+      auto run = [&](bool weights) {
+        Tensor x = x0.detach().requires_grad_();
+        mha.zero_grad();
+        const AttentionArgs args{.need_weights = weights,
+                                 .attn_mask = c == 1 ? float_mask : c == 2 ? hide : Tensor(),
+                                 .is_causal = c == 3};
+        manual_seed(68);  // the same dropout mask both ways
+        AttentionOutput out = mha.forward(x, x, x, args);
+        CHECK(out.weights.defined() == weights);
+        (out.output * out.output).sum().backward();
+        return std::vector<Tensor>{out.output.detach(), x.grad(), mha.in_proj_weight.grad(), mha.out_proj->bias.grad()};
+      };
+      std::vector<Tensor> plain = run(false), general = run(true);
+      for (size_t i = 0; i < plain.size(); ++i) CHECK(max_abs_diff(plain[i], general[i]) < 1e-12);
+    }
+  mha.eval();
+  Tensor x = randn64({2, 3, 4}, 69, true);
+  CHECK(gradcheck(
+      [&](const std::vector<Tensor>& in) {
+        return mha.forward(in[0], in[0], in[0], {.need_weights = false, .is_causal = true}).output;
+      },
+      {x, mha.in_proj_weight, mha.in_proj_bias, mha.out_proj->weight}));
+  CHECK(gradcheck(
+      [&](const std::vector<Tensor>& in) {
+        return mha.forward(in[0], in[0], in[0], {.need_weights = false, .attn_mask = float_mask}).output;
+      },
+      {x, mha.in_proj_weight}));
+}

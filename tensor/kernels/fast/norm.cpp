@@ -1,7 +1,9 @@
-// The fast form of layer_norm's row loops (skip it on a first reading: the reference is the
-// plain loops of tensor/kernels/norm.cpp, the same formulas). Each sum keeps eight partial sums,
-// so the additions no longer wait on each other and the loop vectorises; each loop is compiled
-// once per vector unit (runtime/simd_clones.h), every version adding in the same order.
+// The fast form of layer_norm: its row loops, forward and backward (skip it on a first reading:
+// the reference is the formula as tensor ops, autograd/ops_nn.cpp, which autograd differentiates;
+// tests/autograd/test_fast_forms.cpp checks these loops against it). The one place layer_norm's
+// derivative is written. Each sum keeps eight partial sums, so the additions no longer wait on
+// each other and the loop vectorises; each loop is compiled once per vector unit
+// (runtime/simd_clones.h), every version adding in the same order.
 #include "tensor/kernels/fast/norm.h"
 
 #include <algorithm>
@@ -77,7 +79,9 @@ CPPGRAD_SIMD_CLONES void layer_norm_rows(int64_t begin, int64_t end, int64_t wid
   }
 }
 
-// dx of the rows [begin, end), with ĝ = dy ⊙ w (Weighted) or dy.
+// ---- layer_norm's derivative, the one place it is written ---------------------------------------
+// dx of the rows [begin, end), with ĝ = dy ⊙ w (Weighted) or dy and x̂ = (x − mean)·rstd:
+// dx = rstd·(ĝ − mean(ĝ) − x̂·mean(ĝ ⊙ x̂))
 template <class T, bool Weighted>
 CPPGRAD_SIMD_CLONES void layer_norm_backward_rows(int64_t begin, int64_t end, int64_t width, const T* __restrict xs,
                                                   const T* __restrict gs, const T* __restrict w,
@@ -99,7 +103,8 @@ CPPGRAD_SIMD_CLONES void layer_norm_backward_rows(int64_t begin, int64_t end, in
   }
 }
 
-// dw += Σ_rows dy ⊙ x̂ and db += Σ_rows dy, the rows added in order.
+// dw += Σ_rows dy ⊙ x̂ and db += Σ_rows dy, the rows added in order (one thread: the same bits at
+// any thread count).
 template <class T>
 CPPGRAD_SIMD_CLONES void layer_norm_weight_grads(int64_t rows, int64_t width, const T* __restrict xs,
                                                  const T* __restrict gs, const T* __restrict mu,
@@ -117,6 +122,7 @@ CPPGRAD_SIMD_CLONES void layer_norm_weight_grads(int64_t rows, int64_t width, co
 
 }  // namespace
 
+// ---- the rows in blocks, on the threads ---------------------------------------------------------
 template <class T>
 void layer_norm_forward(int64_t rows, int64_t width, double eps, const T* x, const T* w, const T* b, T* y, T* mean,
                         T* rstd) {

@@ -1,6 +1,7 @@
-// The fast form of layer_norm's row loops (tensor/kernels/norm.cpp is the reference): the same
-// formulas over contiguous rows of `width` elements, for float and double. w and b may be null
-// (no affine); the caller passes both or neither.
+// layer_norm's row loops (kernels::layer_norm in tensor/kernels/norm.cpp calls them; the
+// reference is the formula as tensor ops, autograd/ops_nn.cpp), over contiguous rows of `width`
+// elements, for float and double. w and b may be null (no affine); the caller passes both or
+// neither.
 #pragma once
 
 #include <cstdint>

@@ -1,5 +1,6 @@
 // RMSNorm's rows in one pass each way (the fast form of the rms_norm op; its reference is the
-// formula as tensor ops, autograd/ops_nn.cpp's reference-mode body). Over rows of N elements:
+// formula as tensor ops, nn/rmsnorm.cpp, which autograd differentiates: its derivative is written
+// here alone). Over rows of N elements:
 //
 //   r = 1 / √(Σ x² / N + eps),   y = x · r ⊙ w
 //   with x̂ = x · r and ĝ = dy ⊙ w:   dx = r · (ĝ − x̂ · mean(ĝ ⊙ x̂)),   dw = Σ_rows dy ⊙ x̂
