@@ -303,8 +303,10 @@ void Module::str_into(std::string& out, int indent) const {
   out += std::string(indent, ' ') + ")";
 }
 
-void save(const Module& module, const std::string& path, const Metadata& metadata) {
+void save(const Module& module, const std::string& path, const Metadata& metadata, NonFinite non_finite) {
   NamedTensors state = module.state_dict();
+  if (non_finite == NonFinite::Refuse)
+    check_finite(state, fmt::format("nn::save('{}'), refused (nn::NonFinite::Allow writes it)", path));
   save_safetensors(path, state, metadata);
 }
 

@@ -178,8 +178,12 @@ class Buffer : public RegisteredTensor {
   using RegisteredTensor::RegisteredTensor;
 };
 
-// Checkpoints: a module's state_dict in a safetensors file, and back.
-void save(const Module& module, const std::string& path, const Metadata& metadata = {});
+// Checkpoints: a module's state_dict in a safetensors file, and back. A state holding a NaN or an
+// infinity is refused, naming the first (a program that saves after a step that diverged would
+// otherwise keep nonsense as its result, silently); NonFinite::Allow writes it anyway, to study it.
+enum class NonFinite { Refuse, Allow };
+void save(const Module& module, const std::string& path, const Metadata& metadata = {},
+          NonFinite non_finite = NonFinite::Refuse);
 void load(Module& module, const std::string& path, bool strict = true);
 
 }  // namespace cppgrad::nn

@@ -4,7 +4,9 @@
 #include <doctest/doctest.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <filesystem>
+#include <limits>
 #include <string>
 
 #include "cppgrad.h"
@@ -136,4 +138,22 @@ TEST_CASE("loading a checkpoint of another shape is one clear error") {
 
   // A file that does not exist is an error naming it.
   CHECK(contains(error_message([&] { load(one, dir.file("absent.safetensors")); }), "absent.safetensors"));
+}
+
+TEST_CASE("nn::save refuses a non-finite state unless told it may write one") {
+  TempDir dir;
+  const std::string path = dir.file("diverged.safetensors");
+  manual_seed(7);
+  Linear layer(3, 2);
+  {
+    NoGradGuard no_grad;
+    layer.weight.data<float>()[4] = std::numeric_limits<float>::quiet_NaN();
+  }
+  const std::string msg = error_message([&] { save(layer, path); });
+  CHECK(contains(msg, "nn::save('" + path + "'), refused (nn::NonFinite::Allow writes it): 'weight' holds nan (element 4 of [2,3])"));
+  CHECK_FALSE(fs::exists(path));  // nothing written
+  save(layer, path, {}, NonFinite::Allow);  // to study it
+  Linear back(3, 2);
+  load(back, path);
+  CHECK(std::isnan(back.weight.data<float>()[4]));
 }
