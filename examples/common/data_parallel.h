@@ -21,6 +21,7 @@
 #include "cli.h"
 #include "run_state.h"
 #include "distributed/distributed.h"
+#include "tools/progress.h"
 
 namespace examples {
 

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "cppgrad.h"
-#include "runtime/metrics.h"
+#include "tools/metrics.h"
 
 namespace examples {
 
