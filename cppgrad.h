@@ -4,13 +4,9 @@
 #include <fmt/ranges.h>  // fmt::print("{}", t.shape()) prints [2, 3]
 
 #include "runtime/allocator.h"
-#include "runtime/metrics.h"
 #include "runtime/float_mode.h"
 #include "runtime/parallel.h"
 #include "runtime/profile.h"
-#include "runtime/progress.h"
-#include "runtime/plot/curves.h"
-#include "runtime/plot/attention_grid.h"
 #include "runtime/reference_mode.h"
 #include "tensor/tensor.h"
 #include "tensor/autocast.h"
@@ -37,8 +33,6 @@
 #include "nn/swiglu.h"
 #include "nn/decoder.h"
 #include "nn/safetensors.h"
-#include "nn/attention_maps.h"
-#include "nn/metrics.h"
 #include "nn/onnx/export.h"
 #include "nn/onnx/modules.h"
 #include "optim/optimizer.h"

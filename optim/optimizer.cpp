@@ -193,10 +193,12 @@ void Optimizer::load_state_dict(const NamedTensors& state) {
     }
   }
   for (size_t g = 0; g < groups.size(); ++g) {
-    // lr and weight_decay always; the other options only since every option is saved per group,
-    // so an older file without them keeps the run's own (and resumes as it did).
-    for (const char* option : {"lr", "weight_decay"})
-      CPPGRAD_CHECK(group_found[g].count(option), "{}: 'param_groups.{}.{}' is missing", op, g, option);
+    // Every option this optimizer's groups have, as state_dict() writes them.
+    for_each_option(
+        [&](const char* option, const auto& value) {
+          if (value) CPPGRAD_CHECK(group_found[g].count(option), "{}: 'param_groups.{}.{}' is missing", op, g, option);
+        },
+        groups[g]);
     check_group(groups[g], g, /*from_file=*/true);
   }
   // Each parameter's buffers are checked by the subclass, which knows what update() keeps.

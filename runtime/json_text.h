@@ -1,5 +1,5 @@
 // `text` as a JSON string literal, quotes included: what the trace (runtime/profile.cpp) and the
-// training log (runtime/metrics.cpp) write their names with. Quotes, backslashes and control
+// training log (tools/metrics.cpp) write their names with. Quotes, backslashes and control
 // characters are escaped; other bytes pass as they are (the names are the program's own).
 #pragma once
 

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "common/run_state.h"
+#include "tools/progress.h"
 
 using namespace cppgrad;
 namespace F = cppgrad::nn::functional;

@@ -4,6 +4,7 @@
 
 #include "char_lm/model.h"
 #include "char_lm/options.h"
+#include "tools/plot/curves.h"
 
 namespace char_lm {
 

@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <iostream>
 
+#include "common/run_state.h"
 #include "cppgrad.h"
 #include "runtime/files.h"
 
@@ -62,15 +63,16 @@ std::optional<cppgrad::nn::SafetensorsContents> KeptOptions::resume_from_file(co
 }
 
 std::vector<std::string> KeptOptions::resume_from(const std::map<std::string, std::string>& metadata) {
-  // Checkpoints written before the programs named themselves have no "program".
-  if (auto writer = metadata.find("program"); writer != metadata.end())
-    CPPGRAD_CHECK(writer->second == program_, "--resume: this is a {} checkpoint (its metadata's program), not {}'s: a "
-                  "checkpoint resumes in the program that wrote it", excerpt(writer->second, 40), program_);
+  check_checkpoint_format(metadata);  // first: another format's metadata may not mean the same
+  const auto writer = metadata.find("program");
+  CPPGRAD_CHECK(writer != metadata.end(), "--resume: the checkpoint's metadata names no program");
+  CPPGRAD_CHECK(writer->second == program_, "--resume: this is a {} checkpoint (its metadata's program), not {}'s: a "
+                "checkpoint resumes in the program that wrote it", excerpt(writer->second, 40), program_);
   std::vector<std::string> notices;
   for (const Kept& k : kept_) {
     const std::string key = key_of(k.option);
     auto saved = metadata.find(key);
-    if (saved == metadata.end()) continue;  // an older checkpoint: the option as given
+    CPPGRAD_CHECK(saved != metadata.end(), "--resume: the checkpoint's metadata has no {} (the run's {})", key, k.option);
     CLI::Option* option = app_.get_option(k.option);
     const bool given = option->count() > 0;
     const std::string own = k.text();
@@ -95,6 +97,7 @@ std::vector<std::string> KeptOptions::resume_from(const std::map<std::string, st
 }
 
 void KeptOptions::save_into(std::map<std::string, std::string>& metadata) const {
+  metadata["checkpoint_format"] = std::to_string(kCheckpointFormat);
   metadata["program"] = program_;
   for (const Kept& k : kept_) metadata[key_of(k.option)] = k.text();
 }

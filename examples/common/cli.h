@@ -51,10 +51,10 @@ int run_main(const std::string& program, const std::function<int()>& body, const
 // one left out takes the checkpoint's value, and one given with another value is refused (exit 2,
 // naming both), never dropped silently. So a PyTorch user's expectation holds (loading an
 // optimizer's state_dict brings back its lr and weight decay) and no option given is ignored.
-// A checkpoint without the key (written before it was kept) leaves the option as given.
-// The checkpoint also names the program that wrote it ("program": "char_lm"): another program's
-// is refused first, saying so, before any option of it is compared (a char_lm checkpoint handed
-// to seq2seq is not "trained on another task").
+// The checkpoint also names its format ("checkpoint_format", run_state.h: another is refused
+// first) and the program that wrote it ("program": "char_lm"): another program's is refused
+// next, saying so, before any option of it is compared (a char_lm checkpoint handed to seq2seq
+// is not "trained on another task").
 //   KeptOptions kept(app, "seq2seq");
 //   kept.add("--lr", o.lr).add("--warmup", o.warmup);
 //   if (resuming) kept.resume_from(file.metadata);   // before anything is built from them

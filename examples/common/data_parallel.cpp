@@ -41,53 +41,9 @@ int run_program(const std::string& program, const std::string& smaller, const st
   return exit_job(run_main(name_in_job(program), body, smaller));
 }
 
-namespace {
-// A checkpoint written before dropout was keyed by example holds every rank's dropout stream
-// under "rng.ranks." (a row per process): it continues its run on as many processes only.
-void check_same_processes(const NamedTensors& ranks) {
-  const Tensor* words = nullptr;
-  for (const auto& [name, t] : ranks)
-    if (name == "state") words = &t;
-  const int64_t saved_world = words == nullptr ? 1 : words->dim() >= 1 ? words->size(0) : -1;
-  CPPGRAD_CHECK(saved_world == distributed::world_size(),
-                "checkpoint: it was written by a run of {} processes, and this one has {} (rng.ranks.state holds a row "
-                "per process: a checkpoint of before dropout was keyed by example); resume it on as many",
-                saved_world < 0 ? "?" : std::to_string(saved_world), distributed::world_size());
-}
-
-// Sets this rank's default generator from its row of an older checkpoint's streams (after
-// rng.default. is loaded).
-void restore_dropout_stream(const NamedTensors& ranks) {
-  const int world = distributed::world_size(), rank = distributed::rank();
-  if (world == 1) {  // rng.default. is the stream; a run of one process wrote no other
-    CPPGRAD_CHECK(ranks.empty(), "checkpoint: unexpected entry 'rng.ranks.{}' in a checkpoint of 1 process",
-                  excerpt(ranks.front().first));
-    return;
-  }
-  NamedTensors mine;
-  for (const auto& [name, t] : ranks) {
-    CPPGRAD_CHECK(t.dim() >= 1 && t.size(0) == world, "checkpoint: rng.ranks.{} must have a row per process ({}), got "
-                  "shape {}", excerpt(name), world, excerpt(shape_str(t.shape()), 40));
-    Tensor row = t.select(0, rank).contiguous();
-    mine.emplace_back(name, name == "has_cached_normal" ? row.to(kBool) : row);
-  }
+void resume_run(const std::string& path, const NamedTensors& checkpoint, optim::TrainingState& state) {
   try {
-    default_generator().load_state_dict(mine);
-  } catch (const Error& e) {
-    throw Error(fmt::format("checkpoint: in the entries under \"rng.ranks.\": {}", e.what()));
-  }
-}
-}  // namespace
-
-void resume_run(const std::string& path, const NamedTensors& saved, optim::TrainingState& state) {
-  try {
-    const NamedTensors checkpoint = with_generators_of_today(saved);  // older files
-    NamedTensors ranks, rest;  // older files' per-rank streams are this program's; the rest is the state's
-    for (const auto& entry : checkpoint) (entry.first.starts_with("rng.ranks.") ? ranks : rest).push_back(entry);
-    const NamedTensors older_streams = under_prefix("rng.ranks.", ranks);
-    if (!older_streams.empty()) check_same_processes(older_streams);  // before anything is loaded
-    state.load_state_dict(rest);
-    if (!older_streams.empty()) restore_dropout_stream(older_streams);
+    state.load_state_dict(checkpoint);
   } catch (const Error& e) {
     throw Error(fmt::format("--resume: {}: {}", excerpt(path), e.what()));
   }

@@ -21,6 +21,7 @@
 #include "cli.h"
 #include "run_state.h"
 #include "distributed/distributed.h"
+#include "tools/progress.h"
 
 namespace examples {
 
@@ -37,10 +38,8 @@ std::optional<int> parse_command_line(CLI::App& app, int argc, char** argv, cons
 // returns its exit code; under mpirun a non-zero code ends the whole job.
 int run_program(const std::string& program, const std::string& smaller, const std::function<int()>& body);
 
-// Loads a checkpoint written by save_run_file into `state`, on any number of processes. A
-// checkpoint written before dropout was keyed by example also holds every rank's dropout stream
-// ("rng.ranks.*", a row per process): it resumes on as many processes only, each rank its own
-// stream, and is refused on another count before anything is loaded. Errors name the file.
+// Loads a checkpoint written by save_run_file into `state`, on any number of processes (its
+// format was checked with its metadata: KeptOptions::resume_from). Errors name the file.
 void resume_run(const std::string& path, const NamedTensors& checkpoint, cppgrad::optim::TrainingState& state);
 
 // This rank's share of a global batch: `global_batch` / world size, or an Error naming `option`

@@ -1,7 +1,7 @@
 // What the training programs leave for other tools to read: --trace FILE, a timeline of a few
 // training steps in the trace-event JSON that ui.perfetto.dev opens (runtime/profile.h,
 // docs/profiling.md); --log-dir DIR, the training log as JSONL and TensorBoard event files
-// (runtime/metrics.h, docs/training-logs.md).
+// (tools/metrics.h, docs/training-logs.md).
 #pragma once
 
 #include <cstdint>

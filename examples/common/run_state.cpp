@@ -1,9 +1,10 @@
 #include "common/run_state.h"
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <limits>
-#include <set>
+#include <system_error>
 
 #include "common/cli.h"
 
@@ -79,22 +80,25 @@ void stop_if_state_non_finite(const NamedTensors& entries) {
   }
 }
 
-NamedTensors with_generators_of_today(const NamedTensors& checkpoint) {
-  std::set<std::string> names;
-  for (const auto& entry : checkpoint) names.insert(entry.first);
-  NamedTensors out;
-  for (const auto& [name, t] : checkpoint) {
-    const std::string prefix = name.substr(0, name.size() - std::min(name.size(), std::string("words").size()));
-    const bool old_words = (name == "rng.default.words" || name == "rng.ranks.words") && t.dtype() == kInt64 &&
-                           t.dim() >= 1 && t.size(-1) == 5 && !names.count(prefix + "state");  // else: refused
-    if (!old_words) {
-      out.emplace_back(name, t);
-      continue;
-    }
-    out.emplace_back(prefix + "state", t.narrow(-1, 0, 4).contiguous());
-    out.emplace_back(prefix + "seed", t.select(-1, 4).contiguous());
+void check_checkpoint_format(const std::map<std::string, std::string>& metadata) {
+  // The release that reads each older format: kReaders[f - 1] for format f.
+  constexpr const char* kReaders[kCheckpointFormat - 1] = {"cppgrad 0.1.0"};
+  const auto found = metadata.find("checkpoint_format");
+  int format = 1;  // the files that named none
+  if (found != metadata.end()) {
+    const std::string& text = found->second;
+    const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), format);
+    CPPGRAD_CHECK(error == std::errc() && end == text.data() + text.size() && format >= 1,
+                  "--resume: the checkpoint's checkpoint_format is '{}', not a format number", excerpt(text, 40));
   }
-  return out;
+  if (format == kCheckpointFormat) return;
+  if (format < kCheckpointFormat)
+    throw Error(fmt::format("--resume: the checkpoint is of format {}{}, and this program reads format {} only: {} "
+                            "reads format {} (or start a new run)", format,
+                            found == metadata.end() ? " (its metadata names no checkpoint_format)" : "",
+                            kCheckpointFormat, kReaders[format - 1], format));
+  throw Error(fmt::format("--resume: the checkpoint is of format {}, newer than this program's {}: resume it with the "
+                          "release that wrote it", format, kCheckpointFormat));
 }
 
 optim::TrainingState training_state(const Run& run, TrainingLog& log) {

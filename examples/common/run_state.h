@@ -3,13 +3,14 @@
 // what the loop itself counts (the step, and the curves --plot draws).
 #pragma once
 
+#include <map>
 #include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "cppgrad.h"
-#include "runtime/metrics.h"
+#include "tools/metrics.h"
 
 namespace examples {
 
@@ -71,10 +72,13 @@ void stop_if_weights_non_finite(int64_t step, const cppgrad::nn::Module& model);
 // Stops the run when an entry a checkpoint would hold is not finite, naming it.
 void stop_if_state_non_finite(const NamedTensors& entries);
 
-// Checkpoints written before Generator::state_dict held the default generator and the per-rank
-// streams as "rng.default.words" int64 [5] and "rng.ranks.words" [world, 5] (one row per rank):
-// the four xoshiro words, then the seed. This reads them as today's "state" and "seed" entries,
-// so that the checkpoints users have still resume; every other entry is left as it is.
-NamedTensors with_generators_of_today(const NamedTensors& checkpoint);
+// The format of the programs' checkpoints, kept in their metadata as "checkpoint_format". It is
+// raised whenever what a checkpoint holds changes so that a file of the format before would not
+// load, or not resume exactly; such a file is refused, naming the release that reads it, never
+// translated. Format 1, the files of cppgrad 0.1.0, named no format.
+inline constexpr int kCheckpointFormat = 2;
+// Refuses (cppgrad::Error) a checkpoint whose metadata is of another format than kCheckpointFormat,
+// naming both formats and the release that reads the file's.
+void check_checkpoint_format(const std::map<std::string, std::string>& metadata);
 
 }  // namespace examples

@@ -4,8 +4,8 @@
 # refusal naming the entry (exit 2, one line on stderr holding the name) or a stop naming the
 # quantity (exit 4); never in a run that exits 0 on nonsense. The rows: values out of the range
 # their meaning allows, names misspelt (a leading zero, a space, trailing junk), entries no part
-# reads (a million would be refused as the first is), entries missing, older files' per-rank
-# entries of another number of processes, and NaN, inf or 1e30 in weights, moments and averaged weights.
+# reads (a million would be refused as the first is), entries missing, a file of another format,
+# and NaN, inf or 1e30 in weights, moments and averaged weights.
 # The untouched checkpoint itself must resume (exit 0).
 #
 #   tamper_check.sh PROGRAM BINARY EDIT_CHECKPOINT DIR    PROGRAM: char_lm, seq2seq or gpt
@@ -121,7 +121,7 @@ row refuse "unexpected keys: $module_name " copy "$weight" "$weight "
 row refuse "unexpected entry 'junk'" add loader.junk 1
 row refuse "unexpected entry 'stray'" add stray 1
 row refuse "unexpected key state.0.junk" add optim.state.0.junk 1
-row refuse "unexpected entry 'rng.ranks.state' in a checkpoint of 1 process" rows rng.default.state rng.ranks.state 1
+row refuse "unexpected entry 'rng.ranks.state'" rows rng.default.state rng.ranks.state 1
 row refuse "unexpected entry 'rng.ranks.junk0'" junk rng.ranks.junk 100000
 # ---- missing --------------------------------------------------------------------------------------
 row refuse "'param_groups.0.lr' is missing" remove optim.param_groups.0.lr
@@ -130,9 +130,10 @@ row refuse "missing keys: $module_name" remove "$weight"
 row refuse "'epoch' is missing" remove loader.epoch
 row refuse "'state' is missing" remove rng.default.state
 row refuse "'train.step' is missing" remove train.step
-# ---- per rank: every rank's dropout stream (files of before dropout was keyed by example), in a ---
-# ---- file of another number of processes ----------------------------------------------------------
-row refuse "2 processes, and this one has 1 (rng.ranks.state holds a row per process" rows rng.default.state rng.ranks.state 2
+# ---- another format: refused naming both and the release that reads it (run_state.h) ----------------
+row refuse "the checkpoint is of format 1, and this program reads format 2 only: cppgrad 0.1.0 reads format 1" \
+  meta checkpoint_format 1
+row refuse "the checkpoint is of format 3, newer than this program's 2" meta checkpoint_format 3
 # ---- non-finite, or beyond what training reaches ---------------------------------------------------
 row refuse "'$module_name' holds nan" set1 "$weight" nan
 row refuse "'$module_name' holds inf" set1 "$weight" inf

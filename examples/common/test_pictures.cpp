@@ -8,6 +8,7 @@
 #include <string>
 
 #include "cppgrad.h"
+#include "tools/tools.h"
 
 using namespace cppgrad::plot;
 

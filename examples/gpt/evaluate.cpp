@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include "tools/progress.h"
+
 using namespace cppgrad;
 namespace F = cppgrad::nn::functional;
 

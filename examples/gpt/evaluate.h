@@ -3,6 +3,7 @@
 
 #include "gpt/model.h"
 #include "gpt/options.h"
+#include "tools/plot/curves.h"
 
 namespace gpt {
 

@@ -264,8 +264,7 @@ int64_t finish_options(const CLI::App& app, Options& o, const Checkpoint* resume
     o.arch = arch;
     if (size_given) apply_preset(app, o);
     // --seq-len is the training windows, shorter than the model's context after --init-from.
-    const auto& saved_meta = resumed->metadata;
-    const int64_t window = metadata_int(*resumed, saved_meta.count("window") ? "window" : "seq_len");
+    const int64_t window = metadata_int(*resumed, "window");
     for (const auto& s : kSizeOptions) {
       const int64_t saved = metadata_int(*resumed, s.key);
       const int64_t compared = s.field == &ModelConfig::seq_len ? window : saved;
@@ -275,11 +274,9 @@ int64_t finish_options(const CLI::App& app, Options& o, const Checkpoint* resume
       o.model.*s.field = saved;
     }
     o.window = window;
-    // Written since --init-from (a pretrained model's vocabulary and constants); older checkpoints
-    // have the defaults.
-    if (saved_meta.count("vocab")) o.model.vocab = metadata_int(*resumed, "vocab");
-    if (saved_meta.count("norm_eps")) o.model.norm_eps = metadata_number(*resumed, kNormEpsRange);
-    if (saved_meta.count("rope_theta")) o.model.rope_theta = metadata_number(*resumed, kRopeThetaRange);
+    o.model.vocab = metadata_int(*resumed, "vocab");  // a pretrained model's (--init-from), or the tokenizer's
+    o.model.norm_eps = metadata_number(*resumed, kNormEpsRange);
+    o.model.rope_theta = metadata_number(*resumed, kRopeThetaRange);
     CPPGRAD_CHECK(app.count("--tokenizer") == 0 || o.tokenizer == resumed->tokenizer.kind,
                   "--resume: the checkpoint's tokenizer is {}, not {}", resumed->tokenizer.kind, o.tokenizer);
     o.tokenizer = resumed->tokenizer.kind;
@@ -378,6 +375,7 @@ Tokenizer Tokenizer::from_tensor(const std::string& kind, const Tensor& saved) {
 
 Checkpoint read_checkpoint(const std::string& path) {
   auto file = nn::load_safetensors(path);
+  examples::check_checkpoint_format(file.metadata);  // before any entry is read as this format's
   auto kind = file.metadata.find("tokenizer");
   CPPGRAD_CHECK(kind != file.metadata.end() && file.contains("data.tokenizer"),
                 "--resume: '{}' holds no tokenizer: not a checkpoint written by gpt", excerpt(path));

@@ -104,12 +104,12 @@ plot::AttentionGrid attention_grid(Seq2SeqModel& model, const Batch& data, const
     const bool encoder = where.starts_with("encoder"), cross = where.find("multihead_attn") != std::string::npos;
     const size_t at = where.find("layers.") + 7;
     const std::string layer = where.substr(at, where.find('.', at) - at);  // "0"
-    return nn::AttentionRowLabels{fmt::format("{} · layer {}", encoder ? "encoder" : "decoder", layer),
+    return plot::AttentionRowLabels{fmt::format("{} · layer {}", encoder ? "encoder" : "decoder", layer),
                                   encoder ? "self-attention" : cross ? "cross-attention" : "self-attention (causal)",
                                   where, encoder ? src_labels : tgt_labels,
                                   encoder || cross ? src_labels : tgt_labels};
   };
-  plot::AttentionGrid grid = nn::attention_grid(
+  plot::AttentionGrid grid = plot::attention_grid(
       model, [&] { model.forward(one.src, one.tgt_in, one.src_pad, one.tgt_pad); }, title, label);
   Tensor decoded;
   {

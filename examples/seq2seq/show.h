@@ -1,5 +1,5 @@
 // What seq2seq shows: tokens as text, the training curves (--plot) and every head's attention on
-// one held-out example (--attention), drawn by cppgrad's plot pieces (runtime/plot/).
+// one held-out example (--attention), drawn by cppgrad's plot pieces (tools/plot/).
 #pragma once
 
 #include <string>
@@ -9,6 +9,7 @@
 #include "seq2seq/model.h"
 #include "seq2seq/options.h"
 #include "seq2seq/tasks.h"
+#include "tools/tools.h"
 
 namespace seq2seq {
 

@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "runtime/error.h"
-#include "runtime/metrics.h"
+#include "tools/metrics.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static const std::string path = "/tmp/cppgrad_fuzz_metrics_" + std::to_string(getpid()) + ".jsonl";

@@ -4,6 +4,8 @@
 # tests/install/consumer against that prefix alone, and runs the program; then builds the same
 # consumer without CMake, from the installed pkg-config file, and runs that too.
 #
+# Then the same for tests/install/consumer_tools, which asks for the tools component.
+#
 #   run_install_test.sh BUILD_DIR CONSUMER_SOURCE_DIR CMAKE CXX_COMPILER BUILD_TYPE GENERATOR
 #
 # A sanitized build (CPPGRAD_SANITIZE) needs nothing more here: the library's interface link
@@ -54,6 +56,22 @@ if grep -q '^CPPGRAD_SANITIZE:BOOL=ON' "$build_dir/CMakeCache.txt"; then flags="
 # shellcheck disable=SC2086  # the flags are words
 "$cxx" -std=c++20 "$consumer_src/main.cpp" -o "$work/consumer_pkgconfig" $flags
 "$work/consumer_pkgconfig"
+
+# The program tools: a component of the same package, found as the README shows, and built from
+# its pkg-config file too (cppgrad-tools.pc, which requires cppgrad.pc).
+ls "$prefix"/lib*/cmake/cppgrad/cppgradToolsTargets.cmake > /dev/null 2>&1 ||
+  { echo "FAIL: the install has no cppgradToolsTargets.cmake"; exit 1; }
+echo "-- configure, build and run the tools consumer"
+"$cmake" -S "$consumer_src/../consumer_tools" -B "$work/build_tools" -G "$generator" \
+  -DCMAKE_CXX_COMPILER="$cxx" -DCMAKE_BUILD_TYPE="$build_type" -DCMAKE_PREFIX_PATH="$prefix"
+"$cmake" --build "$work/build_tools"
+"$work/build_tools/consumer_tools"
+tools_flags=$(PKG_CONFIG_PATH="$pc_dir" pkg-config --cflags --libs cppgrad-tools)
+echo "-- pkg-config --cflags --libs cppgrad-tools: $tools_flags"
+if grep -q '^CPPGRAD_SANITIZE:BOOL=ON' "$build_dir/CMakeCache.txt"; then tools_flags="$tools_flags -fsanitize=address,undefined"; fi
+# shellcheck disable=SC2086  # the flags are words
+"$cxx" -std=c++20 "$consumer_src/../consumer_tools/main.cpp" -o "$work/consumer_tools_pkgconfig" $tools_flags
+"$work/consumer_tools_pkgconfig"
 
 # The distributed floor, when it was built: a component of the same package, found as the README
 # shows it, and run as a world of one and of two processes (scripts/mpirun).

@@ -1,7 +1,7 @@
-#include "runtime/plot/curves.h"
+#include "tools/plot/curves.h"
 
 #include "runtime/error.h"
-#include "runtime/metrics.h"
+#include "tools/metrics.h"
 
 #include <algorithm>
 #include <cmath>

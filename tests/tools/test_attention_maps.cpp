@@ -1,8 +1,9 @@
-// nn::attention_grid: every head of every MultiheadAttention of a model on one example, in one
+// plot::attention_grid: every head of every MultiheadAttention of a model on one example, in one
 // call, ready for plot::draw_attention_grid.
 #include <doctest/doctest.h>
 
-#include "nn_helpers.h"
+#include "../nn/nn_helpers.h"
+#include "tools/tools.h"
 
 using namespace cppgrad;
 using cppgrad::nntest::error_message;
@@ -20,7 +21,7 @@ TEST_CASE("attention_grid: a row per attention layer, a map per head whose rows 
   auto model = two_layers();
   const Tensor x = randn({1, 5, 8});
   model->train();
-  const plot::AttentionGrid grid = nn::attention_grid(*model, [&] { model->forward(x); }, "two layers");
+  const plot::AttentionGrid grid = plot::attention_grid(*model, [&] { model->forward(x); }, "two layers");
   CHECK(grid.title == "two layers");
   CHECK(grid.heads == 2);
   REQUIRE(grid.rows.size() == 2);
@@ -68,10 +69,10 @@ TEST_CASE("attention_grid: a labeller names the rows and cuts the maps; the grid
   auto label = [](const std::string& module, int64_t queries, int64_t keys) {
     CHECK(queries == 5);
     CHECK(keys == 5);
-    return nn::AttentionRowLabels{"layer " + module.substr(7, 1), "self-attention", module, {"a", "b", "c"},
+    return plot::AttentionRowLabels{"layer " + module.substr(7, 1), "self-attention", module, {"a", "b", "c"},
                                   {"a", "b", "c"}};
   };
-  const plot::AttentionGrid grid = nn::attention_grid(*model, [&] { model->forward(x); }, "cut", label);
+  const plot::AttentionGrid grid = plot::attention_grid(*model, [&] { model->forward(x); }, "cut", label);
   REQUIRE(grid.rows.size() == 2);
   CHECK(grid.rows[1].heading == "layer 1");
   CHECK(grid.rows[1].detail == "layers.1.self_attn");
@@ -83,18 +84,18 @@ TEST_CASE("attention_grid: a labeller names the rows and cuts the maps; the grid
 
 TEST_CASE("attention_grid: refuses a model without attention, a forward that runs none, bad labels") {
   auto linear = std::make_shared<nn::Linear>(2, 2);
-  CHECK(error_message([&] { nn::attention_grid(*linear, [] {}, "t"); }).find("holds no MultiheadAttention") !=
+  CHECK(error_message([&] { plot::attention_grid(*linear, [] {}, "t"); }).find("holds no MultiheadAttention") !=
         std::string::npos);
   auto model = two_layers();
-  CHECK(error_message([&] { nn::attention_grid(*model, [] {}, "t"); }).find("ran none of the 2") != std::string::npos);
+  CHECK(error_message([&] { plot::attention_grid(*model, [] {}, "t"); }).find("ran none of the 2") != std::string::npos);
   auto too_many = [](const std::string&, int64_t, int64_t) {
-    return nn::AttentionRowLabels{"h", "k", "", std::vector<std::string>(6, "x"), {"x"}};
+    return plot::AttentionRowLabels{"h", "k", "", std::vector<std::string>(6, "x"), {"x"}};
   };
   const Tensor x = randn({1, 5, 8});
-  CHECK(error_message([&] { nn::attention_grid(*model, [&] { model->forward(x); }, "t", too_many); })
+  CHECK(error_message([&] { plot::attention_grid(*model, [&] { model->forward(x); }, "t", too_many); })
             .find("labels 6 queries") != std::string::npos);
   // A forward that throws leaves the model as it was.
   model->train();
-  CHECK_THROWS_AS(nn::attention_grid(*model, [] { throw Error("forward failed"); }, "t"), Error);
+  CHECK_THROWS_AS(plot::attention_grid(*model, [] { throw Error("forward failed"); }, "t"), Error);
   CHECK(model->is_training());
 }

@@ -4,8 +4,8 @@
 // the same through generated code, and make every program linking cppgrad, and its installed
 // package, need libprotobuf for these few fields. The test proves the bytes with an independent
 // reader: Python's protobuf parsing them with the schema written from TensorFlow's field numbers
-// (tests/runtime/tensorboard/event.proto).
-#include "runtime/metrics.h"
+// (tests/tools/tensorboard/event.proto).
+#include "tools/metrics.h"
 
 #include <array>
 #include <chrono>

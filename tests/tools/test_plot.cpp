@@ -1,4 +1,4 @@
-// The library's training pictures and progress line (runtime/plot/, runtime/progress.h): the
+// The training pictures and progress line (tools/plot/, tools/progress.h): the
 // one-call loss figure, writing SVG files, and the progress line's format. (The layouts of many
 // figure shapes are checked in examples/common/test_pictures.cpp.)
 #include <doctest/doctest.h>
@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "cppgrad.h"
+#include "tools/tools.h"
 
 using namespace cppgrad;
 using namespace cppgrad::plot;

@@ -6,7 +6,7 @@
 #include <cstdio>
 #include <vector>
 
-#include "runtime/metrics.h"
+#include "tools/metrics.h"
 
 int main(int argc, char** argv) {
   if (argc != 2) {

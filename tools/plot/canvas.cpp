@@ -1,4 +1,4 @@
-#include "runtime/plot/canvas.h"
+#include "tools/plot/canvas.h"
 
 #include <algorithm>
 

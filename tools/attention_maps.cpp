@@ -1,10 +1,10 @@
-#include "nn/attention_maps.h"
+#include "tools/attention_maps.h"
 
 #include <algorithm>
 
 #include "nn/attention.h"
 
-namespace cppgrad::nn {
+namespace cppgrad::plot {
 
 namespace {
 
@@ -17,11 +17,11 @@ AttentionRowLabels numbered(const std::string& module, int64_t queries, int64_t 
 
 }  // namespace
 
-plot::AttentionGrid attention_grid(Module& model, const std::function<void()>& forward, const std::string& title,
+AttentionGrid attention_grid(nn::Module& model, const std::function<void()>& forward, const std::string& title,
                                    const AttentionLabeller& label) {
-  std::vector<std::pair<std::string, std::shared_ptr<MultiheadAttention>>> layers;
+  std::vector<std::pair<std::string, std::shared_ptr<nn::MultiheadAttention>>> layers;
   for (auto& [name, module] : model.named_modules())
-    if (auto attention = std::dynamic_pointer_cast<MultiheadAttention>(module)) {
+    if (auto attention = std::dynamic_pointer_cast<nn::MultiheadAttention>(module)) {
       attention->last_attention = Tensor();
       attention->store_attention = true;
       layers.emplace_back(name, attention);
@@ -30,9 +30,9 @@ plot::AttentionGrid attention_grid(Module& model, const std::function<void()>& f
   {
     const bool was_training = model.is_training();
     struct Restore {  // the model as it was, also when forward throws
-      Module& model;
+      nn::Module& model;
       bool training;
-      std::vector<std::pair<std::string, std::shared_ptr<MultiheadAttention>>>& layers;
+      std::vector<std::pair<std::string, std::shared_ptr<nn::MultiheadAttention>>>& layers;
       ~Restore() {
         for (auto& [name, attention] : layers) attention->store_attention = false;
         model.train(training);
@@ -66,4 +66,4 @@ plot::AttentionGrid attention_grid(Module& model, const std::function<void()>& f
   return grid;
 }
 
-}  // namespace cppgrad::nn
+}  // namespace cppgrad::plot

@@ -1,4 +1,4 @@
-// A module's weights and gradients into a training log as histograms (nn/metrics.h).
+// A module's weights and gradients into a training log as histograms (tools/histograms.h).
 #include <doctest/doctest.h>
 
 #include <filesystem>
@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "cppgrad.h"
+#include "tools/tools.h"
 
 using namespace cppgrad;
 
@@ -18,11 +19,11 @@ TEST_CASE("log_histograms: a histogram per parameter, and per gradient once ther
   nn::Linear fc(4, 3);
   {
     metrics::Logger log(dir, {.tensorboard = false});
-    nn::log_histograms(log, fc, 0);  // no gradients yet
+    metrics::log_histograms(log, fc, 0);  // no gradients yet
     fc.forward(ones({2, 4})).sum().backward();
-    nn::log_histograms(log, fc, 1);
-    nn::log_histogram(log, "float64", ones({3}, kFloat64), 1);
-    CHECK_THROWS_AS(nn::log_histogram(log, "ints", ones({3}, kInt64), 1), Error);
+    metrics::log_histograms(log, fc, 1);
+    metrics::log_histogram(log, "float64", ones({3}, kFloat64), 1);
+    CHECK_THROWS_AS(metrics::log_histogram(log, "ints", ones({3}, kInt64), 1), Error);
   }
   std::ifstream f(dir + "/metrics.jsonl");
   std::stringstream s;

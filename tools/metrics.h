@@ -9,11 +9,11 @@
 //
 //   cppgrad::metrics::Logger log("runs/char_lm");
 //   log.scalar("train/loss", loss, step);          // PyTorch's SummaryWriter.add_scalar
-//   log.histogram("weights/fc1", values, step);    // add_histogram (nn::log_histograms: a module's)
+//   log.histogram("weights/fc1", values, step);    // add_histogram (metrics::log_histograms: a module's)
 //
 // The event file is TensorFlow's record format: each record a little-endian uint64 length, the
 // masked CRC-32C of those 8 bytes, the data, and the masked CRC-32C of the data; each record's
-// data an Event protobuf. Those few fields are encoded here by hand (runtime/metrics.cpp says why
+// data an Event protobuf. Those few fields are encoded here by hand (tools/metrics.cpp says why
 // not libprotobuf). Every line and record is flushed as written, so a run that dies leaves a
 // readable log of what it reached.
 #pragma once

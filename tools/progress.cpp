@@ -1,4 +1,4 @@
-#include "runtime/progress.h"
+#include "tools/progress.h"
 
 #include <unistd.h>
 

@@ -1,6 +1,6 @@
-// The training log (runtime/metrics.h): CRC-32C and the TFRecord framing against published
+// The training log (tools/metrics.h): CRC-32C and the TFRecord framing against published
 // values, the JSONL lines, reading them back into the loss curves, and refusing what is not a
-// log. (The event file's protobufs are read independently by tests/runtime/tensorboard.)
+// log. (The event file's protobufs are read independently by tests/tools/tensorboard.)
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -13,8 +13,8 @@
 #include <fmt/format.h>
 
 #include "runtime/error.h"
-#include "runtime/metrics.h"
-#include "runtime/plot/curves.h"
+#include "tools/metrics.h"
+#include "tools/plot/curves.h"
 
 using namespace cppgrad;
 

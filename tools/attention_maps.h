@@ -1,7 +1,7 @@
 // Pictures of attention: every head of every MultiheadAttention in a model, on one example, as
-// the grid runtime/plot/attention_grid.h draws. One call gives the picture:
+// the grid tools/plot/attention_grid.h draws. One call gives the picture:
 //
-//   nn::attention_grid(*model, [&] { model->forward(tokens); }, "my model on one sentence")
+//   plot::attention_grid(*model, [&] { model->forward(tokens); }, "my model on one sentence")
 //       .write("attention.svg");       // plot::draw_attention_grid(...).write(...) in full
 //
 // It switches each layer's `store_attention` on for that one forward (MultiheadAttention keeps
@@ -12,10 +12,10 @@
 #include <string>
 #include <vector>
 
-#include "../runtime/plot/attention_grid.h"
-#include "module.h"
+#include "../nn/module.h"
+#include "plot/attention_grid.h"
 
-namespace cppgrad::nn {
+namespace cppgrad::plot {
 
 // What a row of the grid says: its heading, kind and detail beside the maps, and the tokens on
 // the maps' axes. The maps are cut to queries.size() × keys.size() (leaving padding out).
@@ -33,7 +33,7 @@ using AttentionLabeller =
 // a row per layer that ran, in named_modules() order, a column per head. By default a row is
 // headed by the module's name and its positions are numbered from 0. Throws cppgrad::Error when
 // `forward` ran no MultiheadAttention of `model`.
-plot::AttentionGrid attention_grid(Module& model, const std::function<void()>& forward, const std::string& title,
+AttentionGrid attention_grid(nn::Module& model, const std::function<void()>& forward, const std::string& title,
                                    const AttentionLabeller& label = {});
 
-}  // namespace cppgrad::nn
+}  // namespace cppgrad::plot

@@ -1,4 +1,4 @@
-#include "runtime/plot/ticks.h"
+#include "tools/plot/ticks.h"
 
 #include <algorithm>
 #include <cmath>

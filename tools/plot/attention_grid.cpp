@@ -1,4 +1,4 @@
-#include "runtime/plot/attention_grid.h"
+#include "tools/plot/attention_grid.h"
 
 #include <algorithm>
 #include <array>
@@ -7,7 +7,7 @@
 
 #include <fmt/core.h>
 
-#include "runtime/plot/ticks.h"
+#include "tools/plot/ticks.h"
 #include "runtime/error.h"
 
 namespace cppgrad::plot {
