@@ -79,7 +79,7 @@ TEST_CASE("load: a quiet machine leaves every core, whatever one reading says") 
   }
 }
 
-TEST_CASE("load: a neighbour runnable most of the window takes a core; gone, it gives it back") {
+TEST_CASE("load: a neighbour runnable most of the window takes a core, and gives it back when gone") {
   Window w;
   int64_t t = 0;
   for (int i = 0; i < 10; ++i, t += Window::kSpacing) w.add(t, Reading{2, 0});
