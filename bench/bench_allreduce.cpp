@@ -16,8 +16,9 @@
 // the model then takes, each round, the slower of link and endpoints, and prints the link-only
 // prediction beside it. Every run prints this path's exchange rate (8 MB each way at once
 // between ranks 0 and 1, MPI_Sendrecv); --exchange-only prints that alone.
-// --segments: columns of the ring's segment size (dist::set_ring_pipeline) instead of the ways
-// of waiting, `--in-flight K` segments on the way; --min-mb / --max-mb bound the sizes.
+// --segments: columns of the ring's segment size (tuning::set_ring_pipeline, an internal choice:
+// distributed/internal/collectives_tuning.h) instead of the ways of waiting, `--in-flight K`
+// segments on the way; --min-mb / --max-mb bound the sizes.
 // --project T_C prints, without MPI, the model's all-reduce time and the efficiency
 // t_c / (t_c + T) of a step of T_C ms for the copy-step model's gradients (930,320 float32)
 // and a 100M-parameter model's, on 2, 8 and 64 machines, beside the binomial tree's time.
@@ -50,12 +51,14 @@
 
 #include "cppgrad.h"
 #include "distributed/distributed.h"
+#include "distributed/internal/collectives_tuning.h"
 #include "cost_model.h"
 #include "harness.h"
 #include "measured_link.h"
 
 using namespace cppgrad;
 namespace dist = cppgrad::distributed;
+namespace tuning = cppgrad::distributed::tuning;  // the collectives' internal choices, compared here
 
 namespace {
 
@@ -156,7 +159,7 @@ void print_projection(double compute_ms) {
         const double bandwidth = bench::all_reduce_seconds(model.bytes, n, no_latency);
         const double tree = bench::tree_seconds(model.bytes, n, wire.link);
         fmt::print("{:>22} {:>8} {:>18} {:>8.2f} ms {:>8.2f} ms {:>8.2f} ms {:>8.2f} ms {:>8.1f}x", wire.name, n,
-                   bench::algorithm_name(dist::all_reduce_algorithm(static_cast<int64_t>(model.bytes), n)),
+                   bench::algorithm_name(tuning::all_reduce_algorithm(static_cast<int64_t>(model.bytes), n)),
                    bandwidth * 1e3, (t - bandwidth) * 1e3, t * 1e3, tree * 1e3, tree / t);
         for (double t_c : model.compute_ms) fmt::print(" {:>15.0f}%", 100 * t_c / (t_c + t * 1e3));
         fmt::print("\n");
@@ -202,7 +205,7 @@ int main(int argc, char** argv) {
   std::string host_from = "--host-gbit";
   bool half_duplex = false, segments = false, exchange_only = false;
   int64_t min_bytes = 4 << 10, max_bytes = 16 << 20;
-  const dist::RingPipeline default_pipeline = dist::get_ring_pipeline();
+  const tuning::RingPipeline default_pipeline = tuning::get_ring_pipeline();
   int in_flight = default_pipeline.in_flight;
   for (int i = 1; i + 1 < argc; ++i) {
     const std::string arg = argv[i];
@@ -267,18 +270,20 @@ int main(int argc, char** argv) {
                             int64_t{256} << 10, int64_t{512} << 10, int64_t{1} << 20})
       variants.push_back({segment_name(segment),
                           [&t, segment, in_flight] {
-                            dist::set_ring_pipeline({segment, in_flight});
+                            tuning::set_ring_pipeline({segment, in_flight});
                             dist::all_reduce(t);
                           },
                           false});
   } else {
-    const std::pair<const char*, dist::WaitPolicy> policies[] = {
-        {"adaptive", dist::WaitPolicy::Adaptive}, {"spin", dist::WaitPolicy::Spin}, {"polite", dist::WaitPolicy::Polite}};
+    const std::pair<const char*, tuning::WaitPolicy> policies[] = {
+        {"adaptive", tuning::WaitPolicy::Adaptive},
+        {"spin", tuning::WaitPolicy::Spin},
+        {"polite", tuning::WaitPolicy::Polite}};
     for (const auto& policy : policies) {
-      const dist::WaitPolicy wait = policy.second;
+      const tuning::WaitPolicy wait = policy.second;
       variants.push_back({policy.first,
                           [&t, wait] {
-                            dist::set_wait_policy(wait);
+                            tuning::set_wait_policy(wait);
                             dist::all_reduce(t);
                           },
                           false});
@@ -314,8 +319,8 @@ int main(int argc, char** argv) {
       fmt::print("model: {} Gbit/s {}, alpha {:.1f} us (measured: half a 4-byte round trip); all_reduce runs {} "
                  "below 64 KiB, {} from there\n",
                  link_gbit, half_duplex ? "half duplex (one queue for both directions)" : "full duplex",
-                 link.alpha * 1e6, bench::algorithm_name(dist::all_reduce_algorithm(4096, n)),
-                 bench::algorithm_name(dist::all_reduce_algorithm(1 << 20, n)));
+                 link.alpha * 1e6, bench::algorithm_name(tuning::all_reduce_algorithm(4096, n)),
+                 bench::algorithm_name(tuning::all_reduce_algorithm(1 << 20, n)));
       if (host_gbit > 0) {
         fmt::print("model: endpoints H = {:.2f} Gbit/s each way ({}); a round takes the slower of link and "
                    "endpoints ('serial sum': the two times added; 'link only': H left out)\n",
@@ -353,8 +358,8 @@ int main(int argc, char** argv) {
       std::shuffle(order.begin(), order.end(), shuffle);  // no variant always follows the same one
       for (size_t v : order) times[v].push_back(time_calls(variants[v].call, reps));
     }
-    dist::set_wait_policy(dist::WaitPolicy::Adaptive);
-    dist::reset_ring_pipeline();
+    tuning::set_wait_policy(tuning::WaitPolicy::Adaptive);
+    tuning::reset_ring_pipeline();
     std::vector<double> medians;
     for (auto& samples : times) medians.push_back(bench::median(samples));
     double best_mpi = 1e30;

@@ -1,6 +1,6 @@
 // The all-reduce cost model of docs/scaling.md, for the algorithm cppgrad's all_reduce really
-// runs (distributed::all_reduce_algorithm): the time of one all-reduce of S bytes on N ranks
-// over links of bandwidth B (bytes/s) and latency alpha (s, one message one way).
+// runs (distributed::tuning::all_reduce_algorithm): the time of one all-reduce of S bytes on N
+// ranks over links of bandwidth B (bytes/s) and latency alpha (s, one message one way).
 //
 //   ring (N < 4, S >= 64 KiB): 2(N-1) rounds; in each every rank sends S/N to the next
 //       T = 2(N-1) alpha + 2(N-1)/N S/B
@@ -30,7 +30,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "distributed/collectives.h"
+#include "distributed/internal/collectives_tuning.h"
 
 namespace bench {
 
@@ -50,8 +50,8 @@ inline double round_seconds(double on_link, double per_rank, const Link& link) {
   return link.in_series ? through_link + through_endpoints : std::max(through_link, through_endpoints);
 }
 
-inline const char* algorithm_name(cppgrad::distributed::AllReduceAlgorithm a) {
-  using cppgrad::distributed::AllReduceAlgorithm;
+inline const char* algorithm_name(cppgrad::distributed::tuning::AllReduceAlgorithm a) {
+  using cppgrad::distributed::tuning::AllReduceAlgorithm;
   switch (a) {
     case AllReduceAlgorithm::Ring: return "ring";
     case AllReduceAlgorithm::Exchange: return "exchange";
@@ -63,10 +63,10 @@ inline const char* algorithm_name(cppgrad::distributed::AllReduceAlgorithm a) {
 
 // Seconds for one all-reduce of `bytes` on `n` ranks, as cppgrad runs it.
 inline double all_reduce_seconds(double bytes, int n, const Link& link) {
-  using cppgrad::distributed::AllReduceAlgorithm;
+  using cppgrad::distributed::tuning::AllReduceAlgorithm;
   if (n <= 1) return 0;
   const double S = bytes, a = link.alpha;
-  switch (cppgrad::distributed::all_reduce_algorithm(static_cast<int64_t>(bytes), n)) {
+  switch (cppgrad::distributed::tuning::all_reduce_algorithm(static_cast<int64_t>(bytes), n)) {
     case AllReduceAlgorithm::Ring: {
       const double rounds = 2.0 * (n - 1);
       const double bytes_per_round = link.half_duplex ? S : S / n;

@@ -7,17 +7,23 @@
 #include <algorithm>
 #include <chrono>
 #include <climits>
-#include <cstdio>
+#include <cstdlib>
 #include <optional>
+#include <string_view>
 #include <thread>
-#include <unistd.h>
 #include <vector>
 
 #include "../autograd/node.h"
+#include "../runtime/load.h"
+#include "internal/collectives_tuning.h"
 #include "process_group.h"
 #include "watchdog.h"
 
 namespace cppgrad::distributed {
+
+using tuning::AllReduceAlgorithm;
+using tuning::RingPipeline;
+using tuning::WaitPolicy;
 
 namespace {
 // What one test of a collective found.
@@ -56,29 +62,45 @@ Work::~Work() {
 
 namespace {
 
-WaitPolicy wait_policy = WaitPolicy::Adaptive;
+// A whole number from the environment variable `name`, at least `least`; nothing when unset.
+std::optional<int64_t> number_from_env(const char* name, int64_t least) {
+  const char* v = std::getenv(name);
+  if (v == nullptr) return std::nullopt;
+  char* end = nullptr;
+  const long long n = std::strtoll(v, &end, 10);
+  CPPGRAD_CHECK(end != v && *end == '\0' && n >= least, "{}={}: expected a whole number of at least {}", name, v,
+                least);
+  return n;
+}
 
-// Does this machine have more runnable tasks than cores right now? /proc/loadavg's fourth field
-// counts the tasks running or ready to run this instant (this one included), so it sees a build
-// that started a second ago, which the load averages would not for a minute. Read at most
-// every 20 ms, so that a small all-reduce does not pay a file read each time.
-bool machine_is_busy() {
-  using Clock = std::chrono::steady_clock;
-  static Clock::time_point read_at;
-  static bool busy = true;
-  static const long cores = std::max(1L, sysconf(_SC_NPROCESSORS_ONLN));
-  const auto now = Clock::now();
-  if (read_at != Clock::time_point{} && now - read_at < std::chrono::milliseconds(20)) return busy;
-  read_at = now;
-  busy = true;  // unreadable (not Linux): the polite wait, which never steals a core
-  if (FILE* f = std::fopen("/proc/loadavg", "r")) {
-    double averages[3];
-    long runnable = 0, tasks = 0;
-    if (std::fscanf(f, "%lf %lf %lf %ld/%ld", &averages[0], &averages[1], &averages[2], &runnable, &tasks) == 5)
-      busy = runnable > cores;
-    std::fclose(f);
+// A word from the environment variable `name`, one of `words` (its index); nothing when unset.
+template <size_t N>
+std::optional<size_t> word_from_env(const char* name, const char* const (&words)[N]) {
+  const char* v = std::getenv(name);
+  if (v == nullptr) return std::nullopt;
+  for (size_t i = 0; i < N; ++i)
+    if (std::string_view(v) == words[i]) return i;
+  throw Error(fmt::format("{}={}: expected one of {}", name, v, fmt::join(words, ", ")));
+}
+
+std::optional<WaitPolicy> chosen_wait;  // set_wait_policy's
+
+WaitPolicy wait_policy() {
+  if (!chosen_wait) {
+    static const char* const words[] = {"adaptive", "spin", "polite"};
+    const std::optional<size_t> word = word_from_env("CPPGRAD_ALLREDUCE_WAIT", words);
+    chosen_wait = word ? static_cast<WaitPolicy>(*word) : WaitPolicy::Adaptive;
   }
-  return busy;
+  return *chosen_wait;
+}
+
+// Has the machine no core for this rank? The runtime's signal of load (runtime/load.h), which
+// the thread pool follows too: the mean count of other processes' runnable tasks over the last
+// 100 ms leaves no core free. Where it cannot be read (not Linux): busy, so the wait is polite
+// and never steals a core.
+bool machine_is_busy() {
+  const std::optional<load::Load> load = load::machine_load();
+  return !load || load->free_cores < 1;
 }
 
 // Waits until `test()` (MPI_Test: MPI progresses in it) says Done. Two ways of waiting:
@@ -87,7 +109,7 @@ bool machine_is_busy() {
 // - politely: poll briefly, then sleep between polls (5 us doubling to 100 us). On a machine
 //   with more runnable tasks than cores a spinning rank may steal the time that the rank it
 //   waits for needs to get here; sleeping gives it back.
-// Adaptive spins while the machine has a core for every runnable task (looking again every
+// Adaptive spins while the machine leaves this rank a core (machine_is_busy, asked again every
 // millisecond of a long wait). When it has not, it still spins after each step of progress for
 // as long as the step's bytes may plausibly take to move, 100 us plus 1 us per KiB (a MiB
 // moves in about a millisecond between two processes here), and only then turns polite: a
@@ -102,8 +124,9 @@ void wait_until(Test test, int64_t bytes = 0) {
   watchdog::Wait watch;  // past the collective timeout: names the ranks that do not answer, ends the job
   using Clock = std::chrono::steady_clock;
   const auto kSpinWhenBusy = std::chrono::microseconds(100 + bytes / 1024);
-  const bool adaptive = wait_policy == WaitPolicy::Adaptive;
-  bool spinning = wait_policy != WaitPolicy::Polite;
+  const WaitPolicy policy = wait_policy();
+  const bool adaptive = policy == WaitPolicy::Adaptive;
+  bool spinning = policy != WaitPolicy::Polite;
   bool busy = adaptive && machine_is_busy();
   auto look_again = Clock::now() + std::chrono::milliseconds(1);
   auto spin_until = Clock::now() + kSpinWhenBusy;
@@ -139,7 +162,7 @@ void wait_until(Test test, int64_t bytes = 0) {
       }
       pause = std::chrono::microseconds(5);
     }
-    if (polite_polls++ < 200 && wait_policy == WaitPolicy::Polite) continue;
+    if (polite_polls++ < 200 && policy == WaitPolicy::Polite) continue;
     std::this_thread::sleep_for(pause);
     pause = std::min(pause * 2, std::chrono::microseconds(100));
   }
@@ -164,8 +187,8 @@ Progress progress(Work::State& state) {
 
 }  // namespace
 
-void set_wait_policy(WaitPolicy policy) { wait_policy = policy; }
-WaitPolicy get_wait_policy() { return wait_policy; }
+void tuning::set_wait_policy(WaitPolicy policy) { chosen_wait = policy; }
+WaitPolicy tuning::get_wait_policy() { return wait_policy(); }
 
 void barrier() {
   if (!is_initialized()) return;
@@ -278,15 +301,21 @@ int ring_tag(int64_t sequence, int round) {
 
 std::optional<RingPipeline> chosen_pipeline;  // set_ring_pipeline's; else the transport's default
 
-// The default pipeline (collectives.h says why): over TCP, a message above the eager limit
-// first waits a round trip for the receiver's go-ahead, so segments are the largest power of
-// two that goes eagerly with room for MPI's header; 8 of them (256 KiB) on the way cover a
-// round trip at 10 Gbit/s and 100 us each way.
+// The default pipeline (internal/collectives_tuning.h says why): over TCP, a message above the
+// eager limit first waits a round trip for the receiver's go-ahead, so segments are the largest
+// power of two that goes eagerly with room for MPI's header; 8 of them (256 KiB) on the way
+// cover a round trip at 10 Gbit/s and 100 us each way. The environment's fields replace these.
 RingPipeline default_ring_pipeline() {
-  if (transport() == Transport::SharedMemory) return {256 << 10, 4, 1 << 20};
-  int64_t segment = 4096;
-  while (segment * 2 <= network_eager_limit() - 256) segment *= 2;
-  return {segment, 8};
+  RingPipeline pipeline{256 << 10, 4, 1 << 20};
+  if (transport() == Transport::Network) {
+    int64_t segment = 4096;
+    while (segment * 2 <= network_eager_limit() - 256) segment *= 2;
+    pipeline = {segment, 8, 0};
+  }
+  if (auto n = number_from_env("CPPGRAD_RING_SEGMENT_BYTES", 0)) pipeline.segment_bytes = *n;
+  if (auto n = number_from_env("CPPGRAD_RING_IN_FLIGHT", 1)) pipeline.in_flight = static_cast<int>(*n);
+  if (auto n = number_from_env("CPPGRAD_RING_WHOLE_CHUNK_BYTES", 0)) pipeline.whole_chunk_bytes = *n;
+  return pipeline;
 }
 
 RingPipeline current_pipeline() { return chosen_pipeline ? *chosen_pipeline : default_ring_pipeline(); }
@@ -491,18 +520,28 @@ void start_exchange(Work::State& state, const Tensor& buffer, ReduceOp op) {
 
 }  // namespace
 
-void set_ring_pipeline(RingPipeline pipeline) {
+void tuning::set_ring_pipeline(RingPipeline pipeline) {
   CPPGRAD_CHECK(pipeline.in_flight >= 1, "set_ring_pipeline: in_flight {} (at least 1 segment must be on the way)",
                 pipeline.in_flight);
   chosen_pipeline = pipeline;
 }
-RingPipeline get_ring_pipeline() { return current_pipeline(); }
-void reset_ring_pipeline() { chosen_pipeline.reset(); }
+RingPipeline tuning::get_ring_pipeline() { return current_pipeline(); }
+void tuning::reset_ring_pipeline() { chosen_pipeline.reset(); }
 
-AllReduceAlgorithm all_reduce_algorithm(int64_t bytes, int world) {
+AllReduceAlgorithm tuning::all_reduce_algorithm(int64_t bytes, int world) {
+  static const char* const words[] = {"ring", "exchange", "mpi"};
+  static const std::optional<size_t> forced = word_from_env("CPPGRAD_ALLREDUCE_ALGORITHM", words);
+  const size_t choice = forced.value_or(SIZE_MAX);
+  if (choice == 0) return AllReduceAlgorithm::Ring;
+  if (choice == 1) {
+    CPPGRAD_CHECK(world == 2, "CPPGRAD_ALLREDUCE_ALGORITHM=exchange: the exchange is between 2 ranks, this job has {}",
+                  world);
+    return AllReduceAlgorithm::Exchange;
+  }
+  if (choice == 2 || world >= 4)  // Open MPI's own choice
+    return world >= 4 && bytes >= (64 << 10) ? AllReduceAlgorithm::HalvingDoubling : AllReduceAlgorithm::BinomialTree;
   if (world == 2) return bytes >= kRingMinBytes ? AllReduceAlgorithm::Ring : AllReduceAlgorithm::Exchange;
-  if (world < 4) return bytes >= kRingMinBytes ? AllReduceAlgorithm::Ring : AllReduceAlgorithm::BinomialTree;
-  return bytes >= (64 << 10) ? AllReduceAlgorithm::HalvingDoubling : AllReduceAlgorithm::BinomialTree;
+  return bytes >= kRingMinBytes ? AllReduceAlgorithm::Ring : AllReduceAlgorithm::BinomialTree;
 }
 
 Work all_reduce_async(const Tensor& tensor, ReduceOp op) {
@@ -512,7 +551,7 @@ Work all_reduce_async(const Tensor& tensor, ReduceOp op) {
   auto state = std::make_unique<Work::State>();
   const int64_t bytes = tensor.numel() * static_cast<int64_t>(dtype_size(tensor.dtype()));
   state->bytes = bytes;
-  const AllReduceAlgorithm algorithm = all_reduce_algorithm(bytes, world_size());
+  const AllReduceAlgorithm algorithm = tuning::all_reduce_algorithm(bytes, world_size());
   if (algorithm == AllReduceAlgorithm::Ring || algorithm == AllReduceAlgorithm::Exchange) {
     Tensor buffer = contiguous_buffer(tensor);
     state->buffers.push_back(buffer);

@@ -40,46 +40,10 @@ class Work {
   std::unique_ptr<State> state_;
 };
 
-// ---- how a rank waits for a collective ---------------------------------------------------------
-// Spin: test in a loop, as MPI_Wait does (the shortest wait when every rank has a core).
-// Polite: test, then sleep between tests, giving the core to the ranks being waited for (the
-// faster one on a machine with more runnable tasks than cores). Adaptive (the default): spin
-// while the machine has a core for every runnable task, politely when it has not.
-enum class WaitPolicy { Adaptive, Spin, Polite };
-void set_wait_policy(WaitPolicy policy);
-WaitPolicy get_wait_policy();
-
 // ---- all_reduce: every rank ends with the reduction of all ranks' tensors -------------------
-// From 64 KiB up between 2 or 3 ranks: a ring (reduce-scatter + all-gather, pipelined in
-// segments: RingPipeline below), each rank sending 2(N-1)/N of the bytes; below 64 KiB between 2 ranks, one exchange of the whole tensor;
-// otherwise MPI_Iallreduce, which Open MPI runs as a binomial tree (below 4 ranks or 64 KiB)
-// or as recursive halving + doubling. docs/scaling.md has the costs.
+// Between 2 or 3 ranks from 64 KiB, a pipelined ring (reduce-scatter + all-gather), each rank
+// sending 2(N-1)/N of the bytes; docs/scaling.md has the algorithms and their costs.
 void all_reduce(const Tensor& tensor, ReduceOp op = ReduceOp::Sum);
-// Which one all_reduce runs for `bytes` on `world` ranks (the cost model of docs/scaling.md
-// and bench/cost_model.h use it too).
-enum class AllReduceAlgorithm { Ring, Exchange, BinomialTree, HalvingDoubling };
-AllReduceAlgorithm all_reduce_algorithm(int64_t bytes, int world);
-// The ring moves each rank's chunk in segments of `segment_bytes` (the last one of a chunk
-// shorter), up to `in_flight` of them on the way at once, so that a segment is added while it
-// is still in cache and while the next ones travel (Open MPI's segmented ring and NCCL's
-// pipelined one do the same); a chunk of at most `whole_chunk_bytes` moves in one piece.
-// segment_bytes <= 0: one segment per chunk (no pipeline). The default depends on transport()
-// (process_group.h). Over shared memory: 256 KiB segments, 4 on the way, and chunks up to
-// 1 MiB whole: the rank that receives a segment copies it itself there, then adds it, on one
-// core, so segments overlap nothing and only keep the copy in cache for the add, which a chunk
-// of 1 MiB still is. Over a network: segments small enough for MPI to send without waiting
-// for the receiver's go-ahead (32 KiB under Open MPI's default eager limit of 64 KiB), 8 on
-// the way. Both chosen with bench/bench_allreduce --segments (docs/scaling.md). Every rank of
-// a job must set the same values before its all-reduces; reset_ring_pipeline() returns to the
-// default.
-struct RingPipeline {
-  int64_t segment_bytes = 256 << 10;
-  int in_flight = 4;
-  int64_t whole_chunk_bytes = 0;
-};
-void set_ring_pipeline(RingPipeline pipeline);
-RingPipeline get_ring_pipeline();
-void reset_ring_pipeline();
 Work all_reduce_async(const Tensor& tensor, ReduceOp op = ReduceOp::Sum);
 
 // ---- broadcast: every rank ends with `root`'s tensor ----------------------------------------

@@ -1,14 +1,18 @@
 #include "runtime/parallel.h"
 
+#include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <mutex>
+#include <optional>
 #include <string_view>
 
 #include <cblas.h>
 #include <omp.h>
 
 #include "runtime/error.h"
+#include "runtime/load.h"
 
 namespace cppgrad {
 
@@ -53,9 +57,8 @@ bool user_chose_waiting() {
 
 struct LoadState {
   std::mutex mutex;
-  LoadBackoff backoff;
-  bool on_one_thread = false;  // applied to OpenMP and OpenBLAS
-  bool forced = false;         // force_backed_off(true)
+  int running = 0;      // the count last applied to OpenMP and OpenBLAS (0: none yet)
+  bool forced = false;  // force_backed_off(true)
 };
 LoadState& load_state() {
   static LoadState state;
@@ -63,17 +66,29 @@ LoadState& load_state() {
 }
 std::atomic<bool> g_adapt{!user_chose_waiting()};
 
-// CPPGRAD_DEBUG_BACKOFF=1 prints each decision of the back-off to stderr, with the seconds since
-// the first region, so that a user can see why a stretch of steps ran slow.
+// CPPGRAD_DEBUG_BACKOFF=1 prints each change of the count to stderr, with the seconds since the
+// first and the load that decided it, so that a user can see why a stretch of steps ran slow.
 const bool g_log_backoff = [] {
   const char* v = std::getenv("CPPGRAD_DEBUG_BACKOFF");
   return v != nullptr && *v != '\0' && std::string_view(v) != "0";
 }();
-template <class... Args>
-void log_backoff(fmt::format_string<Args...> format, Args&&... args) {
-  static const int64_t start = RegionClock::now();
-  fmt::print(stderr, "[cppgrad back-off {:9.3f} s] {}\n", double(RegionClock::now() - start) * 1e-9,
-             fmt::format(format, std::forward<Args>(args)...));
+void log_change(int threads, const std::optional<load::Load>& load) {
+  static const auto start = std::chrono::steady_clock::now();
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (load)
+    fmt::print(stderr, "[cppgrad back-off {:9.3f} s] {:.1f} tasks of other programs runnable over the last 100 ms "
+               "on {} cores: {} thread{}\n", seconds, load->runnable_elsewhere, load->cores, threads,
+               threads == 1 ? "" : "s");
+  else
+    fmt::print(stderr, "[cppgrad back-off {:9.3f} s] {} thread{}\n", seconds, threads, threads == 1 ? "" : "s");
+}
+
+// Applies `n` (under the state's lock) unless it is applied already.
+void run_on(LoadState& state, int n) {
+  if (n == state.running) return;
+  if (g_threads.load() == 0) g_threads.store(get_num_threads());  // kept while OpenMP's count says 1
+  apply_threads(n);
+  state.running = n;
 }
 
 }  // namespace
@@ -83,9 +98,8 @@ void set_num_threads(int n) {
   LoadState& state = load_state();
   std::lock_guard lock(state.mutex);
   g_threads.store(n);
-  state.backoff = LoadBackoff();
-  state.on_one_thread = state.forced;
-  apply_threads(state.forced ? 1 : n);
+  state.running = state.forced ? 1 : n;
+  apply_threads(state.running);
 }
 
 int get_num_threads() {
@@ -104,11 +118,7 @@ void set_threads_adapt_to_load(bool on) {
   LoadState& state = load_state();
   std::lock_guard lock(state.mutex);
   g_adapt.store(on);
-  if (!on && state.on_one_thread && !state.forced) {
-    state.on_one_thread = false;
-    apply_threads(get_num_threads());
-  }
-  state.backoff = LoadBackoff();
+  if (!on && !state.forced) run_on(state, get_num_threads());
 }
 
 bool deterministic_threads() { return g_deterministic.load(std::memory_order_relaxed); }
@@ -116,7 +126,7 @@ void set_deterministic_threads(bool on) {
   LoadState& state = load_state();
   std::lock_guard lock(state.mutex);
   g_deterministic.store(on);
-  apply_threads(state.on_one_thread ? 1 : get_num_threads());
+  apply_threads(state.running > 0 ? state.running : get_num_threads());
 }
 
 void force_backed_off(bool on) {
@@ -124,29 +134,8 @@ void force_backed_off(bool on) {
   std::lock_guard lock(state.mutex);
   if (g_threads.load() == 0) g_threads.store(get_num_threads());  // kept while OpenMP's count says 1
   state.forced = on;
-  apply_threads(on ? 1 : get_num_threads());
-  state.on_one_thread = on;
-  state.backoff = LoadBackoff();
-}
-
-bool LoadBackoff::backed_off(int64_t now) {
-  if (retry_at_ < 0) return false;
-  if (now < retry_at_) return true;
-  retry_at_ = -1;
-  tried_at_ = now;
-  return false;
-}
-
-bool LoadBackoff::report(int64_t work, int64_t wait, int64_t now) {
-  if (!started_) {  // the first region creates the threads: its wait says nothing of the machine
-    started_ = true;
-    return false;
-  }
-  if (wait <= work || wait < kStallFloor) return false;
-  const bool try_failed = tried_at_ >= 0 && now - tried_at_ < kProbation;
-  wait_ = try_failed ? std::min(kGrowth * wait_, kLongestWait) : kFirstWait;
-  retry_at_ = now + wait_;
-  return true;
+  state.running = on ? 1 : get_num_threads();
+  apply_threads(state.running);
 }
 
 int region_threads() {
@@ -154,39 +143,16 @@ int region_threads() {
   const int wanted = get_num_threads();
   if (wanted <= 1) return 1;
   LoadState& state = load_state();
-  if (!threads_adapt_to_load()) {
-    std::lock_guard lock(state.mutex);
-    return state.forced ? 1 : wanted;
-  }
   std::lock_guard lock(state.mutex);
   if (state.forced) return 1;
-  const bool one = state.backoff.backed_off(RegionClock::now());
-  if (one != state.on_one_thread) {
-    if (g_log_backoff && !one) log_backoff("trying {} threads again", wanted);
-    if (g_threads.load() == 0) g_threads.store(wanted);  // keep the default while OpenMP's says 1
-    apply_threads(one ? 1 : wanted);
-    state.on_one_thread = one;
+  int n = wanted;
+  std::optional<load::Load> load;
+  if (threads_adapt_to_load() && (load = load::machine_load())) n = std::clamp(load->free_cores, 1, wanted);
+  if (n != state.running) {
+    if (g_log_backoff && (state.running != 0 || n != wanted)) log_change(n, load);
+    run_on(state, n);
   }
-  return one ? 1 : wanted;
+  return n;
 }
-
-void report_parallel_region(int64_t work_ns, int64_t wait_ns) {
-  if (!threads_adapt_to_load()) return;
-  LoadState& state = load_state();
-  std::lock_guard lock(state.mutex);
-  if (state.on_one_thread || state.forced) return;
-  if (state.backoff.report(work_ns, wait_ns, RegionClock::now())) {
-    if (g_log_backoff) {
-      log_backoff("a region stalled (the calling thread worked {:.2f} ms, then waited {:.2f} ms for the others): "
-                  "1 thread for {:.1f} s", double(work_ns) * 1e-6, double(wait_ns) * 1e-6,
-                  double(state.backoff.current_wait()) * 1e-9);
-    }
-    if (g_threads.load() == 0) g_threads.store(omp_get_max_threads());  // get_num_threads() stays
-    apply_threads(1);
-    state.on_one_thread = true;
-  }
-}
-
-void RegionClock::report_region() const { report_parallel_region(end_ - begin_, now() - end_); }
 
 }  // namespace cppgrad

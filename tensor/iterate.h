@@ -65,7 +65,6 @@ struct StridedLoop {
       visit_elements(body, 0, total);
       return;
     }
-    RegionClock clock;  // how long thread 0 works, then waits for the others (see parallel.h)
     const char* kernel = profile::current_scope_name();  // a worker's share is traced under its name
 #pragma omp parallel num_threads(threads)
     {
@@ -74,11 +73,8 @@ struct StridedLoop {
       auto local = body;
       const int64_t parts = omp_get_num_threads(), part = omp_get_thread_num();
       profile::Span share("worker", part == 0 || kernel == nullptr ? "" : kernel);  // thread 0's is the kernel's own
-      if (part == 0) clock.caller_begins();
       visit_elements(local, total * part / parts, total * (part + 1) / parts);
-      if (part == 0) clock.caller_ends();
     }
-    clock.report_region();
   }
 
  private:
@@ -126,7 +122,6 @@ void parallel_for(int64_t n, int64_t work_per_item, F&& f) {
     for (int64_t i = 0; i < n; ++i) body(i);
     return;
   }
-  RegionClock clock;  // how long thread 0 works, then waits for the others (see parallel.h)
   const autocast::State caller_autocast = autocast::state();
   const char* kernel = profile::current_scope_name();  // a worker's share is traced under its name
 #pragma omp parallel num_threads(threads)
@@ -140,13 +135,8 @@ void parallel_for(int64_t n, int64_t work_per_item, F&& f) {
     auto body = f;
     const int64_t parts = omp_get_num_threads(), part = omp_get_thread_num();
     profile::Span share("worker", part == 0 || kernel == nullptr ? "" : kernel);  // thread 0's is the kernel's own
-    if (part == 0) clock.caller_begins();
-    // Thread 0's share is the larger when n does not divide evenly: it is the one that times
-    // its wait for the others (RegionClock), and waiting a whole item would look like a stall.
     for (int64_t i = (n * part + parts - 1) / parts; i < (n * (part + 1) + parts - 1) / parts; ++i) body(i);
-    if (part == 0) clock.caller_ends();
   }
-  clock.report_region();
 }
 
 }  // namespace cppgrad

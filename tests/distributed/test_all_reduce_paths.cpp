@@ -11,9 +11,11 @@
 
 #include "cppgrad.h"
 #include "distributed/distributed.h"
+#include "distributed/internal/collectives_tuning.h"
 
 using namespace cppgrad;
 using namespace cppgrad::distributed;
+using namespace cppgrad::distributed::tuning;
 
 namespace {
 // Rank r's tensor: (i * 7 + r) mod 13 at flat index i, exact in every dtype.

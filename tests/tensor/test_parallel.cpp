@@ -1,26 +1,44 @@
-// How the thread count gives way on a busy machine (runtime/parallel.h). The decisions are driven
-// with made-up times: no test here measures anything.
+// How the thread count gives way on a busy machine (runtime/parallel.h, runtime/load.h). The
+// decisions are driven with recorded readings and made-up times: no test here measures anything.
 #include <cblas.h>
 #include <omp.h>
 
 #include <cstdlib>
+#include <vector>
 
 #include "helpers.h"
+#include "runtime/load.h"
 
 using namespace cppgrad;
 using namespace cppgrad::testing;
+using load::Reading;
+using load::Window;
 
 namespace {
 
 constexpr int64_t kMs = 1'000'000;  // nanoseconds
 
-// Restores the thread count and the adaptation a test changed, however the test ends.
+// Restores the thread count, the adaptation and the source of readings a test changed, however
+// the test ends.
 struct ThreadsGuard {
   int saved = get_num_threads();
   bool adapt = threads_adapt_to_load();
   ~ThreadsGuard() {
+    load::reset_source();
     set_threads_adapt_to_load(adapt);
     set_num_threads(saved);
+  }
+};
+
+// A machine of 2 cores whose other programs have `elsewhere` tasks runnable at every reading,
+// on a clock that moves a reading's spacing at each look.
+struct FakeMachine {
+  int elsewhere = 0;
+  int64_t now = 0;
+  FakeMachine() {
+    load::set_source(
+        [this] { return std::optional<Reading>(Reading{2, elsewhere}); },
+        [this] { return now += Window::kSpacing; });
   }
 };
 
@@ -30,51 +48,102 @@ bool user_chose_waiting() {
 
 }  // namespace
 
-TEST_CASE("parallel: regions that wait less than they work never back off") {
-  LoadBackoff b;
-  CHECK_FALSE(b.report(0, 50 * kMs, 0));  // the first region starts the threads: not judged
-  int64_t t = 1 * kMs;
-  for (int i = 0; i < 1000; ++i, t += kMs) {
-    CHECK_FALSE(b.report(2 * kMs, 1 * kMs, t));                                   // waited less than it worked
-    CHECK_FALSE(b.report(LoadBackoff::kStallFloor / 4, LoadBackoff::kStallFloor / 2, t));  // a thread's wake-up
-    CHECK_FALSE(b.backed_off(t));
+TEST_CASE("load: the readings of /proc are parsed") {
+  CHECK(load::runnable_in_loadavg("0.73 1.50 2.26 3/456 12345\n") == 3);
+  CHECK(load::runnable_in_loadavg("12.04 9.99 7.10 17/1024 99999") == 17);
+  CHECK_FALSE(load::runnable_in_loadavg("").has_value());
+  CHECK_FALSE(load::runnable_in_loadavg("0.73 1.50 2.26").has_value());
+  CHECK(load::runnable_in_stat("4242 (tensor_tests) R 4200 4242 4200 0 -1 4194624 301 0 0 0 12 3"));
+  CHECK_FALSE(load::runnable_in_stat("4243 (tensor_tests) S 4200 4242 4200 0 -1 4194624 0 0 0 0 0 0"));
+  CHECK(load::runnable_in_stat("4244 (a (b) R c) R 1 2 3"));  // a name may hold ") R"; the last ')' ends it
+  CHECK_FALSE(load::runnable_in_stat("4245 (a) R) S 1 2 3"));
+  CHECK_FALSE(load::runnable_in_stat("garbage"));
+#ifdef __linux__
+  const std::optional<Reading> here = load::read_proc();  // this machine, now: only its form is known
+  REQUIRE(here.has_value());
+  CHECK(here->cores >= 1);
+  CHECK(here->runnable_elsewhere >= 0);
+#endif
+}
+
+TEST_CASE("load: a quiet machine leaves every core, whatever one reading says") {
+  Window w;
+  CHECK_FALSE(w.load().has_value());  // nothing read yet
+  int64_t t = 0;
+  for (int i = 0; i < 100; ++i, t += Window::kSpacing) {
+    // One reading in ten sees a task elsewhere (a kernel thread, a short-lived program).
+    w.add(t, Reading{2, i % 10 == 3 ? 1 : 0});
+    REQUIRE(w.load().has_value());
+    CHECK(w.load()->free_cores == 2);
+    CHECK(w.load()->cores == 2);
   }
 }
 
-TEST_CASE("parallel: a stalled region backs off, tries again, and backs off longer while stalls go on") {
-  LoadBackoff b;
-  b.report(0, 0, 0);
-  const int64_t stall = 5 * kMs, work = 1 * kMs;
-  int64_t t = 10 * kMs;
-  REQUIRE(b.report(work, stall, t));  // the worker came 5 ms late for 1 ms of work
-  CHECK(b.backed_off(t + 1));
-  CHECK(b.backed_off(t + LoadBackoff::kFirstWait - 1));
-  t += LoadBackoff::kFirstWait;
-  CHECK_FALSE(b.backed_off(t));  // the try
-  // Stalls soon after each try: the wait grows kGrowth times, up to kLongestWait.
-  int64_t expected = LoadBackoff::kFirstWait;
-  for (int i = 0; i < 8; ++i) {
-    REQUIRE(b.report(work, stall, t + kMs));
-    expected = std::min(LoadBackoff::kGrowth * expected, LoadBackoff::kLongestWait);
-    CHECK(b.current_wait() == expected);
-    CHECK(b.backed_off(t + kMs + expected - 1));
-    t += kMs + expected;
-    CHECK_FALSE(b.backed_off(t));
+TEST_CASE("load: a neighbour runnable most of the window takes a core, and gives it back when gone") {
+  Window w;
+  int64_t t = 0;
+  for (int i = 0; i < 10; ++i, t += Window::kSpacing) w.add(t, Reading{2, 0});
+  CHECK(w.load()->free_cores == 2);
+  // A build starts on one core: within half the window, the mean passes one half.
+  std::vector<int> free;
+  for (int i = 0; i < 10; ++i, t += Window::kSpacing) {
+    w.add(t, Reading{2, 1});
+    free.push_back(w.load()->free_cores);
   }
-  CHECK(b.current_wait() == LoadBackoff::kLongestWait);
-  // A try that ran clean for longer than the probation: the next stall starts over at the first wait.
-  t += LoadBackoff::kProbation + kMs;
-  REQUIRE(b.report(work, stall, t));
-  CHECK(b.current_wait() == LoadBackoff::kFirstWait);
+  CHECK(free == std::vector<int>{2, 2, 2, 2, 2, 1, 1, 1, 1, 1});
+  CHECK(w.load()->runnable_elsewhere == doctest::Approx(1.0));  // the window holds only the build's readings
+  // A neighbour that works half the time on each core (a build's two jobs and their pauses).
+  for (int i = 0; i < 10; ++i, t += Window::kSpacing) w.add(t, Reading{2, i % 2 == 0 ? 2 : 0});
+  CHECK(w.load()->free_cores == 1);
+  // Far more runnable tasks than cores: none free, never below.
+  for (int i = 0; i < 10; ++i, t += Window::kSpacing) w.add(t, Reading{2, 9});
+  CHECK(w.load()->free_cores == 0);
+  CHECK(w.load()->runnable_elsewhere == doctest::Approx(9.0));
+  // After a long pause, one reading is the whole window: the old ones say nothing of now.
+  t += 10 * Window::kWindow;
+  w.add(t, Reading{2, 0});
+  CHECK(w.load()->free_cores == 2);
+  CHECK(w.load()->runnable_elsewhere == 0.0);
 }
 
-TEST_CASE("parallel: a back-off runs loops and BLAS on one thread, get_num_threads keeps the count set") {
+TEST_CASE("load: the process-wide signal reads at most once per spacing") {
+  ThreadsGuard guard;
+  int readings = 0;
+  int64_t now = 0;
+  load::set_source(
+      [&] {
+        ++readings;
+        return std::optional<Reading>(Reading{4, 1});
+      },
+      [&] { return now; });
+  for (int i = 0; i < 5; ++i) CHECK(load::machine_load()->free_cores == 3);
+  CHECK(readings == 1);
+  now += Window::kSpacing - 1;
+  load::machine_load();
+  CHECK(readings == 1);
+  now += 1;
+  load::machine_load();
+  CHECK(readings == 2);
+  // A machine whose load cannot be read (no /proc) gives nothing, and is not asked again before the spacing.
+  load::set_source(
+      [&] {
+        ++readings;
+        return std::optional<Reading>();
+      },
+      [&] { return now; });
+  CHECK_FALSE(load::machine_load().has_value());
+  CHECK_FALSE(load::machine_load().has_value());
+  CHECK(readings == 3);
+}
+
+TEST_CASE("parallel: a busy machine runs loops and BLAS on one thread, get_num_threads keeps the count set") {
   ThreadsGuard guard;
   set_threads_adapt_to_load(true);
   set_num_threads(2);
-  report_parallel_region(0, 0);  // the first region, not judged
-  CHECK(region_threads() == 2);
-  report_parallel_region(1 * kMs, 20 * kMs);  // a stall
+  FakeMachine machine;
+  for (int i = 0; i < 10; ++i) CHECK(region_threads() == 2);  // quiet: a window of readings of nothing else
+  machine.elsewhere = 1;  // a busy loop on the other core
+  for (int i = 0; i < 5; ++i) CHECK(region_threads() == 2);  // not yet half the window
   CHECK(region_threads() == 1);
   CHECK(omp_get_max_threads() == 1);
   CHECK(openblas_get_num_threads() == 1);
@@ -83,14 +152,14 @@ TEST_CASE("parallel: a back-off runs loops and BLAS on one thread, get_num_threa
   SmallParallelGrain threaded;
   Tensor x = arange(0, 100000, 1, kFloat64);
   CHECK((x * 2).sum().item() == 9999900000.0);  // exact in float64
-  set_num_threads(2);  // setting the count starts afresh
+  machine.elsewhere = 0;  // the loop ended
+  for (int i = 0; i < 10; ++i) region_threads();
   CHECK(region_threads() == 2);
   CHECK(openblas_get_num_threads() == (deterministic_threads() ? 1 : 2));  // BLAS on one: ours split the products
-  // Switched off: the count stays as set whatever the regions report.
+  // Switched off: the count stays as set whatever the machine says.
+  machine.elsewhere = 5;
   set_threads_adapt_to_load(false);
-  report_parallel_region(0, 0);
-  report_parallel_region(1 * kMs, 20 * kMs);
-  CHECK(region_threads() == 2);
+  for (int i = 0; i < 20; ++i) CHECK(region_threads() == 2);
 }
 
 // Run twice by CTest: as is, and with OMP_WAIT_POLICY=active set (the test
@@ -101,8 +170,9 @@ TEST_CASE("parallel: a user's OMP_WAIT_POLICY, GOMP_SPINCOUNT or OMP_DYNAMIC kee
   const bool user_chose = user_chose_waiting();
   CHECK(threads_adapt_to_load() == !user_chose);
   set_num_threads(2);
-  report_parallel_region(0, 0);
-  report_parallel_region(1 * kMs, 20 * kMs);  // a stall: backs off only when the user chose nothing
+  FakeMachine machine;
+  machine.elsewhere = 3;  // busy: backs off only when the user chose nothing
+  for (int i = 0; i < 10; ++i) region_threads();
   CHECK(region_threads() == (user_chose ? 2 : 1));
   CHECK(openblas_get_num_threads() == (user_chose && !deterministic_threads() ? 2 : 1));
 }
