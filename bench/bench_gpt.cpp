@@ -34,6 +34,7 @@
 
 #include "cppgrad.h"
 #include "harness.h"
+#include "tensor/autocast_cache.h"
 
 using namespace cppgrad;
 namespace F = cppgrad::nn::functional;
@@ -128,7 +129,9 @@ int main(int argc, char** argv) {
   const bench::Timing t = bench::measure(step, {.budget_s = 0, .warm_up = 1, .min_reps = steps, .max_reps = steps});
   profile::set_enabled(true);
   profile::reset();
+  autocast::reset_cast_stats();
   step();
+  const autocast::CastStats cast = autocast::cast_stats();
   double gemm = 0;
   for (const profile::Entry& e : profile::entries())
     if (e.name.rfind("blas gemm", 0) == 0 || e.name.rfind("bf16 gemm", 0) == 0) gemm += e.seconds;
@@ -145,5 +148,10 @@ int main(int argc, char** argv) {
              static_cast<double>(shape->batch * shape->T) / t.median_s, share * 100, bench::memory_mb("VmHWM"),
              gpt.parameter_count(), load, deterministic_threads() ? "deterministic" : "BLAS threads",
              flush ? "\tsubnormals flushed" : "");
-  if (show_profile) fmt::print("{}", report);
+  if (show_profile) {
+    fmt::print("{}", report);
+    if (dtype == "bf16")  // the cast cache (tensor/autocast_cache.h), in the profiled step
+      fmt::print("autocast: {} products, {} operands rounded ({:.1f} MB), {} taken from the cast cache\n",
+                 cast.products, cast.rounded, cast.bytes_rounded / 1e6, cast.hits);
+  }
 }
