@@ -5,12 +5,10 @@
 // kernel, each faulted in on first touch) costs as much as the arithmetic at these sizes. So
 // freed blocks are kept in per-size free lists and handed out again.
 //
-// The cache is capped (cache_limit(), 1 GiB unless set_cache_limit() says otherwise; at that
-// default the cap grows to the most bytes the process has had in use at once, so that a step
-// larger than 1 GiB gets its working set back): when a freed block would take it past the cap,
-// the sizes freed longest ago are given back to the system first, so a run whose shapes keep
-// changing (a new batch length every step) keeps the sizes it still uses and never holds more
-// than the cap idle.
+// The cache is capped (cache_limit(), 1 GiB unless set_cache_limit() says otherwise): when a
+// freed block would take it past the cap, the sizes freed longest ago are given back to the
+// system first, so a run whose shapes keep changing (a new batch length every step) keeps
+// the sizes it still uses and never holds more than the cap idle.
 #pragma once
 
 #include <cstddef>
@@ -33,10 +31,8 @@ void reset_peak_allocated();
 // Returns every cached block to the system.
 void empty_cache();
 
-// The most bytes the cache keeps for reuse. At kDefaultCacheLimit the cache may also keep up to
-// the process's peak in use (allocator.cpp says why); any other value is a fixed cap, 0 turns
-// caching off (every block goes back to the system at once); lowering the limit trims the cache
-// to it at once.
+// The most bytes the cache keeps for reuse. 0 turns caching off (every block goes back to the
+// system at once); lowering the limit trims the cache to it at once.
 void set_cache_limit(size_t bytes);
 size_t cache_limit();
 // The default: 1 GiB (see runtime/allocator.cpp for why).
