@@ -22,7 +22,7 @@ void set_state(State s) { g_state = s; }
 Guard::Guard(DType dtype, bool enabled) : previous_(g_state) {
   CPPGRAD_CHECK(dtype == kBFloat16, "autocast: dtype {} is not supported; CPU autocast runs products in bfloat16",
                 dtype_name(dtype));
-  // A new region: the cast cache's copies are of the weights before the optimizer's step.
+  // A new region starts an empty cast cache: the last region's copies served its backward.
   if (enabled && !previous_.enabled) clear_cast_cache();
   g_state = {enabled, dtype};
 }
