@@ -21,19 +21,24 @@
 // multiplies faster there); the rest in float32.
 //
 // One model per process, so that the peak memory printed (VmHWM) is that model's. Prints the
-// median step (forward, cross-entropy, backward, AdamW), tokens per second, the share of the
+// median step (forward, cross-entropy, backward, AdamW; its median CPU time last), tokens per second, the share of the
 // step in matrix products (profile::report()'s BLAS rows, from one profiled step after the
 // timed ones) and the parameter count.
 #include <fmt/core.h>
 
 #include <cblas.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <string>
+#include <vector>
 
 #include "cppgrad.h"
 #include "harness.h"
+#include "tensor/autocast_cache.h"
 
 using namespace cppgrad;
 namespace F = cppgrad::nn::functional;
@@ -125,10 +130,28 @@ int main(int argc, char** argv) {
     loss.backward();
     opt.step();
   };
-  const bench::Timing t = bench::measure(step, {.budget_s = 0, .warm_up = 1, .min_reps = steps, .max_reps = steps});
+  // The process's CPU time per step too: beside other processes' builds a step's wall time
+  // grows with the load, its CPU time much less (at 1 thread the process is this thread).
+  std::vector<double> cpu_ms;
+  auto cpu_now = [] {
+    timespec ts{};
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
+  };
+  auto timed_step = [&] {
+    const double start = cpu_now();
+    step();
+    cpu_ms.push_back(cpu_now() - start);
+  };
+  const bench::Timing t = bench::measure(timed_step, {.budget_s = 0, .warm_up = 1, .min_reps = steps, .max_reps = steps});
+  std::vector<double> timed(cpu_ms.begin() + 1, cpu_ms.end());  // the warm-up step left out
+  std::sort(timed.begin(), timed.end());
+  const double cpu_median_ms = timed.empty() ? NAN : timed[(timed.size() - 1) / 2];
   profile::set_enabled(true);
   profile::reset();
+  autocast::reset_cast_stats();
   step();
+  const autocast::CastStats cast = autocast::cast_stats();
   double gemm = 0;
   for (const profile::Entry& e : profile::entries())
     if (e.name.rfind("blas gemm", 0) == 0 || e.name.rfind("bf16 gemm", 0) == 0) gemm += e.seconds;
@@ -140,10 +163,15 @@ int main(int argc, char** argv) {
   const std::string kind =
       dtype == "bf16" ? fmt::format("cppgrad bf16 autocast ({})", autocast::kernel_name(autocast::kernel())) : "cppgrad fp32";
   fmt::print("{}\t{}\t{} threads\t{}\t{:.1f} ms\t{:.0f} tokens/s\t{:.0f}% in matrix products\t{:.0f} MB peak\t"
-             "{} parameters\tload {:.2f}\t{}{}\n",
+             "{} parameters\tload {:.2f}\t{}{}\tCPU {:.1f} ms a step\n",
              shape->name, kind, threads, openblas_get_corename(), t.median_s * 1e3,
              static_cast<double>(shape->batch * shape->T) / t.median_s, share * 100, bench::memory_mb("VmHWM"),
              gpt.parameter_count(), load, deterministic_threads() ? "deterministic" : "BLAS threads",
-             flush ? "\tsubnormals flushed" : "");
-  if (show_profile) fmt::print("{}", report);
+             flush ? "\tsubnormals flushed" : "", cpu_median_ms);
+  if (show_profile) {
+    fmt::print("{}", report);
+    if (dtype == "bf16")  // the cast cache (tensor/autocast_cache.h), in the profiled step
+      fmt::print("autocast: {} products, {} operands rounded ({:.1f} MB), {} taken from the cast cache\n",
+                 cast.products, cast.rounded, cast.bytes_rounded / 1e6, cast.hits);
+  }
 }

@@ -19,11 +19,15 @@ namespace {
 constexpr size_t kAlign = 64;
 
 // Why 1 GiB by default: the cache pays off by serving the next step the same temporaries, so it
-// needs to hold about one step's working set. The runs here stay far below it (every row of
-// the benchmark suite, the training steps included, peaks under 60 MB per process; see
-// bench/README.md), so their blocks are all reused; and a process never keeps more than 1 GiB
-// idle, where the earlier limit of 4 GiB let a run of changing shapes fill a small machine with
-// blocks of sizes it no longer asks for. set_cache_limit() changes it (0 turns caching off).
+// needs to hold about one step's working set. Most runs here stay far below it (every row of
+// the benchmark suite peaks under 60 MB per process; see bench/README.md), and a process never
+// keeps more than 1 GiB idle, where the earlier limit of 4 GiB let a run of changing shapes fill
+// a small machine with blocks of sizes it no longer asks for. A larger model needs more: gpt2-124M's
+// step (bench/bench_gpt) peaks at 2.7 GB, and under a fixed 1 GiB cap each step gave back tens of
+// large blocks (the logits, the tied head's gradient) and faulted their pages in again (the most
+// recently used sizes are the ones a training loop asks for last). So the default cap grows to
+// the most bytes the process has had in use at once: what it has shown a step needs, never more.
+// set_cache_limit() to any other value makes it fixed (0 turns caching off).
 
 // Sizes are rounded so that nearly equal requests share a free list: to 64 bytes while small,
 // to 4 KiB (a page) above that.
@@ -55,6 +59,13 @@ struct Cache {
       throw Error(fmt::format("{}: needs more than the {:.3g} MB allowed for it (a request of {:.3g} MB went past "
                               "the limit)",
                               limit_what, limit_bytes / 1e6, size / 1e6));
+  }
+
+  int64_t most_in_use = 0;  // the peak since start (stats.peak_bytes can be reset)
+
+  // What may stay cached: the limit, or at the default limit the peak in use if larger.
+  size_t cap() const {
+    return limit == kDefaultCacheLimit ? std::max(limit, static_cast<size_t>(most_in_use)) : limit;
   }
 
   // Gives back whole free lists, those freed longest ago first, until at most `target` bytes
@@ -95,6 +106,7 @@ void* allocate_bytes(size_t nbytes) {
       c.stats.cached_bytes -= static_cast<int64_t>(size);
       c.stats.in_use_bytes += static_cast<int64_t>(size);
       c.stats.peak_bytes = std::max(c.stats.peak_bytes, c.stats.in_use_bytes);
+      c.most_in_use = std::max(c.most_in_use, c.stats.in_use_bytes);
       ++c.stats.cache_hits;
       return p;
     }
@@ -108,6 +120,7 @@ void* allocate_bytes(size_t nbytes) {
   std::lock_guard<std::mutex> lock(c.mutex);
   c.stats.in_use_bytes += static_cast<int64_t>(size);
   c.stats.peak_bytes = std::max(c.stats.peak_bytes, c.stats.in_use_bytes);
+  c.most_in_use = std::max(c.most_in_use, c.stats.in_use_bytes);
   ++c.stats.cache_misses;
   return p;
 }
@@ -118,7 +131,8 @@ void deallocate_bytes(void* data, size_t nbytes) {
   Cache& c = cache();
   std::lock_guard<std::mutex> lock(c.mutex);
   c.stats.in_use_bytes -= static_cast<int64_t>(size);
-  if (size > c.limit) {  // could never be kept (and 0 means no caching)
+  const size_t cap = c.cap();
+  if (size > cap) {  // could never be kept (and 0 means no caching)
     std::free(data);
     return;
   }
@@ -126,14 +140,14 @@ void deallocate_bytes(void* data, size_t nbytes) {
   list.blocks.push_back(data);
   list.last_freed = ++c.frees;
   c.stats.cached_bytes += static_cast<int64_t>(size);
-  if (c.stats.cached_bytes > static_cast<int64_t>(c.limit)) c.trim_to(c.limit - c.limit / 8);
+  if (c.stats.cached_bytes > static_cast<int64_t>(cap)) c.trim_to(cap - cap / 8);
 }
 
 void set_cache_limit(size_t bytes) {
   Cache& c = cache();
   std::lock_guard<std::mutex> lock(c.mutex);
   c.limit = bytes;
-  c.trim_to(bytes);
+  c.trim_to(c.cap());
 }
 
 size_t cache_limit() {

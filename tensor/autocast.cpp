@@ -4,6 +4,7 @@
 #include <atomic>
 
 #include "runtime/reference_mode.h"
+#include "tensor/autocast_cache.h"
 #include "tensor/kernels/fast/bf16_gemm.h"
 
 namespace cppgrad::autocast {
@@ -21,6 +22,8 @@ void set_state(State s) { g_state = s; }
 Guard::Guard(DType dtype, bool enabled) : previous_(g_state) {
   CPPGRAD_CHECK(dtype == kBFloat16, "autocast: dtype {} is not supported; CPU autocast runs products in bfloat16",
                 dtype_name(dtype));
+  // A new region starts an empty cast cache: the last region's copies served its backward.
+  if (enabled && !previous_.enabled) clear_cast_cache();
   g_state = {enabled, dtype};
 }
 Guard::Guard(State s) : previous_(g_state) { g_state = s; }

@@ -27,6 +27,13 @@
 
 namespace cppgrad::kernels {
 
+// Whether a product is cut into gemm_blocks: Blocks when it is called on its own (the blocks are
+// its threads' work), Whole when its caller is already one item of a parallel loop (fused
+// attention's tiles), whose threads the loop keeps busy: cutting it would only multiply the
+// calls (each repacking its uncut operand). Either is fixed by the call site, so the bits do
+// not depend on the thread count.
+enum class GemmCut { Blocks, Whole };
+
 namespace detail {
 template <class T>
 void blas_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const T* a, int64_t lda, const T* b, int64_t ldb,
@@ -66,8 +73,8 @@ inline GemmBlocks gemm_blocks(int64_t m, int64_t n, int64_t k) {
 // block of C (gemm_blocks), or on all of C at once when threads need not give the same bits.
 template <class In, class Out, class BlockGemm>
 void blocked_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const In* a, int64_t lda, const In* b, int64_t ldb,
-                  Out* c, int64_t ldc, Out beta, BlockGemm&& block_gemm) {
-  if (!deterministic_threads()) return block_gemm(ta, tb, m, n, k, a, lda, b, ldb, c, ldc, beta);
+                  Out* c, int64_t ldc, Out beta, GemmCut cut, BlockGemm&& block_gemm) {
+  if (!deterministic_threads() || cut == GemmCut::Whole) return block_gemm(ta, tb, m, n, k, a, lda, b, ldb, c, ldc, beta);
   const GemmBlocks blocks = gemm_blocks(m, n, k);
   if (blocks.count == 1) return block_gemm(ta, tb, m, n, k, a, lda, b, ldb, c, ldc, beta);
   parallel_for(blocks.count, blocks.size * (blocks.by_rows ? n : m) * k, [&](int64_t i) {
@@ -82,23 +89,28 @@ void blocked_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const In* a
   });
 }
 
-// Autocast's product (bf16_gemm.cpp).
+// Autocast's product (bf16_gemm.cpp). a_of and b_of, when given, are the tensors a and b point
+// into: their rounded copies are kept in the cast cache (tensor/autocast_cache.h).
 void gemm_bf16(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b,
-               int64_t ldb, float* c, int64_t ldc, float beta);
+               int64_t ldb, float* c, int64_t ldc, float beta, GemmCut cut, const Tensor* a_of, const Tensor* b_of);
 }  // namespace detail
 
+// The operands' tensors (a_of, b_of) matter only to autocast's cast cache; callers that have
+// them (matmul, linear) pass them, callers multiplying raw blocks do not.
 template <class T>
 void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const T* a, int64_t lda, const T* b, int64_t ldb, T* c,
-          int64_t ldc, T beta = T(0)) {
+          int64_t ldc, T beta = T(0), const Tensor* a_of = nullptr, const Tensor* b_of = nullptr,
+          GemmCut cut = GemmCut::Blocks) {
   if constexpr (std::is_same_v<T, float>)
     if (autocast::is_enabled() && autocast::kernel() != autocast::Kernel::Float32)
-      return detail::gemm_bf16(ta, tb, m, n, k, a, lda, b, ldb, c, ldc, beta);
+      return detail::gemm_bf16(ta, tb, m, n, k, a, lda, b, ldb, c, ldc, beta, cut, a_of, b_of);
   // Small products (attention's per-head matrices) are reported apart: call overhead dominates them.
   profile::Scope scope(m * n * k < 65536 ? "blas gemm, small" : "blas gemm");
   if (scope.traced())  // C (m, n) = op(A) (m, k) · op(B) (k, n)
     scope.describe(fmt::format("m={} n={} k={}{}{} {}", m, n, k, ta ? " Aᵀ" : "", tb ? " Bᵀ" : "",
                                sizeof(T) == 4 ? "float32" : "float64"));
-  detail::blocked_gemm(ta, tb, m, n, k, a, lda, b, ldb, c, ldc, beta, [](auto... args) { detail::blas_gemm(args...); });
+  detail::blocked_gemm(ta, tb, m, n, k, a, lda, b, ldb, c, ldc, beta, cut,
+                       [](auto... args) { detail::blas_gemm(args...); });
 }
 
 }  // namespace cppgrad::kernels

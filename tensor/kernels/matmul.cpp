@@ -68,7 +68,7 @@ Tensor batched_matmul(Tensor a, Tensor b, const Shape& batch) {
       dispatch_floating(a.dtype(), "matmul", [&](auto tag) {
         using T = decltype(tag);
         gemm<T>(false, lb.transposed, numel(batch) * m, n, k, a2.data<T>(), folded[0], b.data<T>(), lb.ld,
-                out.data<T>(), n);
+                out.data<T>(), n, T(0), &a2, &b);
       });
       return out;
     }
@@ -98,7 +98,9 @@ Tensor batched_matmul(Tensor a, Tensor b, const Shape& batch) {
         oa += idx * a_batch[d];
         ob += idx * b_batch[d];
       }
-      gemm<T>(la.transposed, lb.transposed, m, n, k, pa + oa, la.ld, pb + ob, lb.ld, pc + i * m * n, n);
+      // One product (batches == 1) runs on this thread, whose cast cache may keep its operands.
+      gemm<T>(la.transposed, lb.transposed, m, n, k, pa + oa, la.ld, pb + ob, lb.ld, pc + i * m * n, n, T(0),
+              batches == 1 ? &ae : nullptr, batches == 1 ? &be : nullptr);
     });
   });
   return out;
@@ -166,7 +168,7 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b) {
       for (int64_t r = 0; r < rows; ++r) std::copy(bp, bp + out_features, o + r * out_features);
     }
     gemm<T>(lx.transposed, lw.transposed, rows, out_features, in, x2.data<T>(), lx.ld, wt.data<T>(), lw.ld,
-            out.data<T>(), out_features, b.defined() ? T(1) : T(0));
+            out.data<T>(), out_features, b.defined() ? T(1) : T(0), &x2, &wt);
   });
   return reshape(out, out_shape);
 }

@@ -5,6 +5,7 @@
 
 #include "cppgrad.h"
 #include "nn_helpers.h"
+#include "tensor/autocast_cache.h"
 
 using namespace cppgrad;
 using namespace cppgrad::nn;
@@ -136,4 +137,62 @@ TEST_CASE("autocast: Adam's step keeps float32 master weights") {
   int64_t off_grid = 0;
   for (float w : after) off_grid += round_to_bfloat16(w) != w;
   CHECK(off_grid > static_cast<int64_t>(after.size()) / 2);
+}
+
+// The cast cache (tensor/autocast_cache.h), counted on the float32 GEMM on rounded inputs, whose
+// rounding is the bfloat16 kernel's, so the counts hold on every CPU.
+struct RoundedFloat32Products {
+  RoundedFloat32Products() { autocast::set_kernel(autocast::Kernel::RoundedFloat32); }
+  ~RoundedFloat32Products() { autocast::set_kernel(autocast::Kernel::Auto); }
+};
+
+TEST_CASE("autocast: the cast cache rounds each operand once per region, for its forward and backward products") {
+  RoundedFloat32Products rounded_products;
+  LinearCase c;
+  optim::SGD opt(c.layer->parameters(), optim::SGDOptions(0.1));
+  for (int step = 0; step < 2; ++step) {
+    CAPTURE(step);
+    Tensor x = c.x.detach();
+    x.requires_grad_(true);
+    autocast::reset_cast_stats();
+    Tensor loss;
+    {
+      autocast::Guard bf16(kBFloat16);  // a new region: the step before changed the weight
+      loss = c.loss(c.layer->forward(x));
+    }
+    opt.zero_grad();
+    loss.backward();
+    // Forward y = X·Wᵀ rounds X and W; the backward's dX = dY·W and dW = dYᵀ·X round dY once and
+    // take W, X and dY's second use from the cache.
+    const autocast::CastStats s = autocast::cast_stats();
+    CHECK(s.products == 3);
+    CHECK(s.rounded == 3);
+    CHECK(s.hits == 3);
+    CHECK(s.bytes_rounded == (5 * 24 + 16 * 24 + 5 * 16) * 4);  // held as float32 by this kernel
+    // The same gradients as without the cache: the products of the rounded operands.
+    Tensor exact = rounded64(c.dy).matmul(rounded64(c.layer->weight));
+    Tensor bound = rounded64(c.dy).abs().matmul(rounded64(c.layer->weight).abs()) * (16 * 0x1p-24) + 1e-30;
+    CHECK(((x.grad().to(kFloat64) - exact).abs() / bound).max().item() <= 1.0);
+    opt.step();
+  }
+}
+
+TEST_CASE("autocast: the cast cache rounds a weight written in place again, and a tied weight once") {
+  RoundedFloat32Products rounded_products;
+  LinearCase c;
+  autocast::Guard bf16(kBFloat16);
+  autocast::reset_cast_stats();
+  const Tensor& w = c.layer->weight;
+  Tensor first = F::linear(c.x, w);
+  Tensor tied = c.x.matmul(w.t());  // the same operand as stored: taken from the cache
+  CHECK(autocast::cast_stats().rounded == 2);
+  CHECK(autocast::cast_stats().hits == 2);
+  CHECK(first.to_vector<float>() == tied.to_vector<float>());
+  {
+    NoGradGuard no_grad;
+    w.detach().mul_(2.0);  // bumps the storage's version: the cached copy is stale
+  }
+  Tensor second = F::linear(c.x, w);
+  CHECK(autocast::cast_stats().rounded == 3);  // W again; X from the cache
+  CHECK(nntest::max_abs_diff(second, first * 2.0) < 1e-6);  // doubling is exact in bfloat16
 }

@@ -1,5 +1,6 @@
 // The caching allocator: freed blocks are reused, zeros() zero-fills a reused block, and every
 // kernel writes all of an output that empty() left unset.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <functional>
@@ -138,6 +139,34 @@ TEST_CASE("allocator: the cache is capped by default and the cap is settable") {
   {
     CacheLimit limit(40000);
     CHECK(allocator_stats().cached_bytes <= 40000);
+  }
+  empty_cache();
+}
+
+// A step whose working set is larger than 1 GiB (gpt2-124M's) gets its blocks back next step:
+// at the default limit the cap grows to the peak in use. The blocks are never written, so their
+// pages are never faulted in.
+TEST_CASE("allocator: at the default limit a step larger than 1 GiB keeps its blocks cached") {
+  CacheLimit limit(kDefaultCacheLimit);
+  empty_cache();
+  constexpr int64_t kBlock = int64_t{400} << 20;  // bytes; three are 1.2 GiB
+  std::vector<void*> addresses;
+  {
+    std::vector<Tensor> step;
+    for (int i = 0; i < 3; ++i) step.push_back(empty({kBlock}, kBool));
+    for (const Tensor& t : step) addresses.push_back(t.raw_data());
+  }
+  CHECK(allocator_stats().cached_bytes == 3 * kBlock);
+  const int64_t misses = allocator_stats().cache_misses;
+  {
+    std::vector<Tensor> next_step;
+    for (int i = 0; i < 3; ++i) next_step.push_back(empty({kBlock}, kBool));
+    for (const Tensor& t : next_step) CHECK(std::find(addresses.begin(), addresses.end(), t.raw_data()) != addresses.end());
+  }
+  CHECK(allocator_stats().cache_misses == misses);
+  {
+    CacheLimit fixed(size_t{512} << 20);  // any other limit is a fixed cap
+    CHECK(allocator_stats().cached_bytes <= int64_t{512} << 20);
   }
   empty_cache();
 }

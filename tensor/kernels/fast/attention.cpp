@@ -58,6 +58,8 @@ namespace {
 // (CPU ms for 4 steps, T = 1024 / 4096 not causal): 64×256 514 / 7285, 128×128 547 / 7376,
 // 128×256 514 / 6813, 128×512 525 / 6848, 256×128 525 / 8007, 256×256 521 / 6892.
 constexpr int64_t kQueryBlock = 128, kKeyBlock = 256;
+// A tile's product is one call: the tiles are the items of this file's parallel loops.
+constexpr GemmCut kTile = GemmCut::Whole;
 
 // A block's scratch tiles, from the caching allocator: a heap block this large would be mapped
 // fresh from the kernel at every block and its pages faulted in (at T = 128 that took 85% of
@@ -199,7 +201,8 @@ void forward_block(const Problem<T>& P, int64_t n, int64_t i0, int64_t i1, T* ou
   const auto [key_begin, key_end] = P.key_range(i0, i1);
   for (int64_t j0 = key_begin; j0 < key_end; j0 += kb) {
     const int64_t cols = std::min(kb, key_end - j0);
-    gemm<T>(false, true, rows, cols, P.d, q, P.d, P.keys(n, j0), P.d, s.data(), cols);  // Q_i·K_jᵀ
+    gemm<T>(false, true, rows, cols, P.d, q, P.d, P.keys(n, j0), P.d, s.data(), cols, T(0), nullptr, nullptr,
+            kTile);  // Q_i·K_jᵀ
     P.scores(n, i0, rows, j0, cols, s.data());
     for (int64_t r = 0; r < rows; ++r) {
       T* row = s.data() + r * cols;
@@ -221,7 +224,7 @@ void forward_block(const Problem<T>& P, int64_t n, int64_t i0, int64_t i1, T* ou
       if (rescale != T(1))
         for (int64_t c = 0; c < P.dv; ++c) o[r * P.dv + c] *= rescale;
     }
-    gemm<T>(false, false, rows, P.dv, cols, s.data(), cols, P.values(n, j0), P.dv, o, P.dv, T(1));
+    gemm<T>(false, false, rows, P.dv, cols, s.data(), cols, P.values(n, j0), P.dv, o, P.dv, T(1), nullptr, nullptr, kTile);
   }
   for (int64_t r = 0; r < rows; ++r) {
     if (l[r] == 0) {  // a fully hidden row: zeros, and a log-sum-exp of -inf that the backward knows
@@ -264,8 +267,9 @@ void backward_group(const Problem<T>& P, int64_t m, const T* out, const T* lse, 
         const int64_t rows = std::min(qb, query_end - i0);
         const T* q = P.q + (n * P.Tq + i0) * P.d;
         const T* g = dout + (n * P.Tq + i0) * P.dv;
-        gemm<T>(false, true, rows, cols, P.d, q, P.d, k, P.d, p.data(), cols);      // S = Q_i·K_jᵀ
-        gemm<T>(false, true, rows, cols, P.dv, g, P.dv, v, P.dv, dp.data(), cols);  // dP' = dO_i·V_jᵀ
+        gemm<T>(false, true, rows, cols, P.d, q, P.d, k, P.d, p.data(), cols, T(0), nullptr, nullptr, kTile);  // S = Q_i·K_jᵀ
+        gemm<T>(false, true, rows, cols, P.dv, g, P.dv, v, P.dv, dp.data(), cols, T(0), nullptr, nullptr,
+                kTile);  // dP' = dO_i·V_jᵀ
         P.scores(n, i0, rows, j0, cols, p.data());
         for (int64_t r = 0; r < rows; ++r) {
           T* w = p.data() + r * cols;
@@ -288,10 +292,12 @@ void backward_group(const Problem<T>& P, int64_t m, const T* out, const T* lse, 
             w[c] *= factor;
           }
         }
-        gemm<T>(true, false, cols, P.dv, rows, p.data(), cols, g, P.dv, dv_j, P.dv, T(1));  // dV_j += (P⊙M)ᵀ·dO_i
-        gemm<T>(true, false, cols, P.d, rows, dp.data(), cols, q, P.d, dk_j, P.d, T(1));    // dK_j += scale·dSᵀ·Q_i
-        gemm<T>(false, false, rows, P.d, cols, dp.data(), cols, k, P.d, dq + (n * P.Tq + i0) * P.d, P.d,
-                T(1));  // dQ_i += scale·dS·K_j
+        gemm<T>(true, false, cols, P.dv, rows, p.data(), cols, g, P.dv, dv_j, P.dv, T(1), nullptr, nullptr,
+                kTile);  // dV_j += (P⊙M)ᵀ·dO_i
+        gemm<T>(true, false, cols, P.d, rows, dp.data(), cols, q, P.d, dk_j, P.d, T(1), nullptr, nullptr,
+                kTile);  // dK_j += scale·dSᵀ·Q_i
+        gemm<T>(false, false, rows, P.d, cols, dp.data(), cols, k, P.d, dq + (n * P.Tq + i0) * P.d, P.d, T(1), nullptr,
+                nullptr, kTile);  // dQ_i += scale·dS·K_j
       }
     }
   }
