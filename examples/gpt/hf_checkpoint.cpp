@@ -261,8 +261,11 @@ HFCheckpoint read_hf_checkpoint(const std::string& path, std::optional<Arch> exp
                 excerpt(file.string()));
   auto contents = nn::load_safetensors(file.string());
   const fs::path config = file.parent_path() / "config.json";
-  const std::optional<std::string> config_text =
-      fs::exists(config, ec) ? std::optional(read_config_file(config)) : std::nullopt;
+  // A config.json that is a link to nothing is a broken download, not a checkpoint without one.
+  const bool config_named = fs::exists(fs::symlink_status(config, ec));
+  CPPGRAD_CHECK(!config_named || fs::exists(config, ec), "'{}' is a symbolic link to nothing (config.json must be "
+                "the model's or absent)", excerpt(config.string()));
+  const std::optional<std::string> config_text = config_named ? std::optional(read_config_file(config)) : std::nullopt;
   return hf_checkpoint_of(std::move(contents), file.string(), config_text, expected);
 }
 

@@ -321,7 +321,8 @@ int64_t finish_options(const CLI::App& app, Options& o, const Checkpoint* resume
                        : o.tokenizer == "gpt2" ? 50257.0
                        : o.tokenizer == "bpe"  ? static_cast<double>(o.bpe_vocab)
                                                : 256.0;
-  examples::check_memory("the model", 4.0 * (2.0 * vocab * d + static_cast<double>(m.seq_len) * d +
+  const double learned_positions = m.arch == Arch::GPT2 ? static_cast<double>(m.seq_len) : 0.0;  // rotary: none
+  examples::check_memory("the model", 4.0 * (2.0 * vocab * d + learned_positions * d +
                                              static_cast<double>(m.layers) * (4.0 * d * d + 3.0 * d * ff)));
   const int64_t rank_batch = examples::per_rank_batch("--batch", o.batch);
   if (o.threads > 0) set_num_threads(o.threads);

@@ -299,3 +299,17 @@ TEST_CASE("gpt: a model of gpt's own, saved under Hugging Face's names, reads ba
     }
   }
 }
+
+TEST_CASE("gpt: a config.json that links to nothing is refused, not taken for an absent one") {
+  ScratchDir scratch("dangling");
+  ModelConfig c;
+  c.vocab = 13, c.layers = 1, c.d_model = 16, c.heads = 4, c.ff = 24, c.seq_len = 10;
+  manual_seed(5);
+  const std::string dir = (scratch.path / "model").string();
+  save_hf_directory(*make_model(c), default_hf_layout(c.arch), dir);
+  std::filesystem::remove(scratch.path / "model" / "config.json");
+  std::filesystem::create_symlink(scratch.path / "nowhere.json", scratch.path / "model" / "config.json");
+  CHECK_THROWS_WITH_AS(read_hf_checkpoint(dir), doctest::Contains("config.json' is a symbolic link to nothing"), Error);
+  std::filesystem::remove(scratch.path / "model" / "config.json");
+  CHECK_FALSE(read_hf_checkpoint(dir).config.heads.has_value());  // absent: the shapes decide, heads unsaid
+}

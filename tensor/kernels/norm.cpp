@@ -30,26 +30,15 @@ void check_affine(const Tensor& t, const Tensor& x, int64_t width, const char* w
                 what, shape_str(t.shape()), dtype_name(t.dtype()), width, dtype_name(x.dtype()));
 }
 
-// layer_norm's arguments checked; the shape of a row.
-Shape layer_norm_row_shape(const Tensor& x, int64_t normalized_dims, const Tensor& weight, const Tensor& bias) {
-  CPPGRAD_CHECK(x.is_floating_point(), "layer_norm: expected a floating dtype, got {}", dtype_name(x.dtype()));
-  CPPGRAD_CHECK(normalized_dims >= 1 && normalized_dims <= x.dim(), "layer_norm: cannot normalise the last {} dims of {}",
-                normalized_dims, shape_str(x.shape()));
-  const Shape row_shape(x.shape().end() - normalized_dims, x.shape().end());
-  for (const Tensor* t : {&weight, &bias})
-    CPPGRAD_CHECK(!t->defined() || (t->shape() == row_shape && t->dtype() == x.dtype()),
-                  "layer_norm: weight or bias {} {} should be {} {} for input {}", shape_str(t->shape()),
-                  dtype_name(t->dtype()), shape_str(row_shape), dtype_name(x.dtype()), shape_str(x.shape()));
-  return row_shape;
-}
-
 }  // namespace
 
 LayerNormResult layer_norm(const Tensor& input, int64_t normalized_dims, const Tensor& weight, const Tensor& bias,
                            double eps) {
   CPPGRAD_PROFILE_KERNEL("layer_norm", input, weight, bias);
+  // The arguments were checked by the public entry (autograd/ops_nn.cpp) before its fast form
+  // (autograd/fast/layer_norm.cpp), the one caller, came here.
   int64_t width = 1;
-  for (int64_t n : layer_norm_row_shape(input, normalized_dims, weight, bias)) width *= n;
+  for (int64_t d = input.dim() - normalized_dims; d < input.dim(); ++d) width *= input.size(d);
   const Rows r = rows_of(input, width, "layer_norm");
   Tensor x = contiguous(input);
   LayerNormResult out{empty(x.shape(), x.dtype()), empty({r.count}, x.dtype()), empty({r.count}, x.dtype())};
