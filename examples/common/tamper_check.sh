@@ -108,6 +108,15 @@ size_row ff 1048576   # the top of --ff's range
 if [ "$program" = gpt ]; then
   size_row seq_len 4000000   # GPT-2's learned positions: a row per position
   size_row d_model 2048     # within any machine's memory estimate: the limit, not the estimate, refuses it
+  # sizes that do not fit together, none given as an option: the message names the metadata
+  "$edit" run.safetensors tampered.safetensors meta heads 1 || fail "edit_checkpoint meta heads 1 failed"
+  set +e
+  "$bin" "${resume_args[@]}" --steps 5 --resume tampered.safetensors > tampered.out 2> tampered.err
+  code=$?
+  set -e
+  [ "$code" -eq 2 ] && grep -qF -- "--resume: the checkpoint's metadata: 2 key/value heads do not divide the 1 query heads" \
+    tampered.err || fail "$program: metadata heads 1 gave exit code $code and: $(head -c 400 tampered.err)"
+  rows=$((rows + 1))
 fi
 
 # ---- spelling: names no program writes, that read as a real one -----------------------------------

@@ -295,9 +295,12 @@ int64_t finish_options(const CLI::App& app, Options& o, const Checkpoint* resume
   auto& m = o.model;
   m.arch = parse_arch(o.arch);
   if (m.kv_heads == 0) m.kv_heads = m.heads;
-  CPPGRAD_CHECK(m.d_model % m.heads == 0, "--heads: {} heads do not divide --d-model {}", m.heads, m.d_model);
-  CPPGRAD_CHECK(m.heads % m.kv_heads == 0, "--kv-heads: {} key/value heads do not divide the {} query heads", m.kv_heads,
-                m.heads);
+  // Sizes a resumed run takes from its checkpoint are the metadata's to answer for, not an option's.
+  const std::string sizes_from = resumed ? "--resume: the checkpoint's metadata" : "--heads";
+  CPPGRAD_CHECK(m.d_model % m.heads == 0, "{}: {} heads do not divide {} {}", sizes_from, m.heads,
+                resumed ? "d_model" : "--d-model", m.d_model);
+  CPPGRAD_CHECK(m.heads % m.kv_heads == 0, "{}: {} key/value heads do not divide the {} query heads",
+                resumed ? sizes_from : "--kv-heads", m.kv_heads, m.heads);
   CPPGRAD_CHECK(m.arch == Arch::Llama || m.kv_heads == m.heads, "--kv-heads: gpt2 has as many key/value heads as "
                 "heads ({}); grouped-query attention is --arch llama's", m.heads);
   CPPGRAD_CHECK(m.arch == Arch::GPT2 || (m.d_model / m.heads) % 2 == 0, "--heads: llama's rotary positions need an "
