@@ -189,6 +189,10 @@ case "$mode" in
     grep -q 'llama pretrained · .* 4 heads (2 key/value) · ff 64' llama.log || fail "not the twin's llama"
     loss_falls llama.log 0.8
     grep -q '"rms_norm_eps": 1e-06' tuned_llama/config.json || fail "--save-hf lost the llama's epsilon"
+    # rotary positions have no parameters: a Llama that claims 2^40 of them needs no more memory
+    sed -i 's/"max_position_embeddings": [0-9]*/"max_position_embeddings": 1099511627776/' tuned_llama/config.json
+    "$gpt" "${hf[@]}" --init-from hf:tuned_llama --tokenizer char --steps 2 --sample-len 0 > huge_positions.log \
+      || fail "a rotary Llama with 2^40 positions was refused: $(tail -n 1 huge_positions.log)"
     # files that do not fit
     expect_usage_error "a Llama checkpoint (model.embed_tokens.weight), not gpt2" "${hf[@]}" --init-from "hf:$llama" --arch gpt2
     expect_usage_error "a GPT-2 checkpoint (wte.weight), not llama" "${hf[@]}" --init-from "hf:$gpt2" --arch llama
