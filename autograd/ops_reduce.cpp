@@ -12,6 +12,8 @@ using autograd::Grads;
 using autograd::record;
 using autograd::Saved;
 
+// ---- sum and mean ----------------------------------------------------------------------------
+
 namespace {
 // A gradient of a reduced output, given back its reduced dims as size 1, ready to broadcast.
 Tensor unsqueeze_reduced(const Tensor& g, const Shape& in, const std::vector<int64_t>& dims, bool keepdim) {
@@ -50,6 +52,8 @@ Tensor Tensor::mean(const std::vector<int64_t>& dims, bool keepdim) const {
                   return {(unsqueeze_reduced(g, in, dims, keepdim) / n).expand(in)};
                 });
 }
+
+// ---- the other reductions ----------------------------------------------------------------------
 
 Tensor Tensor::var(const std::vector<int64_t>& dims, int64_t correction, bool keepdim) const {
   Shape in = shape();
@@ -124,6 +128,8 @@ Tensor Tensor::argmax(int64_t dim, bool keepdim) const {
 Tensor Tensor::argmin(int64_t dim, bool keepdim) const {
   return kernels::extremum(kernels::Extremum::Min, *this, dim, keepdim).indices;
 }
+
+// ---- softmax and sum_to -----------------------------------------------------------------------
 
 Tensor autograd::softmax_backward(const Tensor& y, const Tensor& g, int64_t dim) {
   // dA = C ⊙ (dC - Σ_dim(dC ⊙ C))

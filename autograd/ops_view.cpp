@@ -64,6 +64,8 @@ Tensor Tensor::squeeze() const { return reshape_view("squeeze", *this, kernels::
 Tensor Tensor::squeeze(int64_t d) const { return reshape_view("squeeze", *this, kernels::squeeze(*this, d)); }
 Tensor Tensor::unsqueeze(int64_t d) const { return reshape_view("unsqueeze", *this, kernels::unsqueeze(*this, d)); }
 
+// ---- more views: flatten, slices, expand, copies ----------------------------------------------
+
 Tensor Tensor::flatten(int64_t start_dim, int64_t end_dim) const {
   if (dim() == 0) return reshape({1});
   start_dim = wrap_dim(start_dim, dim(), "flatten");

@@ -67,37 +67,43 @@ Tensor gelu(const Tensor& x, std::string_view approximate) { return x.gelu(appro
 Tensor tanh(const Tensor& x) { return x.tanh(); }
 Tensor sigmoid(const Tensor& x) { return x.sigmoid(); }
 
-Tensor cross_entropy(const Tensor& logits, const Tensor& target, const CrossEntropyOptions& options) {
+namespace {
+// cross_entropy's arguments: floating logits (N, C, d1, ...) or (C), int64 targets of their
+// shape without the class dim, every target a class or the ignored index.
+void check_cross_entropy(const Tensor& logits, const Tensor& target, const CrossEntropyOptions& options) {
   CPPGRAD_CHECK(logits.is_floating_point(), "cross_entropy: logits must be floating, got {}", dtype_name(logits.dtype()));
   CPPGRAD_CHECK(target.dtype() == kInt64, "cross_entropy: target must hold int64 class indices, got {}",
         dtype_name(target.dtype()));
   CPPGRAD_CHECK(options.label_smoothing() >= 0.0 && options.label_smoothing() <= 1.0,
         "cross_entropy: label_smoothing must be in [0, 1], got {}", options.label_smoothing());
+  CPPGRAD_CHECK(logits.dim() >= 1, "cross_entropy: logits need a class dim, got a 0-d tensor");
+  Shape expected = logits.shape();
+  expected.erase(expected.begin() + (logits.dim() == 1 ? 0 : 1));
+  CPPGRAD_CHECK(target.shape() == expected, "cross_entropy: logits {} need a target of shape {}, got {}",
+        shape_str(logits.shape()), shape_str(expected), shape_str(target.shape()));
+  const int64_t classes = logits.dim() == 1 ? logits.size(0) : logits.size(1);
+  for (int64_t t : target.reshape({-1}).to_vector<int64_t>())
+    CPPGRAD_CHECK(t == options.ignore_index() || (t >= 0 && t < classes), "cross_entropy: target {} is out of range for {} classes",
+          t, classes);
+}
+}  // namespace
+
+// ---- cross_entropy: -log softmax(logits)[target], averaged ------------------------------------
+
+Tensor cross_entropy(const Tensor& logits, const Tensor& target, const CrossEntropyOptions& options) {
+  check_cross_entropy(logits, target, options);
   // Bring the class dim last and flatten: (M, C) logits against (M) targets.
-  Tensor flat_logits;
-  if (logits.dim() == 1) {
-    CPPGRAD_CHECK(target.dim() == 0, "cross_entropy: logits {} need a 0-d target, got {}", shape_str(logits.shape()),
-          shape_str(target.shape()));
-    flat_logits = logits.unsqueeze(0);
-  } else {
-    Shape expected = logits.shape();
-    expected.erase(expected.begin() + 1);
-    CPPGRAD_CHECK(target.shape() == expected, "cross_entropy: logits {} need a target of shape {}, got {}",
-          shape_str(logits.shape()), shape_str(expected), shape_str(target.shape()));
+  Tensor flat_logits = logits.dim() == 1 ? logits.unsqueeze(0) : logits;
+  if (logits.dim() > 2) {
     std::vector<int64_t> class_last{0};  // (N, C, d1, ...) -> (N, d1, ..., C)
     for (int64_t d = 2; d < logits.dim(); ++d) class_last.push_back(d);
     class_last.push_back(1);
-    flat_logits = logits.dim() == 2 ? logits : logits.permute(class_last);
+    flat_logits = logits.permute(class_last);
   }
-  const int64_t classes = flat_logits.size(-1);
-  flat_logits = flat_logits.reshape({-1, classes});
+  flat_logits = flat_logits.reshape({-1, flat_logits.size(-1)});
   Tensor flat_target = target.reshape({-1});
-
   Tensor valid = flat_target.ne(scalar_tensor(static_cast<double>(options.ignore_index()), kInt64));
-  for (int64_t t : flat_target.to_vector<int64_t>())
-    CPPGRAD_CHECK(t == options.ignore_index() || (t >= 0 && t < classes), "cross_entropy: target {} is out of range for {} classes",
-          t, classes);
-  Tensor safe_target = where(valid, flat_target, zeros({}, kInt64));
+  Tensor safe_target = where(valid, flat_target, zeros({}, kInt64));  // ignored targets read class 0
 
   Tensor log_probs = flat_logits.log_softmax(1);                                  // (M, C)
   Tensor nll = -log_probs.gather(1, safe_target.unsqueeze(1)).squeeze(1);        // (M)
@@ -121,6 +127,8 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, const CrossEntr
   }
   return loss;
 }
+
+// ---- the other losses ---------------------------------------------------------------------------
 
 Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction) {
   CPPGRAD_CHECK(input.shape() == target.shape(), "mse_loss: input {} and target {} differ in shape", shape_str(input.shape()),

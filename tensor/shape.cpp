@@ -27,6 +27,9 @@ int64_t checked_numel(const Shape& shape, std::string_view op) {
   return empty ? 0 : product;
 }
 
+// ---- strides and broadcasting ----------------------------------------------------------------
+
+// A contiguous tensor's strides: the last dim steps by 1, each dim before by the sizes after it.
 Strides contiguous_strides(const Shape& shape) {
   Strides strides(shape.size());
   int64_t stride = 1;
@@ -37,6 +40,8 @@ Strides contiguous_strides(const Shape& shape) {
   return strides;
 }
 
+// Broadcasting, as NumPy and PyTorch: align the shapes at their last dims; a size 1 (or a
+// missing dim) stretches to the other's size.
 Shape broadcast_shapes(const Shape& a, const Shape& b, std::string_view op) {
   size_t n = std::max(a.size(), b.size());
   Shape out(n);
@@ -49,6 +54,8 @@ Shape broadcast_shapes(const Shape& a, const Shape& b, std::string_view op) {
   }
   return out;
 }
+
+// ---- dims counted from the end -----------------------------------------------------------------
 
 int64_t wrap_dim(int64_t dim, int64_t ndim, std::string_view op) {
   int64_t lo = ndim == 0 ? -1 : -ndim, hi = ndim == 0 ? 0 : ndim - 1;

@@ -22,26 +22,49 @@ namespace cppgrad::kernels {
 
 namespace {
 
-// row[j] = exp(row[j] - shift) for j < n, in place, and the sum of the results. The fast form
-// (fast/exp_rows.h) is a vectorised float exp within 2 ulp of std::exp.
-template <class T>
-double exp_shifted(T* row, int64_t n, T shift) {
-  if (!reference_mode()) return fast::exp_shifted_row(row, n, shift);
-  double total = 0;
-  for (int64_t j = 0; j < n; ++j) {
-    row[j] = std::exp(row[j] - shift);
-    total += row[j];
+// ---- softmax's rows ------------------------------------------------------------------------
+
+// One row of softmax (Log false) or log_softmax (Log true): x and y point at the row's first
+// entry and step by `step`.
+template <class T, bool Log>
+void softmax_row(const T* x, T* y, int64_t size, int64_t step) {
+  T m = -std::numeric_limits<T>::infinity();
+  for (int64_t j = 0; j < size; ++j) m = std::max(m, x[j * step]);
+  if (m == -std::numeric_limits<T>::infinity()) {
+    // Every entry masked: zeros (softmax) or -inf (log_softmax). But std::max skips a NaN, so
+    // a NaN anywhere makes the whole row NaN, as in PyTorch. (The loop stops at the first
+    // NaN: without the break, GCC 12 at -O3 vectorises it and loses the NaN for doubles.)
+    T value = Log ? -std::numeric_limits<T>::infinity() : T(0);
+    for (int64_t j = 0; j < size; ++j)
+      if (std::isnan(x[j * step])) {
+        value = std::numeric_limits<T>::quiet_NaN();
+        break;
+      }
+    for (int64_t j = 0; j < size; ++j) y[j * step] = value;
+    return;
   }
-  return total;
+  double total = 0;  // Σ_j exp(x_j - m)
+  for (int64_t j = 0; j < size; ++j) {
+    const T e = std::exp(x[j * step] - m);
+    if (!Log) y[j * step] = e;
+    total += e;
+  }
+  if (Log) {
+    const T log_total = static_cast<T>(std::log(total));
+    for (int64_t j = 0; j < size; ++j) y[j * step] = x[j * step] - m - log_total;
+  } else {
+    const T scale = static_cast<T>(1.0 / total);
+    for (int64_t j = 0; j < size; ++j) y[j * step] *= scale;
+  }
 }
 
-// The value of every entry of a row whose max is -inf: NaN when the row holds a NaN (std::max
-// skipped it), otherwise the row is masked throughout and gives `masked`.
-template <class T>
-T value_of_row_without_max(const T* row, int64_t size, int64_t step, T masked) {
-  for (int64_t j = 0; j < size; ++j)
-    if (std::isnan(row[j * step])) return std::numeric_limits<T>::quiet_NaN();
-  return masked;
+// ---- the kernels: shapes and dtypes --------------------------------------------------------
+
+// A row through the fast form when it is contiguous (the fast form declines a masked row).
+template <class T, bool Log>
+void softmax_row_fast_or_reference(const T* x, T* y, int64_t size, int64_t step) {
+  if (step == 1 && !reference_mode() && fast::softmax_contiguous_row<T, Log>(x, y, size)) return;
+  softmax_row<T, Log>(x, y, size, step);
 }
 
 template <class T, bool Log>
@@ -49,51 +72,7 @@ void softmax_rows(const T* in, T* out, int64_t rows, int64_t inner, int64_t size
   // Row r (outer index o, inner index i) starts at o*size*inner + i and steps by `inner`.
   parallel_for(rows, size * 8, [&](int64_t r) {
     const int64_t o = r / inner, i = r % inner;
-    const T* x = in + o * size * inner + i;
-    T* y = out + o * size * inner + i;
-    // The contiguous rows (softmax over the last dim, the usual case) get loops of their own:
-    // with a stride known to be 1 the compiler vectorises them; the arithmetic is the same.
-    const bool contiguous = inner == 1;
-    T m = -std::numeric_limits<T>::infinity();
-    if (contiguous) {
-#pragma omp simd reduction(max : m)
-      for (int64_t j = 0; j < size; ++j) m = std::max(m, x[j]);
-    } else {
-      for (int64_t j = 0; j < size; ++j) m = std::max(m, x[j * inner]);
-    }
-    if (m == -std::numeric_limits<T>::infinity()) {  // every entry masked, or NaN
-      const T v = value_of_row_without_max(x, size, inner, Log ? -std::numeric_limits<T>::infinity() : T(0));
-      for (int64_t j = 0; j < size; ++j) y[j * inner] = v;
-      return;
-    }
-    double total = 0;
-    if (contiguous) {  // the vectorised exp, in y (log_softmax overwrites it below)
-      std::copy(x, x + size, y);
-      total = exp_shifted(y, size, m);
-    } else {
-      for (int64_t j = 0; j < size; ++j) {
-        T e = std::exp(x[j * inner] - m);
-        if (!Log) y[j * inner] = e;
-        total += e;
-      }
-    }
-    if (Log) {
-      const T log_total = static_cast<T>(std::log(total));
-      if (contiguous) {
-#pragma omp simd
-        for (int64_t j = 0; j < size; ++j) y[j] = x[j] - m - log_total;
-      } else {
-        for (int64_t j = 0; j < size; ++j) y[j * inner] = x[j * inner] - m - log_total;
-      }
-    } else {
-      const T scale = static_cast<T>(1.0 / total);
-      if (contiguous) {
-#pragma omp simd
-        for (int64_t j = 0; j < size; ++j) y[j] *= scale;
-      } else {
-        for (int64_t j = 0; j < size; ++j) y[j * inner] *= scale;
-      }
-    }
+    softmax_row_fast_or_reference<T, Log>(in + o * size * inner + i, out + o * size * inner + i, size, inner);
   });
 }
 
@@ -164,31 +143,13 @@ Tensor masked_softmax(const Tensor& scores, const Tensor& mask, bool causal, dou
         }
       const int64_t mask_step = m.defined() ? m.strides().back() : 0;
       const int64_t visible = causal ? std::min(S, row % T_len + 1) : S;  // keys 0..i when causal
-      T top = minus_inf;
-      if (!hidden && !added) {  // no mask tensor: a loop the compiler vectorises
-#pragma omp simd reduction(max : top)
-        for (int64_t j = 0; j < visible; ++j) {
-          yr[j] = k * xr[j];
-          top = std::max(top, yr[j]);
-        }
-        for (int64_t j = visible; j < S; ++j) yr[j] = minus_inf;
-      } else {
-        for (int64_t j = 0; j < S; ++j) {
-          T z = j < visible ? k * xr[j] : minus_inf;
-          if (hidden && hidden[mask_offset + j * mask_step]) z = minus_inf;
-          if (added) z += added[mask_offset + j * mask_step];
-          yr[j] = z;
-          top = std::max(top, z);
-        }
+      for (int64_t j = 0; j < S; ++j) {
+        T z = j < visible ? k * xr[j] : minus_inf;
+        if (hidden && hidden[mask_offset + j * mask_step]) z = minus_inf;
+        if (added) z += added[mask_offset + j * mask_step];
+        yr[j] = z;
       }
-      if (top == minus_inf) {  // every key hidden: zeros, not NaN (but a NaN score stays NaN)
-        const T v = value_of_row_without_max(yr, S, 1, T(0));
-        for (int64_t j = 0; j < S; ++j) yr[j] = v;
-        return;
-      }
-      const double total = exp_shifted(yr, S, top);
-      const T inv = static_cast<T>(1.0 / total);
-      for (int64_t j = 0; j < S; ++j) yr[j] *= inv;
+      softmax_row_fast_or_reference<T, false>(yr, yr, S, 1);  // every key hidden: zeros, not NaN
     });
   });
   return out;

@@ -62,4 +62,28 @@ inline double exp_shifted_row(double* row, int64_t n, double shift) {
   return total;
 }
 
+// One contiguous row of softmax (Log false) or log_softmax (Log true), y = f(x): the reference
+// row of softmax.cpp with stride 1 known, so that the compiler vectorises its loops, and with
+// the vectorised exp above. Returns false, writing nothing, for a row whose max is -inf (every
+// entry masked, or a NaN), which the reference handles.
+template <class T, bool Log>
+bool softmax_contiguous_row(const T* x, T* y, int64_t size) {
+  T m = -std::numeric_limits<T>::infinity();
+#pragma omp simd reduction(max : m)
+  for (int64_t j = 0; j < size; ++j) m = std::max(m, x[j]);
+  if (m == -std::numeric_limits<T>::infinity()) return false;
+  std::copy(x, x + size, y);
+  const double total = exp_shifted_row(y, size, m);  // log_softmax overwrites y below
+  if (Log) {
+    const T log_total = static_cast<T>(std::log(total));
+#pragma omp simd
+    for (int64_t j = 0; j < size; ++j) y[j] = x[j] - m - log_total;
+  } else {
+    const T scale = static_cast<T>(1.0 / total);
+#pragma omp simd
+    for (int64_t j = 0; j < size; ++j) y[j] *= scale;
+  }
+  return true;
+}
+
 }  // namespace cppgrad::kernels::fast
