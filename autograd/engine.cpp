@@ -9,11 +9,11 @@
 // torch.autograd.grad does): the rest of the graph is neither run nor freed, its hooks do
 // not fire, and no .grad is written, retain_grad's included.
 //
-// The Engine reads in sections: the walk (run, run_node: the textbook algorithm), grad()'s
-// pruning (follows, mark_needed), and the leaves (their gradients summed over the pass and
-// delivered once, early for a leaf whose post-accumulate hooks data-parallel training uses).
-// Summing in place, and adding a slice's gradient where it was cut, are fast forms kept in
-// autograd/fast/accumulate.h.
+// The file reads in sections: recording (how an op joins the graph), the engine (the walk:
+// dependency counts, a ready queue, each node's backward, gradients sent along the edges), and
+// the duties the walk calls out to (Duties: grad()'s pruning, hooks and retain_grad, how a
+// node's backward is called, the leaves' gradients delivered once, callbacks between nodes,
+// and the fast forms of summing, kept in autograd/fast/accumulate.h).
 #include <algorithm>
 #include <atomic>
 #include <cctype>
@@ -143,7 +143,7 @@ Tensor record(std::string op, Tensor out, const std::vector<Tensor>& inputs, con
   return out;
 }
 
-// ---- hooks, anomaly checks and queued callbacks: what the engine calls out to ---------------
+// ---- hooks, anomaly checks and queued callbacks ---------------------------------------------
 namespace {
 
 // The shapes and dtypes of a node's forward inputs, for its span in a trace.
@@ -213,10 +213,6 @@ class CallbackQueue {
   BackwardCallbacks* outer_;
 };
 
-}  // namespace
-
-// ---- the engine -----------------------------------------------------------------------------
-namespace {
 
 // A saved tensor as the backward function sees it, refusing one changed in place since.
 Tensor unpack(Node& node, size_t i) {
@@ -237,141 +233,60 @@ Tensor unpack(Node& node, size_t i) {
   return out;
 }
 
-struct LaterFirst {
-  bool operator()(const Node* a, const Node* b) const { return a->sequence_nr < b->sequence_nr; }
-};
-
-class Engine {
+// ---- the engine's duties besides the walk -------------------------------------------------
+// Everything one backward (or grad()) does besides walking the graph: which edges it follows
+// (grad()'s pruning), what happens to a gradient arriving at a node (hooks, grad()'s capture,
+// retain_grad), how a node's backward is called (its saved tensors, a trace span, the forward's
+// autocast state, the anomaly check, freeing what it saved), the fast forms of summing, the
+// leaves (gradients summed over the pass and delivered once) and the callbacks between nodes.
+// The walk (Engine, below) calls these and knows none of their details.
+class Duties {
  public:
-  // create_graph keeps the graph, as PyTorch's default does: the graph of the gradients runs
-  // through the forward's nodes, so differentiating the gradients backs through them again.
-  Engine(bool retain_graph, bool create_graph)
-      : retain_graph_(retain_graph || create_graph), create_graph_(create_graph) {}
-
-  // With `inputs`, gradients reaching them are captured and returned, only the nodes that lead
-  // to them run, and no .grad changes.
-  std::vector<Tensor> run(const std::vector<Tensor>& roots, const std::vector<Tensor>& root_grads,
-                          const std::vector<Tensor>* inputs) {
-    GradModeGuard mode(create_graph_);
-    CallbackQueue callbacks;
+  Duties(bool retain_graph, bool create_graph, const std::vector<Tensor>* inputs)
+      : retain_graph_(retain_graph || create_graph), create_graph_(create_graph) {
     if (inputs) capture(*inputs);
-    std::vector<Node*> starts;
-    for (size_t i = 0; i < roots.size(); ++i) {
-      if (roots[i].grad_fn()) {
-        add_to(pending_[roots[i].grad_fn().get()], root_grads[i]);
-        starts.push_back(roots[i].grad_fn().get());
-      } else {
-        add_to(leaf_slot(meta_of(roots[i])), root_grads[i]);
-      }
-    }
-    if (capturing_) {
-      mark_needed(starts);
-      std::erase_if(starts, [&](Node* n) { return !needed_.count(n); });
-    }
-    count_dependencies(starts);
-    std::priority_queue<Node*, std::vector<Node*>, LaterFirst> ready;
-    std::unordered_set<Node*> queued;
-    for (Node* n : starts)
-      if (dependencies_[n] == 0 && queued.insert(n).second) ready.push(n);
-    while (!ready.empty()) {
-      Node* node = ready.top();
-      ready.pop();
-      run_node(*node, [&](Node* next) {
-        if (--dependencies_[next] == 0) ready.push(next);
-      });
-      callbacks.after_node();
-    }
-    for (auto& [leaf, g] : leaf_grads_)
-      if (g.defined()) deliver_to_leaf(*leaf, std::move(g));  // (undefined: delivered early)
-    callbacks.run_all();
-    return std::move(captured_);
   }
 
- private:
-  // ---- the walk ---------------------------------------------------------------------------
-  // Counts, for every node below `starts`, the edges that lead into it.
-  void count_dependencies(const std::vector<Node*>& starts) {
-    std::vector<Node*> stack(starts.begin(), starts.end());
-    std::unordered_set<Node*> seen(starts.begin(), starts.end());
-    while (!stack.empty()) {
-      Node* n = stack.back();
-      stack.pop_back();
-      for (const Edge& e : n->next) {
-        if (e.leaf) ++leaf_edges_left_[e.leaf.get()];
-        if (!e.node || !follows(e)) continue;
-        ++dependencies_[e.node.get()];
-        if (seen.insert(e.node.get()).second) stack.push_back(e.node.get());
-      }
-    }
+  // ---- grad(): only the nodes on a path to an input run -----------------------------------
+  // Whether the walk follows this edge: always for backward; for grad, only towards an input.
+  bool follows(const Edge& e) const {
+    if (!capturing_) return e.valid();
+    if (e.node) return needed_.count(e.node.get()) > 0;
+    return e.leaf && capture_leaf_.count(e.leaf.get()) > 0;
   }
 
-  // Runs one node: the sum of the gradients that reached its output goes through its backward,
-  // and each input's gradient is sent along that input's edge. on_done(next) tells the walk
-  // that one more edge into `next` has run.
-  template <class OnDone>
-  void run_node(Node& node, OnDone on_done) {
-    Tensor grad;
-    if (auto it = pending_.find(&node); it != pending_.end()) {
-      grad = std::move(it->second);
-      pending_.erase(it);
-    }
-    const Grads input_grads = grad.defined() ? gradients_of_inputs(node, grad) : Grads();
-    for (size_t i = 0; i < node.next.size(); ++i) {
-      const Edge& edge = node.next[i];
-      if (!follows(edge)) continue;
-      if (i < input_grads.size() && input_grads[i].defined()) send(node, i, input_grads[i]);
-      if (edge.node) on_done(edge.node.get());
-      if (edge.leaf) leaf_edge_done(edge.leaf.get());
-    }
+  // For grad(), drops the starts from which no input can be reached.
+  void prune(std::vector<Node*>& starts) {
+    if (!capturing_) return;
+    mark_needed(starts);
+    std::erase_if(starts, [&](Node* n) { return !needed_.count(n); });
   }
 
-  // The gradients of a node's inputs, from the gradient of its output.
-  Grads gradients_of_inputs(Node& node, Tensor grad) {
+  // ---- a node's gradient and its backward ----------------------------------------------------
+  // The gradient that reached a node's output, through its pre-hooks, captured by grad() or
+  // kept by retain_grad(). Returns false when the walk stops at this node: an input of grad()
+  // with nothing else to reach below it (its graph is kept).
+  bool arriving(Node& node, Tensor& grad) {
     grad = apply_hooks(node.pre_hooks, grad);
     if (auto it = capture_node_.find(&node); it != capture_node_.end())
       for (size_t i : it->second) captured_[i] = grad;
     if (!capturing_) retain(node, grad);
-    // (An input of grad() with nothing else to reach below it stops here: its graph is kept.)
-    if (std::none_of(node.next.begin(), node.next.end(), [&](const Edge& e) { return follows(e); })) return {};
+    if (std::none_of(node.next.begin(), node.next.end(), [&](const Edge& e) { return follows(e); })) return false;
     if (node.released)
       throw Error(fmt::format(
           "backward: trying to backward through the graph a second time ('{}' already freed its saved "
           "tensors); pass retain_graph=true to the first backward if you need to run backward twice",
           node.op));
-    if (adds_slice_in_place(node)) {  // send() adds the gradient in where the slice was cut
+    return true;
+  }
+
+  // node.backward(grad, saved) in a trace span, in the autocast state its forward ran in,
+  // checked under detect_anomaly; then, without retain_graph, the node frees what it saved.
+  Grads call_backward(Node& node, const Tensor& grad) {
+    if (adds_slice_in_place(node)) {  // added_as_slice adds the gradient in where the slice was cut
       release(node);
       return {grad};
     }
-    return call_backward(node, grad);
-  }
-
-  // Adds input i's gradient g to what has reached that input so far.
-  void send(const Node& node, size_t i, Tensor g) {
-    const Edge& edge = node.next[i];
-    Tensor& slot = edge.node ? pending_[edge.node.get()] : leaf_slot(edge.leaf);
-    if (adds_slice_in_place(node)) return fast::add_slice(slot, g, node.input_shapes[i], *node.slice_of);
-    // Broadcasting and dtype promotion in the forward are undone here, once for every op.
-    if (g.shape() != node.input_shapes[i]) g = sum_to(g, node.input_shapes[i]);
-    if (g.dtype() != node.input_dtypes[i]) g = g.to(node.input_dtypes[i]);
-    add_to(slot, g);
-  }
-
-  // The sum of the gradients arriving at one place.
-  void add_to(Tensor& slot, const Tensor& g) {
-    if (!slot.defined())
-      slot = g;
-    else if (create_graph_ || reference_mode() || !fast::add_in_place(slot, g))
-      slot = slot + g;
-  }
-
-  // The fast form of a slice's backward (autograd/fast/accumulate.h): its gradient is added
-  // straight into its input's at the sliced positions, unless it must be differentiable again
-  // or checked for NaN as the backward's own result.
-  bool adds_slice_in_place(const Node& node) const {
-    return node.slice_of && !create_graph_ && !AnomalyMode::is_enabled() && !reference_mode();
-  }
-
-  Grads call_backward(Node& node, const Tensor& grad) {
     profile::Span span("backward", node.op, " backward");  // in a trace; its kernels are "backward" ones
     if (span.traced()) span.describe(node_inputs(node));
     std::vector<Tensor> saved;
@@ -388,15 +303,56 @@ class Engine {
     return grads;
   }
 
-  // Without retain_graph, a node frees what it saved once its backward has run.
-  void release(Node& node) {
-    if (retain_graph_) return;
-    node.saved.clear();
-    node.backward = nullptr;
-    node.released = true;
+  // ---- sums: the fast forms ------------------------------------------------------------------
+  // A slice's gradient added straight into its input's at the sliced positions
+  // (autograd/fast/accumulate.h), unless it must be differentiable again or checked for NaN as
+  // the backward's own result. Returns whether it did.
+  bool added_as_slice(const Node& node, size_t i, Tensor& slot, const Tensor& g) const {
+    if (!adds_slice_in_place(node)) return false;
+    fast::add_slice(slot, g, node.input_shapes[i], *node.slice_of);
+    return true;
   }
 
-  // ---- grad(): only the nodes on a path to an input run -----------------------------------
+  // slot += g in place, where nothing needs slot's old value. Returns whether it did.
+  bool added_in_place(Tensor& slot, const Tensor& g) const {
+    return !create_graph_ && !reference_mode() && fast::add_in_place(slot, g);
+  }
+
+  // ---- leaves: gradients summed over the pass, then handed over once ------------------------
+  // Gradients reaching a leaf are summed over the whole backward and handed over once at the
+  // end, so the leaf's hooks see its total gradient, as a non-leaf's hooks do.
+  Tensor& leaf_slot(const std::shared_ptr<AutogradMeta>& leaf) {
+    auto [it, inserted] = leaf_index_.try_emplace(leaf.get(), leaf_grads_.size());
+    if (inserted) leaf_grads_.emplace_back(leaf, Tensor());
+    return leaf_grads_[it->second].second;
+  }
+
+  void count_leaf_edge(AutogradMeta* leaf) { ++leaf_edges_left_[leaf]; }
+
+  // The last edge into a leaf has run: its gradient is final. A leaf with post-accumulate hooks
+  // gets it now, so that the hooks run while backward goes on (data-parallel training sends
+  // the gradient from there); the others get theirs at the end.
+  void leaf_edge_done(AutogradMeta* leaf) {
+    if (--leaf_edges_left_[leaf] != 0 || leaf->post_accumulate_grad_hooks.empty()) return;
+    auto it = leaf_index_.find(leaf);
+    if (it == leaf_index_.end()) return;  // no gradient reached it
+    Tensor& g = leaf_grads_[it->second].second;
+    if (g.defined()) deliver_to_leaf(*leaf, std::move(g));
+    g = Tensor();
+  }
+
+  // ---- between nodes, and at the end -----------------------------------------------------------
+  void after_node() { callbacks_.after_node(); }
+
+  // The leaves' gradients delivered, the callbacks queued for the end run; grad()'s results.
+  std::vector<Tensor> finish() {
+    for (auto& [leaf, g] : leaf_grads_)
+      if (g.defined()) deliver_to_leaf(*leaf, std::move(g));  // (undefined: delivered early)
+    callbacks_.run_all();
+    return std::move(captured_);
+  }
+
+ private:
   void capture(const std::vector<Tensor>& inputs) {
     captured_.resize(inputs.size());
     for (size_t i = 0; i < inputs.size(); ++i) {
@@ -408,13 +364,6 @@ class Engine {
         capture_leaf_[meta_of(in).get()].push_back(i);
     }
     capturing_ = true;
-  }
-
-  // Whether the engine follows this edge: always for backward; for grad, only towards an input.
-  bool follows(const Edge& e) const {
-    if (!capturing_) return e.valid();
-    if (e.node) return needed_.count(e.node.get()) > 0;
-    return e.leaf && capture_leaf_.count(e.leaf.get()) > 0;
   }
 
   // needed_ = the nodes below `starts` from which an input of grad() can be reached: an input's
@@ -443,25 +392,16 @@ class Engine {
     }
   }
 
-  // ---- leaves: gradients summed over the pass, then handed over once ------------------------
-  // Gradients reaching a leaf are summed over the whole backward and handed over once at the
-  // end, so the leaf's hooks see its total gradient, as a non-leaf's hooks do.
-  Tensor& leaf_slot(const std::shared_ptr<AutogradMeta>& leaf) {
-    auto [it, inserted] = leaf_index_.try_emplace(leaf.get(), leaf_grads_.size());
-    if (inserted) leaf_grads_.emplace_back(leaf, Tensor());
-    return leaf_grads_[it->second].second;
+  bool adds_slice_in_place(const Node& node) const {
+    return node.slice_of && !create_graph_ && !AnomalyMode::is_enabled() && !reference_mode();
   }
 
-  // The last edge into a leaf has run: its gradient is final. A leaf with post-accumulate hooks
-  // gets it now, so that the hooks run while backward goes on (data-parallel training sends
-  // the gradient from there); the others get theirs at the end.
-  void leaf_edge_done(AutogradMeta* leaf) {
-    if (--leaf_edges_left_[leaf] != 0 || leaf->post_accumulate_grad_hooks.empty()) return;
-    auto it = leaf_index_.find(leaf);
-    if (it == leaf_index_.end()) return;  // no gradient reached it
-    Tensor& g = leaf_grads_[it->second].second;
-    if (g.defined()) deliver_to_leaf(*leaf, std::move(g));
-    g = Tensor();
+  // Without retain_graph, a node frees what it saved once its backward has run.
+  void release(Node& node) {
+    if (retain_graph_) return;
+    node.saved.clear();
+    node.backward = nullptr;
+    node.released = true;
   }
 
   void deliver_to_leaf(AutogradMeta& leaf, Tensor g) {
@@ -505,8 +445,7 @@ class Engine {
   }
 
   bool retain_graph_, create_graph_;
-  std::unordered_map<Node*, Tensor> pending_;         // the gradient summed so far at each node's output
-  std::unordered_map<Node*, int64_t> dependencies_;   // edges into each node not yet run
+  CallbackQueue callbacks_;
   // grad(): which inputs are captured where, and the nodes that lead to one
   bool capturing_ = false;
   std::unordered_map<Node*, std::vector<size_t>> capture_node_;
@@ -518,6 +457,113 @@ class Engine {
   std::unordered_map<AutogradMeta*, size_t> leaf_index_;
   std::unordered_map<AutogradMeta*, int64_t> leaf_edges_left_;
 };
+
+// ---- the engine: backward as a topological walk -----------------------------------------------
+
+struct LaterFirst {
+  bool operator()(const Node* a, const Node* b) const { return a->sequence_nr < b->sequence_nr; }
+};
+
+class Engine {
+ public:
+  // create_graph keeps the graph, as PyTorch's default does: the graph of the gradients runs
+  // through the forward's nodes, so differentiating the gradients backs through them again.
+  // With `inputs` (grad()), gradients reaching them are captured and returned, only the nodes
+  // that lead to them run, and no .grad changes.
+  Engine(bool retain_graph, bool create_graph, const std::vector<Tensor>* inputs)
+      : create_graph_(create_graph), duties_(retain_graph, create_graph, inputs) {}
+
+  std::vector<Tensor> run(const std::vector<Tensor>& roots, const std::vector<Tensor>& root_grads) {
+    GradModeGuard mode(create_graph_);
+    std::vector<Node*> starts;
+    for (size_t i = 0; i < roots.size(); ++i) {
+      if (Node* root = roots[i].grad_fn().get()) {
+        add_to(pending_[root], root_grads[i]);
+        starts.push_back(root);
+      } else {
+        add_to(duties_.leaf_slot(meta_of(roots[i])), root_grads[i]);
+      }
+    }
+    duties_.prune(starts);
+    count_dependencies(starts);
+    // The ready nodes, latest recorded first: a node runs once every node that feeds it has.
+    std::priority_queue<Node*, std::vector<Node*>, LaterFirst> ready;
+    std::unordered_set<Node*> queued;
+    for (Node* n : starts)
+      if (dependencies_[n] == 0 && queued.insert(n).second) ready.push(n);
+    while (!ready.empty()) {
+      Node* node = ready.top();
+      ready.pop();
+      run_node(*node, ready);
+      duties_.after_node();
+    }
+    return duties_.finish();
+  }
+
+ private:
+  // Counts, for every node below `starts`, the edges that lead into it.
+  void count_dependencies(const std::vector<Node*>& starts) {
+    std::vector<Node*> stack(starts.begin(), starts.end());
+    std::unordered_set<Node*> seen(starts.begin(), starts.end());
+    while (!stack.empty()) {
+      Node* n = stack.back();
+      stack.pop_back();
+      for (const Edge& e : n->next) {
+        if (e.leaf) duties_.count_leaf_edge(e.leaf.get());
+        if (!e.node || !duties_.follows(e)) continue;
+        ++dependencies_[e.node.get()];
+        if (seen.insert(e.node.get()).second) stack.push_back(e.node.get());
+      }
+    }
+  }
+
+  // Runs one node: the sum of the gradients that reached its output goes through its backward,
+  // and each input's gradient is sent along that input's edge; a node whose last incoming
+  // edge has run becomes ready.
+  template <class Ready>
+  void run_node(Node& node, Ready& ready) {
+    Tensor grad;
+    if (auto it = pending_.find(&node); it != pending_.end()) {
+      grad = std::move(it->second);
+      pending_.erase(it);
+    }
+    Grads input_grads;
+    if (grad.defined() && duties_.arriving(node, grad)) input_grads = duties_.call_backward(node, grad);
+    for (size_t i = 0; i < node.next.size(); ++i) {
+      const Edge& edge = node.next[i];
+      if (!duties_.follows(edge)) continue;
+      if (i < input_grads.size() && input_grads[i].defined()) send(node, i, input_grads[i]);
+      if (edge.node && --dependencies_[edge.node.get()] == 0) ready.push(edge.node.get());
+      if (edge.leaf) duties_.leaf_edge_done(edge.leaf.get());
+    }
+  }
+
+  // Adds input i's gradient g to what has reached that input so far.
+  void send(const Node& node, size_t i, Tensor g) {
+    const Edge& edge = node.next[i];
+    Tensor& slot = edge.node ? pending_[edge.node.get()] : duties_.leaf_slot(edge.leaf);
+    if (duties_.added_as_slice(node, i, slot, g)) return;
+    // Broadcasting and dtype promotion in the forward are undone here, once for every op.
+    if (g.shape() != node.input_shapes[i]) g = sum_to(g, node.input_shapes[i]);
+    if (g.dtype() != node.input_dtypes[i]) g = g.to(node.input_dtypes[i]);
+    add_to(slot, g);
+  }
+
+  // The sum of the gradients arriving at one place.
+  void add_to(Tensor& slot, const Tensor& g) {
+    if (!slot.defined())
+      slot = g;
+    else if (!duties_.added_in_place(slot, g))
+      slot = slot + g;
+  }
+
+  bool create_graph_;
+  Duties duties_;
+  std::unordered_map<Node*, Tensor> pending_;        // the gradient summed so far at each node's output
+  std::unordered_map<Node*, int64_t> dependencies_;  // edges into each node not yet run
+};
+
+// ---- the entry points: backward() and grad() ------------------------------------------------
 
 std::vector<Tensor> root_gradients(const std::vector<Tensor>& outputs, const std::vector<Tensor>& grad_outputs,
                                    std::string_view op) {
@@ -547,7 +593,7 @@ std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<T
                          const std::vector<Tensor>& grad_outputs, bool retain_graph, bool create_graph,
                          bool allow_unused) {
   std::vector<Tensor> roots = root_gradients(outputs, grad_outputs, "grad");
-  std::vector<Tensor> result = Engine(retain_graph, create_graph).run(outputs, roots, &inputs);
+  std::vector<Tensor> result = Engine(retain_graph, create_graph, &inputs).run(outputs, roots);
   for (size_t i = 0; i < result.size(); ++i)
     CPPGRAD_CHECK(allow_unused || result[i].defined(),
           "grad: input {} of shape {} was not used to compute the outputs; pass allow_unused=true to get an "
@@ -559,7 +605,7 @@ std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<T
 void backward(const std::vector<Tensor>& outputs, const std::vector<Tensor>& grad_outputs, bool retain_graph,
               bool create_graph) {
   std::vector<Tensor> roots = root_gradients(outputs, grad_outputs, "backward");
-  Engine(retain_graph, create_graph).run(outputs, roots, nullptr);
+  Engine(retain_graph, create_graph, nullptr).run(outputs, roots);
 }
 
 void register_post_accumulate_grad_hook(const Tensor& leaf, std::function<void(const Tensor&)> hook) {

@@ -3,7 +3,8 @@
 
 Reads the pieces as lines `FILE FIRST LAST` (1-based, inclusive) on stdin; the arguments are the
 names the map trusts. Prints one line per function a piece calls that is defined in the core's
-floors (runtime tensor autograd nn optim) but in none of the pieces, and is not trusted. Used by
+floors (runtime tensor autograd nn optim) but in none of the pieces, and is not trusted; and one
+per trusted name that the core does not define or no piece calls (the list stays minimal). Used by
 scripts/check_reading_map, which explains the rules.
 
 A call is a name followed by `(` (template arguments allowed) in a piece's code, comments and
@@ -70,8 +71,11 @@ def main():
     def on_map(path, line):
         return any(path == f and a <= line <= b for f, a, b in pieces)
 
+    called = set()
     for path, first, last in pieces:
-        for name, line in sorted(calls_in(path, first, last, declared_at).items()):
+        calls = calls_in(path, first, last, declared_at)
+        called |= set(calls)
+        for name, line in sorted(calls.items()):
             where = definitions.get(name)
             if not where or name in trusted or any(on_map(p, l) for p, l in where):
                 continue
@@ -80,6 +84,8 @@ def main():
                   "add its piece or trust it")
     for name in sorted(trusted - set(definitions)):
         print(f"the trust list names {name}, which the core does not define")
+    for name in sorted((trusted & set(definitions)) - called):
+        print(f"the trust list names {name}, which no piece calls")
 
 
 if __name__ == "__main__":
