@@ -46,9 +46,33 @@ Tensor unary_op(kernels::Unary op, Saves saves, const Tensor& input, Derivative 
 }  // namespace
 
 using namespace op_constants;
+namespace {
+// The rows PyTorch computes in floating point whatever the input's dtype: an integer or bool
+// tensor is converted to float32 (PyTorch's default dtype) first, so torch.sqrt(torch.tensor([4]))'s
+// [2.] float32 is sqrt(tensor({4}))'s too. Such a tensor takes no gradient, so none flows to it.
+// The other floating rows stay refused for integers, as in PyTorch: silu and gelu have no integer
+// kernel there, and relu keeps an integer's dtype there, which its float row cannot give.
+bool promotes_to_float(Unary op) {
+  switch (op) {
+    case Unary::Exp: case Unary::Log: case Unary::Sqrt: case Unary::Rsqrt: case Unary::Tanh:
+    case Unary::Sigmoid: case Unary::Erf: case Unary::Sin: case Unary::Cos:
+      return true;
+    default:
+      return false;
+  }
+}
+
+const Tensor& floating_input(Unary op, const Tensor& t, Tensor& promoted) {
+  if (t.is_floating_point() || !promotes_to_float(op)) return t;
+  promoted = t.to(kFloat32);
+  return promoted;
+}
+}  // namespace
+
 #define CPPGRAD_UNARY_OP(name, Enum, dtypes, forward, saves, dA, domain)                            \
   Tensor Tensor::name() const {                                                                      \
-    return unary_op(Unary::Enum, Saves::saves, *this,                                                \
+    Tensor promoted;                                                                                 \
+    return unary_op(Unary::Enum, Saves::saves, floating_input(Unary::Enum, *this, promoted),        \
                     [](const Tensor& g, [[maybe_unused]] const Tensor& A, [[maybe_unused]] const Tensor& C) { \
                       return dA;                                                                     \
                     });                                                                              \

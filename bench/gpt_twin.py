@@ -89,7 +89,7 @@ def main():
 
     def rate(step):  # optim::WarmupCosineLR
         if step < warmup:
-            return lr * (step + 1) / warmup
+            return lr * (step + 1) / (warmup + 1)  # nanoGPT's get_lr
         progress = min(1.0, (step - warmup) / (decay_steps - warmup))
         return min_lr + (lr - min_lr) * 0.5 * (1 + math.cos(math.pi * progress))
 

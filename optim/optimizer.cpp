@@ -9,6 +9,7 @@
 #include <type_traits>
 #include <unordered_set>
 
+#include "runtime/profile.h"
 #include "tensor/kernels.h"
 
 namespace cppgrad::optim {
@@ -91,6 +92,10 @@ void Optimizer::check_group(const ParamGroup& group, size_t index, bool from_fil
 }
 
 void Optimizer::step() {
+  // In a trace, each step is a span ("AdamW.step", category "optimizer"), as PyTorch's profiler
+  // records "Optimizer.step#AdamW.step": a trace marks its training steps without a span of the
+  // program's own.
+  profile::Span span("optimizer", name_, ".step");
   NoGradGuard no_grad;
   size_t index = 0;
   try {

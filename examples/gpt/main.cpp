@@ -56,8 +56,7 @@ int main(int argc, char** argv) {
     const int64_t rank_batch = finish_options(app, o, resumed ? &*resumed : nullptr, pretrained ? &*pretrained : nullptr);
     const Corpus corpus = read_corpus(o, resumed ? &*resumed : nullptr);
     if (o.model.vocab == 0) o.model.vocab = corpus.tokenizer.vocab_size();  // else a pretrained model's, or as saved
-    CPPGRAD_CHECK(corpus.tokenizer.vocab_size() <= o.model.vocab, "the {} tokenizer has {} tokens, more than the {} rows "
-                  "of the model's embedding", o.tokenizer, corpus.tokenizer.vocab_size(), o.model.vocab);
+    check_vocabularies_agree(o, corpus.tokenizer);  // a token id is a row of the embedding
     if (lead) write_token_files(o, corpus);  // --write-tokens
 
     // ---- the model and AdamW, warm-up then cosine ----------------------------------------------
@@ -83,7 +82,7 @@ int main(int argc, char** argv) {
     optim::TrainingState state = examples::training_state({*model, opt, schedule, loader}, log);
     state.add_constant("data.tokenizer", corpus.tokenizer.to_tensor());  // token ids are the model's rows
     if (resumed) examples::resume_run(o.resume, resumed->tensors, state);
-    if (lead && resumed) fmt::print("resumed from {} at step {}\n", o.resume, log.step);
+    if (lead && resumed) fmt::print("resumed from {} at step {}\n{}\n", o.resume, log.step, schedule_line(o, log.step));
     examples::open_log(log, lead ? o.log_dir : "");  // --log-dir
     const data::Batch held_out = examples::spread_windows(corpus.held_out, T, o.eval_windows);
     if (lead) print_run_line(o, corpus, model->parameter_count(), rank_batch, world.world_size());
@@ -144,7 +143,10 @@ int main(int argc, char** argv) {
     if (!o.save.empty()) examples::save_run_file(o.save, state, checkpoint_metadata(o, kept, held));
     if (!o.save_hf.empty() && lead) {
       save_hf_directory(*model, hf_layout, o.save_hf);
-      fmt::print("model written under Hugging Face's names to {}/model.safetensors and config.json\n", o.save_hf);
+      save_hf_tokenizer(corpus.tokenizer, o.save_hf);  // so that --init-from hf:DIR needs nothing else
+      fmt::print("model written under Hugging Face's names to {}/model.safetensors and config.json, its {} tokenizer "
+                 "to {} and tokenizer_config.json\n", o.save_hf, corpus.tokenizer.kind,
+                 hf_tokenizer_file_names(corpus.tokenizer));
     }
     if (!o.export_onnx.empty() && lead) export_onnx_file(*model, o.export_onnx);
     if (!lead) return 0;

@@ -120,14 +120,24 @@ void take_pretrained(const CLI::App& app, Options& o, const HFCheckpoint& file) 
   o.model = m;
   o.arch = arch_name(m.arch);
   o.size = "pretrained";  // as the run's first line names it
-  // Its tokenizer: the token ids are the embedding's rows.
+  // Its tokenizer: the token ids are the embedding's rows. One beside the model: GPT-2's files, or
+  // the character or BPE tokenizer --save-hf wrote there.
   if (app.count("--tokenizer") == 0 && o.gpt2_vocab.empty()) {
     const auto dir = std::filesystem::path(file.path).parent_path();
-    CPPGRAD_CHECK(m.arch == Arch::GPT2 && gpt2_vocab_files(dir), "--init-from: give the model's tokenizer: "
-                  "--gpt2-vocab DIR (GPT-2's encoder.json and vocab.bpe){}", m.arch == Arch::GPT2 ? ", or put them "
-                  "beside its model.safetensors" : "; Llama's own (tokenizer.model) is not one gpt reads, so only "
-                  "--tokenizer char or bpe, whose ids are not the ones it learnt");
-    o.gpt2_vocab = dir.string();
+    std::optional<HFTokenizerFiles> beside;
+    try {
+      beside = find_hf_tokenizer(dir);
+    } catch (const Error& e) {
+      throw Error(fmt::format("--init-from: {}", e.what()));
+    }
+    CPPGRAD_CHECK(beside, "--init-from: give the model's tokenizer: none lies beside {} (GPT-2's vocab.json and "
+                  "merges.txt, or encoder.json and vocab.bpe; or what gpt's --save-hf writes): --gpt2-vocab DIR{}",
+                  excerpt(file.path), m.arch == Arch::GPT2 ? "" : "; Llama's own (tokenizer.model) is not one gpt "
+                  "reads, so only --tokenizer char or bpe, whose ids are not the ones it learnt");
+    if (beside->kind == "gpt2")
+      o.gpt2_vocab = dir.string();
+    else
+      o.tokenizer = beside->kind, o.saved_tokenizer = beside;
   }
 }
 
@@ -190,7 +200,9 @@ void add_options(CLI::App& app, Options& o) {
   app.add_option("--export-onnx", o.export_onnx, "at the end, write the model as an ONNX inference graph: input "
                                                  "tokens (batch, sequence), output logits");
   app.add_option("--save-hf", o.save_hf, "at the end, write the model to DIR/model.safetensors under Hugging Face's "
-                                         "names, and DIR/config.json");
+                                         "names, DIR/config.json, and its tokenizer: a BPE's vocab.json and merges.txt "
+                                         "(GPT-2's byte-level format), or characters' vocab.json (each byte -> its id), "
+                                         "with tokenizer_config.json naming the kind; --init-from hf:DIR reads them back");
   app.add_option("--steps", o.steps, "training steps in all (a resumed run continues up to this; 0 with --resume: "
                                      "only sample)")->check(CLI::Range(0, 100'000'000));
   app.add_option("--batch", o.batch, "windows per micro-batch, over all processes")->check(CLI::Range(1, 65536));
@@ -201,7 +213,8 @@ void add_options(CLI::App& app, Options& o) {
   app.add_option("--warmup", o.warmup, "warm-up steps, the rate rising linearly to --lr (default: 100, at most a "
                                        "tenth of --decay-steps; resuming: the checkpoint's)")->check(CLI::Range(0, 100'000'000));
   app.add_option("--decay-steps", o.decay_steps, "the step the cosine decay reaches --min-lr (default: --steps; "
-                                                 "resuming: the checkpoint's)")->check(CLI::Range(1, 100'000'000));
+                                                 "resuming: the checkpoint's, which a larger --decay-steps extends)")
+      ->check(CLI::Range(1, 100'000'000));
   app.add_option("--weight-decay", o.weight_decay, "AdamW's decay of the 2-D weights (matrices and embeddings)")
       ->check(examples::number_in(0.0, 1.0));
   app.add_option("--beta2", o.beta2, "AdamW's β₂")->check(examples::number_in(0.0, 0.9999999));
@@ -281,7 +294,12 @@ int64_t finish_options(const CLI::App& app, Options& o, const Checkpoint* resume
                   "--resume: the checkpoint's tokenizer is {}, not {}", resumed->tokenizer.kind, o.tokenizer);
     o.tokenizer = resumed->tokenizer.kind;
     CPPGRAD_CHECK(o.gpt2_vocab.empty(), "--gpt2-vocab: resuming, the tokenizer is the checkpoint's");
-    if (app.count("--decay-steps") == 0) o.decay_steps = metadata_int(*resumed, "decay_steps");
+    // A resumed run may extend its schedule (kept_options' notice says so), never shorten it: the
+    // steps taken followed the checkpoint's, and the resumed weights are checked against the rates
+    // the schedule gives those steps (examples::reachable_weight), which a longer decay only raises.
+    const int64_t saved_decay = metadata_int(*resumed, "decay_steps");
+    CPPGRAD_CHECK(o.decay_steps >= saved_decay, "--decay-steps {}: the checkpoint's run decays over {} steps; a resumed "
+                  "run may extend its schedule, not shorten it", o.decay_steps, saved_decay);
     if (app.count("--warmup") == 0) o.warmup = metadata_int(*resumed, "warmup");
   } else {
     apply_preset(app, o);
@@ -396,6 +414,12 @@ Corpus read_corpus(const Options& o, const Checkpoint* resumed) {
   Corpus c;
   if (resumed) {
     c.tokenizer = resumed->tokenizer;
+  } else if (o.saved_tokenizer) {
+    try {
+      c.tokenizer = load_hf_tokenizer(*o.saved_tokenizer);
+    } catch (const Error& e) {
+      throw Error(fmt::format("--init-from: {}", e.what()));
+    }
   } else if (o.tokenizer == "char") {
     c.tokenizer = {"char", data::CharVocabulary::of(text), {}};
   } else if (o.tokenizer == "gpt2") {
@@ -411,10 +435,10 @@ Corpus read_corpus(const Options& o, const Checkpoint* resumed) {
   } else {
     c.tokenizer = {"bpe", {}, data::BPETokenizer::train(train_text, o.bpe_vocab)};
   }
-  if (c.tokenizer.chars)  // a text of other characters than the checkpoint's cannot be encoded
+  if (c.tokenizer.chars)  // a text of other characters than the checkpoint's (or model's) cannot be encoded
     for (unsigned char ch : text)
-      CPPGRAD_CHECK(c.tokenizer.chars->contains(ch), "--data: '{}' has the byte {}, which the checkpoint's characters lack",
-                    excerpt(o.data), int{ch});
+      CPPGRAD_CHECK(c.tokenizer.chars->contains(ch), "--data: '{}' has the byte {}, which the {}'s characters lack",
+                    excerpt(o.data), int{ch}, resumed ? "checkpoint" : "model");
   c.train = c.tokenizer.encode(train_text);
   c.held_out = c.tokenizer.encode(held_text);
   c.bytes = n, c.held_out_bytes = n - split;
@@ -429,6 +453,19 @@ Corpus read_corpus(const Options& o, const Checkpoint* resumed) {
                     std::isprint(ch) ? fmt::format("'{}'", static_cast<char>(ch)) : fmt::format("byte {}", int{ch}));
   c.prompt = c.tokenizer.encode(o.prompt);
   return c;
+}
+
+void check_vocabularies_agree(const Options& o, const Tokenizer& tokenizer) {
+  const int64_t tokens = tokenizer.vocab_size(), rows = o.model.vocab;
+  if (tokens == rows) return;
+  const std::string model = !o.init_from.empty() ? fmt::format("the model of --init-from {}", excerpt(o.init_from))
+                            : !o.resume.empty()  ? fmt::format("the model of --resume {}", excerpt(o.resume))
+                                                 : std::string("the model");
+  const char* option = !o.resume.empty() ? "--resume" : tokenizer.kind == "gpt2" ? "--gpt2-vocab" : "--tokenizer";
+  throw Error(fmt::format("{}: the {} tokenizer has {} tokens and {} has a vocabulary of {}: a token id is a "
+                          "row of its embedding, so the two must be the same size (give the model's own tokenizer{})",
+                          option, tokenizer.kind, tokens, model, rows,
+                          o.tokenizer == "bpe" && o.resume.empty() ? fmt::format(", or --bpe-vocab {}", rows) : ""));
 }
 
 void choose_checkpoint_to_resume(Options& o, bool lead) {
@@ -459,10 +496,14 @@ nn::Metadata checkpoint_metadata(const Options& o, const examples::KeptOptions& 
 
 examples::KeptOptions kept_options(CLI::App& app, Options& o) {
   examples::KeptOptions kept(app, "gpt");
-  kept.add("--lr", o.lr).add("--min-lr", o.min_lr).add("--warmup", o.warmup).add("--decay-steps", o.decay_steps)
+  o.decay_steps_given = app.count("--decay-steps") > 0;  // before a resume fills the option from the checkpoint
+  kept.add("--lr", o.lr).add("--min-lr", o.min_lr).add("--warmup", o.warmup)
       .add("--weight-decay", o.weight_decay).add("--beta2", o.beta2).add("--clip", o.clip).add("--batch", o.batch)
       .add("--accum", o.accum).add("--dropout", o.model.dropout);
   kept.add_overridable("--seed", o.seed);
+  // A run resumed past its schedule's end would train at --min-lr: a longer --decay-steps extends
+  // the cosine instead (finish_options refuses a shorter one).
+  kept.add_overridable("--decay-steps", o.decay_steps);
   // A resumed bf16 run stays bf16 unless told otherwise: the precision is the user's to change, as
   // autocast is not part of a PyTorch checkpoint either.
   kept.add_overridable("--dtype", o.dtype);
@@ -483,6 +524,16 @@ data::DataLoader training_loader(const Options& o, const Corpus& corpus, int64_t
                                                             o.seed + 1, /*drop_last=*/true);
   return data::DataLoader(windows, data::DataLoaderOptions(rank_batch).drop_last(true).seed(o.seed),
                           data::stack_collate, sampler);
+}
+
+std::string schedule_line(const Options& o, int64_t step) {
+  std::string line = fmt::format("schedule: warm-up {} steps to --lr {}, then cosine to --min-lr {} at step {} ({}); "
+                                 "resumed at step {}", o.warmup, o.lr, o.min_lr, o.decay_steps,
+                                 o.decay_steps_given ? "--decay-steps" : "the checkpoint's --decay-steps", step);
+  if (o.steps > o.decay_steps)
+    line += fmt::format("; steps {}-{} run at --min-lr (a larger --decay-steps extends the cosine)",
+                        std::max(step, o.decay_steps) + 1, o.steps);
+  return line;
 }
 
 void print_run_line(const Options& o, const Corpus& corpus, int64_t parameters, int64_t rank_batch, int world_size) {

@@ -10,6 +10,7 @@
 #include "common/checkpoints.h"
 #include "common/cli.h"
 #include "gpt/hf_checkpoint.h"
+#include "gpt/hf_tokenizer.h"
 #include "gpt/model.h"
 #include "gpt/sample.h"
 
@@ -29,9 +30,11 @@ struct Options {
   std::string tokenizer = "bpe";
   int64_t bpe_vocab = 512;
   std::string gpt2_vocab;  // a directory with encoder.json and vocab.bpe
+  std::optional<HFTokenizerFiles> saved_tokenizer;  // a character or learnt BPE tokenizer beside --init-from's model
   int64_t steps = 600, batch = 16, accum = 1;
   double lr = 3e-3, min_lr = 3e-4, weight_decay = 0.1, clip = 1.0, beta2 = 0.99;
   int64_t warmup = 100, decay_steps = 0;  // decay_steps 0: --steps (or the checkpoint's, resuming)
+  bool decay_steps_given = false;          // on the command line (a resumed run's schedule line says so)
   uint64_t seed = 0;
   int threads = 0;  // 0: all cores
   std::string dtype = "fp32";  // bf16: training and evaluation under autocast (tensor/autocast.h)
@@ -59,7 +62,8 @@ std::optional<HFCheckpoint> read_pretrained(const CLI::App& app, const Options& 
 // and the tokenizer are the checkpoint's: one given that differs is refused. Starting from a
 // Hugging Face file, the architecture and sizes are the file's (a size given that differs is
 // refused, --seq-len may shorten the training windows), and its tokenizer must be given or lie
-// beside it (GPT-2's encoder.json and vocab.bpe, or vocab.json and merges.txt).
+// beside it (GPT-2's encoder.json and vocab.bpe, or vocab.json and merges.txt, or what --save-hf
+// writes: gpt/hf_tokenizer.h).
 struct Checkpoint;
 int64_t finish_options(const CLI::App& app, Options& o, const Checkpoint* resumed, const HFCheckpoint* pretrained);
 
@@ -96,6 +100,11 @@ struct Corpus {
 };
 Corpus read_corpus(const Options& o, const Checkpoint* resumed);
 
+// Refuses a tokenizer whose vocabulary is not the model's size (o.model.vocab, --init-from's or
+// the checkpoint's), naming both: its ids would index other rows than those the model learnt,
+// or rows it never learnt, and its samples would be noise.
+void check_vocabularies_agree(const Options& o, const Tokenizer& tokenizer);
+
 // --resume latest or DIR becomes the file to load (examples::resolve_resume). A fine-tune
 // restarted with its first command line (--init-from and --resume latest) continues its
 // checkpoint: --init-from only started it, and is dropped with a note.
@@ -116,6 +125,11 @@ void write_token_files(const Options& o, const Corpus& corpus);
 // each global batch (batches of `rank_batch` windows).
 cppgrad::data::DataLoader training_loader(const Options& o, const Corpus& corpus, int64_t rank_batch, int world_size,
                                           int rank);
+
+// A resumed run's schedule, as it will follow it from `step` (the step resumed at): its warm-up,
+// where its cosine ends and whether that is the checkpoint's --decay-steps or one given, and
+// the steps that will run at --min-lr, past the decay.
+std::string schedule_line(const Options& o, int64_t step);
 
 // The line that says what is about to train: the data, the tokens, the model, the batch, the threads.
 void print_run_line(const Options& o, const Corpus& corpus, int64_t parameters, int64_t rank_batch, int world_size);

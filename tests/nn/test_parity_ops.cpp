@@ -1,4 +1,4 @@
-// Parity of logsumexp, sort and topk with PyTorch 1.13 (scripts/make_parity_refs.py writes the
+// Parity of logsumexp, sort, topk and the float functions of integers with PyTorch 1.13 (scripts/make_parity_refs.py writes the
 // files; tests/data/README.md describes them): the same calls on the same input, values, indices
 // and the gradient of L = Σ_calls sum(out ⊙ G). Sorted and picked values are copies of inputs,
 // so they and the indices must agree exactly (NaN where PyTorch has NaN); logsumexp and the
@@ -100,4 +100,28 @@ TEST_CASE("parity with PyTorch: topk largest and smallest along every dim, with 
   expect_picked(c, "dim0_k3", c.x.topk(3, 0));
   expect_picked(c, "last_k0", c.x.topk(0));
   expect_gradient(c);
+}
+
+TEST_CASE("parity with PyTorch: the float functions of int64 and bool tensors are float32, as PyTorch's") {
+  const nn::SafetensorsContents file = nn::load_safetensors(kData + "/ops_float_functions_of_ints.safetensors");
+  CHECK(meta(file, "op") == "float functions of integers");
+  const std::map<std::string, std::function<Tensor(const Tensor&)>> calls{
+      {"exp", [](const Tensor& t) { return t.exp(); }},         {"log", [](const Tensor& t) { return log(t); }},
+      {"sqrt", [](const Tensor& t) { return t.sqrt(); }},       {"rsqrt", [](const Tensor& t) { return t.rsqrt(); }},
+      {"tanh", [](const Tensor& t) { return tanh(t); }},        {"sigmoid", [](const Tensor& t) { return t.sigmoid(); }},
+      {"erf", [](const Tensor& t) { return t.erf(); }},         {"sin", [](const Tensor& t) { return sin(t); }},
+      {"cos", [](const Tensor& t) { return t.cos(); }}};
+  for (const auto& [name, f] : calls)
+    for (const auto& [input, call] : {std::pair{"x", name}, std::pair{"flags", name + ".bool"}}) {
+      INFO(call);
+      const Tensor& x = file.at(std::string("in.") + input);
+      const Tensor& want = file.at("out." + call);
+      const Tensor got = f(x);
+      CHECK(got.dtype() == kFloat32);
+      CHECK(!got.requires_grad());  // an integer tensor takes no gradient
+      REQUIRE(got.shape() == want.shape());
+      // float32 functions a few ulps apart from PyTorch's (the vectorised forms); log(0) = -inf,
+      // log(-1) = NaN and rsqrt(0) = inf exactly where PyTorch has them
+      CHECK(check::mismatch(check::values(got), check::values(want), 1e-6) == "");
+    }
 }

@@ -192,3 +192,32 @@ TEST_CASE("trace: a program's own spans, the event limit, and the profiler's sta
   CHECK_THROWS_WITH_AS(profile::write_trace("/nonexistent-dir/t.json"),
                        doctest::Contains("profile::write_trace: /nonexistent-dir/t.json: cannot create"), Error);
 }
+
+TEST_CASE("trace: each optimizer step is a span of its own, named after the optimizer, as PyTorch's profiler's") {
+  Generator gen(5);
+  Tensor w = (randn({8, 4}, kFloat32, gen) * 0.1).requires_grad_();
+  optim::AdamW adam({w}, optim::AdamWOptions(1e-3));
+  optim::SGD sgd({w}, optim::SGDOptions(1e-2));
+  profile::start_trace();
+  for (int step = 0; step < 3; ++step) {
+    adam.zero_grad();
+    (w * w).sum().backward();
+    adam.step();
+  }
+  sgd.step();
+  const json trace = json::parse(profile::trace_json());
+  std::vector<std::string> steps;
+  for (const auto& [tid, spans] : spans_by_thread(trace))
+    for (const Span& s : spans)
+      if (s.category == "optimizer") steps.push_back(s.name);
+  CHECK(steps == std::vector<std::string>{"AdamW.step", "AdamW.step", "AdamW.step", "SGD.step"});
+  // AdamW's update kernel runs inside its span
+  for (const auto& [tid, spans] : spans_by_thread(trace))
+    for (const Span& s : spans)
+      if (s.name == "AdamW.step") {
+        const bool holds_update = std::any_of(spans.begin(), spans.end(), [&](const Span& k) {
+          return is_kernel(k) && k.name == "adam update" && k.start >= s.start && k.end <= s.end;
+        });
+        CHECK(holds_update);
+      }
+}

@@ -233,9 +233,9 @@ TEST_CASE("schedules act on every group, from each group's own or inherited rate
     Tensor p = param({1.0}), q = param({2.0});
     Adam adam({ParamGroup{.params = {p}, .beta1 = 0.8}, ParamGroup{.params = {q}, .lr = 0.5}}, AdamOptions(0.2));
     WarmupCosineLR warm(adam, /*warmup=*/4, /*total=*/10);
-    CHECK(adam.param_groups()[0].lr == doctest::Approx(0.2 / 4.0));
-    CHECK(adam.param_groups()[1].lr == doctest::Approx(0.5 / 4.0));
-    for (int i = 0; i < 3; ++i) warm.step();
+    CHECK(adam.param_groups()[0].lr == doctest::Approx(0.2 / 5.0));  // base·(0+1)/(4+1)
+    CHECK(adam.param_groups()[1].lr == doctest::Approx(0.5 / 5.0));
+    for (int i = 0; i < 4; ++i) warm.step();
     CHECK(adam.param_groups()[0].lr == doctest::Approx(0.2));
     CHECK(adam.param_groups()[1].lr == doctest::Approx(0.5));
     CHECK(adam.param_groups()[0].beta1 == 0.8);

@@ -21,9 +21,10 @@ double noam(double factor, double d_model, double warmup, double n) {
   return factor * std::pow(d_model, -0.5) * std::min(std::pow(n, -0.5), n * std::pow(warmup, -1.5));
 }
 
-// Linear warm-up reaching the base rate at step warmup-1, then half a cosine down to min_lr.
+// nanoGPT's get_lr (train.py) at it = step: a linear warm-up reaching the base rate at step
+// warmup, then half a cosine down to min_lr.
 double warmup_cosine(double base, double min_lr, int64_t warmup, int64_t total, int64_t step) {
-  if (step < warmup) return base * static_cast<double>(step + 1) / static_cast<double>(warmup);
+  if (step < warmup) return base * static_cast<double>(step + 1) / static_cast<double>(warmup + 1);
   double progress = static_cast<double>(step - warmup) / static_cast<double>(total - warmup);
   if (progress > 1.0) progress = 1.0;
   return min_lr + (base - min_lr) * 0.5 * (1.0 + std::cos(std::numbers::pi * progress));
@@ -65,13 +66,32 @@ TEST_CASE("WarmupCosineLR warms up linearly then decays on a half cosine to min_
     INFO("step " << step);
     CHECK(opt.lr() == doctest::Approx(warmup_cosine(0.1, 0.01, 5, 25, step)).epsilon(1e-12));
   }
-  // Landmarks, by hand.
-  CHECK(sched.lr_at(0, 0.1) == doctest::Approx(0.02));
-  CHECK(sched.lr_at(4, 0.1) == doctest::Approx(0.1));
+  // Landmarks, by hand: 0.1·1/6 and 0.1·5/6 in the warm-up.
+  CHECK(sched.lr_at(0, 0.1) == doctest::Approx(0.1 / 6));
+  CHECK(sched.lr_at(4, 0.1) == doctest::Approx(0.5 / 6));
   CHECK(sched.lr_at(5, 0.1) == doctest::Approx(0.1));
   CHECK(sched.lr_at(15, 0.1) == doctest::Approx(0.055));  // halfway: the mean of base and min
   CHECK(sched.lr_at(25, 0.1) == doctest::Approx(0.01));
   CHECK(sched.lr_at(1000, 0.1) == doctest::Approx(0.01));
+}
+
+TEST_CASE("WarmupCosineLR's first steps are nanoGPT's get_lr: lr·(it+1)/(warmup+1), not lr·(it+1)/warmup") {
+  // nanoGPT's defaults scaled down: learning_rate 1e-3, warmup_iters 10, lr_decay_iters 100, min_lr 1e-4.
+  Tensor p = param({0.0});
+  AdamW opt({p}, AdamWOptions(1e-3));
+  WarmupCosineLR sched(opt, 10, 100, 1e-4);
+  // Written out from nanoGPT's formula: 1e-3·1/11, 1e-3·2/11, 1e-3·3/11, ..., 1e-3·10/11, then 1e-3.
+  const std::vector<double> expected{9.0909090909090909e-5, 1.8181818181818182e-4, 2.7272727272727273e-4,
+                                     3.6363636363636364e-4, 4.5454545454545455e-4, 5.4545454545454545e-4,
+                                     6.3636363636363636e-4, 7.2727272727272727e-4, 8.1818181818181818e-4,
+                                     9.0909090909090909e-4, 1e-3};
+  for (int64_t step = 0; step < static_cast<int64_t>(expected.size()); ++step) {
+    advance_to(sched, step);
+    INFO("step " << step);
+    CHECK(opt.lr() == doctest::Approx(expected[static_cast<size_t>(step)]).epsilon(1e-14));
+  }
+  // and the cosine from there: half-way through the decay, the mean of the two rates
+  CHECK(sched.lr_at(55, 1e-3) == doctest::Approx(5.5e-4).epsilon(1e-14));
 }
 
 TEST_CASE("WarmupCosineLR without warm-up starts at the base rate") {
