@@ -28,7 +28,6 @@
 #include "common/data_parallel.h"
 #include "common/observe.h"
 #include "gpt/evaluate.h"
-#include "gpt/model.h"
 #include "gpt/options.h"
 #include "gpt/sample.h"
 

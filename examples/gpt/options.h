@@ -9,11 +9,12 @@
 
 #include "common/checkpoints.h"
 #include "common/cli.h"
-#include "gpt/hf_checkpoint.h"
-#include "gpt/model.h"
+#include "nn/hf/checkpoint.h"
 #include "gpt/sample.h"
 
 namespace gpt {
+
+using namespace cppgrad::hf;  // the models and their Hugging Face files (nn/hf/)
 
 // Jargon File 4.4.7 (public domain), from Debian's jargon-text (scripts/setup installs it).
 inline const std::string kDefaultData = "/usr/share/doc/jargon-text/jargon.txt.gz";

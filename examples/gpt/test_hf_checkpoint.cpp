@@ -13,10 +13,11 @@
 #include <unistd.h>
 
 #include "../../tests/common/check.h"  // max_abs_diff, error_message, contains, with_entry
-#include "gpt/hf_checkpoint.h"
+#include "cppgrad.h"
+#include "nn/hf/checkpoint.h"
 
 using namespace cppgrad;
-using namespace gpt;
+using namespace cppgrad::hf;
 using namespace cppgrad::check;
 namespace fs = std::filesystem;
 

@@ -1,10 +1,12 @@
-#include "gpt/model.h"
+#include "nn/hf/model.h"
 
 #include <cmath>
 
+#include "cppgrad.h"
+
 using namespace cppgrad;
 
-namespace gpt {
+namespace cppgrad::hf {
 
 Arch parse_arch(const std::string& name) {
   if (name == "gpt2") return Arch::GPT2;
@@ -133,4 +135,4 @@ Tensor Llama::forward_step(const Tensor& tokens, std::vector<nn::KVCache>& cache
   return decoder->forward_step(tokens, caches);
 }
 
-}  // namespace gpt
+}  // namespace cppgrad::hf

@@ -1,4 +1,4 @@
-#include "gpt/hf_checkpoint.h"
+#include "nn/hf/checkpoint.h"
 
 #include <charconv>
 #include <cstring>
@@ -9,11 +9,12 @@
 #include <set>
 #include <sstream>
 
+#include "cppgrad.h"
 #include "runtime/files.h"
 
 using namespace cppgrad;
 
-namespace gpt {
+namespace cppgrad::hf {
 
 namespace {
 
@@ -470,4 +471,4 @@ void save_hf_directory(const LanguageModel& model, const HFLayout& layout, const
   files::write_file_atomically(config.string(), std::string_view(j.dump(2) + "\n"), "--save-hf");
 }
 
-}  // namespace gpt
+}  // namespace cppgrad::hf

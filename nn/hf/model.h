@@ -12,9 +12,12 @@
 #include <string>
 #include <vector>
 
-#include "cppgrad.h"
+#include "../decoder.h"
+#include "../layers.h"
+#include "../module.h"
+#include "../transformer.h"
 
-namespace gpt {
+namespace cppgrad::hf {
 
 enum class Arch { GPT2, Llama };
 Arch parse_arch(const std::string& name);  // "gpt2" or "llama"; an Error naming the choices otherwise
@@ -106,4 +109,4 @@ class Llama : public LanguageModel {
 // int64, output logits (B, T, vocab), B and T open (T at most seq_len for gpt2's learned positions).
 void export_onnx_file(LanguageModel& model, const std::string& path);
 
-}  // namespace gpt
+}  // namespace cppgrad::hf

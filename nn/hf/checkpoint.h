@@ -1,12 +1,12 @@
 // Hugging Face checkpoints: a GPT-2's or a Llama's model.safetensors loaded into gpt's models, and
 // the models saved back under the same names.
 //
-//   auto file = gpt::read_hf_checkpoint("gpt2/model.safetensors");   // and config.json beside it
-//   gpt::ModelConfig config = gpt::hf_model_config(file);            // sizes from the shapes
-//   auto model = gpt::make_model(config);
-//   gpt::load_hf_checkpoint(*model, file);                           // every name and shape checked
-//   gpt::save_hf_checkpoint(*model, file.layout, "tuned/model.safetensors");
-//   gpt::save_hf_directory(*model, file.layout, "tuned");           // and tuned/config.json
+//   auto file = hf::read_hf_checkpoint("gpt2/model.safetensors");   // and config.json beside it
+//   hf::ModelConfig config = hf::hf_model_config(file);            // sizes from the shapes
+//   auto model = hf::make_model(config);
+//   hf::load_hf_checkpoint(*model, file);                           // every name and shape checked
+//   hf::save_hf_checkpoint(*model, file.layout, "tuned/model.safetensors");
+//   hf::save_hf_directory(*model, file.layout, "tuned");           // and tuned/config.json
 //
 // The names, against the models' own (model.h):
 //
@@ -49,9 +49,9 @@
 #include <optional>
 #include <string>
 
-#include "gpt/model.h"
+#include "model.h"
 
-namespace gpt {
+namespace cppgrad::hf {
 
 // What a file holds besides the weights, so that saving writes back the names it was read with.
 struct HFLayout {
@@ -107,4 +107,4 @@ void save_hf_directory(const LanguageModel& model, const HFLayout& layout, const
 // writes one: gpt2's names under "transformer." without the tied lm_head.weight; llama's.
 HFLayout default_hf_layout(Arch arch);
 
-}  // namespace gpt
+}  // namespace cppgrad::hf
