@@ -145,7 +145,10 @@ int main(int argc, char** argv) {
       save_hf_directory(*model, hf_layout, o.save_hf);
       fmt::print("model written under Hugging Face's names to {}/model.safetensors and config.json\n", o.save_hf);
     }
-    if (!o.export_onnx.empty() && lead) export_onnx_file(*model, o.export_onnx);
+    if (!o.export_onnx.empty() && lead) {
+      export_onnx_file(*model, o.export_onnx);
+      fmt::print("ONNX model written to {}\n", o.export_onnx);
+    }
     if (!lead) return 0;
     if (!o.plot.empty()) {
       training_curves(o, corpus, log.step, held, held_out["input"].size(0), log.train_curve, log.eval_curve).write(o.plot);

@@ -236,6 +236,12 @@ void add_options(CLI::App& app, Options& o) {
   app.add_option("--prompt", o.prompt, "text the sample continues (default: a token of the held-out text)");
 }
 
+Arch parse_arch(const std::string& name) {
+  if (name == "gpt2") return Arch::GPT2;
+  if (name == "llama") return Arch::Llama;
+  throw Error(fmt::format("--arch: unknown architecture '{}' (gpt2 or llama)", name));
+}
+
 std::optional<HFCheckpoint> read_pretrained(const CLI::App& app, const Options& o) {
   if (o.init_from.empty()) return std::nullopt;
   CPPGRAD_CHECK(o.init_from.starts_with("hf:"), "--init-from: '{}' must be hf:PATH (a Hugging Face model.safetensors, "
@@ -247,6 +253,15 @@ std::optional<HFCheckpoint> read_pretrained(const CLI::App& app, const Options& 
   } catch (const Error& e) {
     throw Error(fmt::format("--init-from: {}", e.what()));
   }
+}
+
+void init_from(LanguageModel& model, const HFCheckpoint& file, bool say) {
+  try {
+    load_hf_checkpoint(model, file);
+  } catch (const Error& e) {
+    throw Error(fmt::format("--init-from: {}", e.what()));
+  }
+  if (say) fmt::print("weights from {} ({} under Hugging Face's names)\n", file.path, arch_name(model.config.arch));
 }
 
 int64_t finish_options(const CLI::App& app, Options& o, const Checkpoint* resumed, const HFCheckpoint* pretrained) {

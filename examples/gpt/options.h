@@ -47,11 +47,15 @@ struct Options {
   std::string prompt;
 };
 
+Arch parse_arch(const std::string& name);  // --arch: "gpt2" or "llama"; an Error naming the choices otherwise
+
 // Declares every option of `o` on `app`, with its help text and range.
 void add_options(CLI::App& app, Options& o);
 
 // --init-from hf:PATH, read (before the options are finished: its shapes are the model's sizes).
 std::optional<HFCheckpoint> read_pretrained(const CLI::App& app, const Options& o);
+// --init-from: hf::load_hf_checkpoint, its errors prefixed with the option; says so when `say`.
+void init_from(LanguageModel& model, const HFCheckpoint& file, bool say);
 
 // After parsing: fills the model's sizes from --size and the options given one by one, refuses
 // what would fail later (kv-heads that do not divide heads, an output path that cannot be written,

@@ -433,15 +433,6 @@ NamedTensors hf_state_dict(const LanguageModel& model, const HFLayout& layout) {
   return out;
 }
 
-void init_from(LanguageModel& model, const HFCheckpoint& file, bool say) {
-  try {
-    load_hf_checkpoint(model, file);
-  } catch (const Error& e) {
-    throw Error(fmt::format("--init-from: {}", e.what()));
-  }
-  if (say) fmt::print("weights from {} ({} under Hugging Face's names)\n", file.path, arch_name(model.config.arch));
-}
-
 void save_hf_checkpoint(const LanguageModel& model, const HFLayout& layout, const std::string& path) {
   nn::save_safetensors(path, hf_state_dict(model, layout), {{"format", "pt"}});
 }
@@ -468,7 +459,7 @@ void save_hf_directory(const LanguageModel& model, const HFLayout& layout, const
   CPPGRAD_CHECK(!ec, "cannot create the directory '{}': {}", excerpt(dir), ec.message());
   save_hf_checkpoint(model, layout, (fs::path(dir) / "model.safetensors").string());
   const fs::path config = fs::path(dir) / "config.json";
-  files::write_file_atomically(config.string(), std::string_view(j.dump(2) + "\n"), "--save-hf");
+  files::write_file_atomically(config.string(), std::string_view(j.dump(2) + "\n"), "save_hf_directory");
 }
 
 }  // namespace cppgrad::hf

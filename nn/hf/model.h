@@ -1,4 +1,5 @@
-// gpt's models: two decoder-only Transformers, GPT-2's and Llama's, behind one interface.
+// The models Hugging Face's GPT-2 and Llama checkpoints load into (checkpoint.h): two decoder-only
+// Transformers behind one interface, built from the library's modules.
 //
 //   gpt2   token + learned position embeddings, pre-norm blocks of LayerNorm, causal attention
 //          and a GELU MLP (all with biases), a final LayerNorm, and the output scores from the
@@ -20,7 +21,6 @@
 namespace cppgrad::hf {
 
 enum class Arch { GPT2, Llama };
-Arch parse_arch(const std::string& name);  // "gpt2" or "llama"; an Error naming the choices otherwise
 std::string arch_name(Arch arch);
 
 struct ModelConfig {
