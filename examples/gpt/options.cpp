@@ -100,6 +100,8 @@ std::optional<std::pair<std::filesystem::path, std::filesystem::path>> gpt2_voca
 void take_pretrained(const CLI::App& app, Options& o, const HFCheckpoint& file) {
   CPPGRAD_CHECK(app.count("--size") == 0, "--size: with --init-from, the model's sizes are the file's");
   const bool heads_given = app.count("--heads") > 0;
+  CPPGRAD_CHECK(heads_given || file.config.heads, "--init-from: {}: how many attention heads? The shapes do not tell: "
+                "give --heads, or put the model's config.json beside it", excerpt(file.path));
   ModelConfig m;
   try {
     m = hf_model_config(file, heads_given ? std::optional(o.model.heads) : std::nullopt);
