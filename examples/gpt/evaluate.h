@@ -1,7 +1,6 @@
 // How gpt judges its model, and the picture --plot draws: the loss on held-out windows.
 #pragma once
 
-#include "gpt/model.h"
 #include "gpt/options.h"
 #include "tools/plot/curves.h"
 

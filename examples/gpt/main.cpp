@@ -28,7 +28,6 @@
 #include "common/data_parallel.h"
 #include "common/observe.h"
 #include "gpt/evaluate.h"
-#include "gpt/model.h"
 #include "gpt/options.h"
 #include "gpt/sample.h"
 
@@ -148,7 +147,10 @@ int main(int argc, char** argv) {
                  "to {} and tokenizer_config.json\n", o.save_hf, corpus.tokenizer.kind,
                  hf_tokenizer_file_names(corpus.tokenizer));
     }
-    if (!o.export_onnx.empty() && lead) export_onnx_file(*model, o.export_onnx);
+    if (!o.export_onnx.empty() && lead) {
+      export_onnx_file(*model, o.export_onnx);
+      fmt::print("ONNX model written to {}\n", o.export_onnx);
+    }
     if (!lead) return 0;
     if (!o.plot.empty()) {
       training_curves(o, corpus, log.step, held, held_out["input"].size(0), log.train_curve, log.eval_curve).write(o.plot);

@@ -100,6 +100,8 @@ std::optional<std::pair<std::filesystem::path, std::filesystem::path>> gpt2_voca
 void take_pretrained(const CLI::App& app, Options& o, const HFCheckpoint& file) {
   CPPGRAD_CHECK(app.count("--size") == 0, "--size: with --init-from, the model's sizes are the file's");
   const bool heads_given = app.count("--heads") > 0;
+  CPPGRAD_CHECK(heads_given || file.config.heads, "--init-from: {}: how many attention heads? The shapes do not tell: "
+                "give --heads, or put the model's config.json beside it", excerpt(file.path));
   ModelConfig m;
   try {
     m = hf_model_config(file, heads_given ? std::optional(o.model.heads) : std::nullopt);
@@ -249,6 +251,12 @@ void add_options(CLI::App& app, Options& o) {
   app.add_option("--prompt", o.prompt, "text the sample continues (default: a token of the held-out text)");
 }
 
+Arch parse_arch(const std::string& name) {
+  if (name == "gpt2") return Arch::GPT2;
+  if (name == "llama") return Arch::Llama;
+  throw Error(fmt::format("--arch: unknown architecture '{}' (gpt2 or llama)", name));
+}
+
 std::optional<HFCheckpoint> read_pretrained(const CLI::App& app, const Options& o) {
   if (o.init_from.empty()) return std::nullopt;
   CPPGRAD_CHECK(o.init_from.starts_with("hf:"), "--init-from: '{}' must be hf:PATH (a Hugging Face model.safetensors, "
@@ -260,6 +268,15 @@ std::optional<HFCheckpoint> read_pretrained(const CLI::App& app, const Options& 
   } catch (const Error& e) {
     throw Error(fmt::format("--init-from: {}", e.what()));
   }
+}
+
+void init_from(LanguageModel& model, const HFCheckpoint& file, bool say) {
+  try {
+    load_hf_checkpoint(model, file);
+  } catch (const Error& e) {
+    throw Error(fmt::format("--init-from: {}", e.what()));
+  }
+  if (say) fmt::print("weights from {} ({} under Hugging Face's names)\n", file.path, arch_name(model.config.arch));
 }
 
 int64_t finish_options(const CLI::App& app, Options& o, const Checkpoint* resumed, const HFCheckpoint* pretrained) {

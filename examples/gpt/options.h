@@ -9,12 +9,13 @@
 
 #include "common/checkpoints.h"
 #include "common/cli.h"
-#include "gpt/hf_checkpoint.h"
 #include "gpt/hf_tokenizer.h"
-#include "gpt/model.h"
+#include "nn/hf/checkpoint.h"
 #include "gpt/sample.h"
 
 namespace gpt {
+
+using namespace cppgrad::hf;  // the models and their Hugging Face files (nn/hf/)
 
 // Jargon File 4.4.7 (public domain), from Debian's jargon-text (scripts/setup installs it).
 inline const std::string kDefaultData = "/usr/share/doc/jargon-text/jargon.txt.gz";
@@ -49,11 +50,15 @@ struct Options {
   std::string prompt;
 };
 
+Arch parse_arch(const std::string& name);  // --arch: "gpt2" or "llama"; an Error naming the choices otherwise
+
 // Declares every option of `o` on `app`, with its help text and range.
 void add_options(CLI::App& app, Options& o);
 
 // --init-from hf:PATH, read (before the options are finished: its shapes are the model's sizes).
 std::optional<HFCheckpoint> read_pretrained(const CLI::App& app, const Options& o);
+// --init-from: hf::load_hf_checkpoint, its errors prefixed with the option; says so when `say`.
+void init_from(LanguageModel& model, const HFCheckpoint& file, bool say);
 
 // After parsing: fills the model's sizes from --size and the options given one by one, refuses
 // what would fail later (kv-heads that do not divide heads, an output path that cannot be written,

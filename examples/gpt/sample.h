@@ -4,9 +4,12 @@
 
 #include <vector>
 
-#include "gpt/model.h"
+#include "cppgrad.h"
+#include "nn/hf/model.h"
 
 namespace gpt {
+
+using namespace cppgrad::hf;  // the models (nn/hf/)
 
 // Each token drawn by nn::functional::sample_next_token: the scores divided by the temperature,
 // cut to the top k and to the nucleus, softmaxed, one draw.

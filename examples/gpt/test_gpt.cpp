@@ -5,10 +5,11 @@
 
 #include <cmath>
 
-#include "gpt/model.h"
+#include "cppgrad.h"
+#include "nn/hf/model.h"
 
 using namespace cppgrad;
-using namespace gpt;
+using namespace cppgrad::hf;
 namespace F = cppgrad::nn::functional;
 
 namespace {

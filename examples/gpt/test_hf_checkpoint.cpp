@@ -13,10 +13,11 @@
 #include <unistd.h>
 
 #include "../../tests/common/check.h"  // max_abs_diff, error_message, contains, with_entry
-#include "gpt/hf_checkpoint.h"
+#include "cppgrad.h"
+#include "nn/hf/checkpoint.h"
 
 using namespace cppgrad;
-using namespace gpt;
+using namespace cppgrad::hf;
 using namespace cppgrad::check;
 namespace fs = std::filesystem;
 
@@ -199,13 +200,13 @@ TEST_CASE("gpt: the heads come from config.json or the caller, and must agree") 
   fs::copy_file(kData + "/hf_llama_f32/model.safetensors", scratch.path / "model.safetensors");
   const HFCheckpoint bare = read_hf_checkpoint(scratch.path.string());  // no config.json
   CHECK(contains(error_message([&] { hf_model_config(bare); }),
-                 "how many attention heads? The shapes do not tell: give --heads"));
+                 "how many attention heads? The shapes do not tell: give them (heads)"));
   const ModelConfig eight = hf_model_config(bare, 8);  // head_dim 4: k_proj's 16 rows are 4 key/value heads
   CHECK(eight.heads == 8);
   CHECK(eight.kv_heads == 4);
   CHECK(eight.norm_eps == 1e-6);  // LlamaConfig's default
   const HFCheckpoint with_config = read_hf_checkpoint(kData + "/hf_llama_f32");
-  CHECK(contains(error_message([&] { hf_model_config(with_config, 8); }), "--heads 8: config.json beside"));
+  CHECK(contains(error_message([&] { hf_model_config(with_config, 8); }), "heads 8: config.json beside"));
 }
 
 TEST_CASE("gpt: a Hugging Face checkpoint whose shapes ask for a huge model is refused before it is built") {
@@ -234,7 +235,7 @@ TEST_CASE("gpt: a config.json that is not transformers' config of the model is r
   CHECK(contains(refusal("{\"num_attention_heads\": -4}"), "num_attention_heads is -4, not a positive count"));
   CHECK(contains(refusal("{\"rms_norm_eps\": 0}"), "rms_norm_eps is 0, not a positive number"));
   CHECK(contains(refusal("{\"model_type\": \"mistral\"}"), "model_type is 'mistral', not llama"));
-  CHECK(contains(refusal("{\"hidden_act\": \"gelu\"}"), "hidden_act is 'gelu': gpt's llama uses SwiGLU (silu)"));
+  CHECK(contains(refusal("{\"hidden_act\": \"gelu\"}"), "hidden_act is 'gelu': hf::Llama uses SwiGLU (silu)"));
   CHECK(contains(refusal("{\"rope_scaling\": {\"type\": \"linear\", \"factor\": 2.0}}"), "rope_scaling is set"));
   CHECK(contains(refusal("{\"tie_word_embeddings\": true}"), "tie_word_embeddings is set"));
   CHECK(contains(refusal("{\"num_attention_heads\": 4, \"num_key_value_heads\": 4}"),
@@ -253,7 +254,7 @@ TEST_CASE("gpt: a config.json that is not transformers' config of the model is r
   fs::copy_file(kData + "/hf_gpt2_hub_f32/model.safetensors", scratch.path / "model.safetensors",
                 fs::copy_options::overwrite_existing);
   CHECK(contains(refusal("{\"n_head\": 4, \"activation_function\": \"relu\"}"),
-                 "activation_function is 'relu': gpt's gpt2 uses GELU's tanh form (gelu_new)"));
+                 "activation_function is 'relu': hf::GPT2 uses GELU's tanh form (gelu_new)"));
   CHECK(contains(refusal("{\"n_head\": 4, \"layer_norm_epsilon\": 1e300}"),
                  "layer_norm_epsilon is 1e+300, not in [1e-12, 0.01]"));
   CHECK(contains(refusal("{\"n_head\": 4, \"layer_norm_epsilon\": 1}"), "layer_norm_epsilon is 1, not in [1e-12, 0.01]"));

@@ -14,7 +14,7 @@
 
 #include "cppgrad.h"
 #include "runtime/files.h"
-#include "gpt/model.h"
+#include "nn/hf/model.h"
 #include "seq2seq/model.h"
 
 using namespace cppgrad;
@@ -209,12 +209,12 @@ std::vector<Case> library_cases() {
 
 std::vector<Case> example_cases() {
   std::vector<Case> cases;
-  for (gpt::Arch arch : {gpt::Arch::GPT2, gpt::Arch::Llama}) {
-    gpt::ModelConfig c;
+  for (hf::Arch arch : {hf::Arch::GPT2, hf::Arch::Llama}) {
+    hf::ModelConfig c;
     c.arch = arch, c.vocab = 23, c.layers = 2, c.d_model = 16, c.heads = 4, c.ff = 24, c.seq_len = 16;
-    c.kv_heads = arch == gpt::Arch::Llama ? 2 : 0;
-    auto model = gpt::make_model(c);
-    cases.push_back({"gpt_" + gpt::arch_name(arch), model, {"tokens"}, {tokens(2, 3, 23, 32)},
+    c.kv_heads = arch == hf::Arch::Llama ? 2 : 0;
+    auto model = hf::make_model(c);
+    cases.push_back({"gpt_" + hf::arch_name(arch), model, {"tokens"}, {tokens(2, 3, 23, 32)},
                      {{{tokens(3, 16, 23, 33)}}, {{tokens(1, 5, 23, 34)}}},
                      [model](const std::vector<Tensor>& in) { return model->forward(in[0]); }});
   }

@@ -1,5 +1,5 @@
-// libFuzzer target for Hugging Face checkpoints as `gpt --init-from hf:` reads them
-// (examples/gpt/hf_checkpoint.h): the bytes are a model.safetensors (no config.json; 4 heads), whose
+// libFuzzer target for Hugging Face checkpoints as cppgrad::hf reads them (nn/hf/checkpoint.h,
+// what `gpt --init-from hf:` calls): the bytes are a model.safetensors (no config.json; 4 heads), whose
 // names tell GPT-2 or Llama and whose shapes the model's sizes.
 //
 // Property: the file is refused with cppgrad::Error, or the model it describes is built, loaded,
@@ -14,15 +14,16 @@
 #include <cstdlib>
 #include <span>
 
-#include "gpt/hf_checkpoint.h"
+#include "cppgrad.h"
+#include "nn/hf/checkpoint.h"
 
 using namespace cppgrad;
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   try {
     auto contents = nn::parse_safetensors(std::span<const uint8_t>(data, size), "<fuzz input>");
-    const gpt::HFCheckpoint file = gpt::hf_checkpoint_of(std::move(contents), "<fuzz input>", std::nullopt);
-    const gpt::ModelConfig config = gpt::hf_model_config(file, /*heads=*/4);
+    const hf::HFCheckpoint file = hf::hf_checkpoint_of(std::move(contents), "<fuzz input>", std::nullopt);
+    const hf::ModelConfig config = hf::hf_model_config(file, /*heads=*/4);
     // The model in the file's dtype, when it has one.
     std::optional<DType> dtype;
     bool one_dtype = true;
@@ -30,9 +31,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       if (!dtype) dtype = t.dtype();
       one_dtype = one_dtype && t.dtype() == *dtype;
     }
-    auto model = gpt::make_model(config);
+    auto model = hf::make_model(config);
     if (one_dtype && dtype == kFloat64) model->to(kFloat64);
-    gpt::load_hf_checkpoint(*model, file);
+    hf::load_hf_checkpoint(*model, file);
     {
       NoGradGuard no_grad;
       model->eval();
@@ -40,7 +41,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       model->forward(zeros({1, T}, kInt64));
     }
     if (one_dtype && (dtype == kFloat32 || dtype == kFloat64)) {
-      const nn::NamedTensors saved = gpt::hf_state_dict(*model, file.layout);
+      const nn::NamedTensors saved = hf::hf_state_dict(*model, file.layout);
       for (const auto& [name, t] : file.tensors) {
         bool found = false;
         for (const auto& [saved_name, s] : saved)

@@ -4,7 +4,9 @@
 # tests/install/consumer against that prefix alone, and runs the program; then builds the same
 # consumer without CMake, from the installed pkg-config file, and runs that too.
 #
-# Then the same for tests/install/consumer_tools, which asks for the tools component.
+# Then the same for tests/install/consumer_tools, which asks for the tools component, and for
+# tests/install/consumer_hf, which asks for the hf component and loads the Hugging Face twins'
+# checkpoints of tests/data.
 #
 #   run_install_test.sh BUILD_DIR CONSUMER_SOURCE_DIR CMAKE CXX_COMPILER BUILD_TYPE GENERATOR
 #
@@ -72,6 +74,27 @@ if grep -q '^CPPGRAD_SANITIZE:BOOL=ON' "$build_dir/CMakeCache.txt"; then tools_f
 # shellcheck disable=SC2086  # the flags are words
 "$cxx" -std=c++20 "$consumer_src/../consumer_tools/main.cpp" -o "$work/consumer_tools_pkgconfig" $tools_flags
 "$work/consumer_tools_pkgconfig"
+
+# Hugging Face's checkpoints (nn/hf/): a component of the same package, found as
+# docs/hugging-face.md shows, and built from its pkg-config file too (cppgrad-hf.pc). Its JSON
+# reader is compiled in: nothing of nlohmann-json reaches the installed package.
+ls "$prefix"/lib*/cmake/cppgrad/cppgradHFTargets.cmake > /dev/null 2>&1 ||
+  { echo "FAIL: the install has no cppgradHFTargets.cmake"; exit 1; }
+if grep -n nlohmann "$prefix"/lib*/cmake/cppgrad/*.cmake "$pc_dir"/*.pc; then
+  echo "FAIL: the installed package files above name nlohmann-json"; exit 1
+fi
+test_data=$consumer_src/../../data
+echo "-- configure, build and run the hf consumer"
+"$cmake" -S "$consumer_src/../consumer_hf" -B "$work/build_hf" -G "$generator" \
+  -DCMAKE_CXX_COMPILER="$cxx" -DCMAKE_BUILD_TYPE="$build_type" -DCMAKE_PREFIX_PATH="$prefix"
+"$cmake" --build "$work/build_hf"
+"$work/build_hf/consumer_hf" "$test_data"
+hf_flags=$(PKG_CONFIG_PATH="$pc_dir" pkg-config --cflags --libs cppgrad-hf)
+echo "-- pkg-config --cflags --libs cppgrad-hf: $hf_flags"
+if grep -q '^CPPGRAD_SANITIZE:BOOL=ON' "$build_dir/CMakeCache.txt"; then hf_flags="$hf_flags -fsanitize=address,undefined"; fi
+# shellcheck disable=SC2086  # the flags are words
+"$cxx" -std=c++20 "$consumer_src/../consumer_hf/main.cpp" -o "$work/consumer_hf_pkgconfig" $hf_flags
+"$work/consumer_hf_pkgconfig" "$test_data"
 
 # The distributed floor, when it was built: a component of the same package, found as the README
 # shows it, and run as a world of one and of two processes (scripts/mpirun).

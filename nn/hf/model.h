@@ -1,4 +1,5 @@
-// gpt's models: two decoder-only Transformers, GPT-2's and Llama's, behind one interface.
+// The models Hugging Face's GPT-2 and Llama checkpoints load into (checkpoint.h): two decoder-only
+// Transformers behind one interface, built from the library's modules.
 //
 //   gpt2   token + learned position embeddings, pre-norm blocks of LayerNorm, causal attention
 //          and a GELU MLP (all with biases), a final LayerNorm, and the output scores from the
@@ -12,12 +13,14 @@
 #include <string>
 #include <vector>
 
-#include "cppgrad.h"
+#include "../decoder.h"
+#include "../layers.h"
+#include "../module.h"
+#include "../transformer.h"
 
-namespace gpt {
+namespace cppgrad::hf {
 
 enum class Arch { GPT2, Llama };
-Arch parse_arch(const std::string& name);  // "gpt2" or "llama"; an Error naming the choices otherwise
 std::string arch_name(Arch arch);
 
 struct ModelConfig {
@@ -106,4 +109,4 @@ class Llama : public LanguageModel {
 // int64, output logits (B, T, vocab), B and T open (T at most seq_len for gpt2's learned positions).
 void export_onnx_file(LanguageModel& model, const std::string& path);
 
-}  // namespace gpt
+}  // namespace cppgrad::hf

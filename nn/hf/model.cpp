@@ -1,16 +1,12 @@
-#include "gpt/model.h"
+#include "nn/hf/model.h"
 
 #include <cmath>
 
+#include "cppgrad.h"
+
 using namespace cppgrad;
 
-namespace gpt {
-
-Arch parse_arch(const std::string& name) {
-  if (name == "gpt2") return Arch::GPT2;
-  if (name == "llama") return Arch::Llama;
-  throw Error(fmt::format("--arch: unknown architecture '{}' (gpt2 or llama)", name));
-}
+namespace cppgrad::hf {
 
 std::string arch_name(Arch arch) { return arch == Arch::GPT2 ? "gpt2" : "llama"; }
 
@@ -51,8 +47,8 @@ std::shared_ptr<LanguageModel> make_model(const ModelConfig& config) {
 }
 
 GPT2::GPT2(const ModelConfig& c) : LanguageModel(c) {
-  CPPGRAD_CHECK(c.kv_heads == 0 || c.kv_heads == c.heads, "--kv-heads: gpt2 has one key/value head per query head "
-                "({} here); grouped-query attention is llama's (--arch llama)", c.heads);
+  CPPGRAD_CHECK(c.kv_heads == 0 || c.kv_heads == c.heads, "GPT2: kv_heads {}: gpt2 has one key/value head per query "
+                "head ({} here); grouped-query attention is llama's (Arch::Llama)", c.kv_heads, c.heads);
   wte = register_module("wte", std::make_shared<nn::Embedding>(c.vocab, c.d_model));
   wpe = register_module("wpe", std::make_shared<nn::Embedding>(c.seq_len, c.d_model));
   drop = register_module("drop", std::make_shared<nn::Dropout>(c.dropout));
@@ -97,7 +93,6 @@ void export_onnx_file(LanguageModel& model, const std::string& path) {
                      {.input_names = {"tokens"},
                       .output_names = {"logits"},
                       .dynamic_axes = {{"tokens", {{0, "batch"}, {1, "sequence"}}}}});
-  fmt::print("ONNX model written to {}\n", path);
 }
 
 Tensor GPT2::forward_step(const Tensor& tokens, std::vector<nn::KVCache>& caches) {
@@ -133,4 +128,4 @@ Tensor Llama::forward_step(const Tensor& tokens, std::vector<nn::KVCache>& cache
   return decoder->forward_step(tokens, caches);
 }
 
-}  // namespace gpt
+}  // namespace cppgrad::hf

@@ -1,12 +1,13 @@
-// Hugging Face checkpoints: a GPT-2's or a Llama's model.safetensors loaded into gpt's models, and
-// the models saved back under the same names.
+// Hugging Face checkpoints: a GPT-2's or a Llama's model.safetensors (and config.json) loaded into
+// the models of model.h, and the models saved back under the same names. The hf component
+// (cppgrad::hf; docs/hugging-face.md):
 //
-//   auto file = gpt::read_hf_checkpoint("gpt2/model.safetensors");   // and config.json beside it
-//   gpt::ModelConfig config = gpt::hf_model_config(file);            // sizes from the shapes
-//   auto model = gpt::make_model(config);
-//   gpt::load_hf_checkpoint(*model, file);                           // every name and shape checked
-//   gpt::save_hf_checkpoint(*model, file.layout, "tuned/model.safetensors");
-//   gpt::save_hf_directory(*model, file.layout, "tuned");           // and tuned/config.json
+//   auto file = hf::read_hf_checkpoint("gpt2/model.safetensors");   // and config.json beside it
+//   hf::ModelConfig config = hf::hf_model_config(file);            // sizes from the shapes
+//   auto model = hf::make_model(config);
+//   hf::load_hf_checkpoint(*model, file);                           // every name and shape checked
+//   hf::save_hf_checkpoint(*model, file.layout, "tuned/model.safetensors");
+//   hf::save_hf_directory(*model, file.layout, "tuned");           // and tuned/config.json
 //
 // The names, against the models' own (model.h):
 //
@@ -41,17 +42,14 @@
 // Hugging Face's q_proj and k_proj rotate feature j with feature j + d_k/2 (rotate_half): the
 // llama model uses that layout (nn::RotaryLayout::Halves, nn::Decoder's default), so rows load
 // unpermuted. (Meta's original files pair adjacent features instead; they are not read here.)
-//
-// Why here and not in the library: the GPT-2 side maps onto this program's GPT2 class; a user's
-// own script links gpt_core and calls these four functions.
 #pragma once
 
 #include <optional>
 #include <string>
 
-#include "gpt/model.h"
+#include "model.h"
 
-namespace gpt {
+namespace cppgrad::hf {
 
 // What a file holds besides the weights, so that saving writes back the names it was read with.
 struct HFLayout {
@@ -92,8 +90,6 @@ ModelConfig hf_model_config(const HFCheckpoint& file, std::optional<int64_t> hea
 // fit is refused in one Error that lists every missing name, unexpected name and wrong shape,
 // in the file's names; gpt2's lm_head.weight, when present, must equal wte's (the model ties them).
 void load_hf_checkpoint(LanguageModel& model, const HFCheckpoint& file);
-// --init-from: load_hf_checkpoint, its errors prefixed with the option; says so when `say`.
-void init_from(LanguageModel& model, const HFCheckpoint& file, bool say);
 
 // The model's weights under the layout's names, in the model's dtype; and written to a file.
 cppgrad::nn::NamedTensors hf_state_dict(const LanguageModel& model, const HFLayout& layout);
@@ -103,8 +99,8 @@ void save_hf_checkpoint(const LanguageModel& model, const HFLayout& layout, cons
 // constants under transformers' keys), DIR created if need be.
 void save_hf_directory(const LanguageModel& model, const HFLayout& layout, const std::string& dir);
 
-// The layout gpt writes for a model that was not read from a file, as transformers' save_pretrained
+// The layout for a model that was not read from a file, as transformers' save_pretrained
 // writes one: gpt2's names under "transformer." without the tied lm_head.weight; llama's.
 HFLayout default_hf_layout(Arch arch);
 
-}  // namespace gpt
+}  // namespace cppgrad::hf

@@ -1,4 +1,4 @@
-#include "gpt/hf_checkpoint.h"
+#include "nn/hf/checkpoint.h"
 
 #include <charconv>
 #include <cstring>
@@ -9,11 +9,12 @@
 #include <set>
 #include <sstream>
 
+#include "cppgrad.h"
 #include "runtime/files.h"
 
 using namespace cppgrad;
 
-namespace gpt {
+namespace cppgrad::hf {
 
 namespace {
 
@@ -192,17 +193,17 @@ HFCheckpoint::Config parse_config(const std::string& text, const std::string& wh
     // GPT-2's MLP uses GELU's tanh form, which transformers calls gelu_new.
     const auto act = string_at("activation_function");
     CPPGRAD_CHECK(!act || *act == "gelu_new" || *act == "gelu_pytorch_tanh",
-                  "{}: activation_function is '{}': gpt's gpt2 uses GELU's tanh form (gelu_new)", where, excerpt(*act));
+                  "{}: activation_function is '{}': hf::GPT2 uses GELU's tanh form (gelu_new)", where, excerpt(*act));
   } else {
     c.rope_theta = number_at("rope_theta", kRopeThetaRange);
     const auto act = string_at("hidden_act");
-    CPPGRAD_CHECK(!act || *act == "silu", "{}: hidden_act is '{}': gpt's llama uses SwiGLU (silu)", where, excerpt(*act));
+    CPPGRAD_CHECK(!act || *act == "silu", "{}: hidden_act is '{}': hf::Llama uses SwiGLU (silu)", where, excerpt(*act));
     CPPGRAD_CHECK(!j.contains("rope_scaling") || j["rope_scaling"].is_null(),
-                  "{}: rope_scaling is set ({}): gpt's llama has plain rotary positions", where, excerpt(j["rope_scaling"].dump()));
+                  "{}: rope_scaling is set ({}): hf::Llama has plain rotary positions", where, excerpt(j["rope_scaling"].dump()));
     CPPGRAD_CHECK(!j.contains("attention_bias") || j["attention_bias"] == false,
-                  "{}: attention_bias is set: gpt's llama has no biases", where);
+                  "{}: attention_bias is set: hf::Llama has no biases", where);
     CPPGRAD_CHECK(!j.contains("tie_word_embeddings") || j["tie_word_embeddings"] == false,
-                  "{}: tie_word_embeddings is set: gpt's llama has an output projection of its own (lm_head.weight)",
+                  "{}: tie_word_embeddings is set: hf::Llama has an output projection of its own (lm_head.weight)",
                   where);
   }
   return c;
@@ -254,7 +255,7 @@ HFCheckpoint read_hf_checkpoint(const std::string& path, std::optional<Arch> exp
   if (fs::is_directory(file, ec)) {
     file /= "model.safetensors";
     if (!fs::exists(file, ec) && fs::exists(fs::path(path) / "model.safetensors.index.json", ec))
-      throw Error(fmt::format("'{}' holds a checkpoint split into shards (model.safetensors.index.json): gpt reads "
+      throw Error(fmt::format("'{}' holds a checkpoint split into shards (model.safetensors.index.json): read_hf_checkpoint reads "
                               "one model.safetensors", excerpt(path)));
   }
   CPPGRAD_CHECK(fs::is_regular_file(file, ec), "'{}' is not a file (a model.safetensors, or a directory with one)",
@@ -342,9 +343,9 @@ ModelConfig hf_model_config(const HFCheckpoint& file, std::optional<int64_t> hea
   CPPGRAD_CHECK(c.ff > 0 && c.seq_len > 0, "{}: an MLP of {} features, {} positions: empty", where, c.ff, c.seq_len);
 
   // The heads: the shapes do not tell them.
-  CPPGRAD_CHECK(!heads || !given.heads || *heads == *given.heads, "--heads {}: config.json beside {} says {}", *heads,
+  CPPGRAD_CHECK(!heads || !given.heads || *heads == *given.heads, "heads {}: config.json beside {} says {}", *heads,
                 where, given.heads.value_or(0));
-  CPPGRAD_CHECK(heads || given.heads, "{}: how many attention heads? The shapes do not tell: give --heads, or put the "
+  CPPGRAD_CHECK(heads || given.heads, "{}: how many attention heads? The shapes do not tell: give them (heads), or put the "
                 "model's config.json beside it", where);
   c.heads = heads ? *heads : *given.heads;
   CPPGRAD_CHECK(c.d_model % c.heads == 0, "{}: {} heads do not divide d_model {}", where, c.heads, c.d_model);
@@ -400,7 +401,7 @@ void load_hf_checkpoint(LanguageModel& model, const HFCheckpoint& file) {
         NoGradGuard no_grad;
         const double differs = (t.to(kFloat64) - tied.to(kFloat64)).abs().max().item();
         throw Error(fmt::format("{}: lm_head.weight differs from {}wte.weight (by up to {:.3g}): an untied GPT-2, and "
-                                "gpt's gpt2 ties them", where, file.layout.prefix, differs));
+                                "hf::GPT2 ties them", where, file.layout.prefix, differs));
       }
       continue;
     }
@@ -432,15 +433,6 @@ NamedTensors hf_state_dict(const LanguageModel& model, const HFLayout& layout) {
   return out;
 }
 
-void init_from(LanguageModel& model, const HFCheckpoint& file, bool say) {
-  try {
-    load_hf_checkpoint(model, file);
-  } catch (const Error& e) {
-    throw Error(fmt::format("--init-from: {}", e.what()));
-  }
-  if (say) fmt::print("weights from {} ({} under Hugging Face's names)\n", file.path, arch_name(model.config.arch));
-}
-
 void save_hf_checkpoint(const LanguageModel& model, const HFLayout& layout, const std::string& path) {
   nn::save_safetensors(path, hf_state_dict(model, layout), {{"format", "pt"}});
 }
@@ -467,7 +459,7 @@ void save_hf_directory(const LanguageModel& model, const HFLayout& layout, const
   CPPGRAD_CHECK(!ec, "cannot create the directory '{}': {}", excerpt(dir), ec.message());
   save_hf_checkpoint(model, layout, (fs::path(dir) / "model.safetensors").string());
   const fs::path config = fs::path(dir) / "config.json";
-  files::write_file_atomically(config.string(), std::string_view(j.dump(2) + "\n"), "--save-hf");
+  files::write_file_atomically(config.string(), std::string_view(j.dump(2) + "\n"), "save_hf_directory");
 }
 
-}  // namespace gpt
+}  // namespace cppgrad::hf
