@@ -15,7 +15,7 @@
 #include <string>
 
 #include "harness.h"
-#include "data/bpe.h"
+#include "data/bpe/bpe.h"
 #include "runtime/error.h"
 
 int main(int argc, char** argv) {

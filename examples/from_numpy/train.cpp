@@ -4,6 +4,7 @@
 #include <fmt/core.h>
 
 #include "cppgrad.h"
+#include "data/npz/npy.h"
 
 using namespace cppgrad;
 namespace F = cppgrad::nn::functional;

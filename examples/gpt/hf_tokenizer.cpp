@@ -14,7 +14,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// GPT-2's byte-to-unicode table (data/bpe_files.cpp reads files spelt with it): the printable
+// GPT-2's byte-to-unicode table (data/bpe/files.cpp reads files spelt with it): the printable
 // bytes ('!'..'~', '¡'..'¬', '®'..'ÿ') stand for themselves, the other 68, in byte order, for
 // U+0100, U+0101, ... (the space is 'Ġ' U+0120).
 std::array<char32_t, 256> byte_to_unicode() {

@@ -12,6 +12,8 @@
 #include "gpt/hf_tokenizer.h"
 #include "nn/hf/checkpoint.h"
 #include "gpt/sample.h"
+#include "data/bpe/bpe.h"
+#include "data/npz/npy.h"
 
 namespace gpt {
 

@@ -8,6 +8,7 @@
 #include <random>
 
 #include "helpers.h"
+#include "data/bpe/bpe.h"
 
 namespace {
 

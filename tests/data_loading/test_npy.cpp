@@ -4,6 +4,7 @@
 #include <filesystem>
 
 #include "helpers.h"
+#include "data/npz/npy.h"
 
 using namespace data_test;
 namespace fs = std::filesystem;

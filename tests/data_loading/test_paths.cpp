@@ -11,6 +11,8 @@
 
 #include "cppgrad.h"
 #include "runtime/files.h"
+#include "data/npz/npy.h"
+#include "data/bpe/bpe.h"
 
 using namespace cppgrad;
 namespace fs = std::filesystem;

@@ -11,6 +11,7 @@
 
 #include "../common/peak_memory.h"
 #include "cppgrad.h"
+#include "data/npz/npy.h"
 
 using namespace cppgrad;
 using testing_memory::peak_memory;

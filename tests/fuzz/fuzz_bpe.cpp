@@ -13,7 +13,7 @@
 #include <cstdlib>
 #include <string_view>
 
-#include "data/bpe.h"
+#include "data/bpe/bpe.h"
 #include "runtime/error.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

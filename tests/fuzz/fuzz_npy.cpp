@@ -12,7 +12,7 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "data/npy.h"
+#include "data/npz/npy.h"
 
 namespace {
 

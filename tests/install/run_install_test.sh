@@ -4,7 +4,8 @@
 # tests/install/consumer against that prefix alone, and runs the program; then builds the same
 # consumer without CMake, from the installed pkg-config file, and runs that too.
 #
-# Then the same for tests/install/consumer_tools, which asks for the tools component, and for
+# Then the same for tests/install/consumer_tools, which asks for the tools component, for
+# tests/install/consumer_formats, which asks for the file formats (npz, bpe), and for
 # tests/install/consumer_hf, which asks for the hf component and loads the Hugging Face twins'
 # checkpoints of tests/data.
 #
@@ -47,6 +48,10 @@ esac
 
 echo "-- run the consumer"
 "$work/build/consumer"
+# A program of the core alone needs none of the file formats' libraries (libzip, PCRE2).
+if ldd "$work/build/consumer" | grep -E 'libzip|libpcre2'; then
+  echo "FAIL: the core-only consumer needs the libraries above, which only cppgrad::npz and cppgrad::bpe use"; exit 1
+fi
 
 echo "-- build the consumer with pkg-config alone (no CMake)"
 pc_dir=$(dirname "$(find "$prefix" -name cppgrad.pc | head -n 1)")
@@ -74,6 +79,24 @@ if grep -q '^CPPGRAD_SANITIZE:BOOL=ON' "$build_dir/CMakeCache.txt"; then tools_f
 # shellcheck disable=SC2086  # the flags are words
 "$cxx" -std=c++20 "$consumer_src/../consumer_tools/main.cpp" -o "$work/consumer_tools_pkgconfig" $tools_flags
 "$work/consumer_tools_pkgconfig"
+
+# The file formats: NumPy's .npy/.npz (cppgrad::npz) and the BPE tokenizer (cppgrad::bpe), each
+# with its CMake component and its pkg-config file.
+for format in npz bpe; do
+  ls "$prefix"/lib*/cmake/cppgrad/cppgrad_${format}Targets.cmake > /dev/null 2>&1 ||
+    { echo "FAIL: the $format component's targets are not installed"; exit 1; }
+done
+echo "-- configure, build and run the formats consumer"
+"$cmake" -S "$consumer_src/../consumer_formats" -B "$work/build_formats" -G "$generator" \
+  -DCMAKE_CXX_COMPILER="$cxx" -DCMAKE_BUILD_TYPE="$build_type" -DCMAKE_PREFIX_PATH="$prefix"
+"$cmake" --build "$work/build_formats"
+"$work/build_formats/consumer_formats"
+formats_flags=$(PKG_CONFIG_PATH="$pc_dir" pkg-config --cflags --libs cppgrad-npz cppgrad-bpe)
+echo "-- pkg-config --cflags --libs cppgrad-npz cppgrad-bpe: $formats_flags"
+if grep -q '^CPPGRAD_SANITIZE:BOOL=ON' "$build_dir/CMakeCache.txt"; then formats_flags="$formats_flags -fsanitize=address,undefined"; fi
+# shellcheck disable=SC2086  # the flags are words
+"$cxx" -std=c++20 "$consumer_src/../consumer_formats/main.cpp" -o "$work/consumer_formats_pkgconfig" $formats_flags
+"$work/consumer_formats_pkgconfig"
 
 # Hugging Face's checkpoints (nn/hf/): a component of the same package, found as
 # docs/hugging-face.md shows, and built from its pkg-config file too (cppgrad-hf.pc). Its JSON

@@ -5,7 +5,7 @@
 #include <fstream>
 #include <iterator>
 
-#include "data/bpe.h"
+#include "data/bpe/bpe.h"
 #include "runtime/error.h"
 
 int main(int argc, char** argv) {

@@ -8,7 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <unordered_set>
 
-#include "data/bpe.h"
+#include "data/bpe/bpe.h"
 #include "runtime/error.h"
 #include "runtime/files.h"
 

@@ -14,7 +14,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
-#include "data/npy.h"
+#include "data/npz/npy.h"
 #include "runtime/files.h"
 #include "tensor/kernels.h"
 

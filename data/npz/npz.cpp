@@ -7,7 +7,7 @@
 #include <unistd.h>
 #include <zip.h>
 
-#include "data/npy.h"
+#include "data/npz/npy.h"
 #include "runtime/files.h"
 
 namespace cppgrad::data {

@@ -28,7 +28,7 @@
 #include <string>
 #include <vector>
 
-#include "dataset.h"
+#include "../dataset.h"
 
 namespace cppgrad::data {
 

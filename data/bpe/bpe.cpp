@@ -1,5 +1,5 @@
 // BPETokenizer: encoding, decoding and training (the files are in bpe_files.cpp).
-#include "data/bpe.h"
+#include "data/bpe/bpe.h"
 
 #include <algorithm>
 #include <queue>

@@ -8,7 +8,7 @@
 
 #include <memory>
 
-#include "data/bpe.h"
+#include "data/bpe/bpe.h"
 #include "runtime/error.h"
 
 namespace cppgrad::data {
