@@ -36,11 +36,12 @@ struct MultiheadAttentionOptions {
   // model has them, are in_proj_bias's three parts), and out_proj.weight is o_proj.weight.
   CPPGRAD_ARG(int64_t, num_kv_heads, 0)
   // Rotary position embeddings on each head's queries and keys (nn/rotary.h), positions counted
-  // from 0 in forward and from the cache length in forward_step. Hugging Face's checkpoints
-  // use RotaryLayout::Halves; Meta's, Interleaved.
+  // from 0 in forward and from the cache length in forward_step. The layout defaults to
+  // Hugging Face's (RotaryLayout::Halves), as everywhere in the library; Meta's original
+  // checkpoints need RotaryLayout::Interleaved.
   CPPGRAD_ARG(bool, rotary, false)
   CPPGRAD_ARG(double, rotary_base, 10000.0)
-  CPPGRAD_ARG(RotaryLayout, rotary_layout, RotaryLayout::Interleaved)
+  CPPGRAD_ARG(RotaryLayout, rotary_layout, RotaryLayout::Halves)
   // A sliding window of keys (F::AttentionOptions::window), and ALiBi with the paper's slopes.
   CPPGRAD_ARG(std::optional<int64_t>, window, std::nullopt)
   CPPGRAD_ARG(bool, alibi, false)

@@ -31,7 +31,7 @@ struct DecoderBlockOptions {
   CPPGRAD_ARG(int64_t, num_kv_heads, 0)  // 0: num_heads; 1: multi-query; a divisor: grouped-query
   CPPGRAD_ARG(int64_t, hidden_dim, 0)    // SwiGLU's; 0: 8·d_model/3 rounded up to a multiple of 8
   CPPGRAD_ARG(double, rope_base, 10000.0)
-  CPPGRAD_ARG(RotaryLayout, rope_layout, RotaryLayout::Halves)  // Hugging Face's checkpoints' layout
+  CPPGRAD_ARG(RotaryLayout, rope_layout, RotaryLayout::Halves)  // the library's default, Hugging Face's (rotary.h)
   CPPGRAD_ARG(std::optional<double>, norm_eps, 1e-5)
   CPPGRAD_ARG(std::optional<int64_t>, window, std::nullopt)  // sliding-window attention, as Mistral's
   CPPGRAD_ARG(double, dropout, 0.0)  // on the attention weights and each block's output, while training

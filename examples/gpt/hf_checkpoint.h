@@ -39,7 +39,7 @@
 //   model.norm.weight, lm_head.weight            decoder.norm.weight, decoder.output.weight
 //
 // Hugging Face's q_proj and k_proj rotate feature j with feature j + d_k/2 (rotate_half): the
-// llama model uses that layout (nn::RotaryLayout::Halves, nn::Decoder's default), so rows load
+// llama model uses that layout (nn::RotaryLayout::Halves, the library's default), so rows load
 // unpermuted. (Meta's original files pair adjacent features instead; they are not read here.)
 //
 // Why here and not in the library: the GPT-2 side maps onto this program's GPT2 class; a user's
