@@ -1179,7 +1179,7 @@ HF_CASES = {
     "hf_llama_f64": (hf_case, 504, dict(arch="llama", kv_heads=4)),
     # heads wider than hidden_size / heads: config.json's head_dim (8 heads of 4 on 16 features)
     "hf_llama_head_dim_f64": (hf_case, 505, dict(arch="llama", kv_heads=2, config_changes=dict(
-        hidden_size=16, intermediate_size=24, num_attention_heads=8, head_dim=4, vocab_size=40))),
+        hidden_size=16, intermediate_size=24, num_attention_heads=8, head_dim=4))),
 }
 
 
