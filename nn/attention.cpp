@@ -144,33 +144,39 @@ MultiheadAttention::MultiheadAttention(const MultiheadAttentionOptions& opts)
     : options(MultiheadAttentionOptions(opts)
                   .kdim(opts.kdim() > 0 ? opts.kdim() : opts.embed_dim())
                   .vdim(opts.vdim() > 0 ? opts.vdim() : opts.embed_dim())
-                  .num_kv_heads(opts.num_kv_heads() > 0 ? opts.num_kv_heads() : opts.num_heads())),
-      head_dim(opts.num_heads() > 0 ? opts.embed_dim() / opts.num_heads() : 0) {
+                  .num_kv_heads(opts.num_kv_heads() > 0 ? opts.num_kv_heads() : opts.num_heads())
+                  .head_dim(opts.head_dim() != 0 || opts.num_heads() <= 0 ? opts.head_dim()
+                                                                          : opts.embed_dim() / opts.num_heads())),
+      head_dim(options.head_dim()) {
   const int64_t E = options.embed_dim(), H = options.num_heads();
   CPPGRAD_CHECK(E > 0 && H > 0, "MultiheadAttention: embed_dim {} and num_heads {} must be positive", E, H);
-  CPPGRAD_CHECK(E % H == 0, "MultiheadAttention: embed_dim {} is not divisible by num_heads {} (each head needs d_k = E / h)",
-        E, H);
+  CPPGRAD_CHECK(opts.head_dim() >= 0, "MultiheadAttention: head_dim {} must be positive (or 0: embed_dim / num_heads)",
+                opts.head_dim());
+  CPPGRAD_CHECK(opts.head_dim() > 0 || E % H == 0,
+                "MultiheadAttention: embed_dim {} is not divisible by num_heads {} (each head needs d_k = E / h; or "
+                "give head_dim)", E, H);
   CPPGRAD_CHECK(options.dropout() >= 0.0 && options.dropout() < 1.0, "MultiheadAttention: dropout {} must be in [0, 1)",
         options.dropout());
   const int64_t G = options.num_kv_heads();
   CPPGRAD_CHECK(opts.num_kv_heads() >= 0 && H % G == 0,
                 "MultiheadAttention: num_kv_heads {} must divide num_heads {} (each key/value head serves "
                 "num_heads / num_kv_heads query heads)", opts.num_kv_heads(), H);
-  CPPGRAD_CHECK(!options.rotary() || head_dim % 2 == 0,
-                "MultiheadAttention: rotary positions need an even head_dim, got embed_dim {} / num_heads {} = {}", E, H,
-                head_dim);
+  CPPGRAD_CHECK(!options.rotary() || head_dim % 2 == 0, "MultiheadAttention: rotary positions need an even head_dim, got {}",
+                opts.head_dim() > 0 ? fmt::format("head_dim {}", head_dim)
+                                    : fmt::format("embed_dim {} / num_heads {} = {}", E, H, head_dim));
   CPPGRAD_CHECK(!options.window() || *options.window() >= 1, "MultiheadAttention: window {} must be at least 1",
                 options.window().value_or(0));
-  const int64_t kv_width = G * head_dim;  // E unless the heads are grouped
-  if (options.kdim() == E && options.vdim() == E && G == H) {
+  const int64_t q_width = H * head_dim, kv_width = G * head_dim;  // E and E unless head_dim is set or heads grouped
+  if (options.kdim() == E && options.vdim() == E && G == H && q_width == E) {
     in_proj_weight = register_parameter("in_proj_weight", empty({3 * E, E}));
   } else {
-    q_proj_weight = register_parameter("q_proj_weight", empty({E, E}));
+    q_proj_weight = register_parameter("q_proj_weight", empty({q_width, E}));
     k_proj_weight = register_parameter("k_proj_weight", empty({kv_width, options.kdim()}));
     v_proj_weight = register_parameter("v_proj_weight", empty({kv_width, options.vdim()}));
   }
-  if (options.bias()) in_proj_bias = register_parameter("in_proj_bias", empty({E + 2 * kv_width}));
-  out_proj = register_module("out_proj", std::make_shared<Linear>(E, E, options.bias()));
+  if (options.bias()) in_proj_bias = register_parameter("in_proj_bias", empty({q_width + 2 * kv_width}));
+  // Concat(head_1, ..., head_H) is H·d_k wide: W_O maps it back to E.
+  out_proj = register_module("out_proj", std::make_shared<Linear>(q_width, E, options.bias()));
   reset_parameters();
 }
 
@@ -193,6 +199,7 @@ std::string MultiheadAttention::extra_repr() const {
   std::string text = fmt::format("embed_dim={}, num_heads={}, dropout={}, bias={}", options.embed_dim(),
                                  options.num_heads(), options.dropout(), options.bias());
   if (options.num_kv_heads() != options.num_heads()) text += fmt::format(", num_kv_heads={}", options.num_kv_heads());
+  if (head_dim * options.num_heads() != options.embed_dim()) text += fmt::format(", head_dim={}", head_dim);
   if (options.rotary()) text += fmt::format(", rotary_base={}", options.rotary_base());
   if (options.window()) text += fmt::format(", window={}", *options.window());
   if (options.alibi()) text += ", alibi=true";
@@ -200,11 +207,11 @@ std::string MultiheadAttention::extra_repr() const {
 }
 
 int64_t MultiheadAttention::part_start(int which) const {
-  return which == 0 ? 0 : options.embed_dim() + (which - 1) * part_width(1);
+  return which == 0 ? 0 : part_width(0) + (which - 1) * part_width(1);
 }
 
 int64_t MultiheadAttention::part_width(int which) const {
-  return which == 0 ? options.embed_dim() : options.num_kv_heads() * head_dim;
+  return (which == 0 ? options.num_heads() : options.num_kv_heads()) * head_dim;
 }
 
 Tensor MultiheadAttention::rotate(const Tensor& x, int64_t offset) const {
@@ -236,7 +243,7 @@ AttentionOutput MultiheadAttention::forward(const Tensor& query, const Tensor& k
               swap_batch_and_sequence(value, batch_first), args.key_padding_mask, E, options.kdim(), options.vdim());
   const int64_t B = in.query.size(0), T = in.query.size(1), S = in.key.size(1);
 
-  // Q = query · W_Qᵀ + b_Q, and so on: (B, T, E) -> (B, T, E). The W_* are row blocks of the
+  // Q = query · W_Qᵀ + b_Q, and so on: (B, T, E) -> (B, T, H·d_k). The W_* are row blocks of the
   // fused matrix (views); self-attention does all three in one GEMM.
   Tensor mask = merge_attention_masks(in.key_padding_mask, args.attn_mask, B, H, T, S, in.query.dtype());
   const Tensor hidden = hidden_keys(in.key_padding_mask);
@@ -255,7 +262,7 @@ AttentionOutput MultiheadAttention::forward(const Tensor& query, const Tensor& k
   v = zero_hidden(v, hidden);
 
   // The "split into heads" is a reshape of the projections' output, not of the input:
-  // (B, T, E) -> (B, H, T, d_k). Every head saw all E input features.
+  // (B, T, H·d_k) -> (B, H, T, d_k). Every head saw all E input features.
   AttentionOutput heads = F::scaled_dot_product_attention(
       rotate(split_heads(q, H), 0), rotate(split_heads(k, G), 0), split_heads(v, G),
       attention_options().attn_mask(mask).is_causal(args.is_causal).need_weights(args.need_weights || store_attention));

@@ -3,6 +3,8 @@
 //   MultiHead(Q, K, V) = Concat(head_1, ..., head_h) · W_O,
 //   head_i = Attention(Q W_Q_i, K W_K_i, V W_V_i),   W_Q_i: (d_model, d_k), d_k = d_model / h
 //
+// (or another d_k, MultiheadAttentionOptions::head_dim, as Gemma's and some Llamas' heads are.)
+//
 // MultiheadAttention computes all heads' projections with one fused matrix, as PyTorch does:
 // in_proj_weight (3E, E) stacks W_Q, W_K and W_V, and each of those stacks the h heads' W_*_i.
 // PerHeadAttention computes the same thing the way the paper draws it, one small Linear per
@@ -35,12 +37,19 @@ struct MultiheadAttentionOptions {
   // names these are self_attn.q_proj.weight, k_proj.weight, v_proj.weight (their biases, where a
   // model has them, are in_proj_bias's three parts), and out_proj.weight is o_proj.weight.
   CPPGRAD_ARG(int64_t, num_kv_heads, 0)
+  // Each head's width d_k. 0 means embed_dim / num_heads (which must divide then), the paper's
+  // and PyTorch's. Another width, as Hugging Face's config.json `head_dim` gives for Gemma and
+  // some Llama / Mistral models, makes the heads wider or narrower than the embedding's share:
+  // q_proj_weight (num_heads·d_k, E), k/v_proj_weight (g·d_k, kdim / vdim), in_proj_bias
+  // (num_heads·d_k + 2·g·d_k), out_proj (num_heads·d_k -> E), scores scaled by 1/√d_k.
+  CPPGRAD_ARG(int64_t, head_dim, 0)
   // Rotary position embeddings on each head's queries and keys (nn/rotary.h), positions counted
-  // from 0 in forward and from the cache length in forward_step. Hugging Face's checkpoints
-  // use RotaryLayout::Halves; Meta's, Interleaved.
+  // from 0 in forward and from the cache length in forward_step. The layout defaults to
+  // Hugging Face's (RotaryLayout::Halves), as everywhere in the library; Meta's original
+  // checkpoints need RotaryLayout::Interleaved.
   CPPGRAD_ARG(bool, rotary, false)
   CPPGRAD_ARG(double, rotary_base, 10000.0)
-  CPPGRAD_ARG(RotaryLayout, rotary_layout, RotaryLayout::Interleaved)
+  CPPGRAD_ARG(RotaryLayout, rotary_layout, RotaryLayout::Halves)
   // A sliding window of keys (F::AttentionOptions::window), and ALiBi with the paper's slopes.
   CPPGRAD_ARG(std::optional<int64_t>, window, std::nullopt)
   CPPGRAD_ARG(bool, alibi, false)
@@ -112,12 +121,12 @@ class MultiheadAttention : public Module {
   std::string extra_repr() const override;
   void reset_parameters(Generator& gen = default_generator());
 
-  const MultiheadAttentionOptions options;  // kdim, vdim and num_kv_heads filled in
-  const int64_t head_dim;  // d_k = embed_dim / num_heads
-  // Same-size inputs: one fused (3E, E) projection. kdim/vdim differing from E, or fewer
-  // key/value heads: three.
+  const MultiheadAttentionOptions options;  // kdim, vdim, num_kv_heads and head_dim filled in
+  const int64_t head_dim;  // d_k: options.head_dim(), embed_dim / num_heads unless set
+  // Same-size inputs: one fused (3E, E) projection. kdim/vdim differing from E, fewer key/value
+  // heads, or heads whose widths do not add up to E: three.
   Parameter in_proj_weight, q_proj_weight, k_proj_weight, v_proj_weight;
-  Parameter in_proj_bias;  // (3E), or (E + 2·num_kv_heads·d_k); undefined without bias
+  Parameter in_proj_bias;  // (3E), or (H·d_k + 2·num_kv_heads·d_k); undefined without bias
   std::shared_ptr<Linear> out_proj;
 
   // For inspection (heat maps, lessons): when set, every forward keeps its per-head attention

@@ -15,6 +15,7 @@ DecoderBlock::DecoderBlock(const DecoderBlockOptions& o) : options(o) {
   attention = register_module("attention", std::make_shared<MultiheadAttention>(
                                                MultiheadAttentionOptions(o.d_model(), o.num_heads())
                                                    .num_kv_heads(o.num_kv_heads())
+                                                   .head_dim(o.head_dim())
                                                    .rotary(true)
                                                    .rotary_base(o.rope_base())
                                                    .rotary_layout(o.rope_layout())
@@ -42,6 +43,7 @@ Tensor DecoderBlock::forward_step(const Tensor& x, KVCache& cache) { return run(
 DecoderBlockOptions DecoderOptions::block_options() const {
   return DecoderBlockOptions(d_model(), num_heads())
       .num_kv_heads(num_kv_heads())
+      .head_dim(head_dim())
       .hidden_dim(hidden_dim())
       .rope_base(rope_base())
       .rope_layout(rope_layout())

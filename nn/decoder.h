@@ -29,9 +29,10 @@ struct DecoderBlockOptions {
   CPPGRAD_ARG(int64_t, d_model, 0)
   CPPGRAD_ARG(int64_t, num_heads, 1)
   CPPGRAD_ARG(int64_t, num_kv_heads, 0)  // 0: num_heads; 1: multi-query; a divisor: grouped-query
+  CPPGRAD_ARG(int64_t, head_dim, 0)      // each head's width; 0: d_model / num_heads (MultiheadAttentionOptions)
   CPPGRAD_ARG(int64_t, hidden_dim, 0)    // SwiGLU's; 0: 8·d_model/3 rounded up to a multiple of 8
   CPPGRAD_ARG(double, rope_base, 10000.0)
-  CPPGRAD_ARG(RotaryLayout, rope_layout, RotaryLayout::Halves)  // Hugging Face's checkpoints' layout
+  CPPGRAD_ARG(RotaryLayout, rope_layout, RotaryLayout::Halves)  // the library's default, Hugging Face's (rotary.h)
   CPPGRAD_ARG(std::optional<double>, norm_eps, 1e-5)
   CPPGRAD_ARG(std::optional<int64_t>, window, std::nullopt)  // sliding-window attention, as Mistral's
   CPPGRAD_ARG(double, dropout, 0.0)  // on the attention weights and each block's output, while training
@@ -67,6 +68,7 @@ struct DecoderOptions {
   CPPGRAD_ARG(int64_t, num_layers, 1)
   CPPGRAD_ARG(int64_t, num_heads, 1)
   CPPGRAD_ARG(int64_t, num_kv_heads, 0)
+  CPPGRAD_ARG(int64_t, head_dim, 0)  // 0: d_model / num_heads; Hugging Face's config.json head_dim
   CPPGRAD_ARG(int64_t, hidden_dim, 0)
   CPPGRAD_ARG(double, rope_base, 10000.0)
   CPPGRAD_ARG(RotaryLayout, rope_layout, RotaryLayout::Halves)

@@ -8,10 +8,14 @@
 // added to the embeddings.
 //
 // Which features form pair i is a convention, and checkpoints differ:
-// - Interleaved: (x_2i, x_2i+1), adjacent features, as the paper and Meta's Llama code
-//   (torch.view_as_complex on pairs).
 // - Halves: (x_i, x_i+d/2), the two halves, as Hugging Face's Llama (rotate_half). Hugging Face's
 //   conversion script permutes W_Q and W_K rows so that its checkpoints compute the same scores.
+// - Interleaved: (x_2i, x_2i+1), adjacent features, as the paper and Meta's Llama code
+//   (torch.view_as_complex on pairs).
+// Halves is the default of every function, module and option that takes a layout (apply_rotary,
+// RotaryEmbeddingOptions, MultiheadAttentionOptions::rotary_layout, the decoder's rope_layout):
+// weights from the Hugging Face Hub load into a block built from these modules as they are.
+// Meta's original files need RotaryLayout::Interleaved, said where the layer is built.
 #pragma once
 
 #include "module.h"
@@ -19,7 +23,7 @@
 
 namespace cppgrad::nn {
 
-enum class RotaryLayout { Interleaved, Halves };
+enum class RotaryLayout { Halves, Interleaved };
 
 namespace functional {
 // The angles m·θ_i for positions m = position_offset, ..., position_offset + length − 1:
@@ -28,14 +32,14 @@ Tensor rotary_angles(int64_t length, int64_t dim, int64_t position_offset = 0, d
 // Rotates x (..., T, d), row t at position position_offset + t. position_offset is the number of
 // positions before x: 0 for a whole sequence, the cache length for cached decoding.
 Tensor apply_rotary(const Tensor& x, int64_t position_offset = 0, double base = 10000.0,
-                    RotaryLayout layout = RotaryLayout::Interleaved);
+                    RotaryLayout layout = RotaryLayout::Halves);
 }  // namespace functional
 
 struct RotaryEmbeddingOptions {
   explicit RotaryEmbeddingOptions(int64_t dim) : dim_(dim) {}
   CPPGRAD_ARG(int64_t, dim, 0)        // features rotated: the head dim d_k; even
   CPPGRAD_ARG(double, base, 10000.0)  // θ: Llama 1-2 use 10000, Llama 3 500000
-  CPPGRAD_ARG(RotaryLayout, layout, RotaryLayout::Interleaved)
+  CPPGRAD_ARG(RotaryLayout, layout, RotaryLayout::Halves)
 };
 
 // No parameters: the rotation is fixed by the options.

@@ -562,6 +562,29 @@ def mha_gqa_case(path, seed, *, dtype="F64", heads=4, kv_heads=2, self_attention
         "batch": str(Bn), "tgt_len": str(Tq), "src_len": str(Sk)}, dtype)
 
 
+def llama_attention_case(path, seed, *, d=16, heads=8, kv_heads=2, head_dim=4, T=5):
+    """transformers' LlamaAttention (rotate_half rotary from position 0, repeat_kv, causal) with a
+    head_dim other than d // heads, under cppgrad's MultiheadAttention names (bias=False):
+    q_proj_weight (heads*head_dim, d), k_proj_weight and v_proj_weight (kv_heads*head_dim, d),
+    out_proj.weight (d, heads*head_dim)."""
+    torch.manual_seed(seed)
+    config = {"hidden_size": d, "num_attention_heads": heads, "num_key_value_heads": kv_heads, "head_dim": head_dim,
+              "rope_theta": 10000.0}
+    attention = LlamaAttention(config).to(torch.float64)
+    with torch.no_grad():
+        for p in attention.parameters():
+            p.copy_((torch.rand(p.shape, dtype=torch.float64) * 2 - 1) / math.sqrt(p.shape[1]))
+    x = modern_leaf((2, T, d), torch.float64)
+    out = attention(x)
+    params = {"q_proj_weight": attention.q_proj.weight, "k_proj_weight": attention.k_proj.weight,
+              "v_proj_weight": attention.v_proj.weight, "out_proj.weight": attention.o_proj.weight}
+    modern_finish(path, params, {"x": x}, {}, out, {
+        "kind": "LlamaAttention", "embed_dim": str(d), "num_heads": str(heads), "num_kv_heads": str(kv_heads),
+        "head_dim": str(head_dim), "rotary": "halves", "rope_theta": "10000.0", "is_causal": "true",
+        "reference": "transformers' LlamaAttention in torch ops: q_proj, k_proj, v_proj to head_dim-wide heads, "
+                     "rotate_half, repeat_kv, softmax(q k^T / sqrt(head_dim) + causal) v, o_proj"}, "F64")
+
+
 MODERN_CASES = {
     "rmsnorm_f64": (rms_norm_case, 301, dict(eps=1e-6)),
     "rmsnorm_eps_none_f64": (rms_norm_case, 302, dict()),
@@ -586,6 +609,7 @@ MODERN_CASES = {
     "mha_gqa_rope_interleaved_kpm_f32": (mha_gqa_case, 343, dict(dtype="F32", kv_heads=2, self_attention=True,
                                                                   causal=True, key_padding=True,
                                                                   rotary="interleaved")),
+    "llama_attention_head_dim_f64": (llama_attention_case, 344, dict(d=16, heads=8, kv_heads=2, head_dim=4)),
 }
 
 
@@ -985,7 +1009,8 @@ class LlamaAttention(nn.Module):
     def __init__(self, c):
         super().__init__()
         d, self.heads, self.kv_heads = c["hidden_size"], c["num_attention_heads"], c["num_key_value_heads"]
-        self.head_dim, self.theta = d // self.heads, c["rope_theta"]
+        # transformers: config.head_dim when given (Gemma, some Llamas), else hidden_size // heads
+        self.head_dim, self.theta = c.get("head_dim") or d // self.heads, c["rope_theta"]
         self.q_proj = nn.Linear(d, self.heads * self.head_dim, bias=False)
         self.k_proj = nn.Linear(d, self.kv_heads * self.head_dim, bias=False)
         self.v_proj = nn.Linear(d, self.kv_heads * self.head_dim, bias=False)
@@ -1132,16 +1157,18 @@ def write_gpt2_vocabulary(directory, vocab_size):
         f.write("#version: 0.2\n" + "".join(f"{a} {b}\n" for a, b in merges))
 
 
-def hf_case(path, seed, *, arch, dtype="F64", hub_style=False, kv_heads=None):
+def hf_case(path, seed, *, arch, dtype="F64", hub_style=False, kv_heads=None, config_changes=None):
     """A twin's model.safetensors, config.json and logits. gpt2 with hub_style: the names as the
     Hub's gpt2 file has them (no "transformer." prefix, no lm_head.weight, each layer's attn.bias
     and attn.masked_bias buffers); otherwise as transformers' LMHeadModel state_dict, lm_head.weight
-    included. kv_heads: the Llama's key/value heads, if not HF_LLAMA_CONFIG's."""
+    included. kv_heads: the Llama's key/value heads, if not HF_LLAMA_CONFIG's; config_changes: other
+    keys of the config replaced or added (head_dim)."""
     torch.manual_seed(seed)
     t = TORCH_DTYPES[dtype]
     config = HF_GPT2_CONFIG if arch == "gpt2" else HF_LLAMA_CONFIG
     if kv_heads is not None:
         config = {**config, "num_key_value_heads": kv_heads}
+    config = {**config, **(config_changes or {})}
     model = (GPT2LMHeadModel if arch == "gpt2" else LlamaForCausalLM)(config)
     perturb_twin(model)
     model = model.to(t)
@@ -1174,6 +1201,9 @@ HF_CASES = {
     "hf_llama_f32": (hf_case, 503, dict(arch="llama", dtype="F32")),
     # as many key/value heads as heads: cppgrad keeps q, k and v in one fused matrix then
     "hf_llama_f64": (hf_case, 504, dict(arch="llama", kv_heads=4)),
+    # heads wider than hidden_size / heads: config.json's head_dim (8 heads of 4 on 16 features)
+    "hf_llama_head_dim_f64": (hf_case, 505, dict(arch="llama", kv_heads=2, config_changes=dict(
+        hidden_size=16, intermediate_size=24, num_attention_heads=8, head_dim=4))),
 }
 
 

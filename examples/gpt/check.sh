@@ -273,6 +273,13 @@ assert json.load(open(sys.argv[1])) == json.load(open(sys.argv[2]))' tuned/vocab
     sed -i 's/"max_position_embeddings": [0-9]*/"max_position_embeddings": 1099511627776/' tuned_llama/config.json
     "$gpt" "${hf[@]}" --init-from hf:tuned_llama --steps 2 --sample-len 0 > huge_positions.log \
       || fail "a rotary Llama with 2^40 positions was refused: $(tail -n 1 huge_positions.log)"
+    # heads of config.json's head_dim (8 of 4 on d_model 16): fine-tuned, saved with it, resumed
+    "$gpt" "${hf[@]}" --init-from "hf:$twins/hf_llama_head_dim_f64" --tokenizer char --steps 4 --eval-every 2 \
+      --sample-len 0 --save head_dim.safetensors --save-hf tuned_head_dim > head_dim.log
+    grep -q 'llama pretrained · .* 8 heads (2 key/value) · ff 24' head_dim.log || fail "not the head_dim twin"
+    grep -q '"head_dim": 4' tuned_head_dim/config.json || fail "--save-hf lost the llama's head_dim"
+    "$gpt" --data "$data" --threads 1 --batch 8 --steps 6 --resume head_dim.safetensors --sample-len 0 > head_dim_resumed.log
+    grep -q 'step *6/6' head_dim_resumed.log || fail "the head_dim llama did not resume"
     # files that do not fit
     expect_usage_error "a Llama checkpoint (model.embed_tokens.weight), not gpt2" "${hf[@]}" --init-from "hf:$llama" --arch gpt2
     expect_usage_error "a GPT-2 checkpoint (wte.weight), not llama" "${hf[@]}" --init-from "hf:$gpt2" --arch llama

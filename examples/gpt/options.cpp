@@ -307,6 +307,8 @@ int64_t finish_options(const CLI::App& app, Options& o, const Checkpoint* resume
     o.model.vocab = metadata_int(*resumed, "vocab");  // a pretrained model's (--init-from), or the tokenizer's
     o.model.norm_eps = metadata_number(*resumed, kNormEpsRange);
     o.model.rope_theta = metadata_number(*resumed, kRopeThetaRange);
+    // Written only for heads whose width is not d_model / heads (a Hugging Face model's head_dim).
+    if (resumed->metadata.count("head_dim")) o.model.head_dim = metadata_int(*resumed, "head_dim");
     CPPGRAD_CHECK(app.count("--tokenizer") == 0 || o.tokenizer == resumed->tokenizer.kind,
                   "--resume: the checkpoint's tokenizer is {}, not {}", resumed->tokenizer.kind, o.tokenizer);
     o.tokenizer = resumed->tokenizer.kind;
@@ -332,14 +334,16 @@ int64_t finish_options(const CLI::App& app, Options& o, const Checkpoint* resume
   if (m.kv_heads == 0) m.kv_heads = m.heads;
   // Sizes a resumed run takes from its checkpoint are the metadata's to answer for, not an option's.
   const std::string sizes_from = resumed ? "--resume: the checkpoint's metadata" : "--heads";
-  CPPGRAD_CHECK(m.d_model % m.heads == 0, "{}: {} heads do not divide {} {}", sizes_from, m.heads,
+  // A model of heads of their own width (head_dim, from a Hugging Face config.json) is checked by
+  // the attention layer it builds.
+  CPPGRAD_CHECK(m.head_dim > 0 || m.d_model % m.heads == 0, "{}: {} heads do not divide {} {}", sizes_from, m.heads,
                 resumed ? "d_model" : "--d-model", m.d_model);
   CPPGRAD_CHECK(m.heads % m.kv_heads == 0, "{}: {} key/value heads do not divide the {} query heads",
                 resumed ? sizes_from : "--kv-heads", m.kv_heads, m.heads);
   CPPGRAD_CHECK(m.arch == Arch::Llama || m.kv_heads == m.heads, "--kv-heads: gpt2 has as many key/value heads as "
                 "heads ({}); grouped-query attention is --arch llama's", m.heads);
-  CPPGRAD_CHECK(m.arch == Arch::GPT2 || (m.d_model / m.heads) % 2 == 0, "--heads: llama's rotary positions need an "
-                "even head width, and d_model {} / {} heads = {}", m.d_model, m.heads, m.d_model / m.heads);
+  CPPGRAD_CHECK(m.arch == Arch::GPT2 || m.head_dim > 0 || (m.d_model / m.heads) % 2 == 0, "--heads: llama's rotary "
+                "positions need an even head width, and d_model {} / {} heads = {}", m.d_model, m.heads, m.d_model / m.heads);
   CPPGRAD_CHECK(o.min_lr <= o.lr, "--min-lr {} is above --lr {}", o.min_lr, o.lr);
   if (!o.save.empty()) examples::check_writable("--save", o.save);
   if (!o.plot.empty()) examples::check_writable("--plot", o.plot);
@@ -360,8 +364,9 @@ int64_t finish_options(const CLI::App& app, Options& o, const Checkpoint* resume
                        : o.tokenizer == "bpe"  ? static_cast<double>(o.bpe_vocab)
                                                : 256.0;
   const double learned_positions = m.arch == Arch::GPT2 ? static_cast<double>(m.seq_len) : 0.0;  // rotary: none
+  const double attention_width = m.head_dim > 0 ? std::max(d, static_cast<double>(m.heads * m.head_dim)) : d;
   examples::check_memory("the model", 4.0 * (2.0 * vocab * d + learned_positions * d +
-                                             static_cast<double>(m.layers) * (4.0 * d * d + 3.0 * d * ff)));
+                                             static_cast<double>(m.layers) * (4.0 * d * attention_width + 3.0 * d * ff)));
   const int64_t rank_batch = examples::per_rank_batch("--batch", o.batch);
   if (o.threads > 0) set_num_threads(o.threads);
   return rank_batch;
@@ -507,6 +512,7 @@ nn::Metadata checkpoint_metadata(const Options& o, const examples::KeptOptions& 
   metadata["vocab"] = std::to_string(o.model.vocab);
   metadata["norm_eps"] = fmt::format("{}", o.model.norm_eps);  // the shortest text that reads back the same double
   metadata["rope_theta"] = fmt::format("{}", o.model.rope_theta);
+  if (o.model.head_dim > 0) metadata["head_dim"] = std::to_string(o.model.head_dim);
   kept.save_into(metadata);  // the options a resume takes from the file
   return metadata;
 }

@@ -314,3 +314,99 @@ TEST_CASE("gpt: a config.json that links to nothing is refused, not taken for an
   std::filesystem::remove(scratch.path / "model" / "config.json");
   CHECK_FALSE(read_hf_checkpoint(dir).config.heads.has_value());  // absent: the shapes decide, heads unsaid
 }
+
+TEST_CASE("gpt: a Llama whose config.json gives head_dim (8 heads of 4 on d_model 16) loads, gives its twin's logits, saves it") {
+  // Heads of d_model / heads = 2 features would read k_proj's 8 rows as 4 key/value heads, and the
+  // config's 2 would then be blamed: the width is config.json's head_dim, as transformers reads it.
+  const std::string dir = kData + "/hf_llama_head_dim_f64";
+  const HFCheckpoint file = read_hf_checkpoint(dir, Arch::Llama);
+  CHECK(file.config.head_dim == 4);
+  const ModelConfig config = hf_model_config(file);
+  CHECK(config.d_model == 16);
+  CHECK(config.heads == 8);
+  CHECK(config.kv_heads == 2);
+  CHECK(config.head_dim == 4);
+  auto model = loaded(file, kFloat64);
+  auto* llama = dynamic_cast<Llama*>(model.get());
+  REQUIRE(llama != nullptr);
+  CHECK((*llama->decoder->layers)[0]->attention->q_proj_weight.shape() == Shape{32, 16});
+  const auto twin = nn::load_safetensors(dir + "/twin_logits.safetensors");
+  const Tensor& tokens = twin.at("in.tokens");
+  const Tensor& expected = twin.at("out.logits");
+  NoGradGuard no_grad;
+  const double tolerance = 1e-10 * std::max(1.0, max_abs(expected));
+  CHECK(max_abs_diff(model->forward(tokens), expected) < tolerance);
+  std::vector<nn::KVCache> caches;
+  std::vector<Tensor> steps = {model->forward_step(tokens.slice(1, 0, 5), caches)};
+  for (int64_t t = 5; t < tokens.size(1); ++t) steps.push_back(model->forward_step(tokens.slice(1, t, t + 1), caches));
+  CHECK(max_abs_diff(cat(steps, 1), expected) < tolerance);
+
+  // Saved under Hugging Face's names, with head_dim in config.json, and read back as the same model.
+  ScratchDir scratch("head-dim");
+  const std::string saved = (scratch.path / "saved").string();
+  save_hf_directory(*model, file.layout, saved);
+  std::ifstream config_json(scratch.path / "saved" / "config.json");
+  const std::string text((std::istreambuf_iterator<char>(config_json)), std::istreambuf_iterator<char>());
+  CHECK(contains(text, "\"head_dim\": 4"));
+  const ModelConfig again = hf_model_config(read_hf_checkpoint(saved));
+  CHECK(describe_sizes(again) == describe_sizes(config));
+  CHECK(again.head_dim == 4);
+
+  // Without head_dim in config.json the width is what q_proj's rows give each head.
+  fs::copy_file(dir + "/model.safetensors", scratch.path / "model.safetensors");
+  auto with_config = [&](const std::string& head_dim_entry) {
+    std::ifstream in(dir + "/config.json");
+    std::string json((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const size_t at = json.find("  \"head_dim\": 4,\n");
+    REQUIRE(at != std::string::npos);
+    json.replace(at, std::string("  \"head_dim\": 4,\n").size(), head_dim_entry);
+    std::ofstream(scratch.path / "config.json", std::ios::trunc) << json;
+    return read_hf_checkpoint(scratch.path.string());
+  };
+  const ModelConfig inferred = hf_model_config(with_config(""));
+  CHECK(inferred.head_dim == 4);
+  CHECK(inferred.kv_heads == 2);
+  // A head_dim the weights do not have is refused, naming what differs.
+  auto refusal = [&](const std::string& entry) {
+    return error_message([&] {
+      const HFCheckpoint f = with_config(entry);
+      load_hf_checkpoint(*make_model(hf_model_config(f)), f);
+    });
+  };
+  CHECK(contains(refusal("  \"head_dim\": 2,\n"), "config.json says head_dim 2, and q_proj.weight's 32 rows are not 8 heads of 2"));
+  CHECK(contains(refusal("  \"head_dim\": 8,\n"), "config.json says head_dim 8, and q_proj.weight's 32 rows are not 8 heads of 8"));
+  CHECK(contains(refusal("  \"head_dim\": -4,\n"), "head_dim is -4, not a positive count"));
+  // Without config.json's head_dim, q_proj's rows must split evenly, and k_proj's into heads of that width.
+  ScratchDir bare("head-dim-bare");
+  fs::copy_file(kData + "/hf_llama_f32/model.safetensors", bare.path / "model.safetensors");  // d 32, no config.json
+  const HFCheckpoint no_config = read_hf_checkpoint(bare.path.string());
+  CHECK(contains(error_message([&] { hf_model_config(no_config, 3); }),
+                 "q_proj.weight's 32 rows are not 3 heads of one width (config.json gives no head_dim)"));
+  CHECK(contains(error_message([&] { hf_model_config(no_config, 1); }),
+                 "k_proj.weight's 16 rows are not key/value heads of 32 features that divide 1 heads"));
+  CHECK(contains(error_message([&] { hf_model_config(no_config, 32); }),
+                 "heads of 1 features: llama's rotary positions turn features in pairs"));
+  CHECK(refusal("  \"head_dim\": 4,\n").empty());
+}
+
+TEST_CASE("gpt: a llama of gpt's own with heads of their own width saves and reads back; a gpt2 refuses head_dim") {
+  ModelConfig c;
+  c.arch = Arch::Llama, c.vocab = 13, c.layers = 2, c.d_model = 12, c.heads = 4, c.kv_heads = 2, c.head_dim = 6;
+  c.ff = 20, c.seq_len = 10;
+  manual_seed(6);
+  auto model = make_model(c);
+  ScratchDir scratch("own-head-dim");
+  save_hf_directory(*model, default_hf_layout(Arch::Llama), scratch.path.string());
+  const HFCheckpoint file = read_hf_checkpoint(scratch.path.string(), Arch::Llama);
+  CHECK(file.config.head_dim == 6);
+  const ModelConfig read = hf_model_config(file);
+  CHECK(read.head_dim == 6);
+  CHECK(describe_sizes(read) == describe_sizes(c));
+  auto again = make_model(read);
+  load_hf_checkpoint(*again, file);
+  const nn::NamedTensors original = model->state_dict(), loaded = again->state_dict();
+  REQUIRE(original.size() == loaded.size());
+  for (size_t i = 0; i < original.size(); ++i) CHECK(max_abs_diff(loaded[i].second, original[i].second) == 0.0);
+  c.arch = Arch::GPT2, c.kv_heads = 4;
+  CHECK(contains(error_message([&] { make_model(c); }), "GPT-2's heads share d_model out (head_dim is llama's)"));
+}

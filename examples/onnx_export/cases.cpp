@@ -161,6 +161,20 @@ std::vector<Case> library_cases() {
                        return std::vector<onnx::Value>{onnx::multihead_attention(g, *mha, in[0], in[0], in[0], masks)};
                      }});
   }
+  {  // heads wider than the embedding's share (head_dim 4 on d 16, 8 heads on 2 key/value heads:
+     // q_proj 32 rows, out_proj 32 columns), Hugging Face's rotary layout (the default), causal
+    auto mha = std::make_shared<nn::MultiheadAttention>(
+        nn::MultiheadAttentionOptions(16, 8).num_kv_heads(2).head_dim(4).rotary(true));
+    cases.push_back({"mha_head_dim", mha, {"x"}, {floats({2, 3, 16}, 32)}, {{{floats({3, 7, 16}, 33)}}},
+                     [mha](const std::vector<Tensor>& in) {
+                       return mha->forward(in[0], in[0], in[0], {.need_weights = false, .is_causal = true}).output;
+                     },
+                     [mha](onnx::Graph& g, const std::vector<onnx::Value>& in) {
+                       onnx::AttentionMasks masks;
+                       masks.is_causal = true;
+                       return std::vector<onnx::Value>{onnx::multihead_attention(g, *mha, in[0], in[0], in[0], masks)};
+                     }});
+  }
   {  // the encoder and decoder layers (post-norm ReLU; pre-norm GELU, sequence first)
     auto enc = std::make_shared<nn::TransformerEncoderLayer>(nn::TransformerLayerOptions(16, 4).dim_feedforward(24));
     cases.push_back({"encoder_layer", enc, {"src"}, {floats({2, 3, 16}, 22)}, {{{floats({3, 8, 16}, 23)}}},

@@ -60,8 +60,10 @@ std::vector<Entry> gpt2_entries(const ModelConfig& c, const HFLayout& layout) {
 }
 
 std::vector<Entry> llama_entries(const ModelConfig& c) {
-  const int64_t d = c.d_model, ff = c.ff, kv_width = c.kv_heads * (c.d_model / c.heads);
-  const bool fused = c.kv_heads == c.heads;  // MultiheadAttention keeps one (3d, d) in_proj_weight then
+  const int64_t head_dim = c.head_dim > 0 ? c.head_dim : c.d_model / c.heads;
+  const int64_t d = c.d_model, ff = c.ff, q_width = c.heads * head_dim, kv_width = c.kv_heads * head_dim;
+  // MultiheadAttention keeps one (3d, d) in_proj_weight when the heads fill d and are not grouped
+  const bool fused = c.kv_heads == c.heads && q_width == d;
   std::vector<Entry> e = {{"model.embed_tokens.weight", {c.vocab, d}, "decoder.tok_embeddings.weight"}};
   for (int64_t i = 0; i < c.layers; ++i) {
     const std::string h = fmt::format("model.layers.{}.", i), m = fmt::format("decoder.layers.{}.", i);
@@ -71,11 +73,11 @@ std::vector<Entry> llama_entries(const ModelConfig& c) {
       e.push_back({h + "self_attn.k_proj.weight", {d, d}, m + "attention.in_proj_weight", false, d, d});
       e.push_back({h + "self_attn.v_proj.weight", {d, d}, m + "attention.in_proj_weight", false, 2 * d, d});
     } else {
-      e.push_back({h + "self_attn.q_proj.weight", {d, d}, m + "attention.q_proj_weight"});
+      e.push_back({h + "self_attn.q_proj.weight", {q_width, d}, m + "attention.q_proj_weight"});
       e.push_back({h + "self_attn.k_proj.weight", {kv_width, d}, m + "attention.k_proj_weight"});
       e.push_back({h + "self_attn.v_proj.weight", {kv_width, d}, m + "attention.v_proj_weight"});
     }
-    e.push_back({h + "self_attn.o_proj.weight", {d, d}, m + "attention.out_proj.weight"});
+    e.push_back({h + "self_attn.o_proj.weight", {d, q_width}, m + "attention.out_proj.weight"});
     e.push_back({h + "post_attention_layernorm.weight", {d}, m + "ffn_norm.weight"});
     e.push_back({h + "mlp.gate_proj.weight", {ff, d}, m + "feed_forward.w1.weight"});
     e.push_back({h + "mlp.up_proj.weight", {ff, d}, m + "feed_forward.w3.weight"});
@@ -129,9 +131,10 @@ std::string listing(const std::vector<std::string>& items) {
 }
 
 std::string describe(const ModelConfig& c) {
-  return fmt::format("{} of {} layers, d_model {}, {} heads{}, ff {}, vocabulary {}{}", arch_name(c.arch), c.layers,
-                     c.d_model, c.heads, c.arch == Arch::Llama ? fmt::format(" ({} key/value)", c.kv_heads) : "", c.ff,
-                     c.vocab, c.arch == Arch::GPT2 ? fmt::format(", {} positions", c.seq_len) : "");
+  return fmt::format("{} of {} layers, d_model {}, {} heads{}{}, ff {}, vocabulary {}{}", arch_name(c.arch), c.layers,
+                     c.d_model, c.heads, c.arch == Arch::Llama ? fmt::format(" ({} key/value)", c.kv_heads) : "",
+                     c.head_dim > 0 ? fmt::format(" of {} features", c.head_dim) : "", c.ff, c.vocab,
+                     c.arch == Arch::GPT2 ? fmt::format(", {} positions", c.seq_len) : "");
 }
 
 // ---- config.json ------------------------------------------------------------------------------
@@ -188,7 +191,7 @@ HFCheckpoint::Config parse_config(const std::string& text, const std::string& wh
   const ConfigKeys& k = arch == Arch::GPT2 ? kGPT2Keys : kLlamaKeys;
   HFCheckpoint::Config c{count_at(k.heads), count_at(k.kv_heads), count_at(k.layers), count_at(k.d_model),
                          count_at(k.ff),    count_at(k.vocab),    count_at(k.positions), number_at(k.norm_eps, kNormEpsRange),
-                         std::nullopt};
+                         std::nullopt, arch == Arch::Llama ? count_at("head_dim") : std::nullopt};
   if (arch == Arch::GPT2) {
     // GPT-2's MLP uses GELU's tanh form, which transformers calls gelu_new.
     const auto act = string_at("activation_function");
@@ -348,15 +351,26 @@ ModelConfig hf_model_config(const HFCheckpoint& file, std::optional<int64_t> hea
   CPPGRAD_CHECK(heads || given.heads, "{}: how many attention heads? The shapes do not tell: give them (heads), or put the "
                 "model's config.json beside it", where);
   c.heads = heads ? *heads : *given.heads;
-  CPPGRAD_CHECK(c.d_model % c.heads == 0, "{}: {} heads do not divide d_model {}", where, c.heads, c.d_model);
   c.kv_heads = c.heads;
-  if (!gpt2) {
-    const int64_t head_dim = c.d_model / c.heads;
+  if (gpt2) {
+    CPPGRAD_CHECK(c.d_model % c.heads == 0, "{}: {} heads do not divide d_model {}", where, c.heads, c.d_model);
+  } else {
+    // The heads' width: config.json's head_dim (transformers' LlamaConfig), else what q_proj's
+    // rows give each head (d_model / heads for most models).
+    const int64_t q_rows = matrix("model.layers.0.self_attn.q_proj.weight")[0];
+    CPPGRAD_CHECK(given.head_dim || (q_rows > 0 && q_rows % c.heads == 0), "{}: q_proj.weight's {} rows are not {} "
+                  "heads of one width (config.json gives no head_dim)", where, q_rows, c.heads);
+    const int64_t head_dim = given.head_dim ? *given.head_dim : q_rows / c.heads;
+    CPPGRAD_CHECK(q_rows == c.heads * head_dim, "{}: config.json says head_dim {}, and q_proj.weight's {} rows are not {} "
+                  "heads of {}", where, head_dim, q_rows, c.heads, head_dim);
+    if (head_dim * c.heads != c.d_model) c.head_dim = head_dim;
     const int64_t kv_rows = matrix("model.layers.0.self_attn.k_proj.weight")[0];
-    CPPGRAD_CHECK(kv_rows % head_dim == 0 && c.heads % (kv_rows / head_dim) == 0 && kv_rows > 0,
-                  "{}: k_proj.weight's {} rows are not a divisor of {} heads of {} features", where, kv_rows, c.heads,
-                  head_dim);
+    CPPGRAD_CHECK(kv_rows % head_dim == 0 && kv_rows > 0 && c.heads % (kv_rows / head_dim) == 0,
+                  "{}: k_proj.weight's {} rows are not key/value heads of {} features{} that divide {} heads", where,
+                  kv_rows, head_dim, given.head_dim ? " (config.json's head_dim)" : "", c.heads);
     c.kv_heads = kv_rows / head_dim;
+    CPPGRAD_CHECK(head_dim % 2 == 0, "{}: heads of {} features: llama's rotary positions turn features in pairs", where,
+                  head_dim);
     if (given.positions) c.seq_len = *given.positions;
   }
   // Hugging Face's defaults when config.json does not say (GPT2Config's, LlamaConfig's).
@@ -452,6 +466,7 @@ void save_hf_directory(const LanguageModel& model, const HFLayout& layout, const
          {"num_attention_heads", c.heads}, {"num_key_value_heads", c.kv_heads}, {"max_position_embeddings", c.seq_len},
          {"rms_norm_eps", c.norm_eps}, {"rope_theta", c.rope_theta}, {"hidden_act", "silu"},
          {"tie_word_embeddings", false}};
+    if (c.head_dim > 0) j["head_dim"] = c.head_dim;
   }
   j["torch_dtype"] = f64 ? "float64" : "float32";
   std::error_code ec;

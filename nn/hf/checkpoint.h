@@ -40,7 +40,7 @@
 //   model.norm.weight, lm_head.weight            decoder.norm.weight, decoder.output.weight
 //
 // Hugging Face's q_proj and k_proj rotate feature j with feature j + d_k/2 (rotate_half): the
-// llama model uses that layout (nn::RotaryLayout::Halves, nn::Decoder's default), so rows load
+// llama model uses that layout (nn::RotaryLayout::Halves, the library's default), so rows load
 // unpermuted. (Meta's original files pair adjacent features instead; they are not read here.)
 #pragma once
 
@@ -69,6 +69,7 @@ struct HFCheckpoint {
   struct Config {
     std::optional<int64_t> heads, kv_heads, layers, d_model, ff, vocab, positions;
     std::optional<double> norm_eps, rope_theta;
+    std::optional<int64_t> head_dim;  // llama's heads' width, when not d_model / heads
   } config;
 };
 
@@ -83,7 +84,8 @@ HFCheckpoint hf_checkpoint_of(cppgrad::nn::SafetensorsContents contents, const s
 
 // The model the file holds: its sizes read off the shapes, the heads from config.json (or
 // `heads`, when given; a value contradicting config.json is an Error). gpt2's seq_len is the
-// number of learned positions.
+// number of learned positions. llama's head width is config.json's head_dim when it has one
+// (Gemma-like heads wider or narrower than d_model / heads), else q_proj's rows / heads.
 ModelConfig hf_model_config(const HFCheckpoint& file, std::optional<int64_t> heads = std::nullopt);
 
 // Copies the file's weights into `model` (converted to the model's dtype). A file that does not

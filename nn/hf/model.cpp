@@ -49,6 +49,8 @@ std::shared_ptr<LanguageModel> make_model(const ModelConfig& config) {
 GPT2::GPT2(const ModelConfig& c) : LanguageModel(c) {
   CPPGRAD_CHECK(c.kv_heads == 0 || c.kv_heads == c.heads, "GPT2: kv_heads {}: gpt2 has one key/value head per query "
                 "head ({} here); grouped-query attention is llama's (Arch::Llama)", c.kv_heads, c.heads);
+  CPPGRAD_CHECK(c.head_dim == 0 || c.head_dim * c.heads == c.d_model, "GPT2: heads of {} features on d_model {} and {} "
+                "heads: GPT-2's heads share d_model out (head_dim is llama's)", c.head_dim, c.d_model, c.heads);
   wte = register_module("wte", std::make_shared<nn::Embedding>(c.vocab, c.d_model));
   wpe = register_module("wpe", std::make_shared<nn::Embedding>(c.seq_len, c.d_model));
   drop = register_module("drop", std::make_shared<nn::Dropout>(c.dropout));
@@ -104,6 +106,7 @@ Tensor GPT2::forward_step(const Tensor& tokens, std::vector<nn::KVCache>& caches
 Llama::Llama(const ModelConfig& c) : LanguageModel(c) {
   decoder = register_module("decoder", std::make_shared<nn::Decoder>(nn::DecoderOptions(c.vocab, c.d_model, c.layers, c.heads)
                                                                          .num_kv_heads(c.kv_heads)
+                                                                         .head_dim(c.head_dim)
                                                                          .hidden_dim(c.ff)
                                                                          .norm_eps(c.norm_eps)
                                                                          .rope_base(c.rope_theta)

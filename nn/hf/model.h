@@ -27,6 +27,7 @@ struct ModelConfig {
   Arch arch = Arch::GPT2;
   int64_t vocab = 0;  // set from the tokenizer
   int64_t layers = 4, d_model = 128, heads = 4, kv_heads = 0, ff = 512;  // kv_heads 0: heads (llama only)
+  int64_t head_dim = 0;  // llama's heads' width; 0: d_model / heads (a Hugging Face config.json's head_dim)
   int64_t seq_len = 128;  // the longest context; gpt2's learned positions have this many rows
   double dropout = 0.0;
   double norm_eps = 1e-5;        // the LayerNorms' (gpt2) or RMSNorms' (llama) epsilon

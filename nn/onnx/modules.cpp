@@ -187,10 +187,10 @@ Value multihead_attention(Graph& g, const nn::MultiheadAttention& layer, const V
     w_q = g.parameter(layer.q_proj_weight), w_k = g.parameter(layer.k_proj_weight), w_v = g.parameter(layer.v_proj_weight);
   }
   if (layer.in_proj_bias.defined()) {
-    auto b = g.op_outputs("Split", {g.parameter(layer.in_proj_bias), g.ints({E, G * d, G * d})}, 3, {{"axis", int64_t{0}}}, 1);
+    auto b = g.op_outputs("Split", {g.parameter(layer.in_proj_bias), g.ints({H * d, G * d, G * d})}, 3, {{"axis", int64_t{0}}}, 1);
     b_q = b[0], b_k = b[1], b_v = b[2];
   }
-  Value q = split_heads(g, affine(g, q_in, w_q, b_q), H, d);  // (B, T, E) -> (B, H, T, d)
+  Value q = split_heads(g, affine(g, q_in, w_q, b_q), H, d);  // (B, T, H·d) -> (B, H, T, d)
   Value k = split_heads(g, affine(g, k_in, w_k, b_k), G, d);  // (B, S, G·d) -> (B, G, S, d)
   Value v = split_heads(g, affine(g, v_in, w_v, b_v), G, d);
   if (o.rotary()) {
@@ -225,7 +225,7 @@ Value multihead_attention(Graph& g, const nn::MultiheadAttention& layer, const V
     weights = g.where(hidden, g.scalar(0.0, t), weights);
   }
   Value heads = g.matmul(weights, v);                                   // (B, H, T, d)
-  Value merged = g.reshape(g.transpose(heads, {0, 2, 1, 3}), {0, 0, E});  // (B, T, H·d)
+  Value merged = g.reshape(g.transpose(heads, {0, 2, 1, 3}), {0, 0, H * d});  // (B, T, H·d); out_proj maps it to E
   Value out = linear(g, *layer.out_proj, merged);
   return o.batch_first() ? out : g.transpose(out, {1, 0, 2});
 }

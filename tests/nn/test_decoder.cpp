@@ -42,7 +42,8 @@ TEST_CASE("the decoder's parameter count equals the closed form 2d^2(1 + g/h) + 
 
 TEST_CASE("the decoder is causal, and forward_step with caches equals the full forward") {
   for (auto options : {DecoderOptions(20, 16, 2, 4).num_kv_heads(2), DecoderOptions(20, 16, 2, 4).num_kv_heads(1).window(3),
-                       DecoderOptions(20, 16, 2, 4).rope_layout(RotaryLayout::Interleaved)}) {
+                       DecoderOptions(20, 16, 2, 4).rope_layout(RotaryLayout::Interleaved),
+                       DecoderOptions(20, 16, 2, 8).num_kv_heads(2).head_dim(4)}) {  // 8 heads of 4 on d 16
     manual_seed(7601);
     Decoder lm(options);
     lm.to(kFloat64);
@@ -60,6 +61,7 @@ TEST_CASE("the decoder is causal, and forward_step with caches equals the full f
     for (int64_t t = 5; t < 9; ++t) steps.push_back(lm.forward_step(tokens.narrow(1, t, 1), caches));
     CHECK(max_abs_diff(cat(steps, 1), logits) < 1e-12);
     CHECK(caches[0].key.size(1) == (options.num_kv_heads() > 0 ? options.num_kv_heads() : 4));  // the cache's heads
+    CHECK(caches[0].key.size(3) == (options.head_dim() > 0 ? options.head_dim() : 4));
   }
 }
 
@@ -100,6 +102,11 @@ TEST_CASE("the decoder refuses bad options and inputs, naming them") {
   CHECK(contains(error_message([] { Decoder(DecoderOptions(10, 24, 1, 8).num_kv_heads(3)); }),
                  "num_kv_heads 3 must divide num_heads 8"));
   CHECK(contains(error_message([] { Decoder(DecoderOptions(10, 12, 1, 4)); }), "even head_dim"));  // RoPE on d_k = 3
+  CHECK(contains(error_message([] { Decoder(DecoderOptions(10, 16, 1, 4).head_dim(5)); }), "even head_dim, got head_dim 5"));
+  CHECK(contains(error_message([] { Decoder(DecoderOptions(10, 16, 1, 4).head_dim(-2)); }), "head_dim -2 must be positive"));
+  // The decoder's rotary layout is the library's one default, the modules' too.
+  CHECK(DecoderOptions(10, 16, 1, 4).rope_layout() == MultiheadAttentionOptions(16, 4).rotary_layout());
+  CHECK(RotaryEmbeddingOptions(4).layout() == RotaryLayout::Halves);
   CHECK(contains(error_message([] { Decoder(DecoderOptions(10, 16, 1, 4).window(0)); }), "window 0"));
   CHECK(contains(error_message([] { Decoder(DecoderOptions(0, 16, 1, 4)); }), "vocab_size 0"));
   Decoder lm(DecoderOptions(10, 16, 2, 4));

@@ -143,3 +143,89 @@ TEST_CASE("MultiheadAttention refuses key/value heads that do not divide the hea
   cache.value = zeros({1, 4, 3, 2});
   CHECK(contains(error_message([&] { mha.forward_step(zeros({1, 1, 8}), cache); }), "[1,4,3,2]"));
 }
+
+TEST_CASE("head_dim: heads wider or narrower than embed_dim / num_heads, their shapes and their cached decoding") {
+  // 8 heads of 4 on 16 features, on 2 key/value heads (wider: 32 query features); 4 heads of 2 (narrower).
+  for (auto [H, G, d] : {std::tuple<int64_t, int64_t, int64_t>{8, 2, 4}, {4, 4, 2}, {4, 2, 6}}) {
+    INFO("heads ", H, ", key/value heads ", G, ", head_dim ", d);
+    const int64_t E = 16, B = 2, L = 7;
+    MultiheadAttention mha(MultiheadAttentionOptions(E, H).num_kv_heads(G).head_dim(d).rotary(true));
+    CHECK(mha.head_dim == d);
+    CHECK(mha.options.head_dim() == d);
+    CHECK(!mha.in_proj_weight.defined());  // H·d ≠ E: three matrices of their own widths
+    CHECK(mha.q_proj_weight.shape() == Shape{H * d, E});
+    CHECK(mha.k_proj_weight.shape() == Shape{G * d, E});
+    CHECK(mha.v_proj_weight.shape() == Shape{G * d, E});
+    CHECK(mha.in_proj_bias.shape() == Shape{H * d + 2 * G * d});
+    CHECK(mha.out_proj->weight.shape() == Shape{E, H * d});
+    CHECK(contains(mha.extra_repr(), fmt::format("head_dim={}", d)));
+    manual_seed(7430);
+    mha.reset_parameters();
+    mha.to(kFloat64);
+    Tensor x = randn64({B, L, E}, 7431);
+    AttentionOutput whole = mha.forward(x, x, x, {.need_weights = true, .average_attn_weights = false, .is_causal = true});
+    CHECK(whole.output.shape() == Shape{B, L, E});
+    CHECK(whole.weights.shape() == Shape{B, H, L, L});
+    KVCache cache;
+    std::vector<Tensor> steps{mha.forward_step(x.narrow(1, 0, 3), cache)};
+    for (int64_t t = 3; t < L; ++t) steps.push_back(mha.forward_step(x.narrow(1, t, 1), cache));
+    CHECK(max_abs_diff(cat(steps, 1), whole.output) < 1e-12);
+    CHECK(cache.key.shape() == Shape{B, G, L, d});
+  }
+  // head_dim equal to embed_dim / num_heads is the default layer: one fused matrix, the same names.
+  MultiheadAttention same(MultiheadAttentionOptions(16, 4).head_dim(4));
+  CHECK(same.in_proj_weight.shape() == Shape{48, 16});
+  CHECK(!contains(same.extra_repr(), "head_dim"));
+  // A width of its own lifts the need for num_heads to divide embed_dim.
+  MultiheadAttention odd(MultiheadAttentionOptions(10, 4).head_dim(6));
+  CHECK(odd.q_proj_weight.shape() == Shape{24, 10});
+}
+
+TEST_CASE("head_dim scales the scores by 1/sqrt(head_dim): the layer equals its formula written out") {
+  const int64_t E = 6, H = 2, G = 1, d = 5, B = 2, T = 3;
+  MultiheadAttention mha(MultiheadAttentionOptions(E, H).num_kv_heads(G).head_dim(d));
+  manual_seed(7432);
+  mha.reset_parameters();
+  mha.to(kFloat64);
+  {
+    NoGradGuard no_grad;
+    mha.in_proj_bias.copy_(randn64({H * d + 2 * G * d}, 7433));
+  }
+  Tensor x = randn64({B, T, E}, 7434);
+  Tensor b = mha.in_proj_bias;
+  Tensor q = functional::linear(x, mha.q_proj_weight, b.narrow(0, 0, H * d)).reshape({B, T, H, d}).transpose(1, 2);
+  Tensor k = functional::linear(x, mha.k_proj_weight, b.narrow(0, H * d, G * d)).reshape({B, T, 1, d}).transpose(1, 2);
+  Tensor v = functional::linear(x, mha.v_proj_weight, b.narrow(0, H * d + G * d, G * d)).reshape({B, T, 1, d}).transpose(1, 2);
+  Tensor weights = (q.matmul(k.mT()) / std::sqrt(static_cast<double>(d))).softmax(-1);  // (B, H, T, T), k shared
+  Tensor heads = weights.matmul(v).transpose(1, 2).reshape({B, T, H * d});
+  Tensor want = mha.out_proj->forward(heads);
+  CHECK(max_abs_diff(mha.forward(x, x, x, {.need_weights = false}).output, want) < 1e-13);
+}
+
+TEST_CASE("gradcheck MultiheadAttention whose head_dim is not embed_dim / num_heads, grouped, rotary, inputs and parameters") {
+  MultiheadAttention mha(MultiheadAttentionOptions(8, 4).num_kv_heads(2).head_dim(4).rotary(true));
+  mha.to(kFloat64);
+  Tensor x = randn64({2, 3, 8}, 7435, true);
+  auto f = [&](const std::vector<Tensor>& in) {
+    return mha.forward(in[0], in[0], in[0], {.need_weights = false, .is_causal = true}).output;
+  };
+  CHECK(gradcheck(f, {x, mha.q_proj_weight, mha.k_proj_weight, mha.v_proj_weight, mha.in_proj_bias, mha.out_proj->weight},
+                  nntest::fast()));
+  CHECK(gradgradcheck(f, {x, mha.q_proj_weight}, nntest::fast()));
+  // Cross-attention with keys and values of other widths, heads narrower than E / H.
+  MultiheadAttention cross(MultiheadAttentionOptions(8, 2).kdim(5).vdim(3).head_dim(3));
+  cross.to(kFloat64);
+  Tensor query = randn64({2, 3, 8}, 7436, true), key = randn64({2, 4, 5}, 7437, true), value = randn64({2, 4, 3}, 7438, true);
+  auto g = [&](const std::vector<Tensor>& in) { return cross.forward(in[0], in[1], in[2], {.need_weights = false}).output; };
+  CHECK(gradcheck(g, {query, key, value, cross.q_proj_weight, cross.out_proj->weight}, nntest::fast()));
+}
+
+TEST_CASE("MultiheadAttention refuses a negative head_dim, an odd one with rotary positions, and says when to give one") {
+  std::string msg = error_message([] { MultiheadAttention(MultiheadAttentionOptions(16, 8).head_dim(-4)); });
+  CHECK(contains(msg, "MultiheadAttention: head_dim -4 must be positive"));
+  msg = error_message([] { MultiheadAttention(MultiheadAttentionOptions(16, 8).head_dim(3).rotary(true)); });
+  CHECK(contains(msg, "MultiheadAttention: rotary positions need an even head_dim, got head_dim 3"));
+  msg = error_message([] { MultiheadAttention(MultiheadAttentionOptions(10, 4)); });
+  CHECK(contains(msg, "embed_dim 10 is not divisible by num_heads 4"));
+  CHECK(contains(msg, "or give head_dim"));
+}

@@ -16,10 +16,11 @@ using namespace nntest;  // the helpers of nn_helpers.h
 TEST_CASE("apply_rotary turns each pair by position times theta_i") {
   // d = 4: θ_0 = 1, θ_1 = base^(−1/2) = 0.01 for base 10⁴. Position 2 (offset 2, one row).
   Tensor x = tensor({{1, 0, 0, 1}}, kFloat64);
-  check_values(F::apply_rotary(x, 2), {std::cos(2.0), std::sin(2.0), -std::sin(0.02), std::cos(0.02)});
-  // Halves pairs feature i with feature i + 2: (1, 0) and (0, 1).
-  check_values(F::apply_rotary(x, 2, 10000.0, RotaryLayout::Halves),
-               {std::cos(2.0), -std::sin(0.02), std::sin(2.0), std::cos(0.02)});
+  // Halves, the default, pairs feature i with feature i + 2: (1, 0) and (0, 1).
+  check_values(F::apply_rotary(x, 2), {std::cos(2.0), -std::sin(0.02), std::sin(2.0), std::cos(0.02)});
+  // Interleaved pairs adjacent features: (1, 0) and (0, 1) again, in the other places.
+  check_values(F::apply_rotary(x, 2, 10000.0, RotaryLayout::Interleaved),
+               {std::cos(2.0), std::sin(2.0), -std::sin(0.02), std::cos(0.02)});
   // Position 0 is the identity; the angles are m·θ_i.
   check_values(F::apply_rotary(x, 0), {1, 0, 0, 1});
   check_values(F::rotary_angles(2, 4, 3, 100.0), {3, 0.3, 4, 0.4});
@@ -30,14 +31,17 @@ TEST_CASE("the two layouts are the same rotation of features in another order, a
   // interleaved pairs (0,1), (2,3), (4,5) are halves pairs (0,3), (1,4), (2,5) after this order
   Tensor to_halves = tensor(std::vector<int64_t>{0, 2, 4, 1, 3, 5}, Shape{6});
   Tensor back = tensor(std::vector<int64_t>{0, 3, 1, 4, 2, 5}, Shape{6});
-  Tensor interleaved = F::apply_rotary(x, 3, 500.0);
-  Tensor halves = F::apply_rotary(x.index_select(-1, to_halves), 3, 500.0, RotaryLayout::Halves).index_select(-1, back);
+  Tensor interleaved = F::apply_rotary(x, 3, 500.0, RotaryLayout::Interleaved);
+  Tensor halves = F::apply_rotary(x.index_select(-1, to_halves), 3, 500.0).index_select(-1, back);
   CHECK(max_abs_diff(interleaved, halves) < 1e-14);
   CHECK(max_abs_diff((interleaved * interleaved).sum({-1}), (x * x).sum({-1})) < 1e-12);
-  RotaryEmbedding rope(RotaryEmbeddingOptions(6).base(500.0));
-  CHECK(max_abs_diff(rope.forward(x, 3), interleaved) == 0.0);
+  RotaryEmbedding rope(RotaryEmbeddingOptions(6).base(500.0));  // Halves, as apply_rotary's default
+  CHECK(max_abs_diff(rope.forward(x, 3), F::apply_rotary(x, 3, 500.0, RotaryLayout::Halves)) == 0.0);
   CHECK(rope.named_parameters().empty());
-  CHECK(rope.extra_repr() == "dim=6, base=500, layout=interleaved");
+  CHECK(rope.extra_repr() == "dim=6, base=500, layout=halves");
+  RotaryEmbedding meta(RotaryEmbeddingOptions(6).base(500.0).layout(RotaryLayout::Interleaved));
+  CHECK(max_abs_diff(meta.forward(x, 3), interleaved) == 0.0);
+  CHECK(meta.extra_repr() == "dim=6, base=500, layout=interleaved");
 }
 
 TEST_CASE("a position offset rotates a suffix as the whole sequence does: cached decoding") {
