@@ -2,7 +2,8 @@
 // rows of a full forward over the whole prefix, for attention, decoder layers and stacks, and
 // decoder-only (causal encoder) stacks. The two paths multiply the same numbers in different
 // groupings (a (1, L) score row against a (T, L) block), so they agree to rounding: 1e-12 in
-// float64, 1e-5 in float32 with values of order 1.
+// float64, 1e-5 in float32 with values of order 1. Left-padded batches of prompts of different
+// lengths, decoded together, give each prompt the tokens and logits it gets alone.
 #include <doctest/doctest.h>
 
 #include <algorithm>
