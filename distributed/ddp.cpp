@@ -45,6 +45,7 @@ struct DistributedDataParallel::Reducer {
   int64_t overlapped_buckets = 0;    // the last backward's buckets started before its last gradient
   int64_t completed_buckets = 0;     // ... and those whose all-reduce completed before it too
   bool sync_enabled = true;  // false inside no_sync()
+  bool join_enabled = false;  // inside join(): each synchronised backward says this rank still trains
   // Alive while this backward's end callback is queued: the callback owns it. A backward that
   // throws half-way drops its callbacks, so the next hook sees it expired and starts afresh.
   std::weak_ptr<int> backward_token;
@@ -85,6 +86,7 @@ struct DistributedDataParallel::Reducer {
     // All-reduces still in flight from a backward that threw half-way write into the buckets:
     // let them land before this backward's gradients go in.
     for (Bucket& b : buckets) b.work.wait();
+    if (join_enabled) all_reduce(scalar_tensor(1, kInt64), ReduceOp::Sum);  // met by join()'s count
     next_bucket = 0;
     ready_order.clear();
     for (Param& p : params) p.ready = false;
@@ -158,6 +160,21 @@ struct DistributedDataParallel::Reducer {
       b.started = true;
       b.ready_at_start = static_cast<int64_t>(ready_order.size());
     }
+  }
+
+  // A joined rank's part in a backward it does not run: the same collectives as end_backward,
+  // in the same order, with zeros for every gradient and "used nowhere" for every parameter.
+  void shadow_backward() {
+    NoGradGuard no_grad;
+    for (Bucket& b : buckets) {
+      b.flat.zero_();
+      b.work = all_reduce_async(b.flat, ReduceOp::Average);
+    }
+    Work used_work;
+    if (find_unused) used_work = all_reduce_async(zeros({static_cast<int64_t>(params.size())}, kInt64), ReduceOp::Max);
+    for (Bucket& b : buckets) b.work.wait();
+    used_work.wait();
+    if (!buckets_rebuilt) rebuild_buckets();
   }
 
   // Run by the engine once backward has updated every .grad.
@@ -327,6 +344,37 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::Module> mod
 }
 
 DistributedDataParallel::~DistributedDataParallel() = default;
+
+void DistributedDataParallel::join(const std::function<void()>& body) {
+  if (world_size() == 1) return body();
+  Reducer& r = *reducer_;
+  CPPGRAD_CHECK(!r.join_enabled, "DistributedDataParallel::join: already inside join()");
+  r.join_enabled = true;
+  try {
+    body();
+  } catch (...) {
+    r.join_enabled = false;
+    throw;
+  }
+  r.join_enabled = false;
+  // Until every rank is here: the ranks still training say so (1 each) at the start of each of
+  // their synchronised backwards, and this rank shadows that backward's all-reduces.
+  int64_t shadowed = 0;
+  for (;;) {
+    Tensor training = scalar_tensor(0, kInt64);
+    all_reduce(training, ReduceOp::Sum);
+    if (training.item<int64_t>() == 0) break;
+    r.shadow_backward();
+    ++shadowed;
+  }
+  // The ranks that shadowed nothing finished last, with the final weights: the highest of them
+  // gives its parameters and buffers to all.
+  Tensor last = scalar_tensor(shadowed == 0 ? rank() : -1, kInt64);
+  all_reduce(last, ReduceOp::Max);
+  const int source = static_cast<int>(last.item<int64_t>());
+  for (const auto& [name, t] : module_->named_parameters()) broadcast(t, source);
+  for (const auto& [name, t] : module_->named_buffers()) broadcast(t, source);
+}
 
 DistributedDataParallel::NoSync::NoSync(DistributedDataParallel& ddp)
     : ddp_(ddp), previous_(ddp.reducer_->sync_enabled) {

@@ -28,7 +28,8 @@
 // when backward() returns the gradients are final, so no optimizer, clipping or user code can
 // read a half-reduced gradient, and nothing needs to be called in between.
 //
-// Rules, as PyTorch's DDP: every rank runs the same number of backward passes; a parameter
+// Rules, as PyTorch's DDP: every rank runs the same number of synchronised backward passes,
+// unless they run inside join() (uneven inputs, below); a parameter
 // shared by two modules (tied weights) is one tensor and is reduced once; a parameter that got
 // no gradient on a rank is an error unless find_unused_parameters(true), which lets that rank
 // bring its .grad as it stands (zeros where it has none: after zero_grad()), and leaves .grad
@@ -41,6 +42,7 @@
 // wrapper hooks nothing: backward() is exactly what it is without it.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -83,6 +85,31 @@ class DistributedDataParallel {
     bool previous_;
   };
   NoSync no_sync() { return NoSync(*this); }
+
+  // Uneven inputs, as PyTorch's `with ddp.join():`. Every rank calls join() together, and its
+  // `body` trains on its own data, however many batches that is:
+  //
+  //   ddp.join([&] {
+  //     for (const auto& batch : my_batches) { opt.zero_grad(); loss(batch).backward(); opt.step(); }
+  //   });
+  //
+  // A rank whose body has returned shadows the ranks still training: for each of their
+  // synchronised backwards it brings zeros to every bucket's all-reduce, so theirs completes.
+  // The averages keep dividing by the whole world size (PyTorch's divide_by_initial_world_size
+  // = True): a step that only k of W ranks take moves the weights by the sum of those k
+  // gradients / W, as if the joined ranks had brought zero gradients. join() returns once every
+  // rank's body has returned; then every rank takes the parameters and buffers of the last rank
+  // to finish (the highest, of several), so the joined ranks, which skipped the last steps, end
+  // with the same weights as the others. The optimizers' state is not synchronised (as in PyTorch):
+  // a joined rank's momenta are those of its last step.
+  //
+  // Inside join, each synchronised backward starts with one small blocking all-reduce that says
+  // which ranks still train (PyTorch's notify_join_context, there in forward). The body may use
+  // no_sync(); it must not call other collectives (ZeroRedundancyOptimizer::step among them),
+  // which a joined rank would not meet. If the body throws, the exception leaves join() at once,
+  // unshadowed: the other ranks then wait in a collective until the watchdog ends the job. In a
+  // world of one join(body) is body().
+  void join(const std::function<void()>& body);
 
   // How the buckets came out, and what the last synchronised backward spent waiting.
   int64_t bucket_count() const;

@@ -284,7 +284,34 @@ Tensor MultiheadAttention::project(const Tensor& x, int which) const {
   return F::linear(x, weight, bias);
 }
 
-Tensor MultiheadAttention::forward_step(const Tensor& x, KVCache& cache) {
+Tensor KVCache::positions(int64_t batch, int64_t T_new, const Tensor& new_padding) const {
+  const int64_t past = length();
+  CPPGRAD_CHECK(!new_padding.defined() || (new_padding.dtype() == kBool && new_padding.shape() == Shape{batch, T_new}),
+                "KVCache::positions: key_padding_mask {} ({}) must be bool (B, T_new) = [{},{}]",
+                shape_str(new_padding.shape()), dtype_name(new_padding.dtype()), batch, T_new);
+  CPPGRAD_CHECK(past == 0 || key.size(0) == batch, "KVCache::positions: {} sequences, the cache holds {}", batch,
+                key.size(0));
+  // Real tokens before the new ones, per sequence, then a running count over the new ones.
+  std::vector<int64_t> seen(static_cast<size_t>(batch), past);
+  if (key_padding_mask.defined()) {
+    const std::vector<int64_t> cached = key_padding_mask.to(kInt64).to_vector<int64_t>();  // (B, L), 1 = padding
+    for (int64_t b = 0; b < batch; ++b)
+      for (int64_t l = 0; l < past; ++l) seen[b] -= cached[b * past + l];
+  }
+  std::vector<int64_t> hidden(static_cast<size_t>(batch * T_new), 0);
+  if (new_padding.defined()) hidden = new_padding.to(kInt64).to_vector<int64_t>();
+  std::vector<int64_t> out(static_cast<size_t>(batch * T_new), 0);
+  for (int64_t b = 0; b < batch; ++b)
+    for (int64_t t = 0; t < T_new; ++t)
+      if (!hidden[b * T_new + t]) out[b * T_new + t] = seen[b]++;  // a padded position keeps 0
+  return tensor(out, Shape{batch, T_new});
+}
+
+Tensor MultiheadAttention::rotate(const Tensor& x, const Tensor& positions) const {
+  return options.rotary() ? F::apply_rotary(x, positions, options.rotary_base(), options.rotary_layout()) : x;
+}
+
+Tensor MultiheadAttention::forward_step(const Tensor& x, KVCache& cache, const Tensor& key_padding_mask) {
   const int64_t E = options.embed_dim(), H = options.num_heads(), G = options.num_kv_heads();
   CPPGRAD_CHECK(x.dim() == 3 && x.size(2) == E && options.kdim() == E && options.vdim() == E,
                 "MultiheadAttention::forward_step: x {} must be (B, T_new, embed_dim {}) for self-attention",
@@ -293,16 +320,36 @@ Tensor MultiheadAttention::forward_step(const Tensor& x, KVCache& cache) {
                                         cache.key.dtype() == x.dtype()),
                 "MultiheadAttention::forward_step: x {} does not continue the cached keys {}", shape_str(x.shape()),
                 shape_str(cache.key.shape()));
-  const int64_t T_new = x.size(1), past = cache.length();
-  // The new positions are past, ..., L − 1: rotated as such, and each may see keys 0 .. itself.
-  Tensor k_new = rotate(split_heads(project(x, 1), G), past), v_new = split_heads(project(x, 2), G);  // (B, G, T_new, d_k)
+  const int64_t B = x.size(0), T_new = x.size(1), past = cache.length();
+  CPPGRAD_CHECK(!key_padding_mask.defined() ||
+                    (key_padding_mask.dtype() == kBool && key_padding_mask.shape() == Shape{B, T_new}),
+                "MultiheadAttention::forward_step: key_padding_mask {} ({}) must be bool (B, T_new) = [{},{}] for x {}",
+                shape_str(key_padding_mask.shape()), dtype_name(key_padding_mask.dtype()), B, T_new,
+                shape_str(x.shape()));
+  // The new positions are past, ..., L − 1 of the cache: rotated as such, unless some position is
+  // padding, when each sequence counts its own.
+  const bool padded = cache.padded(key_padding_mask);
+  const Tensor positions = padded ? cache.positions(B, T_new, key_padding_mask) : Tensor();
+  auto rotated = [&](const Tensor& heads) { return padded ? rotate(heads, positions) : rotate(heads, past); };
+  Tensor k_new = rotated(split_heads(project(x, 1), G)), v_new = split_heads(project(x, 2), G);  // (B, G, T_new, d_k)
+  if (key_padding_mask.defined()) {  // zeroed, as forward zeroes hidden keys and values
+    const Tensor hidden = key_padding_mask.reshape({B, 1, T_new, 1});
+    k_new = k_new.masked_fill(hidden, 0.0);
+    v_new = v_new.masked_fill(hidden, 0.0);
+  }
   cache.key = past == 0 ? k_new.contiguous() : cat({cache.key, k_new}, 2);  // (B, G, L, d_k)
   cache.value = past == 0 ? v_new.contiguous() : cat({cache.value, v_new}, 2);
+  if (padded) {
+    const Tensor new_padding = key_padding_mask.defined() ? key_padding_mask : zeros({B, T_new}, kBool);
+    const Tensor old_padding = cache.key_padding_mask.defined() || past == 0 ? cache.key_padding_mask : zeros({B, past}, kBool);
+    cache.key_padding_mask = old_padding.defined() ? cat({old_padding, new_padding}, 1) : new_padding;  // (B, L)
+  }
   F::AttentionOptions attend = attention_options();
-  // One new position sees every cached key: no mask, unless a window or ALiBi needs positions.
+  // One new position sees every cached key: no causal mask, unless a window or ALiBi needs positions.
   if (T_new > 1 || options.window() || options.alibi()) attend.is_causal(true).query_offset(past);
+  if (padded) attend.attn_mask(merge_attention_masks(cache.key_padding_mask, {}, B, H, T_new, cache.length(), x.dtype()));
   AttentionOutput heads =
-      F::scaled_dot_product_attention(rotate(split_heads(project(x, 0), H), past), cache.key, cache.value, attend);
+      F::scaled_dot_product_attention(rotated(split_heads(project(x, 0), H)), cache.key, cache.value, attend);
   return out_proj->forward(merge_heads(heads.output));  // (B, T_new, E)
 }
 

@@ -91,9 +91,22 @@ Tensor merge_attention_masks(const Tensor& key_padding_mask, const Tensor& attn_
 // The keys and values of the positions attended to so far, per key/value head, for incremental
 // decoding: (B, num_kv_heads, L, d_k) each, undefined before the first step. One per attention
 // layer; with grouped-query heads it is num_heads / num_kv_heads times smaller.
+//
+// Batches of prompts of different lengths are left-padded, as Hugging Face's generate does: the
+// step that feeds the prompts passes their key_padding_mask (B, T_new), bool, true = padding, and
+// the cache keeps it for its L positions, so that every later step hides those keys too (later
+// tokens are not padding: their steps need no mask). Positions then count per sequence: a
+// sequence's first real token is position 0, however much padding stands before it.
 struct KVCache {
   Tensor key, value;
+  Tensor key_padding_mask;  // (B, L) bool, true = padding; undefined while no cached position is
   int64_t length() const { return key.defined() ? key.size(2) : 0; }
+  // The positions (B, T_new) int64 of the next T_new tokens of a batch of `batch` sequences,
+  // `new_padding` (B, T_new) marking those that are padding: each sequence counts from its
+  // first real token. A padded position gets 0 (its keys are hidden, its output unused).
+  Tensor positions(int64_t batch, int64_t T_new, const Tensor& new_padding = {}) const;
+  // Whether positions are per sequence: some position, cached or new, is padding.
+  bool padded(const Tensor& new_padding = {}) const { return key_padding_mask.defined() || new_padding.defined(); }
 };
 
 class MultiheadAttention : public Module {
@@ -112,7 +125,10 @@ class MultiheadAttention : public Module {
   // cached position before it and to itself. The output equals the last T_new rows of
   // forward(prefix, prefix, prefix, {.is_causal = true}) on the whole prefix, but a step costs
   // O(L), not O(L²): the past keys and values are not projected again.
-  Tensor forward_step(const Tensor& x, KVCache& cache);
+  // key_padding_mask (B, T_new), bool, true = padding, marks which new positions are padding
+  // (left-padded prompts); the cache remembers it (KVCache above). With padding, the output's
+  // real rows equal each sequence's own unpadded decoding; padded rows are zero-attention rows.
+  Tensor forward_step(const Tensor& x, KVCache& cache, const Tensor& key_padding_mask = {});
   // Cross-attention over a fixed memory (B, S, kdim): its keys and values are projected on the
   // first call and kept in `cache`; later calls reuse them.
   Tensor forward_step(const Tensor& query, const Tensor& memory, KVCache& cache, const Tensor& key_padding_mask = {});
@@ -143,6 +159,7 @@ class MultiheadAttention : public Module {
   int64_t part_width(int which) const;
   // Rotary positions on (B, heads, L, d_k) from position `offset`, when the options ask.
   Tensor rotate(const Tensor& x, int64_t offset) const;
+  Tensor rotate(const Tensor& x, const Tensor& positions) const;  // positions (B, L), per sequence
   // The sdpa options every forward shares: GQA, window, ALiBi.
   functional::AttentionOptions attention_options() const;
 };

@@ -31,14 +31,16 @@ Tensor DecoderBlock::run(const Tensor& x, const Tensor& key_padding_mask, KVCach
   Tensor normed = attention_norm->forward(x);
   const AttentionArgs causal{.key_padding_mask = key_padding_mask, .need_weights = false, .is_causal = true};
   Tensor attended =
-      cache ? attention->forward_step(normed, *cache) : attention->forward(normed, normed, normed, causal).output;
+      cache ? attention->forward_step(normed, *cache, key_padding_mask) : attention->forward(normed, normed, normed, causal).output;
   Tensor h = x + dropout->forward(attended);                               // h = x + Attention(RMSNorm(x))
   return h + dropout->forward(feed_forward->forward(ffn_norm->forward(h)));  // h + SwiGLU(RMSNorm(h))
 }
 
 Tensor DecoderBlock::forward(const Tensor& x, const Tensor& key_padding_mask) { return run(x, key_padding_mask, nullptr); }
 
-Tensor DecoderBlock::forward_step(const Tensor& x, KVCache& cache) { return run(x, {}, &cache); }
+Tensor DecoderBlock::forward_step(const Tensor& x, KVCache& cache, const Tensor& key_padding_mask) {
+  return run(x, key_padding_mask, &cache);
+}
 
 DecoderBlockOptions DecoderOptions::block_options() const {
   return DecoderBlockOptions(d_model(), num_heads())
@@ -75,13 +77,16 @@ Tensor Decoder::forward(const Tensor& tokens, const Tensor& key_padding_mask) {
   return logits(h);
 }
 
-Tensor Decoder::forward_step(const Tensor& tokens, std::vector<KVCache>& caches) {
+Tensor Decoder::forward_step(const Tensor& tokens, std::vector<KVCache>& caches, const Tensor& key_padding_mask) {
   CPPGRAD_CHECK(tokens.dim() == 2 && tokens.dtype() == kInt64, "Decoder::forward_step: tokens {} ({}) must be int64 (B, T_new)",
                 shape_str(tokens.shape()), dtype_name(tokens.dtype()));
   CPPGRAD_CHECK(caches.size() == layers->size(), "Decoder::forward_step: {} caches for {} layers", caches.size(),
                 layers->size());
+  CPPGRAD_CHECK(!key_padding_mask.defined() || key_padding_mask.shape() == tokens.shape(),
+                "Decoder::forward_step: key_padding_mask {} must be (B, T_new) as tokens {}",
+                shape_str(key_padding_mask.shape()), shape_str(tokens.shape()));
   Tensor h = tok_embeddings->forward(tokens);
-  for (size_t i = 0; i < caches.size(); ++i) h = (*layers)[i]->forward_step(h, caches[i]);
+  for (size_t i = 0; i < caches.size(); ++i) h = (*layers)[i]->forward_step(h, caches[i], key_padding_mask);
   return logits(h);
 }
 

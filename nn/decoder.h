@@ -12,6 +12,7 @@
 //   Tensor logits = lm.forward(tokens);                      // (B, T) -> (B, T, vocab)
 //   std::vector<nn::KVCache> caches(4);                      // one per layer, empty at first
 //   Tensor next = lm.forward_step(prompt, caches);           // then one token at a time
+//   lm.forward_step(left_padded_prompts, caches, padding);   // a batch of prompts of different lengths
 //
 // Parameter names follow Meta's Llama code: tok_embeddings.weight, layers.0.attention_norm.weight,
 // layers.0.attention.q_proj_weight (MultiheadAttention's names), layers.0.ffn_norm.weight,
@@ -46,8 +47,9 @@ class DecoderBlock : public Module {
   // x (B, T, d_model), causal self-attention; key_padding_mask (B, T), true = padding.
   Tensor forward(const Tensor& x, const Tensor& key_padding_mask = {});
   // Incremental decoding: x (B, T_new, d_model) are the newest positions; equals the last T_new
-  // rows of forward(prefix).
-  Tensor forward_step(const Tensor& x, KVCache& cache);
+  // rows of forward(prefix). key_padding_mask (B, T_new), true = padding: left-padded prompts,
+  // remembered by the cache (KVCache, attention.h).
+  Tensor forward_step(const Tensor& x, KVCache& cache, const Tensor& key_padding_mask = {});
   std::string type_name() const override { return "DecoderBlock"; }
 
   const DecoderBlockOptions options;
@@ -86,7 +88,10 @@ class Decoder : public Module {
   Tensor forward(const Tensor& tokens, const Tensor& key_padding_mask = {});
   // The newest tokens (B, T_new) -> their logits (B, T_new, vocab_size), with one KVCache per
   // layer in `caches` (empty at the start): equals the last T_new rows of forward(prefix).
-  Tensor forward_step(const Tensor& tokens, std::vector<KVCache>& caches);
+  // Batched prompts of different lengths go left-padded, key_padding_mask (B, T_new) marking the
+  // padding (true); the caches remember it and each sequence's rotary positions start at its
+  // first real token, so every sequence decodes as it would alone. Later steps need no mask.
+  Tensor forward_step(const Tensor& tokens, std::vector<KVCache>& caches, const Tensor& key_padding_mask = {});
   std::string type_name() const override { return "Decoder"; }
 
   const DecoderOptions options;

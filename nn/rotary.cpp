@@ -19,14 +19,19 @@ Tensor rotary_angles(int64_t length, int64_t dim, int64_t position_offset, doubl
   return m * theta;
 }
 
-Tensor apply_rotary(const Tensor& x, int64_t position_offset, double base, RotaryLayout layout) {
+namespace {
+
+void check_rotatable(const Tensor& x) {
   CPPGRAD_CHECK(x.dim() >= 2 && x.is_floating_point(),
                 "apply_rotary: x {} ({}) must be floating and at least (T, d)", shape_str(x.shape()),
                 dtype_name(x.dtype()));
-  const int64_t T = x.size(-2), d = x.size(-1);
-  CPPGRAD_CHECK(d % 2 == 0, "apply_rotary: the last dim {} of x {} must be even (features turn in pairs)", d,
-                shape_str(x.shape()));
-  Tensor angles = rotary_angles(T, d, position_offset, base);  // (T, d/2)
+  CPPGRAD_CHECK(x.size(-1) % 2 == 0, "apply_rotary: the last dim {} of x {} must be even (features turn in pairs)",
+                x.size(-1), shape_str(x.shape()));
+}
+
+// Turns x's pairs by `angles` (float64, (T, d/2) or anything that broadcasts to x's (..., T, d/2)).
+Tensor rotate_pairs(const Tensor& x, const Tensor& angles, RotaryLayout layout) {
+  const int64_t d = x.size(-1);
   Tensor cos = angles.cos().to(x.dtype()), sin = angles.sin().to(x.dtype());
   if (layout == RotaryLayout::Halves) {
     Tensor a = x.narrow(-1, 0, d / 2), b = x.narrow(-1, d / 2, d / 2);  // (..., T, d/2) each
@@ -38,6 +43,31 @@ Tensor apply_rotary(const Tensor& x, int64_t position_offset, double base, Rotar
   Tensor pairs = x.reshape(pairs_shape);                 // (..., T, d) -> (..., T, d/2, 2)
   Tensor a = pairs.select(-1, 0), b = pairs.select(-1, 1);  // (..., T, d/2) each
   return stack({a * cos - b * sin, a * sin + b * cos}, -1).reshape(x.shape());  // (..., T, d/2, 2) -> (..., T, d)
+}
+
+}  // namespace
+
+Tensor apply_rotary(const Tensor& x, int64_t position_offset, double base, RotaryLayout layout) {
+  check_rotatable(x);
+  return rotate_pairs(x, rotary_angles(x.size(-2), x.size(-1), position_offset, base), layout);  // angles (T, d/2)
+}
+
+Tensor apply_rotary(const Tensor& x, const Tensor& positions, double base, RotaryLayout layout) {
+  check_rotatable(x);
+  const int64_t T = x.size(-2), d = x.size(-1);
+  CPPGRAD_CHECK(x.dim() >= 3 && positions.dtype() == kInt64 && (positions.shape() == Shape{x.size(0), T}),
+                "apply_rotary: positions {} ({}) must be int64 (B, T) = [{},{}] for x {}", shape_str(positions.shape()),
+                dtype_name(positions.dtype()), x.dim() >= 3 ? x.size(0) : 0, T, shape_str(x.shape()));
+  CPPGRAD_CHECK(positions.numel() == 0 || positions.min().item<int64_t>() >= 0,
+                "apply_rotary: positions must not be negative, got a minimum of {}", positions.min().item<int64_t>());
+  // θ_i for positions 0 and 1 gives the rates; m·θ_i: (B, T, 1) · (1, 1, d/2) -> (B, T, d/2)
+  Tensor theta = rotary_angles(1, d, 1, base).reshape({1, 1, d / 2});
+  Tensor angles = positions.to(kFloat64).unsqueeze(-1) * theta;
+  Shape angles_shape(static_cast<size_t>(x.dim()), 1);  // (B, 1, ..., 1, T, d/2): the same for every head
+  angles_shape.front() = x.size(0);
+  angles_shape[angles_shape.size() - 2] = T;
+  angles_shape.back() = d / 2;
+  return rotate_pairs(x, angles.reshape(angles_shape), layout);
 }
 
 }  // namespace functional

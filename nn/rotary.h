@@ -33,6 +33,11 @@ Tensor rotary_angles(int64_t length, int64_t dim, int64_t position_offset = 0, d
 // positions before x: 0 for a whole sequence, the cache length for cached decoding.
 Tensor apply_rotary(const Tensor& x, int64_t position_offset = 0, double base = 10000.0,
                     RotaryLayout layout = RotaryLayout::Halves);
+// Rotates x (B, ..., T, d) with a position per sequence and row: positions (B, T) int64, row t of
+// sequence b at positions[b][t]. Left-padded batches need it: a sequence's first real token is
+// position 0 wherever it stands (Hugging Face's position_ids from the attention mask).
+Tensor apply_rotary(const Tensor& x, const Tensor& positions, double base = 10000.0,
+                    RotaryLayout layout = RotaryLayout::Halves);
 }  // namespace functional
 
 struct RotaryEmbeddingOptions {

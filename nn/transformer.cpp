@@ -47,7 +47,7 @@ TransformerEncoderLayer::TransformerEncoderLayer(const TransformerLayerOptions& 
 
 Tensor TransformerEncoderLayer::self_attention_block(const Tensor& x, const Tensor& mask, const Tensor& padding,
                                                      bool is_causal, KVCache* cache) {
-  if (cache) return dropout1->forward(self_attn->forward_step(x, *cache));
+  if (cache) return dropout1->forward(self_attn->forward_step(x, *cache, padding));
   AttentionOutput attended = self_attn->forward(
       x, x, x, {.key_padding_mask = padding, .need_weights = false, .attn_mask = mask, .is_causal = is_causal});
   return dropout1->forward(attended.output);
@@ -63,7 +63,9 @@ Tensor TransformerEncoderLayer::forward(const Tensor& src, const Tensor& src_mas
   return run(src, src_mask, src_key_padding_mask, is_causal, nullptr);
 }
 
-Tensor TransformerEncoderLayer::forward_step(const Tensor& x, KVCache& cache) { return run(x, {}, {}, true, &cache); }
+Tensor TransformerEncoderLayer::forward_step(const Tensor& x, KVCache& cache, const Tensor& key_padding_mask) {
+  return run(x, {}, key_padding_mask, true, &cache);
+}
 
 Tensor TransformerEncoderLayer::run(const Tensor& src, const Tensor& src_mask, const Tensor& src_key_padding_mask,
                                     bool is_causal, KVCache* cache) {
@@ -173,12 +175,12 @@ Tensor TransformerEncoder::forward(const Tensor& src, const Tensor& mask, const 
   return norm ? norm->forward(x) : x;
 }
 
-Tensor TransformerEncoder::forward_step(const Tensor& x, std::vector<KVCache>& cache) {
+Tensor TransformerEncoder::forward_step(const Tensor& x, std::vector<KVCache>& cache, const Tensor& key_padding_mask) {
   if (cache.empty()) cache.resize(layers->size());
   CPPGRAD_CHECK(cache.size() == layers->size(), "TransformerEncoder::forward_step: {} caches for {} layers",
                 cache.size(), layers->size());
   Tensor h = x;
-  for (size_t i = 0; i < cache.size(); ++i) h = (*layers)[i]->forward_step(h, cache[i]);
+  for (size_t i = 0; i < cache.size(); ++i) h = (*layers)[i]->forward_step(h, cache[i], key_padding_mask);
   return norm ? norm->forward(h) : h;
 }
 

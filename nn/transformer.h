@@ -38,7 +38,8 @@ class TransformerEncoderLayer : public Module {
                  bool is_causal = false);
   // Incremental decoding with causal self-attention (a decoder-only block): x (B, T_new, E) are
   // the newest positions; equals the last T_new rows of forward(prefix, {}, {}, true).
-  Tensor forward_step(const Tensor& x, KVCache& cache);
+  // key_padding_mask (B, T_new), true = padding: left-padded prompts (KVCache, attention.h).
+  Tensor forward_step(const Tensor& x, KVCache& cache, const Tensor& key_padding_mask = {});
   std::string type_name() const override { return "TransformerEncoderLayer"; }
 
   const TransformerLayerOptions options;
@@ -95,8 +96,9 @@ class TransformerEncoder : public Module {
   Tensor forward(const Tensor& src, const Tensor& mask = {}, const Tensor& src_key_padding_mask = {},
                  bool is_causal = false);
   // Incremental causal decoding through every layer (then the final norm): `cache` holds one
-  // KVCache per layer, empty at the start.
-  Tensor forward_step(const Tensor& x, std::vector<KVCache>& cache);
+  // KVCache per layer, empty at the start. key_padding_mask (B, T_new), true = padding: which new
+  // positions are padding (left-padded prompts), remembered by the caches for later steps.
+  Tensor forward_step(const Tensor& x, std::vector<KVCache>& cache, const Tensor& key_padding_mask = {});
   std::string type_name() const override { return "TransformerEncoder"; }
   // Checkpoint each layer (autograd::checkpoint): its activations are recomputed in backward
   // instead of kept, so training holds one layer's activations at a time. Off by default.

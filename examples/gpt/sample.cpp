@@ -38,4 +38,38 @@ std::vector<int64_t> generate(LanguageModel& model, std::vector<int64_t> context
   return out;
 }
 
+std::vector<std::vector<int64_t>> generate_batch(LanguageModel& model, const std::vector<std::vector<int64_t>>& contexts,
+                                                 int64_t seq_len, const SampleOptions& options, Generator& gen) {
+  CPPGRAD_CHECK(!contexts.empty(), "generate_batch: no contexts");
+  size_t longest = 0;
+  for (const auto& c : contexts) {
+    CPPGRAD_CHECK(!c.empty(), "generate_batch: an empty context");
+    longest = std::max(longest, c.size());
+  }
+  CPPGRAD_CHECK(static_cast<int64_t>(longest) + options.length <= seq_len,
+                "generate_batch: the longest context ({} tokens) and {} more do not fit in the {} positions", longest,
+                options.length, seq_len);
+  NoGradGuard no_grad;
+  model.eval();
+  const auto B = static_cast<int64_t>(contexts.size()), T = static_cast<int64_t>(longest);
+  std::vector<int64_t> tokens, padding;  // (B, T): each context right-aligned, the padding before it
+  for (const auto& c : contexts) {
+    tokens.insert(tokens.end(), longest - c.size(), 0), padding.insert(padding.end(), longest - c.size(), 1);
+    tokens.insert(tokens.end(), c.begin(), c.end()), padding.insert(padding.end(), c.size(), 0);
+  }
+  const auto sampling = F::SamplingOptions().temperature(options.temperature).top_k(options.top_k).top_p(options.top_p);
+  std::vector<nn::KVCache> caches;
+  Tensor logits = model.forward_step(tensor(tokens, {B, T}), caches, tensor(padding, {B, T}).to(kBool));  // (B, T, vocab)
+  std::vector<std::vector<int64_t>> out(contexts.size());
+  for (int64_t i = 0; i < options.length; ++i) {
+    Tensor last = logits.select(1, logits.size(1) - 1);  // (B, vocab)
+    if (options.vocab > 0) last = last.narrow(1, 0, std::min(options.vocab, last.size(1)));
+    const std::vector<int64_t> next = F::sample_next_token(last, sampling, gen).to_vector<int64_t>();  // (B, 1)
+    for (size_t b = 0; b < out.size(); ++b) out[b].push_back(next[b]);
+    if (i + 1 < options.length) logits = model.forward_step(tensor(next, {B, 1}), caches);
+  }
+  model.train();
+  return out;
+}
+
 }  // namespace gpt

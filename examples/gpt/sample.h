@@ -28,4 +28,12 @@ struct SampleOptions {
 std::vector<int64_t> generate(LanguageModel& model, std::vector<int64_t> context, int64_t seq_len,
                               const SampleOptions& options, cppgrad::Generator& gen);
 
+// Several contexts at once, as transformers' generate batches them: left-padded into one
+// (B, T) batch whose padding the caches remember, then one token per sequence a step. Each
+// sequence gets the tokens generate() gives it alone when the temperature is 0; with sampling,
+// row b takes the b-th draw of `gen` at each step. Needs the longest context plus
+// `options.length` to fit in `seq_len` (no restarting from half the context here).
+std::vector<std::vector<int64_t>> generate_batch(LanguageModel& model, const std::vector<std::vector<int64_t>>& contexts,
+                                                 int64_t seq_len, const SampleOptions& options, cppgrad::Generator& gen);
+
 }  // namespace gpt

@@ -1,15 +1,20 @@
 // gpt's model and sampling: the tied head is one parameter, GPT-2's scaled initialisation,
-// cached decoding against the whole prefix, and activation checkpointing against none. (The
-// sampling filters are the library's: nn::functional::sample_next_token, tests/nn/test_sampling.cpp.)
+// cached decoding against the whole prefix (left-padded batches of prompts too), and activation
+// checkpointing against none. (The sampling filters are the library's:
+// nn::functional::sample_next_token, tests/nn/test_sampling.cpp.)
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <string>
+#include <vector>
 
 #include "cppgrad.h"
+#include "gpt/sample.h"
 #include "nn/hf/model.h"
 
 using namespace cppgrad;
 using namespace cppgrad::hf;
+using namespace gpt;
 namespace F = cppgrad::nn::functional;
 
 namespace {
@@ -87,6 +92,70 @@ TEST_CASE("gpt: decoding from the cache gives the whole prefix's logits") {
       CHECK(max_abs_difference(step, full.slice(1, t, t + 1)) < 1e-5);
     }
   }
+}
+
+TEST_CASE("gpt: left-padded prompts of different lengths, decoded together from the cache, get each one's own tokens") {
+  // Three prompts of 2, 7 and 4 tokens in one batch, left-padded (padding true in the mask), as
+  // Hugging Face's generate batches them; 5 greedy tokens each. Against each prompt alone with
+  // every step recomputing the whole sequence: the same tokens, and the logits to 1e-4 (float32
+  // of order 1, summed in other groupings). gpt2's learned positions and llama's rotary ones both
+  // count from each sequence's first real token.
+  const std::vector<std::vector<int64_t>> prompts = {{5, 1}, {2, 9, 4, 4, 7, 0, 8}, {6, 6, 1, 10}};
+  const int64_t B = 3, T = 7, steps = 5;
+  std::vector<int64_t> padded, padding;
+  for (const auto& p : prompts) {
+    for (size_t i = p.size(); i < static_cast<size_t>(T); ++i) padded.push_back(0), padding.push_back(1);
+    for (int64_t t : p) padded.push_back(t), padding.push_back(0);
+  }
+  for (Arch arch : {Arch::GPT2, Arch::Llama}) {
+    CAPTURE(arch_name(arch));
+    manual_seed(5);
+    auto model = make_model(tiny(arch));
+    model->eval();
+    NoGradGuard no_grad;
+    std::vector<nn::KVCache> caches;
+    Tensor logits = model->forward_step(tensor(padded, {B, T}), caches, tensor(padding, {B, T}).to(kBool));
+    std::vector<std::vector<int64_t>> sequences = prompts;
+    for (int64_t s = 0; s < steps; ++s) {
+      CAPTURE(s);
+      Tensor last = logits.select(1, logits.size(1) - 1);  // (B, vocab)
+      std::vector<int64_t> next = last.argmax(1).to_vector<int64_t>();
+      for (int64_t b = 0; b < B; ++b) {
+        auto& seq = sequences[static_cast<size_t>(b)];
+        const auto L = static_cast<int64_t>(seq.size());
+        Tensor alone = model->forward(tensor(seq, {1, L})).select(0, 0).select(0, L - 1);  // (vocab)
+        CHECK(next[static_cast<size_t>(b)] == alone.argmax().item<int64_t>());
+        CHECK(max_abs_difference(last.select(0, b), alone) < 1e-4);
+        seq.push_back(next[static_cast<size_t>(b)]);
+      }
+      if (s + 1 < steps) logits = model->forward_step(tensor(next, {B, 1}), caches);
+    }
+  }
+}
+
+TEST_CASE("gpt: generate_batch gives each context the greedy tokens generate gives it alone") {
+  const std::vector<std::vector<int64_t>> contexts = {{5, 1}, {2, 9, 4, 4, 7}, {6, 6, 1}};
+  SampleOptions greedy;
+  greedy.length = 6, greedy.temperature = 0.0;
+  for (Arch arch : {Arch::GPT2, Arch::Llama}) {
+    CAPTURE(arch_name(arch));
+    manual_seed(6);
+    auto model = make_model(tiny(arch));
+    Generator gen(1);
+    const auto batched = generate_batch(*model, contexts, 12, greedy, gen);
+    REQUIRE(batched.size() == contexts.size());
+    for (size_t b = 0; b < contexts.size(); ++b) CHECK(batched[b] == generate(*model, contexts[b], 12, greedy, gen));
+  }
+  Generator gen(1);
+  auto model = make_model(tiny(Arch::GPT2));
+  std::string message;
+  try {
+    generate_batch(*model, contexts, 10, greedy, gen);  // 5 + 6 > 10
+  } catch (const Error& e) {
+    message = e.what();
+  }
+  CHECK(message.find("generate_batch: the longest context (5 tokens) and 6 more do not fit in the 10 positions") !=
+        std::string::npos);
 }
 
 TEST_CASE("gpt: activation checkpointing gives the same loss and gradients") {

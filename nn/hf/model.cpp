@@ -68,16 +68,15 @@ GPT2::GPT2(const ModelConfig& c) : LanguageModel(c) {
   lm_head->weight = wte->weight;
 }
 
-Tensor GPT2::embed(const Tensor& tokens, int64_t start) {
-  const int64_t T = tokens.size(1);
-  CPPGRAD_CHECK(start + T <= config.seq_len, "GPT2: positions {}..{} beyond the {} the model has learnt", start,
-                start + T - 1, config.seq_len);
-  Tensor positions = arange(static_cast<double>(start), static_cast<double>(start + T), 1.0, kInt64);  // (T)
-  return drop->forward(wte->forward(tokens) + wpe->forward(positions));  // (B, T, d) + (T, d)
+Tensor GPT2::embed(const Tensor& tokens, const Tensor& positions) {
+  const int64_t last = positions.numel() > 0 ? positions.max().item<int64_t>() : 0;
+  CPPGRAD_CHECK(last < config.seq_len, "GPT2: position {} beyond the {} the model has learnt", last, config.seq_len);
+  return drop->forward(wte->forward(tokens) + wpe->forward(positions));  // (B, T, d) + (T, d) or (B, T, d)
 }
 
 Tensor GPT2::forward(const Tensor& tokens) {
-  return lm_head->forward(blocks->forward(embed(tokens, 0), {}, {}, /*is_causal=*/true));  // (B, T, vocab)
+  Tensor positions = arange(0.0, static_cast<double>(tokens.size(1)), 1.0, kInt64);  // (T)
+  return lm_head->forward(blocks->forward(embed(tokens, positions), {}, {}, /*is_causal=*/true));  // (B, T, vocab)
 }
 
 std::vector<onnx::Value> GPT2::export_onnx(onnx::Graph& g, const std::vector<onnx::Value>& in) const {
@@ -97,10 +96,17 @@ void export_onnx_file(LanguageModel& model, const std::string& path) {
                       .dynamic_axes = {{"tokens", {{0, "batch"}, {1, "sequence"}}}}});
 }
 
-Tensor GPT2::forward_step(const Tensor& tokens, std::vector<nn::KVCache>& caches) {
+Tensor GPT2::forward_step(const Tensor& tokens, std::vector<nn::KVCache>& caches, const Tensor& key_padding_mask) {
   if (caches.empty()) caches.resize(static_cast<size_t>(config.layers));
-  const int64_t start = caches.front().length();
-  return lm_head->forward(blocks->forward_step(embed(tokens, start), caches));
+  CPPGRAD_CHECK(tokens.dim() == 2 && (!key_padding_mask.defined() || key_padding_mask.shape() == tokens.shape()),
+                "GPT2::forward_step: key_padding_mask {} must be (B, T_new) as tokens {}",
+                shape_str(key_padding_mask.shape()), shape_str(tokens.shape()));
+  // Every layer's cache holds the same positions; the first one's say where each sequence stands.
+  const nn::KVCache& first = caches.front();
+  const int64_t start = first.length(), T = tokens.size(1);
+  Tensor positions = first.padded(key_padding_mask) ? first.positions(tokens.size(0), T, key_padding_mask)  // (B, T)
+                                                    : arange(static_cast<double>(start), static_cast<double>(start + T), 1.0, kInt64);
+  return lm_head->forward(blocks->forward_step(embed(tokens, positions), caches, key_padding_mask));
 }
 
 Llama::Llama(const ModelConfig& c) : LanguageModel(c) {
@@ -126,9 +132,9 @@ std::vector<onnx::Value> Llama::export_onnx(onnx::Graph& g, const std::vector<on
   return {onnx::decoder(g, *decoder, in.at(0))};  // tokens (B, T) -> logits (B, T, vocab)
 }
 
-Tensor Llama::forward_step(const Tensor& tokens, std::vector<nn::KVCache>& caches) {
+Tensor Llama::forward_step(const Tensor& tokens, std::vector<nn::KVCache>& caches, const Tensor& key_padding_mask) {
   if (caches.empty()) caches.resize(static_cast<size_t>(config.layers));
-  return decoder->forward_step(tokens, caches);
+  return decoder->forward_step(tokens, caches, key_padding_mask);
 }
 
 }  // namespace cppgrad::hf

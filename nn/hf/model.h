@@ -57,7 +57,11 @@ class LanguageModel : public cppgrad::nn::Module {
   virtual cppgrad::Tensor forward(const cppgrad::Tensor& tokens) = 0;
   // The newest tokens (B, T_new) of a sequence whose earlier ones are in `caches` (one KVCache a
   // layer, empty at first) -> their logits (B, T_new, vocab): the last T_new rows of forward.
-  virtual cppgrad::Tensor forward_step(const cppgrad::Tensor& tokens, std::vector<cppgrad::nn::KVCache>& caches) = 0;
+  // Prompts of different lengths go left-padded in one batch, key_padding_mask (B, T_new), bool,
+  // marking the padding (true): the caches remember it, and each sequence's positions count from
+  // its first real token, so its logits are those it would have alone. Later steps need no mask.
+  virtual cppgrad::Tensor forward_step(const cppgrad::Tensor& tokens, std::vector<cppgrad::nn::KVCache>& caches,
+                                       const cppgrad::Tensor& key_padding_mask = {}) = 0;
   // Activation checkpointing: each block's activations recomputed in backward, not kept.
   virtual void set_checkpoint_layers(bool enabled) = 0;
   int64_t layer_count() const { return config.layers; }
@@ -76,7 +80,8 @@ class GPT2 : public LanguageModel {
  public:
   explicit GPT2(const ModelConfig& config);
   cppgrad::Tensor forward(const cppgrad::Tensor& tokens) override;
-  cppgrad::Tensor forward_step(const cppgrad::Tensor& tokens, std::vector<cppgrad::nn::KVCache>& caches) override;
+  cppgrad::Tensor forward_step(const cppgrad::Tensor& tokens, std::vector<cppgrad::nn::KVCache>& caches,
+                               const cppgrad::Tensor& key_padding_mask = {}) override;
   void set_checkpoint_layers(bool enabled) override { blocks->set_checkpoint_layers(enabled); }
   // ONNX export (cppgrad::onnx::export_model): tokens (B, T) -> logits (B, T, vocab), as forward.
   std::vector<cppgrad::onnx::Value> export_onnx(cppgrad::onnx::Graph& g, const std::vector<cppgrad::onnx::Value>& in) const override;
@@ -88,14 +93,15 @@ class GPT2 : public LanguageModel {
   std::shared_ptr<cppgrad::nn::Linear> lm_head;             // its weight is wte's
 
  private:
-  cppgrad::Tensor embed(const cppgrad::Tensor& tokens, int64_t start);
+  cppgrad::Tensor embed(const cppgrad::Tensor& tokens, const cppgrad::Tensor& positions);  // positions (T) or (B, T)
 };
 
 class Llama : public LanguageModel {
  public:
   explicit Llama(const ModelConfig& config);
   cppgrad::Tensor forward(const cppgrad::Tensor& tokens) override;
-  cppgrad::Tensor forward_step(const cppgrad::Tensor& tokens, std::vector<cppgrad::nn::KVCache>& caches) override;
+  cppgrad::Tensor forward_step(const cppgrad::Tensor& tokens, std::vector<cppgrad::nn::KVCache>& caches,
+                               const cppgrad::Tensor& key_padding_mask = {}) override;
   void set_checkpoint_layers(bool enabled) override { checkpoint_layers_ = enabled; }
   std::vector<cppgrad::onnx::Value> export_onnx(cppgrad::onnx::Graph& g, const std::vector<cppgrad::onnx::Value>& in) const override;
   std::string type_name() const override { return "Llama"; }
