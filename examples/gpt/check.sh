@@ -274,7 +274,7 @@ assert json.load(open(sys.argv[1])) == json.load(open(sys.argv[2]))' tuned/vocab
     "$gpt" "${hf[@]}" --init-from hf:tuned_llama --steps 2 --sample-len 0 > huge_positions.log \
       || fail "a rotary Llama with 2^40 positions was refused: $(tail -n 1 huge_positions.log)"
     # heads of config.json's head_dim (8 of 4 on d_model 16): fine-tuned, saved with it, resumed
-    "$gpt" "${hf[@]}" --init-from "hf:$twins/hf_llama_head_dim_f64" --tokenizer char --steps 4 --eval-every 2 \
+    "$gpt" "${hf[@]}" --init-from "hf:$twins/hf_llama_head_dim_f64" --tokenizer bpe --bpe-vocab 300 --steps 4 --eval-every 2 \
       --sample-len 0 --save head_dim.safetensors --save-hf tuned_head_dim > head_dim.log
     grep -q 'llama pretrained · .* 8 heads (2 key/value) · ff 24' head_dim.log || fail "not the head_dim twin"
     grep -q '"head_dim": 4' tuned_head_dim/config.json || fail "--save-hf lost the llama's head_dim"
