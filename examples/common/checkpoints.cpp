@@ -155,11 +155,27 @@ std::string resolve_resume(const std::string& resume, const CheckpointOptions& c
   return file;
 }
 
+namespace {
+// Says an injection's line on stderr and, when CPPGRAD_INJECT_SIGNAL_LOG names a file, appends it
+// there too: a job that its watchdog aborts may end before mpirun has forwarded the last output
+// of a rank that stopped itself, so the test reads the file rather than the job's output.
+void say_injection(const std::string& line) {
+  fmt::print(stderr, "{}\n", line);
+  std::fflush(stdout);
+  std::fflush(stderr);
+  if (const char* path = std::getenv("CPPGRAD_INJECT_SIGNAL_LOG")) {
+    if (std::FILE* file = std::fopen(path, "a")) {
+      std::fputs((line + "\n").c_str(), file);
+      std::fclose(file);
+    }
+  }
+}
+}  // namespace
+
 PeriodicCheckpoints::PeriodicCheckpoints(const CheckpointOptions& c, int64_t last_step, bool lead)
     : options_(c), last_step_(last_step), lead_(lead) {
   if (const std::optional<SignalPlan> plan = signal_plan()) {
-    fmt::print(stderr, "CPPGRAD_INJECT_SIGNAL: rank {} is pid {}\n", distributed::rank(), ::getpid());
-    std::fflush(stderr);
+    say_injection(fmt::format("CPPGRAD_INJECT_SIGNAL: rank {} is pid {}", distributed::rank(), ::getpid()));
     if (plan->rank == distributed::rank() && restart_count() == 0)
       injected_ = InjectedSignal{plan->signal, plan->step};
   }
@@ -180,10 +196,8 @@ PeriodicCheckpoints::~PeriodicCheckpoints() {
 void PeriodicCheckpoints::raise_injected(const std::string& when) {
   const int signal = injected_->signal;
   injected_.reset();  // once: a stopped rank that is continued goes on
-  fmt::print(stderr, "CPPGRAD_INJECT_SIGNAL: rank {} (pid {}) raises SIG{} {}\n", distributed::rank(), ::getpid(),
-             signal == SIGKILL ? "KILL" : "STOP", when);
-  std::fflush(stdout);
-  std::fflush(stderr);
+  say_injection(fmt::format("CPPGRAD_INJECT_SIGNAL: rank {} (pid {}) raises SIG{} {}", distributed::rank(), ::getpid(),
+                            signal == SIGKILL ? "KILL" : "STOP", when));
   std::raise(signal);
 }
 

@@ -74,8 +74,9 @@ std::optional<cppgrad::AllocationLimit> limit_to_checkpoint(const std::string& r
 // is set: on the first start only (CPPGRAD_RESTART_COUNT unset or 0), rank RANK raises that
 // signal on itself right after the first checkpoint at or past step STEP, or with "end" when this
 // object ends (after the training program's last collective, before its ProcessGroup ends).
-// Each rank first says its pid on stderr, and the one that raises says so, with its pid. A value
-// of another form is refused by name.
+// Each rank first says its pid on stderr, and the one that raises says so, with its pid; both
+// lines also go to the file CPPGRAD_INJECT_SIGNAL_LOG names, if set. A value of another form is
+// refused by name.
 class PeriodicCheckpoints {
  public:
   PeriodicCheckpoints(const CheckpointOptions& c, int64_t last_step, bool lead);

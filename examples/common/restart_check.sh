@@ -35,10 +35,12 @@ run=(--threads 1 --d-model 32 --heads 2 --layers 1 --ff 64 --batch 16 --seq-len 
 run_losing_a_rank() {
   local signal="$1" when="$2" log="$3" code=0 pid
   rank=$((RANDOM % 2))
-  rm -rf ck
-  CPPGRAD_INJECT_SIGNAL="$signal:$rank:$when" "$mpirun_script" --max-restarts 2 2 "$seq2seq" "${run[@]}" \
+  rm -rf ck "$log.inject"
+  # The ranks' injection lines go to $log.inject as well: an aborted job may lose a stopped
+  # rank's last output in mpirun's forwarding.
+  CPPGRAD_INJECT_SIGNAL="$signal:$rank:$when" CPPGRAD_INJECT_SIGNAL_LOG="$PWD/$log.inject" "$mpirun_script" --max-restarts 2 2 "$seq2seq" "${run[@]}" \
     --save-every 3 --keep-last 2 --save-dir ck --resume latest --save "$log.safetensors" > "$log" 2>&1 || code=$?
-  grep -m 1 "^CPPGRAD_INJECT_SIGNAL: rank $rank (pid [0-9]*) raises SIG$signal" "$log" \
+  grep -m 1 "^CPPGRAD_INJECT_SIGNAL: rank $rank (pid [0-9]*) raises SIG$signal" "$log.inject" \
     || fail "rank $rank did not raise SIG$signal ($when): $(tail -n 5 "$log")"
   [ "$code" -eq 0 ] || fail "the restarted job failed (exit code $code): $(tail -n 5 "$log")"
   grep -q 'scripts/mpirun: the job failed (exit code [0-9]*); restart 1 of 2' "$log" || fail "no restart: $(tail -n 5 "$log")"
@@ -47,7 +49,7 @@ run_losing_a_rank() {
   cmp straight.safetensors "$log.safetensors" || fail "after SIG$signal and a restart, the run differs from the uninterrupted one"
   # Every rank of every start said its pid; scripts/mpirun has returned, so each must be gone (a
   # zombie not yet reaped is gone too).
-  for pid in $(grep -o '^CPPGRAD_INJECT_SIGNAL: rank [0-9]* is pid [0-9]*' "$log" | grep -o '[0-9]*$'); do
+  for pid in $(grep -o '^CPPGRAD_INJECT_SIGNAL: rank [0-9]* is pid [0-9]*' "$log.inject" | grep -o '[0-9]*$'); do
     case "$(ps -o stat= -p "$pid" 2>/dev/null || true)" in
       '' | Z*) ;;
       *) fail "a rank of the job is still there (pid $pid)" ;;
