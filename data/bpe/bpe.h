@@ -93,6 +93,12 @@ class BPETokenizer {
   std::unordered_map<uint64_t, Merge> merge_of_pair_;    // pair_key(left, right) -> rank, result
 };
 
+// GPT-2's files spell every byte as one printable character (its byte-to-unicode table: the space
+// is 'Ġ'). The spelling of `bytes`, in UTF-8; and the bytes a spelling stands for, refusing (naming
+// `where`) invalid UTF-8, a character outside the table or an empty text.
+std::string gpt2_spelling(std::string_view bytes);
+std::string gpt2_spelt_bytes(std::string_view spelt, const std::string& where);
+
 // GPT-2's pre-tokens of `text`, in order; their concatenation is `text`.
 std::vector<std::string_view> gpt2_pretokens(std::string_view text);
 

@@ -144,6 +144,23 @@ class VocabularyReader : public nlohmann::json_sax<nlohmann::json> {
 
 }  // namespace
 
+std::string gpt2_spelling(std::string_view bytes) {
+  const auto& table = byte_to_unicode();
+  std::string out;
+  for (unsigned char b : bytes) {
+    const char32_t c = table.of_byte[b];  // below U+0800: one or two bytes of UTF-8
+    if (c < 0x80) {
+      out += static_cast<char>(c);
+    } else {
+      out += static_cast<char>(0xC0 | (c >> 6));
+      out += static_cast<char>(0x80 | (c & 0x3F));
+    }
+  }
+  return out;
+}
+
+std::string gpt2_spelt_bytes(std::string_view spelt, const std::string& where) { return gpt2_token_bytes(spelt, where); }
+
 // ---- GPT-2's files ----
 
 namespace {

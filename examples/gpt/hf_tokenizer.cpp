@@ -1,6 +1,5 @@
 #include "gpt/hf_tokenizer.h"
 
-#include <array>
 #include <nlohmann/json.hpp>
 
 #include "gpt/options.h"
@@ -14,51 +13,12 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// GPT-2's byte-to-unicode table (data/bpe/files.cpp reads files spelt with it): the printable
-// bytes ('!'..'~', '¡'..'¬', '®'..'ÿ') stand for themselves, the other 68, in byte order, for
-// U+0100, U+0101, ... (the space is 'Ġ' U+0120).
-std::array<char32_t, 256> byte_to_unicode() {
-  std::array<char32_t, 256> of_byte{};
-  char32_t next = 256;
-  for (int b = 0; b < 256; ++b) {
-    const bool printable = (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF);
-    of_byte[static_cast<size_t>(b)] = printable ? static_cast<char32_t>(b) : next++;
-  }
-  return of_byte;
-}
-
-// `bytes` as GPT-2's files spell them: each byte's character, in UTF-8 (all below U+0800).
-std::string spelt(std::string_view bytes) {
-  static const std::array<char32_t, 256> table = byte_to_unicode();
-  std::string out;
-  for (unsigned char b : bytes) {
-    const char32_t c = table[b];
-    if (c < 0x80) {
-      out += static_cast<char>(c);
-    } else {
-      out += static_cast<char>(0xC0 | (c >> 6));
-      out += static_cast<char>(0x80 | (c & 0x3F));
-    }
-  }
-  return out;
-}
-
-// The byte one spelt character stands for; throws naming `where` when `text` is not one such.
+// The byte one spelt character stands for (a character tokenizer's token is one byte).
 unsigned char spelt_byte(const std::string& text, const std::string& where) {
-  static const std::array<char32_t, 256> table = byte_to_unicode();
-  char32_t c = 0;
-  const auto lead = text.empty() ? 0u : static_cast<unsigned char>(text[0]);
-  if (text.size() == 1 && lead < 0x80)
-    c = lead;
-  else if (text.size() == 2 && (lead >> 5) == 0x6 && (static_cast<unsigned char>(text[1]) >> 6) == 0x2)
-    c = ((lead & 0x1Fu) << 6) | (static_cast<unsigned char>(text[1]) & 0x3Fu);
-  else
-    throw Error(fmt::format("{}: '{}' is not one character of GPT-2's byte-to-unicode table (a character "
-                            "tokenizer's token is one byte)", where, excerpt(text, 40)));
-  for (size_t b = 0; b < table.size(); ++b)
-    if (table[b] == c) return static_cast<unsigned char>(b);
-  throw Error(fmt::format("{}: '{}' (U+{:04X}) is not in GPT-2's byte-to-unicode table", where, excerpt(text, 40),
-                          static_cast<uint32_t>(c)));
+  const std::string bytes = data::gpt2_spelt_bytes(text, where);
+  CPPGRAD_CHECK(bytes.size() == 1, "{}: '{}' is {} bytes, not one character of GPT-2's byte-to-unicode table (a "
+                "character tokenizer's token is one byte)", where, excerpt(text, 40), bytes.size());
+  return static_cast<unsigned char>(bytes[0]);
 }
 
 nlohmann::json read_json(const fs::path& path) {
@@ -116,14 +76,14 @@ void save_hf_tokenizer(const Tokenizer& tokenizer, const std::string& dir) {
   nlohmann::ordered_json config = nlohmann::ordered_json::object();
   if (tokenizer.chars) {
     for (size_t id = 0; id < tokenizer.chars->chars.size(); ++id)
-      vocab[spelt(std::string(1, static_cast<char>(tokenizer.chars->chars[id])))] = id;
+      vocab[data::gpt2_spelling(std::string(1, static_cast<char>(tokenizer.chars->chars[id])))] = id;
     config["tokenizer_class"] = nullptr;  // none of transformers' reads it
   } else {
     const data::BPETokenizer& bpe = *tokenizer.bpe;
-    for (int64_t id = 0; id < bpe.vocab_size(); ++id) vocab[spelt(bpe.token_bytes(id))] = id;
+    for (int64_t id = 0; id < bpe.vocab_size(); ++id) vocab[data::gpt2_spelling(bpe.token_bytes(id))] = id;
     std::string merges = "#version: 0.2\n";
     for (const auto& [left, right] : bpe.merges())
-      merges += spelt(bpe.token_bytes(left)) + " " + spelt(bpe.token_bytes(right)) + "\n";
+      merges += data::gpt2_spelling(bpe.token_bytes(left)) + " " + data::gpt2_spelling(bpe.token_bytes(right)) + "\n";
     files::write_file_atomically((d / "merges.txt").string(), merges, "--save-hf: the tokenizer's merges");
     config["tokenizer_class"] = "GPT2Tokenizer";
     config["add_prefix_space"] = false;
