@@ -66,8 +66,8 @@ if grep -q '^CPPGRAD_SANITIZE:BOOL=ON' "$build_dir/CMakeCache.txt"; then flags="
 
 # The program tools: a component of the same package, found as the README shows, and built from
 # its pkg-config file too (cppgrad-tools.pc, which requires cppgrad.pc).
-ls "$prefix"/lib*/cmake/cppgrad/cppgradToolsTargets.cmake > /dev/null 2>&1 ||
-  { echo "FAIL: the install has no cppgradToolsTargets.cmake"; exit 1; }
+ls "$prefix"/lib*/cmake/cppgrad/cppgrad_toolsTargets.cmake > /dev/null 2>&1 ||
+  { echo "FAIL: the install has no cppgrad_toolsTargets.cmake"; exit 1; }
 echo "-- configure, build and run the tools consumer"
 "$cmake" -S "$consumer_src/../consumer_tools" -B "$work/build_tools" -G "$generator" \
   -DCMAKE_CXX_COMPILER="$cxx" -DCMAKE_BUILD_TYPE="$build_type" -DCMAKE_PREFIX_PATH="$prefix"
@@ -101,8 +101,8 @@ if grep -q '^CPPGRAD_SANITIZE:BOOL=ON' "$build_dir/CMakeCache.txt"; then formats
 # Hugging Face's checkpoints (nn/hf/): a component of the same package, found as
 # docs/hugging-face.md shows, and built from its pkg-config file too (cppgrad-hf.pc). Its JSON
 # reader is compiled in: nothing of nlohmann-json reaches the installed package.
-ls "$prefix"/lib*/cmake/cppgrad/cppgradHFTargets.cmake > /dev/null 2>&1 ||
-  { echo "FAIL: the install has no cppgradHFTargets.cmake"; exit 1; }
+ls "$prefix"/lib*/cmake/cppgrad/cppgrad_hfTargets.cmake > /dev/null 2>&1 ||
+  { echo "FAIL: the install has no cppgrad_hfTargets.cmake"; exit 1; }
 if grep -n nlohmann "$prefix"/lib*/cmake/cppgrad/*.cmake "$pc_dir"/*.pc; then
   echo "FAIL: the installed package files above name nlohmann-json"; exit 1
 fi
