@@ -64,60 +64,42 @@ if grep -q '^CPPGRAD_SANITIZE:BOOL=ON' "$build_dir/CMakeCache.txt"; then flags="
 "$cxx" -std=c++20 "$consumer_src/main.cpp" -o "$work/consumer_pkgconfig" $flags
 "$work/consumer_pkgconfig"
 
-# The program tools: a component of the same package, found as the README shows, and built from
-# its pkg-config file too (cppgrad-tools.pc, which requires cppgrad.pc).
-ls "$prefix"/lib*/cmake/cppgrad/cppgrad_toolsTargets.cmake > /dev/null 2>&1 ||
-  { echo "FAIL: the install has no cppgrad_toolsTargets.cmake"; exit 1; }
-echo "-- configure, build and run the tools consumer"
-"$cmake" -S "$consumer_src/../consumer_tools" -B "$work/build_tools" -G "$generator" \
-  -DCMAKE_CXX_COMPILER="$cxx" -DCMAKE_BUILD_TYPE="$build_type" -DCMAKE_PREFIX_PATH="$prefix"
-"$cmake" --build "$work/build_tools"
-"$work/build_tools/consumer_tools"
-tools_flags=$(PKG_CONFIG_PATH="$pc_dir" pkg-config --cflags --libs cppgrad-tools)
-echo "-- pkg-config --cflags --libs cppgrad-tools: $tools_flags"
-if grep -q '^CPPGRAD_SANITIZE:BOOL=ON' "$build_dir/CMakeCache.txt"; then tools_flags="$tools_flags -fsanitize=address,undefined"; fi
-# shellcheck disable=SC2086  # the flags are words
-"$cxx" -std=c++20 "$consumer_src/../consumer_tools/main.cpp" -o "$work/consumer_tools_pkgconfig" $tools_flags
-"$work/consumer_tools_pkgconfig"
+# A consumer of components of the same package (tests/install/consumer_NAME), found as the
+# README shows: its components' targets installed, then built with CMake and with their
+# pkg-config files alone (cppgrad-COMPONENT.pc, each requiring cppgrad.pc), and run with ARGS.
+#   consumer_of_components NAME "COMPONENT..." [ARGS...]
+consumer_of_components() {
+  local name=$1 components=$2 component pkgs="" flags
+  shift 2
+  for component in $components; do
+    ls "$prefix"/lib*/cmake/cppgrad/cppgrad_${component}Targets.cmake > /dev/null 2>&1 ||
+      { echo "FAIL: the install has no cppgrad_${component}Targets.cmake"; exit 1; }
+    pkgs="$pkgs cppgrad-$component"
+  done
+  echo "-- configure, build and run the $name consumer"
+  "$cmake" -S "$consumer_src/../consumer_$name" -B "$work/build_$name" -G "$generator" \
+    -DCMAKE_CXX_COMPILER="$cxx" -DCMAKE_BUILD_TYPE="$build_type" -DCMAKE_PREFIX_PATH="$prefix"
+  "$cmake" --build "$work/build_$name"
+  "$work/build_$name/consumer_$name" "$@"
+  # shellcheck disable=SC2086  # one word per package
+  flags=$(PKG_CONFIG_PATH="$pc_dir" pkg-config --cflags --libs $pkgs)
+  echo "-- pkg-config --cflags --libs$pkgs: $flags"
+  if grep -q '^CPPGRAD_SANITIZE:BOOL=ON' "$build_dir/CMakeCache.txt"; then flags="$flags -fsanitize=address,undefined"; fi
+  # shellcheck disable=SC2086  # the flags are words
+  "$cxx" -std=c++20 "$consumer_src/../consumer_$name/main.cpp" -o "$work/consumer_${name}_pkgconfig" $flags
+  "$work/consumer_${name}_pkgconfig" "$@"
+}
 
-# The file formats: NumPy's .npy/.npz (cppgrad::npz) and the BPE tokenizer (cppgrad::bpe), each
-# with its CMake component and its pkg-config file.
-for format in npz bpe; do
-  ls "$prefix"/lib*/cmake/cppgrad/cppgrad_${format}Targets.cmake > /dev/null 2>&1 ||
-    { echo "FAIL: the $format component's targets are not installed"; exit 1; }
-done
-echo "-- configure, build and run the formats consumer"
-"$cmake" -S "$consumer_src/../consumer_formats" -B "$work/build_formats" -G "$generator" \
-  -DCMAKE_CXX_COMPILER="$cxx" -DCMAKE_BUILD_TYPE="$build_type" -DCMAKE_PREFIX_PATH="$prefix"
-"$cmake" --build "$work/build_formats"
-"$work/build_formats/consumer_formats"
-formats_flags=$(PKG_CONFIG_PATH="$pc_dir" pkg-config --cflags --libs cppgrad-npz cppgrad-bpe)
-echo "-- pkg-config --cflags --libs cppgrad-npz cppgrad-bpe: $formats_flags"
-if grep -q '^CPPGRAD_SANITIZE:BOOL=ON' "$build_dir/CMakeCache.txt"; then formats_flags="$formats_flags -fsanitize=address,undefined"; fi
-# shellcheck disable=SC2086  # the flags are words
-"$cxx" -std=c++20 "$consumer_src/../consumer_formats/main.cpp" -o "$work/consumer_formats_pkgconfig" $formats_flags
-"$work/consumer_formats_pkgconfig"
-
-# Hugging Face's checkpoints (nn/hf/): a component of the same package, found as
-# docs/hugging-face.md shows, and built from its pkg-config file too (cppgrad-hf.pc). Its JSON
-# reader is compiled in: nothing of nlohmann-json reaches the installed package.
-ls "$prefix"/lib*/cmake/cppgrad/cppgrad_hfTargets.cmake > /dev/null 2>&1 ||
-  { echo "FAIL: the install has no cppgrad_hfTargets.cmake"; exit 1; }
+# The program tools; the file formats, NumPy's .npy/.npz (cppgrad::npz) and the BPE tokenizer
+# (cppgrad::bpe); Hugging Face's checkpoints (nn/hf/), as docs/hugging-face.md shows, loading the
+# twins of tests/data. The JSON reader is compiled in: nothing of nlohmann-json reaches the
+# installed package.
 if grep -n nlohmann "$prefix"/lib*/cmake/cppgrad/*.cmake "$pc_dir"/*.pc; then
   echo "FAIL: the installed package files above name nlohmann-json"; exit 1
 fi
-test_data=$consumer_src/../../data
-echo "-- configure, build and run the hf consumer"
-"$cmake" -S "$consumer_src/../consumer_hf" -B "$work/build_hf" -G "$generator" \
-  -DCMAKE_CXX_COMPILER="$cxx" -DCMAKE_BUILD_TYPE="$build_type" -DCMAKE_PREFIX_PATH="$prefix"
-"$cmake" --build "$work/build_hf"
-"$work/build_hf/consumer_hf" "$test_data"
-hf_flags=$(PKG_CONFIG_PATH="$pc_dir" pkg-config --cflags --libs cppgrad-hf)
-echo "-- pkg-config --cflags --libs cppgrad-hf: $hf_flags"
-if grep -q '^CPPGRAD_SANITIZE:BOOL=ON' "$build_dir/CMakeCache.txt"; then hf_flags="$hf_flags -fsanitize=address,undefined"; fi
-# shellcheck disable=SC2086  # the flags are words
-"$cxx" -std=c++20 "$consumer_src/../consumer_hf/main.cpp" -o "$work/consumer_hf_pkgconfig" $hf_flags
-"$work/consumer_hf_pkgconfig" "$test_data"
+consumer_of_components tools tools
+consumer_of_components formats "npz bpe"
+consumer_of_components hf hf "$consumer_src/../../data"
 
 # The distributed floor, when it was built: a component of the same package, found as the README
 # shows it, and run as a world of one and of two processes (scripts/mpirun).
