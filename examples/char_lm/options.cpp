@@ -3,7 +3,7 @@
 #include <cctype>
 
 #include "common/checkpoints.h"
-#include "common/cli.h"
+#include "common/cli_app.h"
 #include "common/data_parallel.h"
 #include "common/observe.h"
 

@@ -2,7 +2,6 @@
 // any training starts, and the text they name.
 #pragma once
 
-#include <CLI/CLI.hpp>
 #include <string>
 #include <vector>
 

@@ -12,7 +12,7 @@
 #include <string_view>
 #include <system_error>
 
-#include "common/cli.h"
+#include "common/cli_app.h"
 #include "common/data_parallel.h"
 
 using namespace cppgrad;

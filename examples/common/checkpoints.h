@@ -20,7 +20,6 @@
 // survives a lost process").
 #pragma once
 
-#include <CLI/CLI.hpp>
 #include <cstdint>
 #include <filesystem>
 #include <functional>
@@ -28,6 +27,7 @@
 #include <string>
 #include <vector>
 
+#include "common/cli_declarations.h"
 #include "cppgrad.h"
 #include "runtime/allocation_limit.h"
 

@@ -1,4 +1,5 @@
 #include "common/cli.h"
+#include "common/cli_app.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>

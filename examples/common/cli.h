@@ -17,9 +17,9 @@
 #include <string>
 #include <vector>
 
-#include <CLI/CLI.hpp>
 #include <fmt/core.h>
 
+#include "common/cli_declarations.h"
 #include "nn/safetensors.h"
 
 namespace examples {
@@ -111,16 +111,5 @@ void check_memory(const std::string& what, double floats);
 // The bytes of a regular file of at most `max_bytes`; throws cppgrad::Error naming `option`
 // otherwise (a directory, a device like /dev/zero, a FIFO, a file too large).
 std::string read_data_file(const std::string& option, const std::string& path, int64_t max_bytes);
-
-// The sizes every example's Transformer takes, into the fields of the same names of `model`:
-// --d-model, --heads, --layers (described by `layers_help`), --ff and --dropout.
-template <class ModelConfig>
-void add_size_options(CLI::App& app, ModelConfig& model, const std::string& layers_help) {
-  app.add_option("--d-model", model.d_model, "model width d_model")->check(CLI::Range(1, 65536));
-  app.add_option("--heads", model.heads, "attention heads (must divide d_model)")->check(CLI::Range(1, 1024));
-  app.add_option("--layers", model.layers, layers_help)->check(CLI::Range(1, 1000));
-  app.add_option("--ff", model.ff, "feed-forward width")->check(CLI::Range(1, 1 << 20));
-  app.add_option("--dropout", model.dropout, "dropout probability")->check(number_in(0.0, 0.99));
-}
 
 }  // namespace examples

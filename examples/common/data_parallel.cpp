@@ -7,7 +7,7 @@
 #include <cstdio>
 #include <limits>
 
-#include "cli.h"
+#include "common/cli_app.h"
 #include "observe.h"
 
 using namespace cppgrad;

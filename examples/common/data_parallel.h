@@ -10,7 +10,6 @@
 // number of processes that divides the global batch, continuing the same global batches.
 #pragma once
 
-#include <CLI/CLI.hpp>
 #include <cstdint>
 #include <functional>
 #include <memory>

@@ -4,7 +4,7 @@
 
 #include <fmt/core.h>
 
-#include "common/cli.h"
+#include "common/cli_app.h"
 
 namespace examples {
 

@@ -8,8 +8,8 @@
 #include <optional>
 #include <string>
 
-#include <CLI/CLI.hpp>
 
+#include "common/cli_declarations.h"
 #include "common/run_state.h"
 #include "runtime/profile.h"
 

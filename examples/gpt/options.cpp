@@ -5,7 +5,7 @@
 #include <zlib.h>
 
 #include "common/checkpoints.h"
-#include "common/cli.h"
+#include "common/cli_app.h"
 #include "common/data_parallel.h"
 #include "common/observe.h"
 

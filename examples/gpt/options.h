@@ -2,7 +2,6 @@
 // before any training starts, the corpus and its tokens, and what a checkpoint must agree with.
 #pragma once
 
-#include <CLI/CLI.hpp>
 #include <optional>
 #include <string>
 #include <vector>

@@ -1,7 +1,7 @@
 #include "seq2seq/options.h"
 
 #include "common/checkpoints.h"
-#include "common/cli.h"
+#include "common/cli_app.h"
 #include "common/data_parallel.h"
 #include "common/observe.h"
 

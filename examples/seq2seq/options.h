@@ -2,7 +2,6 @@
 // any training starts.
 #pragma once
 
-#include <CLI/CLI.hpp>
 #include <string>
 
 #include "common/checkpoints.h"
