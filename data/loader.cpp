@@ -245,7 +245,7 @@ NamedTensors DataLoader::state_dict() const {
 void DataLoader::load_state_dict(const NamedTensors& state) {
   StateReader in(state, "DataLoader::load_state_dict");
   const int64_t batch_size = in.int64("batch_size", Bounds::at_least(1)), samples = in.int64("samples_per_epoch", Bounds::at_least(0));
-  const int64_t replicas = in.contains("replicas") ? in.int64("replicas", Bounds::at_least(1)) : sampler_->replicas();
+  const int64_t replicas = in.int64("replicas", Bounds::at_least(1));
   if (replicas == sampler_->replicas()) {
     CPPGRAD_CHECK(batch_size == options_.batch_size() && samples == sampler_->size(),
                   "DataLoader::load_state_dict: the state is of a loader of batch_size {} over {} samples per epoch, "

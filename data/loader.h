@@ -91,8 +91,8 @@ class DataLoader {
   // The position counts global batches when a DistributedSampler deals each epoch to ranks:
   // "replicas" records among how many, and a loader of another count loads the state when its
   // global batch (batch_size × replicas) and its batches per epoch are the state's, so that a
-  // run resumed on another number of processes takes the same global batches on. (A state
-  // written before "replicas" was recorded is taken as of this loader's count.)
+  // run resumed on another number of processes takes the same global batches on. A state
+  // without "replicas" is refused.
   NamedTensors state_dict() const;
   void load_state_dict(const NamedTensors& state);
 

@@ -5,7 +5,7 @@
 
 #include "runtime/reference_mode.h"
 #include "tensor/autocast_cache.h"
-#include "tensor/kernels/fast/bf16_gemm.h"
+#include "tensor/kernels/bf16_hardware.h"
 
 namespace cppgrad::autocast {
 
@@ -29,16 +29,28 @@ Guard::Guard(DType dtype, bool enabled) : previous_(g_state) {
 Guard::Guard(State s) : previous_(g_state) { g_state = s; }
 Guard::~Guard() { g_state = previous_; }
 
-bool cpu_has_bfloat16_instructions() { return kernels::fast::onednn_multiplies_bfloat16(); }
-std::string_view onednn_isa_name() { return kernels::fast::onednn_isa_name(); }
+bool cpu_has_bfloat16_instructions() {
+  if (const auto* hardware = kernels::hardware_bfloat16_gemm()) return hardware->multiplies_bfloat16();
+  return __builtin_cpu_supports("avx512bf16") || __builtin_cpu_supports("amx-bf16");
+}
+bool has_onednn() { return kernels::hardware_bfloat16_gemm() != nullptr; }
+std::string_view onednn_isa_name() {
+  const auto* hardware = kernels::hardware_bfloat16_gemm();
+  return hardware != nullptr ? hardware->isa_name() : "none (cppgrad::onednn is not linked)";
+}
 
-void set_kernel(Kernel k) { g_kernel.store(k); }
+void set_kernel(Kernel k) {
+  CPPGRAD_CHECK(k != Kernel::OneDnn || has_onednn(),
+                "autocast::set_kernel: Kernel::OneDnn needs the component cppgrad::onednn, which this program does not "
+                "link (CMake: find_package(cppgrad COMPONENTS onednn), target cppgrad::onednn; pkg-config: cppgrad-onednn)");
+  g_kernel.store(k);
+}
 
 Kernel kernel() {
   Kernel k = g_kernel.load();
   if (k == Kernel::Auto) {
     // Computed once: the CPU does not change, and oneDNN's query is not free.
-    static const Kernel chosen = cpu_has_bfloat16_instructions() ? Kernel::OneDnn : Kernel::Float32;
+    static const Kernel chosen = has_onednn() && cpu_has_bfloat16_instructions() ? Kernel::OneDnn : Kernel::Float32;
     k = chosen;
   }
   if (k == Kernel::OneDnn && reference_mode()) return Kernel::RoundedFloat32;  // its readable form

@@ -70,16 +70,21 @@ class Guard {
 //                   products as a bfloat16 kernel (a product of two bfloat16 values is exact in
 //                   float32), at float32's speed plus one rounding pass;
 //   Float32         the inputs as they are, OpenBLAS's sgemm: autocast changes no product.
-// Auto takes OneDnn where the CPU has AVX512_BF16 or AMX, else Float32: without those instructions
-// bfloat16 gains nothing, and rounding only costs (PyTorch's emulation there made its CPU autocast
-// 2x slower than float32, pytorch/pytorch#86270). RoundedFloat32 shows, on any CPU, what
-// bfloat16's precision does to a run; it is OneDnn's readable form, which reference mode
-// (runtime/reference_mode.h) takes in its place.
+// Auto takes OneDnn where the CPU has AVX512_BF16 or AMX and the program links cppgrad::onednn,
+// else Float32: without those instructions bfloat16 gains nothing, and rounding only costs
+// (PyTorch's emulation there made its CPU autocast 2x slower than float32,
+// pytorch/pytorch#86270). RoundedFloat32 shows, on any CPU, what bfloat16's precision does to a
+// run; it is OneDnn's readable form, which reference mode (runtime/reference_mode.h) takes in its
+// place.
 enum class Kernel { Auto, OneDnn, RoundedFloat32, Float32 };
 void set_kernel(Kernel k);  // process-wide; call between steps
 Kernel kernel();            // the one products run on now (never Auto)
 std::string_view kernel_name(Kernel k);
-bool cpu_has_bfloat16_instructions();  // AVX512_BF16 or AMX-BF16, as oneDNN sees the CPU
+bool cpu_has_bfloat16_instructions();  // AVX512_BF16 or AMX-BF16 (as oneDNN sees the CPU, when linked)
+// Whether the program links the component cppgrad::onednn, which brings Kernel::OneDnn (oneDNN is
+// a component so that a program that never multiplies in bfloat16 does not link it). Without it
+// Auto takes Float32, as on a CPU without bfloat16 instructions, and set_kernel(OneDnn) throws.
+bool has_onednn();
 std::string_view onednn_isa_name();    // oneDNN's name for the instructions it would use
 
 }  // namespace cppgrad::autocast

@@ -1,10 +1,6 @@
-// The event file's protobufs are written by hand: an Event is five fields and a Summary value
-// four, and their encoding (a varint key, then a varint, 8 or 4 little-endian bytes, or a length
-// and the bytes) takes the fifty lines below. libprotobuf with a compiled event.proto would do
-// the same through generated code, and make every program linking cppgrad, and its installed
-// package, need libprotobuf for these few fields. The test proves the bytes with an independent
-// reader: Python's protobuf parsing them with the schema written from TensorFlow's field numbers
-// (tests/tools/tensorboard/event.proto).
+// The event file's Events are protobufs of TensorFlow's schema (tools/event.proto), encoded by
+// libprotobuf from the classes protoc generates; the TFRecord framing around them (a length and
+// two masked CRC-32Cs) is TensorFlow's own and is written here. The JSON lines are nlohmann-json's.
 #include "tools/metrics.h"
 
 #include <array>
@@ -21,9 +17,9 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "event.pb.h"
 #include "runtime/error.h"
 #include "runtime/files.h"
-#include "runtime/json_text.h"
 
 namespace cppgrad::metrics {
 
@@ -68,66 +64,16 @@ std::string tfrecord(std::string_view data) {
   return out;
 }
 
-// ---- the protobuf fields ---------------------------------------------------------------------------
-// Event:   1 wall_time (double), 2 step (int64), 3 file_version (string), 5 summary (Summary)
-// Summary: 1 value (repeated Value)
-// Value:   1 tag (string), 2 simple_value (float), 5 histo (HistogramProto)
-// HistogramProto: 1 min, 2 max, 3 num, 4 sum, 5 sum_squares (double), 6 bucket_limit, 7 bucket
-//          (repeated double, packed)
-
 namespace {
-enum Wire { kVarint = 0, kFixed64 = 1, kBytes = 2, kFixed32 = 5 };
 
-void put_varint(std::string& out, uint64_t v) {
-  while (v >= 0x80) {
-    out += static_cast<char>((v & 0x7f) | 0x80);
-    v >>= 7;
-  }
-  out += static_cast<char>(v);
-}
-void put_key(std::string& out, int field, Wire wire) { put_varint(out, static_cast<uint64_t>(field) << 3 | wire); }
-// Encodes as protobuf's own serializer does (proto3): a field that is not part of a oneof and
-// holds its default (0, an empty string) is left out, so that a reader re-encoding an event gets
-// the same bytes. (A oneof's member, simple_value or histo, is always written.)
-void put_double(std::string& out, int field, double v) {
-  if (v == 0 && !std::signbit(v)) return;
-  put_key(out, field, kFixed64);
-  uint64_t bits;
-  std::memcpy(&bits, &v, 8);
-  put_fixed(out, bits, 8);
-}
-void put_float(std::string& out, int field, float v) {
-  put_key(out, field, kFixed32);
-  uint32_t bits;
-  std::memcpy(&bits, &v, 4);
-  put_fixed(out, bits, 4);
-}
-void put_bytes(std::string& out, int field, std::string_view bytes) {
-  put_key(out, field, kBytes);
-  put_varint(out, bytes.size());
-  out += bytes;
-}
-void put_packed_doubles(std::string& out, int field, const std::vector<double>& values) {
-  if (values.empty()) return;
-  std::string packed;
-  for (double v : values) {
-    uint64_t bits;
-    std::memcpy(&bits, &v, 8);
-    put_fixed(packed, bits, 8);
-  }
-  put_bytes(out, field, packed);
-}
+namespace tb = cppgrad::tensorboard;
 
-// An Event of `summary_value` (one Summary.Value's bytes) at `step`.
-std::string summary_event(double wall_time, int64_t step, const std::string& summary_value) {
-  std::string summary, event;
-  put_bytes(summary, 1, summary_value);
-  put_double(event, 1, wall_time);
-  if (step != 0) {
-    put_key(event, 2, kVarint);
-    put_varint(event, static_cast<uint64_t>(step));  // int64: two's complement, as protobuf does
-  }
-  put_bytes(event, 5, summary);
+// An Event of `value` (one Summary.Value) at `step`.
+tb::Event summary_event(double wall_time, int64_t step, tb::Summary::Value value) {
+  tb::Event event;
+  event.set_wall_time(wall_time);
+  event.set_step(step);
+  *event.mutable_summary()->add_value() = std::move(value);
   return event;
 }
 
@@ -135,8 +81,14 @@ double now_seconds() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
-// JSON's number, or null for NaN and the infinities (which JSON lacks); shortest round trip.
-std::string json_number(double v) { return std::isfinite(v) ? fmt::format("{}", v) : "null"; }
+// A line of metrics.jsonl, its keys in the order written; nlohmann-json writes a NaN or an
+// infinity (which JSON lacks) as null, and a double as its shortest round trip.
+void write_line(std::ofstream& jsonl, const nlohmann::ordered_json& line) {
+  jsonl << line.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace) << '\n' << std::flush;
+}
+
+// Seconds since 1970 to the millisecond, as the logs' wall_time.
+double to_milliseconds(double seconds) { return std::round(seconds * 1000) / 1000; }
 
 std::string host_name() {
   char host[256] = {};
@@ -179,10 +131,10 @@ Logger::Logger(const std::string& dir, LoggerOptions options) : dir_(dir), optio
       event_path_ = fmt::format("{}/events.out.tfevents.{}.{}.{}", dir, seconds, host_name(), n);
     events_.open(event_path_, std::ios::binary);
     CPPGRAD_CHECK(events_.good(), "metrics::Logger: cannot open '{}' for writing", event_path_);
-    std::string first;  // the file's first event names its version, as TensorFlow's writers do
-    put_double(first, 1, now_seconds());
-    put_bytes(first, 3, "brain.Event:2");
-    write_event(first);
+    tb::Event first;  // the file's first event names its version, as TensorFlow's writers do
+    first.set_wall_time(now_seconds());
+    first.set_file_version("brain.Event:2");
+    write_event(first.SerializeAsString());
   }
 }
 
@@ -193,9 +145,7 @@ void Logger::write_event(const std::string& event) {
 
 void Logger::scalar(std::string_view tag, double value, int64_t step) {
   const double wall = now_seconds();
-  jsonl_ << fmt::format("{{\"step\":{},\"wall_time\":{:.3f},\"tag\":{},\"value\":{}}}\n", step, wall, json_quoted(tag),
-                        json_number(value))
-         << std::flush;
+  write_line(jsonl_, {{"step", step}, {"wall_time", to_milliseconds(wall)}, {"tag", tag}, {"value", value}});
   check_good(jsonl_, jsonl_file());
   if (csv_.is_open()) {
     // A tag is quoted when it holds a comma or a quote (RFC 4180: quotes doubled).
@@ -210,10 +160,10 @@ void Logger::scalar(std::string_view tag, double value, int64_t step) {
     check_good(csv_, dir_ + "/metrics.csv");
   }
   if (events_.is_open()) {
-    std::string v;
-    if (!tag.empty()) put_bytes(v, 1, tag);
-    put_float(v, 2, static_cast<float>(value));
-    write_event(summary_event(wall, step, v));
+    tb::Summary::Value v;
+    v.set_tag(std::string(tag));
+    v.set_simple_value(static_cast<float>(value));
+    write_event(summary_event(wall, step, std::move(v)).SerializeAsString());
   }
 }
 
@@ -247,25 +197,26 @@ void Logger::histogram(std::string_view tag, std::span<const float> values, int6
     i = std::clamp<int64_t>(i, 0, bins - 1);
     counts[static_cast<size_t>(i)] += 1;
   }
-  jsonl_ << fmt::format(
-                "{{\"step\":{},\"wall_time\":{:.3f},\"tag\":{},\"histogram\":{{\"min\":{},\"max\":{},\"num\":{},\"sum\":{},"
-                "\"sum_squares\":{},\"bucket_limit\":[{}],\"bucket\":[{}]}},\"non_finite\":{}}}\n",
-                step, wall, json_quoted(tag), lo, hi, num, sum, sum_squares, fmt::join(limits, ","),
-                fmt::join(counts, ","), non_finite)
-         << std::flush;
+  write_line(jsonl_, {{"step", step},
+                      {"wall_time", to_milliseconds(wall)},
+                      {"tag", tag},
+                      {"histogram",
+                       {{"min", lo}, {"max", hi}, {"num", num}, {"sum", sum}, {"sum_squares", sum_squares},
+                        {"bucket_limit", limits}, {"bucket", counts}}},
+                      {"non_finite", non_finite}});
   check_good(jsonl_, jsonl_file());
   if (events_.is_open()) {
-    std::string histo, v;
-    put_double(histo, 1, lo);
-    put_double(histo, 2, hi);
-    put_double(histo, 3, num);
-    put_double(histo, 4, sum);
-    put_double(histo, 5, sum_squares);
-    put_packed_doubles(histo, 6, limits);
-    put_packed_doubles(histo, 7, counts);
-    if (!tag.empty()) put_bytes(v, 1, tag);
-    put_bytes(v, 5, histo);
-    write_event(summary_event(wall, step, v));
+    tb::Summary::Value v;
+    v.set_tag(std::string(tag));
+    tb::HistogramProto& histo = *v.mutable_histo();
+    histo.set_min(lo);
+    histo.set_max(hi);
+    histo.set_num(num);
+    histo.set_sum(sum);
+    histo.set_sum_squares(sum_squares);
+    histo.mutable_bucket_limit()->Add(limits.begin(), limits.end());
+    histo.mutable_bucket()->Add(counts.begin(), counts.end());
+    write_event(summary_event(wall, step, std::move(v)).SerializeAsString());
   }
 }
 

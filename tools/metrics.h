@@ -13,8 +13,7 @@
 //
 // The event file is TensorFlow's record format: each record a little-endian uint64 length, the
 // masked CRC-32C of those 8 bytes, the data, and the masked CRC-32C of the data; each record's
-// data an Event protobuf. Those few fields are encoded here by hand (tools/metrics.cpp says why
-// not libprotobuf). Every line and record is flushed as written, so a run that dies leaves a
+// data an Event protobuf (TensorFlow's schema, tools/event.proto, encoded by libprotobuf). Every line and record is flushed as written, so a run that dies leaves a
 // readable log of what it reached.
 #pragma once
 

@@ -3,8 +3,8 @@
 //
 // The reference form is the definition: round both inputs (as float32 values), then the float32
 // GEMM (autocast::Kernel::RoundedFloat32). On a CPU with bfloat16 instructions, oneDNN multiplies
-// the rounded inputs stored as bfloat16 (fast/bf16_gemm.cpp): the same products, summed in
-// another order, so within float32 rounding of the reference's. On a CPU without them autocast's
+// the rounded inputs stored as bfloat16 (the component cppgrad::onednn, bf16_hardware.h): the
+// same products, summed in another order, so within float32 rounding of the reference's. On a CPU without them autocast's
 // products do not come here at all (Kernel::Float32: gemm.h multiplies them as float32).
 //
 // Both are cut into the blocks of gemm.h, so their bits do not depend on the thread count.
@@ -17,8 +17,23 @@
 #include "tensor/autocast.h"
 #include "tensor/autocast_cache.h"
 #include "tensor/kernels.h"
-#include "tensor/kernels/fast/bf16_gemm.h"
+#include "tensor/kernels/bf16_hardware.h"
 #include "tensor/kernels/gemm.h"
+
+namespace cppgrad::kernels {
+
+namespace {
+HardwareBFloat16Gemm g_hardware{};  // constant-initialised: registration may come in any order
+bool g_has_hardware = false;
+}  // namespace
+
+void register_hardware_bfloat16_gemm(const HardwareBFloat16Gemm& gemm) {
+  g_hardware = gemm;
+  g_has_hardware = true;
+}
+const HardwareBFloat16Gemm* hardware_bfloat16_gemm() { return g_has_hardware ? &g_hardware : nullptr; }
+
+}  // namespace cppgrad::kernels
 
 namespace cppgrad::kernels::detail {
 
@@ -117,7 +132,7 @@ void gemm_bf16(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a
   if (autocast::kernel() == autocast::Kernel::OneDnn) {
     const Rounded ra = operand(a_of, a, ta, m, k, lda, kBFloat16), rb = operand(b_of, b, tb, k, n, ldb, kBFloat16);
     blocked_gemm(ta, tb, m, n, k, ra.buffer.data<bfloat16>(), ra.ld, rb.buffer.data<bfloat16>(), rb.ld, c, ldc, beta, cut,
-                 [](auto... args) { fast::onednn_gemm_bf16(args...); });
+                 [](auto... args) { g_hardware.gemm(args...); });
     return;
   }
   const Rounded ra = operand(a_of, a, ta, m, k, lda, kFloat32), rb = operand(b_of, b, tb, k, n, ldb, kFloat32);

@@ -5,9 +5,9 @@
 # consumer without CMake, from the installed pkg-config file, and runs that too.
 #
 # Then the same for tests/install/consumer_tools, which asks for the tools component, for
-# tests/install/consumer_formats, which asks for the file formats (npz, bpe), and for
+# tests/install/consumer_formats, which asks for the file formats (npz, bpe), for
 # tests/install/consumer_hf, which asks for the hf component and loads the Hugging Face twins'
-# checkpoints of tests/data.
+# checkpoints of tests/data, and for tests/install/consumer_onednn, autocast's oneDNN products.
 #
 #   run_install_test.sh BUILD_DIR CONSUMER_SOURCE_DIR CMAKE CXX_COMPILER BUILD_TYPE GENERATOR
 #
@@ -48,9 +48,9 @@ esac
 
 echo "-- run the consumer"
 "$work/build/consumer"
-# A program of the core alone needs none of the file formats' libraries (libzip, PCRE2).
-if ldd "$work/build/consumer" | grep -E 'libzip|libpcre2'; then
-  echo "FAIL: the core-only consumer needs the libraries above, which only cppgrad::npz and cppgrad::bpe use"; exit 1
+# A program of the core alone needs none of the components' libraries (libzip, PCRE2, oneDNN).
+if ldd "$work/build/consumer" | grep -E 'libzip|libpcre2|libdnnl'; then
+  echo "FAIL: the core-only consumer needs the libraries above, which only cppgrad::npz, cppgrad::bpe and cppgrad::onednn use"; exit 1
 fi
 
 echo "-- build the consumer with pkg-config alone (no CMake)"
@@ -100,6 +100,7 @@ fi
 consumer_of_components tools tools
 consumer_of_components formats "npz bpe"
 consumer_of_components hf hf "$consumer_src/../../data"
+consumer_of_components onednn onednn
 
 # The distributed floor, when it was built: a component of the same package, found as the README
 # shows it, and run as a world of one and of two processes (scripts/mpirun).

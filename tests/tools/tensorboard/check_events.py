@@ -1,8 +1,9 @@
 #!/usr/bin/python3
 """Reads the TensorBoard event file write_events wrote, as TensorBoard would, independently of
 cppgrad: the TFRecord framing with every CRC checked (CRC-32C computed here, bit by bit), each
-record parsed as an Event with Python's protobuf and the schema event.proto (compiled here with
-protoc), and every value compared with what write_events logged.
+record parsed as an Event with Python's protobuf and the schema tools/event.proto (compiled here
+with protoc, each field number checked against TensorFlow's published ones), and every value
+compared with what write_events logged.
 
     check_events.py WRITE_EVENTS_BINARY WORK_DIR
 
@@ -19,6 +20,17 @@ import subprocess
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+SCHEMA_DIR = os.path.join(HERE, "..", "..", "..", "tools")
+
+# TensorFlow's field numbers (tensorflow/core/util/event.proto, framework/summary.proto), which
+# TensorBoard reads by: the schema the writer is compiled from must give each field its number.
+TENSORFLOW_FIELDS = {
+    "Event": {"wall_time": 1, "step": 2, "file_version": 3, "graph_def": 4, "summary": 5},
+    "Summary": {"value": 1},
+    "Summary.Value": {"tag": 1, "simple_value": 2, "obsolete_old_style_histogram": 3, "image": 4, "histo": 5,
+                      "audio": 6, "node_name": 7, "tensor": 8},
+    "HistogramProto": {"min": 1, "max": 2, "num": 3, "sum": 4, "sum_squares": 5, "bucket_limit": 6, "bucket": 7},
+}
 
 
 def fail(message):
@@ -78,9 +90,17 @@ def main():
     os.makedirs(work)
     logdir = os.path.join(work, "log")
     subprocess.run([writer, logdir], check=True, stdout=subprocess.DEVNULL)
-    subprocess.run([protoc, f"--proto_path={HERE}", f"--python_out={work}", os.path.join(HERE, "event.proto")], check=True)
+    subprocess.run([protoc, f"--proto_path={SCHEMA_DIR}", f"--python_out={work}", os.path.join(SCHEMA_DIR, "event.proto")],
+                   check=True)
     sys.path.insert(0, work)
     event_pb2 = importlib.import_module("event_pb2")
+    for message, fields in TENSORFLOW_FIELDS.items():
+        descriptor = event_pb2.DESCRIPTOR.message_types_by_name[message.split(".")[0]]
+        if "." in message:
+            descriptor = descriptor.nested_types_by_name[message.split(".")[1]]
+        numbers = {f.name: f.number for f in descriptor.fields}
+        if numbers != fields:
+            fail(f"tools/event.proto's {message} has the fields {numbers}, TensorFlow's are {fields}")
 
     files = glob.glob(os.path.join(logdir, "events.out.tfevents.*"))
     if len(files) != 1:

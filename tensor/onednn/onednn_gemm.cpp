@@ -6,18 +6,24 @@
 // Its threads: oneDNN's OpenMP build runs on one thread inside a parallel region (gemm.h's
 // blocks) and otherwise on OpenMP's default count, which deterministic mode keeps at 1
 // (runtime/parallel.h): the same bits at any thread count, as BLAS gives.
-#include "tensor/kernels/fast/bf16_gemm.h"
-
+//
+// This file is the component cppgrad::onednn, the only one that links oneDNN: it registers its
+// product with autocast (tensor/kernels/bf16_hardware.h) when the program starts. Its library
+// asks the linker to keep this file (--undefined=cppgrad_onednn_component), which nothing calls.
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include <map>
+#include <string_view>
 #include <tuple>
 
 #include "runtime/error.h"
+#include "tensor/kernels/bf16_hardware.h"
 
-namespace cppgrad::kernels::fast {
+namespace cppgrad::kernels {
 
 namespace {
+
+std::string_view onednn_isa_name();
 
 bool has_isa(dnnl::cpu_isa isa, dnnl::cpu_isa wanted) {
   // oneDNN's ISA values are masks, each holding the bits of the ones it extends.
@@ -62,8 +68,6 @@ Primitive& primitive_for(const Key& key) {
   return cache.emplace(key, Primitive{dnnl::matmul(pd), a_md, b_md, c_md}).first->second;
 }
 
-}  // namespace
-
 bool onednn_multiplies_bfloat16() {
   const dnnl::cpu_isa isa = dnnl::get_effective_cpu_isa();
   return has_isa(isa, dnnl::cpu_isa::avx512_core_bf16) || has_isa(isa, dnnl::cpu_isa::avx512_core_amx);
@@ -96,4 +100,14 @@ void onednn_gemm_bf16(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const b
   stream.wait();
 }
 
-}  // namespace cppgrad::kernels::fast
+[[maybe_unused]] const bool registered = [] {
+  register_hardware_bfloat16_gemm({onednn_multiplies_bfloat16, onednn_isa_name, onednn_gemm_bf16});
+  return true;
+}();
+
+}  // namespace
+
+}  // namespace cppgrad::kernels
+
+// What the component's link option names, so that a static link keeps this file.
+extern "C" void cppgrad_onednn_component() {}
