@@ -191,7 +191,8 @@ Exploration explore_seq2seq(const Options& o) {
                          model->config.d_model, model->config.heads, model->config.layers, model->config.layers, trained),
              fmt::format("It decodes {:.1f}% of 200 held-out sequences exactly. On this source it answered: {}.",
                          100.0 * static_cast<double>(right) / 200.0, answer.empty() ? "(nothing)" : answer),
-             "The decoder reads back its own answer, so its maps are the ones that produced it, token by token."};
+             "The decoder reads back its own answer, so its maps are the ones that produced it: a target token's row "
+             "is where the decoder looks to write the next token."};
   return e;
 }
 
