@@ -56,10 +56,10 @@ std::vector<int64_t> read_symbols(const std::string& text, int64_t vocab) {
   auto take = [&] {
     if (number.empty()) return;
     CPPGRAD_CHECK(number.size() < 6 && std::all_of(number.begin(), number.end(), ::isdigit),
-                  "explorer: '{}' in --text is not a symbol (seq2seq reads symbols 0 to {})", number,
+                  "'{}' in --text is not a symbol (seq2seq reads symbols 0 to {})", number,
                   vocab - seq2seq::FIRST_SYMBOL - 1);
     const int64_t s = std::stoll(number);
-    CPPGRAD_CHECK(s < vocab - seq2seq::FIRST_SYMBOL, "explorer: symbol {} in --text is past the model's last, {}", s,
+    CPPGRAD_CHECK(s < vocab - seq2seq::FIRST_SYMBOL, "symbol {} in --text is past the model's last, {}", s,
                   vocab - seq2seq::FIRST_SYMBOL - 1);
     symbols.push_back(seq2seq::FIRST_SYMBOL + s);
     number.clear();
@@ -84,7 +84,7 @@ std::string symbol_label(int64_t token) {
 std::shared_ptr<seq2seq::Seq2SeqModel> load_seq2seq(const std::string& path, std::string& task) {
   auto file = nn::load_safetensors(path);
   auto number = [&](const std::string& key) {
-    CPPGRAD_CHECK(file.metadata.count(key), "explorer: {} has no '{}' in its metadata (not from seq2seq --save?)", path,
+    CPPGRAD_CHECK(file.metadata.count(key), "{} has no '{}' in its metadata (not from seq2seq --save?)", path,
                   key);
     return std::stoll(file.metadata.at(key));
   };
@@ -113,7 +113,8 @@ Exploration explore_seq2seq(const Options& o) {
     ModelConfig c;
     c.vocab = FIRST_SYMBOL + 10, c.d_model = 32, c.heads = o.heads > 0 ? o.heads : 4, c.layers = 2, c.ff = 64;
     c.dropout = 0.0, c.max_len = 32;
-    CPPGRAD_CHECK(c.d_model % c.heads == 0, "explorer: --heads {} must divide d_model {}", c.heads, c.d_model);
+    CPPGRAD_CHECK(c.d_model % c.heads == 0, "--heads {} must divide d_model {}", c.heads, c.d_model);
+    read_symbols(o.text, c.vocab);  // refused before training, not after
     manual_seed(o.seed);
     model = std::make_shared<Seq2SeqModel>(c);
     const int64_t steps = o.steps > 0 ? o.steps : 600;
@@ -155,7 +156,7 @@ Exploration explore_seq2seq(const Options& o) {
   // itself, so the maps are those of the greedy decoding that produced the answer.
   std::vector<int64_t> src = read_symbols(o.text.empty() ? "31415926" : o.text, vocab);
   CPPGRAD_CHECK(!src.empty() && static_cast<int64_t>(src.size()) <= model->config.max_len - 2,
-                "explorer: --text holds {} symbols; seq2seq reads 1 to {}", src.size(), model->config.max_len - 2);
+                "--text holds {} symbols; seq2seq reads 1 to {}", src.size(), model->config.max_len - 2);
   src.push_back(EOS);
   const auto S = static_cast<int64_t>(src.size());
   Tensor src_t = tensor(src, Shape{1, S}), src_pad = zeros({1, S}, kBool);
@@ -215,15 +216,20 @@ Exploration explore_language_model(const Options& o, hf::Arch arch) {
   c.arch = arch, c.vocab = vocab.size(), c.layers = 2, c.d_model = 64, c.ff = 256, c.seq_len = 64;
   c.heads = o.heads > 0 ? o.heads : arch == hf::Arch::GPT2 ? 4 : 8;
   c.kv_heads = arch == hf::Arch::Llama ? o.kv_heads : 0;
-  CPPGRAD_CHECK(c.d_model % c.heads == 0, "explorer: --heads {} must divide d_model {}", c.heads, c.d_model);
+  CPPGRAD_CHECK(c.d_model % c.heads == 0, "--heads {} must divide d_model {}", c.heads, c.d_model);
   CPPGRAD_CHECK(arch != hf::Arch::Llama || (c.kv_heads >= 1 && c.heads % c.kv_heads == 0),
-                "explorer: --kv-heads {} must divide --heads {}", c.kv_heads, c.heads);
+                "--kv-heads {} must divide --heads {}", c.kv_heads, c.heads);
   const int64_t n = static_cast<int64_t>(ids.size()), split = n * 9 / 10, T = c.seq_len, B = 16;
-  CPPGRAD_CHECK(split > 4 * T, "explorer: {} holds {} characters; the model learns from at least {}", o.data, n,
+  CPPGRAD_CHECK(split > 4 * T, "{} holds {} characters; the model learns from at least {}", o.data, n,
                 5 * T);
+  const std::string input = o.text.empty() ? "you can redistribute it" : o.text;
+  CPPGRAD_CHECK(static_cast<int64_t>(input.size()) <= T, "--text has {} characters; the model reads {} at most",
+                input.size(), T);
+  for (unsigned char ch : input)
+    CPPGRAD_CHECK(vocab.contains(ch), "'{}' in --text is not among the characters of {}", char_label(ch), o.data);
   manual_seed(o.seed);
   std::shared_ptr<hf::LanguageModel> model = hf::make_model(c);
-  const int64_t steps = o.steps > 0 ? o.steps : 300;
+  const int64_t steps = o.steps > 0 ? o.steps : 600;
   Tensor all = tensor(ids, Shape{n});
   auto windows = [&](const std::vector<int64_t>& starts) {  // (B, T) inputs and the next characters
     std::vector<Tensor> xs, ys;
@@ -252,11 +258,6 @@ Exploration explore_language_model(const Options& o, hf::Arch arch) {
     held_loss = F::cross_entropy(model->forward(x).reshape({-1, c.vocab}), y.reshape({-1})).item<double>();
   }
 
-  const std::string input = o.text.empty() ? "you can redistribute it and/or modify it" : o.text;
-  CPPGRAD_CHECK(static_cast<int64_t>(input.size()) <= T, "explorer: --text has {} characters; the model reads {} at most",
-                input.size(), T);
-  for (unsigned char ch : input)
-    CPPGRAD_CHECK(vocab.contains(ch), "explorer: '{}' in --text is not among the characters of {}", char_label(ch), o.data);
   const std::vector<int64_t> tokens = vocab.encode(input);
   Tensor x = tensor(tokens, Shape{1, static_cast<int64_t>(tokens.size())});
   const bool gpt = arch == hf::Arch::GPT2;
@@ -332,10 +333,10 @@ class RotaryEncoder : public nn::Module {
 
 Exploration explore_rope(const Options& o) {
   const int64_t vocab = 10, length = 8, d_model = 32, layers = 2, heads = o.heads > 0 ? o.heads : 4;
-  CPPGRAD_CHECK(d_model % heads == 0, "explorer: --heads {} must divide d_model {}", heads, d_model);
+  CPPGRAD_CHECK(d_model % heads == 0, "--heads {} must divide d_model {}", heads, d_model);
   const std::string input = o.text.empty() ? "31415926" : o.text;
   CPPGRAD_CHECK(static_cast<int64_t>(input.size()) == length && std::all_of(input.begin(), input.end(), ::isdigit),
-                "explorer: the rope model reverses {} digits; --text is '{}'", length, input);
+                "the rope model reverses {} digits; --text is '{}'", length, input);
   auto reverse_batch = [&](int64_t batch, Generator& gen) {  // digits, and the same digits back to front
     Tensor x = randint(0, vocab, {batch, length}, gen);
     return std::pair{x, x.index_select(1, arange(static_cast<double>(length - 1), -1.0, -1.0).to(kInt64))};
@@ -398,7 +399,7 @@ Exploration explore(const Options& o) {
   if (o.model == "gpt") return explore_language_model(o, hf::Arch::GPT2);
   if (o.model == "gqa") return explore_language_model(o, hf::Arch::Llama);
   if (o.model == "rope") return explore_rope(o);
-  throw Error(fmt::format("explorer: unknown model '{}' (seq2seq, gpt, gqa or rope)", o.model));
+  throw Error(fmt::format("unknown model '{}' (seq2seq, gpt, gqa or rope)", o.model));
 }
 
 }  // namespace explorer

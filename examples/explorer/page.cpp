@@ -19,7 +19,7 @@ nlohmann::json page_data(const Exploration& e) {
 std::string page_html(const nlohmann::json& data) {
   const std::string page = kPageTemplate, marker = "/*EXPLORER_DATA*/null";
   const size_t at = page.find(marker);
-  CPPGRAD_CHECK(at != std::string::npos, "explorer: the page template has no {}", marker);
+  CPPGRAD_CHECK(at != std::string::npos, "the page template has no {}", marker);
   // Inside <script>, "</" could close the element early: JSON may write it as "<\/".
   std::string json = data.dump();
   for (size_t i = json.find("</"); i != std::string::npos; i = json.find("</", i + 3)) json.replace(i, 2, "<\\/");
