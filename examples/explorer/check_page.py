@@ -233,6 +233,9 @@ def main():
     try:
         for domain in ("Runtime", "Log", "Network", "Page"):
             browser.call(f"{domain}.enable")
+        # The viewport exactly width x height (the window's would lose its frame's height).
+        browser.call("Emulation.setDeviceMetricsOverride", width=args.width, height=args.height, deviceScaleFactor=1,
+                     mobile=False)
         browser.call("Page.navigate", url=page_url)
         browser.wait_for_event("Page.loadEventFired")
 
