@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# The explorer's checks: check.sh MODEL|errors EXPLORER DIR
+# The explorer's checks: check.sh MODEL|checkpoint|errors EXPLORER DIR [SEQ2SEQ]
 #   MODEL (seq2seq, gpt, gqa, rope): the page of a short run (few steps: the page is what is
 #          checked, not how well the model learned), opened in headless Chromium by check_page.py,
 #          which compares every drawn cell with the weights the program wrote (--numbers) and
 #          hovers, clicks and looks for console errors; and the page names no file to fetch.
+#   checkpoint: the same, of a seq2seq model read from a short `seq2seq --save` run.
 #   errors: a text the model cannot read is refused before any training, exit 2, naming it.
 set -euo pipefail
 what="$1" explorer="$2" dir="$3"
@@ -15,6 +16,10 @@ case "$what" in
   gpt) args=(--model gpt --steps 40) ;;
   gqa) args=(--model gqa --steps 40 --heads 8 --kv-heads 2) ;;
   rope) args=(--model rope --steps 100) ;;
+  checkpoint)  # a model written by `seq2seq --save` (its path is the 4th argument), not trained here
+    "$4" --steps 20 --d-model 32 --heads 2 --layers 1 --ff 64 --seq-len 8 --vocab 16 --threads 1 \
+      --save run.safetensors >seq2seq.txt
+    args=(--model seq2seq --checkpoint run.safetensors --text "3 1 12") ;;
   errors)
     refused() {  # refused "what the message must say" explorer-arguments...
       local want="$1"; shift

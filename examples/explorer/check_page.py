@@ -163,7 +163,7 @@ def problems_in(events, page_url):
             found.append(f"uncaught exception: {p['exceptionDetails'].get('exception', {}).get('description') or p['exceptionDetails'].get('text')}")
         elif e["method"] == "Runtime.consoleAPICalled" and p.get("type") in ("error", "assert", "warning"):
             found.append(f"console.{p['type']}: {' '.join(str(a.get('value', a.get('description'))) for a in p.get('args', []))}")
-        elif e["method"] == "Log.entryAdded" and p["entry"]["level"] in ("error", "warning"):
+        elif e["method"] == "Log.entryAdded" and p["entry"]["level"] == "error":  # a refused request is one
             found.append(f"{p['entry']['source']} {p['entry']['level']}: {p['entry']['text']}")
         elif e["method"] == "Network.requestWillBeSent" and p["request"]["url"] != page_url:
             found.append(f"request for {p['request']['url']}")

@@ -80,7 +80,7 @@ std::string symbol_label(int64_t token) {
   return std::to_string(token - seq2seq::FIRST_SYMBOL);
 }
 
-// The model's sizes and task from a `seq2seq --save` checkpoint, and its weights.
+// The model's sizes and task from a `seq2seq --save` checkpoint, and the weights it decodes with.
 std::shared_ptr<seq2seq::Seq2SeqModel> load_seq2seq(const std::string& path, std::string& task) {
   auto file = nn::load_safetensors(path);
   auto number = [&](const std::string& key) {
@@ -96,6 +96,13 @@ std::shared_ptr<seq2seq::Seq2SeqModel> load_seq2seq(const std::string& path, std
   c.dropout = 0.0;
   auto model = std::make_shared<seq2seq::Seq2SeqModel>(c);
   model->load_state_dict(under_prefix("model.", file.tensors));
+  // seq2seq decodes with the moving average of the weights (its --attention picture too): those.
+  const nn::NamedTensors averaged = under_prefix("average.", file.tensors);
+  if (!averaged.empty()) {
+    optim::ExponentialMovingAverage average(model->parameters(), 0.0);
+    average.load_state_dict(averaged);
+    average.swap();  // the parameters now hold the averages
+  }
   return model;
 }
 
