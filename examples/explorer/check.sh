@@ -36,6 +36,8 @@ case "$what" in
     refused "the rope model reverses 8 digits" --model rope --text 123
     refused "symbol 12 in --text is past the model's last, 9" --model seq2seq --text "3 12"
     refused "--kv-heads 3 must divide --heads 8" --model gqa --kv-heads 3
+    refused "--kv-heads is not read by --model gpt" --model gpt --kv-heads 2
+    refused "--steps is the checkpoint's" --model seq2seq --checkpoint "$0" --steps 10
     exit 0 ;;
   *) echo "check.sh: unknown check '$what'"; exit 1 ;;
 esac

@@ -116,7 +116,8 @@ Exploration explore_seq2seq(const Options& o) {
     model = load_seq2seq(o.checkpoint, task_text);
     trained = fmt::format("read from {}", o.checkpoint);
   } else {
-    // Lesson 8's small model: trained with the recipe of examples/seq2seq (Adam, warm-up, 1/√n).
+    // The lessons' small model with two layers, trained with the recipe of examples/seq2seq (Adam,
+    // the paper's warm-up then 1/√n schedule).
     ModelConfig c;
     c.vocab = FIRST_SYMBOL + 10, c.d_model = 32, c.heads = o.heads > 0 ? o.heads : 4, c.layers = 2, c.ff = 64;
     c.dropout = 0.0, c.max_len = 32;

@@ -15,6 +15,8 @@
 #include <CLI/CLI.hpp>
 #include <fmt/core.h>
 
+#include <algorithm>
+
 #include "common/cli.h"
 #include "cppgrad.h"
 #include "explorer/explore.h"
@@ -47,6 +49,19 @@ int main(int argc, char** argv) {
   app.add_option("--numbers", o.numbers, "also write the page's numbers (every head's weights) as JSON here");
   CLI11_PARSE(app, argc, argv);
   return examples::run_main("explorer", [&] {
+    // An option the chosen model does not read is refused, never ignored.
+    auto only_for = [&](const std::string& option, std::initializer_list<std::string> models, const std::string& why) {
+      if (app.count(option) > 0 && std::find(models.begin(), models.end(), o.model) == models.end())
+        throw cppgrad::Error(fmt::format("{} is not read by --model {}: {}", option, o.model, why));
+    };
+    only_for("--task", {"seq2seq"}, "only seq2seq has tasks");
+    only_for("--checkpoint", {"seq2seq"}, "only seq2seq reads a checkpoint");
+    only_for("--data", {"gpt", "gqa"}, "only gpt and gqa learn from a text");
+    only_for("--kv-heads", {"gqa"}, "only gqa shares key/value heads");
+    if (!o.checkpoint.empty())
+      for (const char* option : {"--task", "--steps", "--heads"})
+        if (app.count(option) > 0)
+          throw cppgrad::Error(fmt::format("{} is the checkpoint's; it cannot be given with --checkpoint", option));
     examples::check_writable("--out", o.out);
     if (!o.numbers.empty()) examples::check_writable("--numbers", o.numbers);
     const explorer::Exploration e = explorer::explore(o);
