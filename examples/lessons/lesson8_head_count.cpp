@@ -228,7 +228,7 @@ void print(const Lesson8& r) {
                               what == Reads::SamePosition ? "t" : what == Reads::MirroredPosition ? "m" : "both");
         }
         const std::string verdict = same > 0 && mirrored > 0 ? "divided: a head for each operand"
-                                    : same + mirrored > 0    ? "one operand taken, the other read by all"
+                                    : same + mirrored > 0    ? "a head took one operand, none the other"
                                                              : "every head reads both";
         fmt::print("     seed {}, {} head(s) ({:.1f}%): {}\n      {}\n", run.seed, run.heads, run.accuracy, verdict, list);
       }
