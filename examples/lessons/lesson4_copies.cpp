@@ -191,7 +191,7 @@ void print(const Lesson4Copies& r) {
   const auto& exact = r.starts.front();
   fmt::print("   Exact copies: the gradients of the two heads differed by at most {:.3g} over {} steps, so the\n",
              exact.gradients_apart, r.steps);
-  fmt::print("   heads are still copies ({:.3g} apart) and the layer is one head repeated: its loss stays\n",
+  fmt::print("   heads are still copies ({:.3g} apart) and the layer is one head repeated: its loss ends\n",
              exact.apart.back());
   double lowest = exact.loss_end, highest = 0.0;
   for (size_t i = 1; i < r.starts.size(); ++i) {
