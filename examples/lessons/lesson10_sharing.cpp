@@ -97,23 +97,31 @@ Lesson10 run_lesson10() {
   for (int64_t s = split; s + T + 1 < n; s += T) held_starts.push_back(s);
   auto [held_x, held_y] = batch_at(held_starts);
   for (int64_t g : r.lm_kv_heads) {
-    manual_seed(9);
-    nn::Decoder lm(nn::DecoderOptions(r.vocab, 64, 2, r.lm_heads).num_kv_heads(g));
-    r.lm_parameters.push_back(lm.parameter_count());
-    optim::Adam opt(lm.parameters(), optim::AdamOptions(3e-3));
-    Generator data(19);  // the same batches for every g
-    for (int64_t step = 0; step < r.lm_steps; ++step) {
-      std::vector<int64_t> starts;
-      for (int64_t b = 0; b < B; ++b) starts.push_back(randint(0, split - T - 1, {}, data).item<int64_t>());
-      auto [x, y] = batch_at(starts);
-      Tensor loss = F::cross_entropy(lm.forward(x).reshape({-1, r.vocab}), y.reshape({-1}));
-      opt.zero_grad();
-      loss.backward();
-      opt.step();
+    auto& losses = r.held_out_by_seed.emplace_back();
+    for (int64_t seed = 0; seed < r.lm_seeds; ++seed) {
+      manual_seed(9 + static_cast<uint64_t>(seed));
+      nn::Decoder lm(nn::DecoderOptions(r.vocab, 64, 2, r.lm_heads).num_kv_heads(g));
+      if (seed == 0) r.lm_parameters.push_back(lm.parameter_count());
+      optim::Adam opt(lm.parameters(), optim::AdamOptions(3e-3));
+      Generator data(19 + static_cast<uint64_t>(seed));  // the same batches for every g
+      for (int64_t step = 0; step < r.lm_steps; ++step) {
+        std::vector<int64_t> starts;
+        for (int64_t b = 0; b < B; ++b) starts.push_back(randint(0, split - T - 1, {}, data).item<int64_t>());
+        auto [x, y] = batch_at(starts);
+        Tensor loss = F::cross_entropy(lm.forward(x).reshape({-1, r.vocab}), y.reshape({-1}));
+        opt.zero_grad();
+        loss.backward();
+        opt.step();
+      }
+      NoGradGuard no_grad;
+      lm.eval();
+      losses.push_back(F::cross_entropy(lm.forward(held_x).reshape({-1, r.vocab}), held_y.reshape({-1})).item<double>());
     }
-    NoGradGuard no_grad;
-    lm.eval();
-    r.held_out_loss.push_back(F::cross_entropy(lm.forward(held_x).reshape({-1, r.vocab}), held_y.reshape({-1})).item<double>());
+    double mean = 0.0, squares = 0.0;
+    for (double l : losses) mean += l / static_cast<double>(losses.size());
+    for (double l : losses) squares += (l - mean) * (l - mean);
+    r.held_out_loss.push_back(mean);
+    r.held_out_spread.push_back(losses.size() > 1 ? std::sqrt(squares / static_cast<double>(losses.size() - 1)) : 0.0);
   }
   return r;
 }
@@ -128,9 +136,10 @@ void print(const Lesson10& r) {
                r.decode_tokens_per_s[i]);
   fmt::print("Only W_K and W_V shrink (to g·d_k rows, their biases to g·d_k): the parameters, weights and\n"
              "biases, fall from 4·d·(d + 1) to 2·d·(d + 1)·(1 + g/h), and the cache, which holds g heads per\n"
-             "position, falls by h/g. The decoding speed above is of a 2-layer\n"
-             "decoder (32 tokens, batch 1), where the cache is small and the projections dominate; a long\n"
-             "context or a large batch is where the smaller cache pays (bench/bench_gqa measures both).\n\n");
+             "position, falls by h/g. The decoding speed is one timing of 32 tokens each, of a 2-layer decoder\n"
+             "(batch 1), where the cache is small and the projections dominate: its rows differ by noise, and\n"
+             "their order changes from run to run. A long context or a large batch is where the smaller\n"
+             "cache pays (bench/bench_gqa measures both, with medians).\n\n");
   fmt::print("The names: g = h is ordinary multi-head attention (enable_gqa with g = h against plain attention:\n"
              "max |diff| {:.1e}; MultiheadAttention keeps its fused in_proj_weight: {}); g = 1 is multi-query\n"
              "attention (one shared head against it repeated to all {}: max |diff| {:.1e}). GQA is in between.\n\n",
@@ -139,15 +148,22 @@ void print(const Lesson10& r) {
              "2 layers) trained {} steps on {} ({} characters; uniform guess {:.2f} nats/char):\n",
              r.lm_heads, r.lm_steps, r.text_path, r.vocab, r.uniform_loss);
   for (size_t i = 0; i < r.lm_kv_heads.size(); ++i)
-    fmt::print("  g = {}: {:>7} parameters, held-out loss {:.3f} nats/char\n", r.lm_kv_heads[i], r.lm_parameters[i],
-               r.held_out_loss[i]);
-  const double spread = r.held_out_loss.back() - r.held_out_loss.front();
-  fmt::print("{}\n", std::abs(spread) < 0.05
-                         ? "At this size and length of training the three are within 0.05 nats: sharing keys and values "
-                           "cost no quality we can measure here."
-                         : spread > 0 ? "Fewer key/value heads learned less in the same steps (the gap above)."
-                                      : "Fewer key/value heads did as well or better here: fewer parameters to fit in "
-                                        "few steps; the gap may turn with longer training.");
+    fmt::print("  g = {}: {:>7} parameters, held-out loss {:.3f} ± {:.3f} nats/char (mean ± spread of {} seeds)\n",
+               r.lm_kv_heads[i], r.lm_parameters[i], r.held_out_loss[i], r.held_out_spread[i], r.lm_seeds);
+  const size_t full = 0, fewest = r.lm_kv_heads.size() - 1;
+  const double gap = r.held_out_loss[fewest] - r.held_out_loss[full];
+  const double spread = std::max(r.held_out_spread[full], r.held_out_spread[fewest]);
+  if (std::abs(gap) <= spread)
+    fmt::print("g = {} and g = {} differ by {:.3f} nats, within the seeds' spread ({:.3f}): at this size and length\n"
+               "of training, sharing keys and values cost no quality these seeds can measure.\n",
+               r.lm_kv_heads[fewest], r.lm_kv_heads[full], std::abs(gap), spread);
+  else if (gap > 0)
+    fmt::print("g = {} learned less than g = {} in the same steps: {:.3f} nats more, beyond the seeds' spread ({:.3f}).\n",
+               r.lm_kv_heads[fewest], r.lm_kv_heads[full], gap, spread);
+  else
+    fmt::print("g = {} did better than g = {} in the same steps: {:.3f} nats less, beyond the seeds' spread ({:.3f});\n"
+               "fewer parameters to fit in few steps, a gap that may turn with longer training.\n",
+               r.lm_kv_heads[fewest], r.lm_kv_heads[full], -gap, spread);
 }
 
 }  // namespace lessons

@@ -210,6 +210,7 @@ Lesson4 run_lesson4(const Lesson4Options& options) {
   Lesson4Options& o = r.options;
   r.blas_kernel = openblas_get_corename();
   r.threads = get_num_threads();
+  r.copies = run_lesson4_copies();
   Task task = parse_task(o.task);
   std::shared_ptr<Seq2SeqModel> trained;
   if (!o.checkpoint.empty()) {
@@ -328,7 +329,8 @@ void print(const Lesson4& r) {
   fmt::print("chosen from the figures measured here.\n");
   fmt::print("Measured on {} held-out sequences of up to {} symbols.\n\n", o.held_out, o.seq_len);
 
-  fmt::print("1. What to compare. A head's score is x·W_Q_iᵀ·W_K_i·yᵀ, so W_Q_i alone does not fix it.\n");
+  print(r.copies);
+  fmt::print("2. What to compare. A head's score is x·W_Q_iᵀ·W_K_i·yᵀ, so W_Q_i alone does not fix it.\n");
   fmt::print("   Head 0 of a float64 layer with its W_Q and W_K (and their biases) negated:\n");
   fmt::print("     cosine(W_Q_0, -W_Q_0)                   = {:+.3f}\n", r.negated_w_q_cosine);
   fmt::print("     cosine of W_Q_0ᵀ·W_K_0 before and after = {:+.3f}\n", r.negated_query_key_cosine);
@@ -338,7 +340,7 @@ void print(const Lesson4& r) {
   fmt::print("   output-value products W_O_i·W_V_i, and the attention maps they produce.\n\n");
 
   const double maps_baseline = at_init.attention;
-  fmt::print("2. How alike the heads of a layer are: their mean pairwise cosine, averaged over the model's\n");
+  fmt::print("3. How alike the heads of a layer are: their mean pairwise cosine, averaged over the model's\n");
   fmt::print("   {} attention layers. 1 = copies. What unrelated heads score is the first row, independent\n",
              at_init.layers.size());
   fmt::print("   random heads: {:.2f} and {:.2f} for the weight products, but already {:.2f} for the maps,\n",
@@ -376,15 +378,16 @@ void print(const Lesson4& r) {
 
   const Lesson4::SeedRun& first = r.seed_runs.front();
   const auto& last = first.apart.back();
-  fmt::print("\n3. Heads that start identical (seed {}). Largest difference from head 0 (weights up to {:.2f}):\n",
-             first.seed, r.identical_heads_weight_size);
+  fmt::print("\n4. Heads that start identical in this float32 model (seed {}): figures of rounding, which move\n",
+             first.seed);
+  fmt::print("   with the BLAS kernel and the thread count (section 1 is the mechanism, without them). Largest\n");
+  fmt::print("   difference from head 0 (weights up to {:.2f}):\n", r.identical_heads_weight_size);
   fmt::print("     step   every weight but the key bias   the key bias\n");
   for (const auto& a : first.apart) fmt::print("     {:>4}   {:>29.3g}   {:>12.3g}\n", a.step, a.weights, a.key_bias);
   const double seed_gap = rounding_seed(first.apart);
   int64_t seed_step = 0;
   for (const auto& a : first.apart)
     if (seed_step == 0 && a.weights > 0) seed_step = a.step;
-  fmt::print("   In exact arithmetic identical heads get identical gradients, so they stay identical.\n");
   switch (symmetry_of(first.apart)) {
     case Symmetry::ExactCopies:
       fmt::print("   With the {} kernel BLAS rounds every head's columns alike, which keeps that symmetry: after\n",
@@ -416,10 +419,10 @@ void print(const Lesson4& r) {
   } else {
     fmt::print("   The key bias changes no score, so its true gradient is 0: here it stayed the same in every head.");
   }
-  fmt::print(" (Attention dropout, off here, draws a different mask\n");
-  fmt::print("   per head and would break the symmetry by chance.)\n");
+  fmt::print(" (Attention dropout is off here;\n");
+  fmt::print("   section 1 shows what it does to copies.)\n");
 
-  fmt::print("\n4. Random start against identical start, {} seed(s), {} steps on {} each:\n", r.seed_runs.size(), o.steps,
+  fmt::print("\n5. Random start against identical start, {} seed(s), {} steps on {} each:\n", r.seed_runs.size(), o.steps,
              o.task);
   fmt::print("     seed   identical heads at step {:<5}   accuracy: random start   identical start   identical maps\n",
              o.steps);
@@ -475,12 +478,20 @@ void print(const Lesson4& r) {
     rounding += verdict == Symmetry::RoundingLevel;
     broken += verdict == Symmetry::Broken;
   }
-  fmt::print("\nAnswer: randomness at initialisation makes the heads different, and each head's own gradient\n");
-  fmt::print("keeps them so. Heads that start the same get the same gradients in exact arithmetic; here, after\n");
-  fmt::print("{} steps on {} seed(s) with the {} kernel, they stayed exact copies on {}, copies up to float32\n",
-             o.steps, r.seed_runs.size(), r.blas_kernel, exact, rounding);
-  fmt::print("rounding on {}, and were pushed apart (a gap above 1e-3) on {}", rounding, broken);
-  fmt::print("{}\n", broken > 0 ? ": rounding that training amplified, luck of\nthe kernel rather than a design." : ".");
+  const auto& copies = r.copies;
+  fmt::print("\nAnswer: nothing in the architecture makes heads differ. Heads that start as exact copies get\n");
+  fmt::print("identical gradients and stay copies (section 1: {:.3g} apart after {} steps, under any kernel),\n",
+             copies.starts.front().apart.back(), copies.steps);
+  fmt::print("computing one head's function. What makes them differ is an asymmetry put in from outside, and\n");
+  fmt::print("training grows a small one at its own rate (there {:.3g} times a step, whatever its size): the\n",
+             growth_per_step(copies));
+  fmt::print("default initialisation, which draws each head independently, and attention dropout, which\n");
+  fmt::print("masks each head differently. Float32 rounding is one more such asymmetry, of a size that depends\n");
+  fmt::print("on the BLAS kernel: on this seq2seq model, after {} steps on {} seed(s) with the {} kernel and\n", o.steps,
+             r.seed_runs.size(), r.blas_kernel);
+  fmt::print("{} thread(s), heads started identical stayed exact copies on {}, copies up to rounding on {} and\n",
+             r.threads, exact, rounding);
+  fmt::print("were pushed apart (a gap above 1e-3) on {}: a figure of this kernel, not of the model.\n", broken);
   std::string counts = fmt::format("random better on {} seed(s), identical on {}", random_better, identical_better);
   if (random_mean > identical_mean + 1.0)
     fmt::print("Random starts learned {} better: {:.1f}% against {:.1f}% from identical heads ({}).\n", o.task,
@@ -491,6 +502,8 @@ void print(const Lesson4& r) {
   else
     fmt::print("On {} at {} steps the two starts learned about as well: {:.1f}% and {:.1f}% ({}).\n", o.task, o.steps,
                random_mean, identical_mean, counts);
+  fmt::print("(Float32 accuracies, which move with the kernel and the threads{}.)\n",
+             r.seed_runs.size() < 3 ? "; one or two seeds decide little: try --seeds 4" : "");
 }
 
 Symmetry symmetry_of(const std::vector<Lesson4::Apart>& apart) {

@@ -118,8 +118,34 @@ struct Diversity {
   };
   std::vector<Layer> layers;  // the cosines, layer by layer
 };
+// The mechanism, kernel-independent (lesson4_copies.cpp): a two-head attention layer, each head
+// its own tensors and calls, fits a teacher layer whose heads differ, from starts that differ
+// by 0 (exact copies), by ε, by attention dropout's masks, and by the default initialisation.
+struct Lesson4Copies {
+  int64_t d_model = 16, heads = 2, tokens = 6, sequences = 32, steps = 300;
+  uint64_t seed = 4;
+  double lr = 0.01, dropout = 0.1;
+  std::vector<double> epsilons{1e-12, 1e-9, 1e-6, 1e-3};
+  double target_size = 0.0;            // the teacher's output's mean square, for the losses' scale
+  std::vector<int64_t> steps_measured;  // 0, 1, 3, 10, 30, ... and the last
+  struct Start {
+    std::string what;
+    double epsilon = 0.0, dropout = 0.0;
+    std::vector<double> apart;       // max |head i's weights - head 0's| at steps_measured
+    double gradients_apart = 0.0;    // max |head i's gradient - head 0's| over every step
+    double loss_end = 0.0;           // after the last step, without dropout
+  };
+  // exact copies; one copy moved by each ε; exact copies with dropout; the default initialisation
+  std::vector<Start> starts;
+};
+Lesson4Copies run_lesson4_copies();
+void print(const Lesson4Copies& r);
+// The smallest ε's gap, per step, over the last two measured steps at which it is below 1e-3.
+double growth_per_step(const Lesson4Copies& r);
+
 struct Lesson4 {
   Lesson4Options options;
+  Lesson4Copies copies;  // the mechanism; the rest is the seq2seq model's figures
   std::string trained_on;  // "copy task, 200 steps here" or the checkpoint's path
   std::string blas_kernel;  // OpenBLAS's core, e.g. "Haswell": the trained figures depend on it
   int threads = 1;          // ... and on the thread count
@@ -252,14 +278,23 @@ void print(const Lesson7& r);
 
 // ---- 8. Does the number of heads matter on a task? (lesson8_head_count.cpp) ----------------
 struct Lesson8Options : SmallSeq2Seq {
-  std::string task = "reverse";  // or sort, copy, mirror-sum
+  // Mirror-sum (output t = symbol t + symbol len-1-t, modulo the 4 symbols) needs two source
+  // positions for every output; reverse, sort and copy need one.
+  std::string task = "mirror-sum";
   std::vector<int64_t> head_counts{1, 2, 4, 8};
   uint64_t seed = 1;
-  int64_t seeds = 1;        // seeds seed .. seed+seeds-1, each head count trained on each
-  int64_t eval_every = 50;  // held-out accuracy measured every this many steps
+  int64_t seeds = 3;         // seeds seed .. seed+seeds-1, each head count trained on each
+  int64_t eval_every = 100;  // held-out accuracy measured every this many steps
   int64_t held_out = 128;
-  Lesson8Options() { steps = 300; }  // the short run; the lesson's README gives the long one
+  Lesson8Options() {  // the default run; the lesson's README gives the long one
+    steps = 1000;
+    vocab = 3 + 4;
+  }
 };
+// What one cross-attention head of a mirror-sum model reads: one operand (at least twice the
+// weight on it as on the other) or both.
+enum class Reads { SamePosition, MirroredPosition, Both };
+Reads reads(double same_weight, double mirrored_weight);
 struct Lesson8 {
   Lesson8Options options;
   std::string blas_kernel;  // OpenBLAS's core: float32 training depends on it and on the threads
@@ -290,14 +325,18 @@ struct Lesson8 {
 };
 Lesson8 run_lesson8(const Lesson8Options& options = {});
 void print(const Lesson8& r);
-// For each head count in order: mean accuracy over the seeds, and the mean steps to 99% over
-// the seeds that got there (-1 if none) with how many did.
+// For each head count in order: mean accuracy over the seeds and its spread (the seeds'
+// standard deviation, 0 for one seed), and the mean steps to 99% over the seeds that got there
+// (-1 if none) with how many did.
 struct HeadCountSummary {
   int64_t heads = 0;
-  double accuracy = 0.0, steps_to_99 = -1.0;
+  double accuracy = 0.0, spread = 0.0, steps_to_99 = -1.0;
   int64_t reached_99 = 0, seeds = 0;
 };
 std::vector<HeadCountSummary> summarise(const Lesson8& r);
+// Whether a learned better than b by more than the seeds' scatter: the difference of the mean
+// accuracies exceeds the larger of the two spreads. Never with one seed, whose spread is unknown.
+bool beats(const HeadCountSummary& a, const HeadCountSummary& b);
 
 // ---- 9. "My Transformer doesn't learn": a checklist, each item measured (lesson9_checklist.cpp) --
 struct Lesson9 {

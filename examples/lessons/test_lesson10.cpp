@@ -23,6 +23,11 @@ TEST_CASE("lesson 10: sharing key/value heads shrinks W_K, W_V and the cache by 
   CHECK(r.mqa_vs_repeated < 1e-14);
   CHECK(r.g_equals_h_is_the_fused_layer);
   REQUIRE(r.held_out_loss.size() == 3);
+  REQUIRE(r.held_out_spread.size() == 3);
+  for (size_t i = 0; i < 3; ++i) {
+    REQUIRE(r.held_out_by_seed[i].size() == static_cast<size_t>(r.lm_seeds));
+    CHECK(r.held_out_spread[i] > 0.0);  // seeds differ: a verdict needs their spread
+  }
   CHECK(r.lm_parameters[0] > r.lm_parameters[1]);
   CHECK(r.lm_parameters[1] > r.lm_parameters[2]);
   for (double loss : r.held_out_loss) {

@@ -154,6 +154,46 @@ TEST_CASE("lesson 4: random initialisation makes heads differ and identical head
   CHECK(r.indivisible_error.find("not divisible") != std::string::npos);
 }
 
+// The mechanism runs each head through its own calls of the same shapes, so these hold exactly,
+// under every kernel and thread count: nothing here is rounding luck.
+TEST_CASE("lesson 4: exact copies stay copies, and a copy moved by ε grows apart at training's rate") {
+  const Lesson4Copies r = run_lesson4_copies();
+  REQUIRE(r.starts.size() == r.epsilons.size() + 3);
+  REQUIRE(r.steps_measured.front() == 0);
+  REQUIRE(r.steps_measured.back() == r.steps);
+  const auto& exact = r.starts.front();
+  CHECK(exact.gradients_apart == 0.0);  // identical gradients at every step
+  for (double a : exact.apart) CHECK(a == 0.0);
+  for (size_t i = 1; i <= r.epsilons.size(); ++i) {
+    const auto& moved = r.starts[i];
+    const double epsilon = r.epsilons[i - 1];
+    INFO("ε = " << epsilon);
+    CHECK(moved.apart.front() <= epsilon);
+    CHECK(moved.apart.front() > 0.9 * epsilon);
+    CHECK(moved.gradients_apart > 0.0);
+    CHECK(moved.apart.back() > 100.0 * moved.apart.front());  // grew apart
+    CHECK(moved.loss_end < exact.loss_end);  // heads that differ fit the teacher better
+  }
+  // While the gap is small it grows in proportion to its size: the two smallest ε grow by the
+  // same factor at every measured step (the printed rate), to float64 rounding of the ε.
+  for (size_t k = 1; k < r.steps_measured.size(); ++k) {
+    if (r.starts[2].apart[k] > 1e-3) break;
+    INFO("step " << r.steps_measured[k]);
+    CHECK(r.starts[1].apart[k] / r.epsilons[0] == doctest::Approx(r.starts[2].apart[k] / r.epsilons[1]).epsilon(1e-3));
+  }
+  CHECK(growth_per_step(r) > 1.05);
+  // Dropout's masks differ per head: copies part at the first step.
+  const auto& dropped = r.starts[r.epsilons.size() + 1];
+  CHECK(dropped.dropout > 0.0);
+  CHECK(dropped.apart.front() == 0.0);
+  CHECK(dropped.apart[1] > 1e-3);
+  CHECK(dropped.loss_end < exact.loss_end);
+  // The default initialisation: heads differ from the start, by the weights' own size.
+  const auto& random = r.starts.back();
+  CHECK(random.apart.front() > 0.1);
+  CHECK(random.loss_end < exact.loss_end);
+}
+
 TEST_CASE("lesson 4: the verdict on identical heads follows their gap") {
   using A = Lesson4::Apart;
   CHECK(symmetry_of({A{0, 0.0}, A{1, 0.0}, A{2000, 0.0}}) == Symmetry::ExactCopies);
@@ -306,13 +346,17 @@ TEST_CASE("lesson 7: the encoder layer's backward by hand equals autograd's, and
   }
 }
 
-// Lesson 8 trains four models; the test runs a short configuration (100 steps) and checks what
-// the lesson's tables and pictures are made of. How the head counts compare after 1000 steps on
-// several seeds is the long run the lessons README quotes (float32 training, which moves with
-// the BLAS kernel and thread count).
+// Lesson 8 trains a model per head count and seed; these tests run short configurations (100
+// steps) and check what the lesson's tables, readings and verdicts are made of. Which head count
+// wins after 1000 or 2000 steps is float32 training, which moves with the kernel and the threads:
+// the verdict is asserted to follow the figures, never to name a head count.
 TEST_CASE("lesson 8: the head count changes neither the parameters nor the model, only its grouping") {
   Lesson8Options o;
+  o.task = "reverse";
+  o.vocab = 12;
+  o.seeds = 1;
   o.steps = 100;
+  o.eval_every = 50;
   const Lesson8 r = run_lesson8(o);
   REQUIRE(r.runs.size() == 4);
   REQUIRE(r.pictures.size() == 4);
@@ -348,32 +392,85 @@ TEST_CASE("lesson 8: the head count changes neither the parameters nor the model
   CHECK(r.example_source.size() == static_cast<size_t>(o.seq_len + 1));
   const auto summary = summarise(r);
   REQUIRE(summary.size() == 4);
-  for (size_t i = 0; i < summary.size(); ++i) CHECK(summary[i].accuracy == r.runs[i].accuracy);  // one seed
+  for (size_t i = 0; i < summary.size(); ++i) {
+    CHECK(summary[i].accuracy == r.runs[i].accuracy);  // one seed
+    CHECK(summary[i].spread == 0.0);
+    for (const auto& other : summary) CHECK(!beats(summary[i], other));  // one seed names no winner
+  }
 }
 
-// Mirror-sum needs two source positions for every output: the lesson measures, for each head,
-// the weight on each. Which head count learns it best is a matter of many seeds and steps (the
-// lessons README gives the long runs); this checks the measurement itself on a short run.
-TEST_CASE("lesson 8: on mirror-sum, each head's weight on both operands is measured") {
-  Lesson8Options o;
-  o.task = "mirror-sum";
-  o.vocab = 3 + 4;  // 4 symbols
+// The default task, on two seeds: each head's weight on both operands, per model, and the
+// seeds' spread behind every verdict.
+TEST_CASE("lesson 8: on mirror-sum, each model's heads are read one by one and the seeds give a spread") {
+  Lesson8Options o;  // mirror-sum, 4 symbols
+  CHECK(o.task == "mirror-sum");
+  CHECK(o.seeds >= 3);
   o.steps = 100;
+  o.seeds = 2;
   o.head_counts = {1, 4};
   const Lesson8 r = run_lesson8(o);
-  REQUIRE(r.runs.size() == 2);
+  REQUIRE(r.runs.size() == 4);  // 2 head counts x 2 seeds
   for (const auto& run : r.runs) {
-    INFO("heads " << run.heads);
+    INFO("heads " << run.heads << ", seed " << run.seed);
     REQUIRE(run.same_weight.size() == static_cast<size_t>(run.heads));
     REQUIRE(run.mirrored_weight.size() == static_cast<size_t>(run.heads));
     for (size_t h = 0; h < run.same_weight.size(); ++h) {
-      // Two positions' weights in one softmax row: each in [0, 1], together at most 1 (plus
-      // rounding); at t = len-1-t (the middle of an odd length) both count the same position.
+      // Two positions' weights in one softmax row: each in [0, 1] (at t = len-1-t, the middle of
+      // an odd length, both count the same position).
       CHECK((run.same_weight[h] >= 0.0 && run.mirrored_weight[h] >= 0.0));
       CHECK(run.same_weight[h] <= 1.0);
       CHECK(run.mirrored_weight[h] <= 1.0);
     }
   }
+  const auto summary = summarise(r);
+  REQUIRE(summary.size() == 2);
+  for (const auto& s : summary) {
+    INFO("heads " << s.heads);
+    CHECK(s.seeds == 2);
+    double a = -1.0, b = -1.0;
+    for (const auto& run : r.runs)
+      if (run.heads == s.heads) (a < 0 ? a : b) = run.accuracy;
+    CHECK(s.accuracy == doctest::Approx((a + b) / 2.0));
+    CHECK(s.spread == doctest::Approx(std::abs(a - b) / std::sqrt(2.0)));  // two seeds' standard deviation
+  }
+}
+
+// The lesson's answer on its default task and run (mirror-sum, 3 seeds, 1000 steps), for one
+// head against eight: eight heads learn it better by more than the seeds' spread. Measured on an
+// AMD Zen 5 at 1 thread: 65.6% ± 9.5 against 47.4% ± 8.6 (Haswell), 68.5% ± 12.5 against
+// 46.1% ± 4.9 (Cooperlake). The 2 and 4 heads of the default run are left out for time.
+TEST_CASE("lesson 8: on mirror-sum eight heads beat one by more than the seeds' spread") {
+  Lesson8Options o;
+  o.head_counts = {1, 8};
+  o.eval_every = o.steps;
+  const Lesson8 r = run_lesson8(o);
+  const auto summary = summarise(r);
+  REQUIRE(summary.size() == 2);
+  INFO("1 head " << summary[0].accuracy << "% ± " << summary[0].spread << ", 8 heads " << summary[1].accuracy << "% ± "
+                 << summary[1].spread);
+  CHECK(summary[0].seeds == 3);
+  CHECK(beats(summary[1], summary[0]));
+  CHECK(!beats(summary[0], summary[1]));
+}
+
+TEST_CASE("lesson 8: a winner only beyond the spread, and a head's reading from its two weights") {
+  auto summary = [](double accuracy, double spread, int64_t seeds) {
+    HeadCountSummary s;
+    s.accuracy = accuracy;
+    s.spread = spread;
+    s.seeds = seeds;
+    return s;
+  };
+  CHECK(beats(summary(85.0, 5.0, 3), summary(58.0, 10.0, 3)));
+  CHECK(!beats(summary(58.0, 10.0, 3), summary(85.0, 5.0, 3)));
+  CHECK(!beats(summary(85.9, 0.5, 3), summary(85.9, 0.5, 3)));   // a tie is no win
+  CHECK(beats(summary(79.0, 17.0, 3), summary(61.0, 17.0, 3)));  // 18 points, spread 17: a win
+  CHECK(!beats(summary(78.0, 17.0, 3), summary(61.0, 17.0, 3)));  // 17 points: within the spread
+  CHECK(!beats(summary(90.0, 0.0, 1), summary(50.0, 0.0, 1)));    // one seed: spread unknown
+  CHECK(reads(0.53, 0.14) == Reads::SamePosition);
+  CHECK(reads(0.12, 0.52) == Reads::MirroredPosition);
+  CHECK(reads(0.30, 0.23) == Reads::Both);
+  CHECK(reads(0.40, 0.20) == Reads::SamePosition);  // twice: one operand
 }
 
 TEST_CASE("lesson 9: the checklist's measurements say what its items claim") {
