@@ -285,7 +285,7 @@ int64_t trace_event_limit() { return trace_state().limit.load(); }
 namespace {
 // `text` as a JSON string, quotes included (nlohmann-json's escapes; bytes that are not UTF-8
 // become U+FFFD, so the file stays JSON).
-std::string quoted(std::string_view text) {
+std::string json_string(std::string_view text) {
   return nlohmann::json(std::string(text)).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 }  // namespace
@@ -306,7 +306,7 @@ std::string trace_json() {
     std::lock_guard lock(t->mutex);
     if (t->generation != generation || t->events.empty()) continue;
     out += fmt::format(",\n{{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":1,\"tid\":{},\"args\":{{\"name\":{}}}}}",
-                       t->id, quoted(t->name));
+                       t->id, json_string(t->name));
     out += fmt::format(",\n{{\"ph\":\"M\",\"name\":\"thread_sort_index\",\"pid\":1,\"tid\":{},\"args\":{{\"sort_index\":{}}}}}",
                        t->id, t->name == "main" ? 0 : t->id);
     for (const TraceEvent& e : t->events) {
@@ -317,8 +317,8 @@ std::string trace_json() {
       }
       if (e.duration_ns < 0) continue;  // still open when the trace stopped
       out += fmt::format(",\n{{\"ph\":\"X\",\"name\":{},\"cat\":\"{}\",\"pid\":1,\"tid\":{},\"ts\":{},\"dur\":{}",
-                         quoted(e.name), e.category, t->id, us(e.start_ns), us(e.duration_ns));
-      if (!e.args.empty()) out += fmt::format(",\"args\":{{\"inputs\":{}}}", quoted(e.args));
+                         json_string(e.name), e.category, t->id, us(e.start_ns), us(e.duration_ns));
+      if (!e.args.empty()) out += fmt::format(",\"args\":{{\"inputs\":{}}}", json_string(e.args));
       out += "}";
     }
   }

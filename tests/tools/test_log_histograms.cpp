@@ -39,7 +39,7 @@ TEST_CASE("log_histograms: a histogram per parameter, and per gradient once ther
   CHECK(count(R"("tag":"weights/bias")") == 2);
   CHECK(count(R"("tag":"grads/weight")") == 1);
   // The bias's gradient of a sum over 2 rows is 2 everywhere: one bin, all three values.
-  CHECK(text.find(R"("tag":"grads/bias","histogram":{"min":2,"max":2,"num":3,"sum":6,"sum_squares":12,"bucket_limit":[2],"bucket":[3]})") !=
+  CHECK(text.find(R"("tag":"grads/bias","histogram":{"min":2.0,"max":2.0,"num":3,"sum":6.0,"sum_squares":12.0,"bucket_limit":[2.0],"bucket":[3]})") !=
         std::string::npos);
-  CHECK(text.find(R"("tag":"float64","histogram":{"min":1,"max":1,"num":3)") != std::string::npos);
+  CHECK(text.find(R"("tag":"float64","histogram":{"min":1.0,"max":1.0,"num":3)") != std::string::npos);
 }

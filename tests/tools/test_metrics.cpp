@@ -66,7 +66,7 @@ TEST_CASE("metrics: the JSONL lines, and the loss curves drawn from them") {
   CHECK(jsonl.find(R"("step":10,)") != std::string::npos);
   CHECK(jsonl.find(R"("tag":"train/loss","value":2.5})") != std::string::npos);
   CHECK(jsonl.find(R"("tag":"train/loss","value":null})") != std::string::npos);  // NaN: JSON has none
-  CHECK(jsonl.find(R"("histogram":{"min":1,"max":4,"num":4,"sum":10,"sum_squares":30)") != std::string::npos);
+  CHECK(jsonl.find(R"("histogram":{"min":1.0,"max":4.0,"num":4,"sum":10.0,"sum_squares":30.0)") != std::string::npos);
   const std::string csv = read_all(dir.path + "/run/metrics.csv");
   CHECK(csv.rfind("step,wall_time,tag,value\n10,", 0) == 0);
 
