@@ -112,7 +112,6 @@ Rounded operand(const Tensor* of, const float* x, bool transposed, int64_t op_ro
 
 void gemm_bf16(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b,
                int64_t ldb, float* c, int64_t ldc, float beta, GemmCut cut, const Tensor* a_of, const Tensor* b_of) {
-  CPPGRAD_PROFILE_SCOPE(m * n * k < 65536 ? "bf16 gemm, small" : "bf16 gemm");
   g_products.fetch_add(1, std::memory_order_relaxed);
   if (autocast::kernel() == autocast::Kernel::OneDnn) {
     const Rounded ra = operand(a_of, a, ta, m, k, lda, kBFloat16), rb = operand(b_of, b, tb, k, n, ldb, kBFloat16);

@@ -7,7 +7,7 @@
 #include <cmath>
 #include <limits>
 
-#include "runtime/profile.h"
+#include "tensor/kernels/impl.h"
 #include "tensor/iterate.h"
 #include "tensor/kernels.h"
 #include "runtime/simd_clones.h"
@@ -58,7 +58,7 @@ void reduce_into(const ReducePlan& p, const Tensor& t, const Tensor& out, Acc in
   StridedLoop<1> inner(p.reduced_shape, {p.reduced_strides});
   const T* in = t.data<T>();
   Out* o = out.data<Out>();
-  outer.for_each_run([&](const auto& off, int64_t n, const auto& st) {
+  parallel_runs(outer, [&](const auto& off, int64_t n, const auto& st) {
     for (int64_t k = 0; k < n; ++k) {
       const T* base = in + off[1] + k * st[1];
       Acc acc = init;
@@ -67,8 +67,7 @@ void reduce_into(const ReducePlan& p, const Tensor& t, const Tensor& out, Acc in
           [&](const auto& roff, int64_t m, const auto& rst) {
             const T* x = base + roff[0];
             for (int64_t j = 0; j < m; ++j, ++i) acc = step(acc, x[j * rst[0]], i);
-          },
-          /*allow_parallel=*/false);
+          });
       o[off[0] + k * st[0]] = finish(acc);
     }
   });
@@ -151,7 +150,7 @@ void sum_into(const ReducePlan& p, const Tensor& t, const Tensor& out, double di
   StridedLoop<1> inner(p.reduced_shape, {p.reduced_strides});
   const T* in = t.data<T>();
   T* o = out.data<T>();
-  outer.for_each_run([&](const auto& off, int64_t n, const auto& st) {
+  parallel_runs(outer, [&](const auto& off, int64_t n, const auto& st) {
     PairwiseSum acc(1);
     for (int64_t k = 0; k < n; ++k) {
       const T* base = in + off[1] + k * st[1];
@@ -167,8 +166,7 @@ void sum_into(const ReducePlan& p, const Tensor& t, const Tensor& out, double di
               acc.block()[0] += x[j * rst[0]];
               acc.end_value();
             }
-          },
-          /*allow_parallel=*/false);
+          });
       double total = 0;
       acc.totals(&total);
       o[off[0] + k * st[0]] = static_cast<T>(divisor == 1.0 ? total : total / divisor);
@@ -201,8 +199,7 @@ bool sum_leading_dims(const Tensor& t, const std::vector<int64_t>& dims, const T
 
 }  // namespace
 
-Tensor sum(const Tensor& t, const std::vector<int64_t>& dims, bool keepdim) {
-  CPPGRAD_PROFILE_SCOPE("sum");
+Tensor impl::sum(const Tensor& t, const std::vector<int64_t>& dims, bool keepdim) {
   ReducePlan p = plan_reduction(t, dims, keepdim, "sum");
   if (!is_floating(t.dtype())) {  // integers and bools sum to int64, as in PyTorch
     Tensor out = empty(p.out_shape, kInt64);
@@ -222,8 +219,7 @@ Tensor sum(const Tensor& t, const std::vector<int64_t>& dims, bool keepdim) {
   return out;
 }
 
-Tensor mean(const Tensor& t, const std::vector<int64_t>& dims, bool keepdim) {
-  CPPGRAD_PROFILE_SCOPE("mean");
+Tensor impl::mean(const Tensor& t, const std::vector<int64_t>& dims, bool keepdim) {
   CPPGRAD_CHECK(t.is_floating_point(), "mean: expected a floating dtype, got {}", dtype_name(t.dtype()));
   ReducePlan p = plan_reduction(t, dims, keepdim, "mean");
   Tensor out = empty(p.out_shape, t.dtype());
@@ -250,8 +246,7 @@ Tensor var(const Tensor& t, const std::vector<int64_t>& dims, int64_t correction
 // as in torch.logsumexp: a set that is -inf throughout gives log 0 = -inf, one that holds +inf
 // gives +inf, and a NaN gives NaN (std::max skips it, exp does not). An empty set gives -inf.
 // Integers and bools give float32, torch's default float dtype.
-Tensor logsumexp(const Tensor& t, const std::vector<int64_t>& dims, bool keepdim) {
-  CPPGRAD_PROFILE_SCOPE("logsumexp");
+Tensor impl::logsumexp(const Tensor& t, const std::vector<int64_t>& dims, bool keepdim) {
   Tensor x = t.is_floating_point() ? t : to(t, kFloat32);
   if (x.dim() == 0) {  // a 0-d tensor is its own set: log exp(x) = x (dims may only name dim 0)
     wrap_dims(dims, 0, "logsumexp");
@@ -303,8 +298,7 @@ Tensor sum_to(const Tensor& t, const Shape& shape) {
   return reshape(sum(t, dims, /*keepdim=*/true), shape);
 }
 
-ValuesIndices extremum(Extremum which, const Tensor& t, int64_t dim, bool keepdim) {
-  CPPGRAD_PROFILE_SCOPE("max/min");
+ValuesIndices impl::extremum(Extremum which, const Tensor& t, int64_t dim, bool keepdim) {
   const char* op = which == Extremum::Max ? "max" : "min";
   CPPGRAD_CHECK(t.numel() > 0, "{}: cannot reduce an empty tensor of shape {}", op, shape_str(t.shape()));
   if (t.dim() == 0) return {clone(t), zeros({}, kInt64)};
