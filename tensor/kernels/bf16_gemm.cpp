@@ -13,7 +13,6 @@
 #include <memory>
 
 #include "runtime/profile.h"
-#include "runtime/simd_clones.h"
 #include "tensor/autocast.h"
 #include "tensor/autocast_cache.h"
 #include "tensor/kernels.h"
@@ -23,24 +22,6 @@
 namespace cppgrad::kernels::detail {
 
 namespace {
-
-// The rows × cols matrix at `from` (rows ld apart) rounded to bfloat16, into a dense buffer.
-// This pass is what autocast costs over float32 on a CPU without bfloat16 instructions, so it is
-// compiled per vector unit (runtime/simd_clones.h; elementwise, the same bits in every clone).
-template <class Out>
-CPPGRAD_SIMD_CLONES void round_rows(const float* __restrict from, int64_t rows, int64_t cols, int64_t ld,
-                                    Out* __restrict to) {
-  for (int64_t r = 0; r < rows; ++r) {
-    const float* row = from + r * ld;
-    Out* out = to + r * cols;
-    for (int64_t j = 0; j < cols; ++j) {
-      if constexpr (std::is_same_v<Out, float>)
-        out[j] = round_to_bfloat16(row[j]);
-      else
-        out[j] = bfloat16::from_bits(float_to_bfloat16_bits(row[j]));
-    }
-  }
-}
 
 // An operand as stored (op(X) is rows × cols of it, or its transpose), rounded into a dense
 // buffer of the caching allocator: its leading dimension becomes its column count.
@@ -55,9 +36,9 @@ Rounded rounded(const float* x, bool transposed, int64_t op_rows, int64_t op_col
   const int64_t rows = transposed ? op_cols : op_rows, cols = transposed ? op_rows : op_cols;
   Tensor buffer = empty({rows * cols}, as);
   if (as == kFloat32)
-    round_rows(x, rows, cols, ld, buffer.data<float>());
+    fast::round_rows(x, rows, cols, ld, buffer.data<float>());
   else
-    round_rows(x, rows, cols, ld, buffer.data<bfloat16>());
+    fast::round_rows(x, rows, cols, ld, buffer.data<bfloat16>());
   g_rounded.fetch_add(1, std::memory_order_relaxed);
   g_bytes_rounded.fetch_add(rows * cols * static_cast<int64_t>(dtype_size(as)), std::memory_order_relaxed);
   return {buffer, std::max<int64_t>(cols, 1)};

@@ -55,10 +55,14 @@ Tensor masked_fill(const Tensor& t, const Tensor& mask, double value) {
 // ---- reductions -----------------------------------------------------------------------------------
 Tensor sum(const Tensor& t, const std::vector<int64_t>& dims, bool keepdim) {
   CPPGRAD_PROFILE_SCOPE("sum");
+  if (!reference_mode())
+    if (Tensor out = fast::sum_leading_dims(t, dims, keepdim, /*mean=*/false, "sum"); out.defined()) return out;
   return impl::sum(t, dims, keepdim);
 }
 Tensor mean(const Tensor& t, const std::vector<int64_t>& dims, bool keepdim) {
   CPPGRAD_PROFILE_SCOPE("mean");
+  if (!reference_mode())
+    if (Tensor out = fast::sum_leading_dims(t, dims, keepdim, /*mean=*/true, "mean"); out.defined()) return out;
   return impl::mean(t, dims, keepdim);
 }
 Tensor logsumexp(const Tensor& t, const std::vector<int64_t>& dims, bool keepdim) {

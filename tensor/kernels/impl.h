@@ -71,6 +71,9 @@ namespace fast {
 Tensor unary(Unary op, const Tensor& t);
 Tensor binary(Binary op, const Tensor& a, const Tensor& b);
 void binary_(Binary op, const Tensor& a, const Tensor& b);
+// A sum (or a mean) over leading dims of a contiguous floating tensor, vectorised (fast/reduce.cpp);
+// undefined for another layout or dtype.
+Tensor sum_leading_dims(const Tensor& t, const std::vector<int64_t>& dims, bool keepdim, bool mean, const char* op);
 }  // namespace fast
 
 }  // namespace cppgrad::kernels

@@ -12,8 +12,10 @@
 
 #include <map>
 #include <tuple>
+#include <type_traits>
 
 #include "runtime/error.h"
+#include "runtime/simd_clones.h"
 
 namespace cppgrad::kernels::fast {
 
@@ -94,6 +96,32 @@ void onednn_gemm_bf16(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const b
   thread_local dnnl::stream stream(cpu_engine());
   p.matmul.execute(stream, {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm}});
   stream.wait();
+}
+
+
+// ---- rounding to bfloat16 (autocast's product on a CPU without bfloat16 instructions) ----------
+namespace {
+template <class Out>
+CPPGRAD_SIMD_CLONES void round_rows_into(const float* __restrict from, int64_t rows, int64_t cols, int64_t ld,
+                                         Out* __restrict to) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* row = from + r * ld;
+    Out* out = to + r * cols;
+    for (int64_t j = 0; j < cols; ++j) {
+      if constexpr (std::is_same_v<Out, float>)
+        out[j] = round_to_bfloat16(row[j]);
+      else
+        out[j] = bfloat16::from_bits(float_to_bfloat16_bits(row[j]));
+    }
+  }
+}
+}  // namespace
+
+void round_rows(const float* from, int64_t rows, int64_t cols, int64_t ld, float* to) {
+  round_rows_into(from, rows, cols, ld, to);
+}
+void round_rows(const float* from, int64_t rows, int64_t cols, int64_t ld, bfloat16* to) {
+  round_rows_into(from, rows, cols, ld, to);
 }
 
 }  // namespace cppgrad::kernels::fast
