@@ -25,6 +25,7 @@
 
 #include "autograd/fast/accumulate.h"
 #include "autograd/node.h"
+#include "autograd/side_tables.h"
 #include "runtime/profile.h"
 #include "runtime/reference_mode.h"
 #include "tensor/kernels.h"
@@ -52,6 +53,7 @@ Node::Node() : sequence_nr(g_next_sequence++) { ++g_live_nodes; }
 // node gives up that node's parts the same way before it is released: a loop, not recursion.
 Node::~Node() {
   --g_live_nodes;
+  forget_side_tables(this);
   std::vector<std::shared_ptr<Node>> nodes;
   std::vector<Tensor> tensors;
   auto take_parts = [&](Node& n) {
@@ -115,7 +117,7 @@ Tensor record(std::string op, Tensor out, const std::vector<Tensor>& inputs, con
   node->op = std::move(op);
   node->output_shape = out.shape();
   node->output_dtype = out.dtype();
-  node->autocast = autocast::state();
+  note_forward_state(*node);  // what its backward needs of the forward's state (side_tables.h)
   for (const Tensor& in : inputs) {
     Edge edge;
     if (in.defined() && in.requires_grad()) {
@@ -294,7 +296,7 @@ class Duties {
     std::vector<bool> needs;
     for (const Edge& e : node.next) needs.push_back(follows(e));
     // An autocast forward's backward products are bfloat16 too, wherever backward() is called.
-    const autocast::Guard as_in_forward(node.autocast);
+    const autocast::Guard as_in_forward(forward_autocast(node));
     Grads grads = node.backward(grad, Saved(std::move(saved), std::move(needs)));
     CPPGRAD_CHECK(grads.size() == node.next.size(), "backward: '{}' returned {} gradients for {} inputs", node.op,
           grads.size(), node.next.size());
@@ -309,7 +311,7 @@ class Duties {
   // the backward's own result. Returns whether it did.
   bool added_as_slice(const Node& node, size_t i, Tensor& slot, const Tensor& g) const {
     if (!adds_slice_in_place(node)) return false;
-    fast::add_slice(slot, g, node.input_shapes[i], *node.slice_of);
+    fast::add_slice(slot, g, node.input_shapes[i], *slice_of(node));
     return true;
   }
 
@@ -393,7 +395,7 @@ class Duties {
   }
 
   bool adds_slice_in_place(const Node& node) const {
-    return node.slice_of && !create_graph_ && !AnomalyMode::is_enabled() && !reference_mode();
+    return !create_graph_ && !AnomalyMode::is_enabled() && !reference_mode() && slice_of(node);
   }
 
   // Without retain_graph, a node frees what it saved once its backward has run.

@@ -14,7 +14,6 @@
 #include <string_view>
 #include <vector>
 
-#include "../tensor/autocast.h"
 #include "../tensor/tensor.h"
 
 namespace cppgrad::autograd {
@@ -84,16 +83,6 @@ struct Node : std::enable_shared_from_this<Node> {
   bool released = false;                // saved tensors freed by a backward without retain_graph
   Shape output_shape;                   // what the op produced (for to_dot's picture)
   DType output_dtype = kFloat32;
-  // The autocast state the forward ran in (tensor/autocast.h), which its backward runs in too.
-  autocast::State autocast;
-  // Set by slice (and so narrow, split, chunk): the output is positions start, start + step, ...
-  // of dim `dim` of the input. The engine's fast form then adds the gradient straight into the
-  // input's gradient at those positions, instead of calling `backward`, which pads it with zeros
-  // to the input's shape first (autograd/fast/accumulate.h).
-  struct SliceOf {
-    int64_t dim, start, step;
-  };
-  std::optional<SliceOf> slice_of;
 
   // "MatmulBackward", as PyTorch names grad_fn.
   std::string name() const;

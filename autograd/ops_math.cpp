@@ -8,7 +8,7 @@
 #include <numbers>
 
 #include "autograd/functions.h"
-#include "runtime/reference_mode.h"
+#include "autograd/fast/unary_backward.h"
 #include "tensor/kernels.h"
 
 namespace cppgrad {
@@ -32,16 +32,15 @@ Tensor unary_op(kernels::Unary op, Saves saves, const Tensor& input, Derivative 
   std::vector<Tensor> to_save;
   if (saves == Saves::Input) to_save = {input};
   if (saves == Saves::Output) to_save = {out};
+  auto backward = [saves, derivative](const Tensor& g, const Saved& s) -> Grads {
+    const Tensor none;
+    const Tensor& A = saves == Saves::Input ? s[0] : none;
+    const Tensor& C = saves == Saves::Output ? s[0] : none;
+    return {derivative(g, A, C)};
+  };
+  // (Outside reference mode, some rows' backward runs in one fused pass: autograd/fast/unary_backward.h.)
   return record(kernels::unary_name(op), out, {input}, to_save,
-                [op, saves, derivative](const Tensor& g, const Saved& s) -> Grads {
-                  const Tensor none;
-                  const Tensor& A = saves == Saves::Input ? s[0] : none;
-                  const Tensor& C = saves == Saves::Output ? s[0] : none;
-                  // A fast form of the backward, where the row has one and no graph is recorded.
-                  if (saves != Saves::Nothing && !autograd::GradMode::is_enabled() && !reference_mode())
-                    if (Tensor fast = kernels::unary_backward_fast(op, g, s[0]); fast.defined()) return {fast};
-                  return {derivative(g, A, C)};
-                });
+                autograd::unary_backward(op, saves != Saves::Nothing, backward));
 }
 }  // namespace
 
@@ -81,40 +80,6 @@ const Tensor& floating_input(Unary op, const Tensor& t, Tensor& promoted) {
 CPPGRAD_UNARY_OPS(CPPGRAD_UNARY_OP)
 #undef CPPGRAD_UNARY_OP
 
-Tensor Tensor::gelu(std::string_view approximate) const {
-  CPPGRAD_CHECK(approximate == "none" || approximate == "tanh",
-                "gelu: approximate must be \"none\" or \"tanh\", got \"{}\"", approximate);
-  return approximate == "tanh" ? gelu_tanh() : gelu();
-}
-
-Tensor Tensor::clamp(std::optional<double> min, std::optional<double> max) const {
-  CPPGRAD_CHECK(min || max, "clamp: give at least one of min and max");
-  CPPGRAD_CHECK(!min || !max || *min <= *max, "clamp: min {} is above max {}", *min, *max);
-  CPPGRAD_CHECK(is_floating_point(), "clamp: {} tensor; clamp works on floating tensors", dtype_name(dtype()));
-  Tensor out = *this;
-  if (min) out = kernels::binary(Binary::Maximum, out, full({}, *min, dtype()));
-  if (max) out = kernels::binary(Binary::Minimum, out, full({}, *max, dtype()));
-  // dA = dC where min ≤ A ≤ max, else 0 (so 0 where A is NaN, as torch.clamp's)
-  return record("clamp", out, {*this}, {*this}, [min, max](const Tensor& g, const Saved& s) -> Grads {
-    Tensor grad = g;
-    if (min) grad = grad.masked_fill((s[0] >= *min).logical_not(), 0.0);
-    if (max) grad = grad.masked_fill((s[0] <= *max).logical_not(), 0.0);
-    return {grad};
-  });
-}
-
-Tensor clamp(const Tensor& t, std::optional<double> min, std::optional<double> max) { return t.clamp(min, max); }
-
-Tensor Tensor::pow(double p) const {
-  // dA = dC ⊙ p A^(p-1)
-  return record("pow", kernels::pow(*this, p), {*this}, {*this}, [p](const Tensor& g, const Saved& s) -> Grads {
-    if (p == 0.0) return {zeros_like(g)};
-    if (p == 1.0) return {g};
-    if (p == 2.0) return {g * 2.0 * s[0]};
-    return {g * p * s[0].pow(p - 1.0)};
-  });
-}
-
 // ---- binary, with broadcasting: one op per row of CPPGRAD_BINARY_OPS ---------------------------
 
 namespace {
@@ -148,6 +113,42 @@ Tensor binary_op(Binary op, BinarySaves saves, const Tensor& a, const Tensor& b,
   Tensor Tensor::name(const Tensor& other) const { return cppgrad::name(*this, other); }
 CPPGRAD_BINARY_OPS(CPPGRAD_BINARY_OP)
 #undef CPPGRAD_BINARY_OP
+
+// ---- more ops: gelu's approximation, clamp, pow, and the operators -------------------------
+
+Tensor Tensor::gelu(std::string_view approximate) const {
+  CPPGRAD_CHECK(approximate == "none" || approximate == "tanh",
+                "gelu: approximate must be \"none\" or \"tanh\", got \"{}\"", approximate);
+  return approximate == "tanh" ? gelu_tanh() : gelu();
+}
+
+Tensor Tensor::clamp(std::optional<double> min, std::optional<double> max) const {
+  CPPGRAD_CHECK(min || max, "clamp: give at least one of min and max");
+  CPPGRAD_CHECK(!min || !max || *min <= *max, "clamp: min {} is above max {}", *min, *max);
+  CPPGRAD_CHECK(is_floating_point(), "clamp: {} tensor; clamp works on floating tensors", dtype_name(dtype()));
+  Tensor out = *this;
+  if (min) out = kernels::binary(Binary::Maximum, out, full({}, *min, dtype()));
+  if (max) out = kernels::binary(Binary::Minimum, out, full({}, *max, dtype()));
+  // dA = dC where min ≤ A ≤ max, else 0 (so 0 where A is NaN, as torch.clamp's)
+  return record("clamp", out, {*this}, {*this}, [min, max](const Tensor& g, const Saved& s) -> Grads {
+    Tensor grad = g;
+    if (min) grad = grad.masked_fill((s[0] >= *min).logical_not(), 0.0);
+    if (max) grad = grad.masked_fill((s[0] <= *max).logical_not(), 0.0);
+    return {grad};
+  });
+}
+
+Tensor clamp(const Tensor& t, std::optional<double> min, std::optional<double> max) { return t.clamp(min, max); }
+
+Tensor Tensor::pow(double p) const {
+  // dA = dC ⊙ p A^(p-1)
+  return record("pow", kernels::pow(*this, p), {*this}, {*this}, [p](const Tensor& g, const Saved& s) -> Grads {
+    if (p == 0.0) return {zeros_like(g)};
+    if (p == 1.0) return {g};
+    if (p == 2.0) return {g * 2.0 * s[0]};
+    return {g * p * s[0].pow(p - 1.0)};
+  });
+}
 
 // A scalar operand becomes a 0-d tensor of the other side's dtype (float32 for a fractional
 // scalar with an integer tensor), so `x * 2.0` keeps x's dtype as in PyTorch.

@@ -44,6 +44,49 @@ void check_masked_softmax(const Tensor& scores, const Tensor& mask, bool is_caus
 
 }  // namespace
 
+// ---- the fused forms, and dropout keyed by example ---------------------------------------------
+// Each returns an undefined tensor where the op's reference (below) runs instead: in reference
+// mode, or, for dropout, outside a KeyedDropout scope.
+namespace {
+
+// One kernel each way, where layer_norm's derivative is written (fast/layer_norm.h).
+template <class Formula>
+Tensor fused_layer_norm(const Tensor& x, int64_t normalized_dims, const Tensor& weight, const Tensor& bias, double eps,
+                        const Formula& formula) {
+  if (reference_mode()) return {};
+  return fast::layer_norm(x, normalized_dims, weight, bias, eps, formula);
+}
+
+// One pass per row, and softmax's backward (fast/masked_softmax.h).
+Tensor fused_masked_softmax(const Tensor& scores, const Tensor& mask, bool is_causal, double scale) {
+  if (reference_mode()) return {};
+  return fast::masked_softmax(scores, mask, is_causal, scale);
+}
+
+// In a KeyedDropout scope (tensor/keyed_dropout.h: data-parallel runs that resume on another
+// number of processes), x ⊙ mask keyed by example: the mask is made once and kept, as the fast
+// kernels draw a tensor from one key.
+Tensor masked_by_example(const char* op, const Tensor& x, double p, const std::vector<uint64_t>& keys) {
+  kernels::check_dropout(op, p, x);
+  Tensor mask = kernels::example_dropout_mask(op, x.shape(), x.dtype(), p, keys);
+  // y = x ⊙ m;  dx = dy ⊙ m (differentiable in dy under create_graph)
+  return record("dropout", kernels::binary(kernels::Binary::Mul, x, mask), {x}, {},
+                [mask](const Tensor& g, const Saved&) -> Grads { return {g * mask}; });
+}
+Tensor dropout_by_example(const char* op, const Tensor& x, double p, Generator& gen) {
+  auto keys = example_keys(op, x.shape(), gen);
+  return keys ? masked_by_example(op, x, p, *keys) : Tensor();
+}
+
+// relu then dropout in one pass, drawing what dropout draws: the same mask.
+Tensor fused_relu_dropout(const Tensor& x, double p, Generator& gen) {
+  if (reference_mode()) return {};
+  if (auto keys = example_keys("relu_dropout", x.shape(), gen)) return masked_by_example("relu_dropout", x.relu(), p, *keys);
+  return fast::relu_dropout(x, p, gen.next_u64());
+}
+
+}  // namespace
+
 // ---- the ops ---------------------------------------------------------------------------------
 Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b) {
   // y = x·Wᵀ + b;  dX = dY·W,  dW = dYᵀ·X (all rows of the batch in one GEMM),  db = Σ_rows dY
@@ -68,15 +111,13 @@ Tensor layer_norm(const Tensor& x, int64_t normalized_dims, const Tensor& weight
     if (in[1].defined()) y = y * in[1];
     return in[2].defined() ? y + in[2] : y;
   };
-  // the fast form: one kernel each way, where layer_norm's derivative is written (fast/layer_norm.h)
-  if (!reference_mode()) return fast::layer_norm(x, normalized_dims, weight, bias, eps, formula);
+  if (Tensor y = fused_layer_norm(x, normalized_dims, weight, bias, eps, formula); y.defined()) return y;
   return formula({x, weight, bias});
 }
 
 Tensor masked_softmax(const Tensor& scores, const Tensor& mask, bool is_causal, double scale) {
   check_masked_softmax(scores, mask, is_causal);
-  // the fast form: one pass per row, and softmax's backward (fast/masked_softmax.h)
-  if (!reference_mode()) return fast::masked_softmax(scores, mask, is_causal, scale);
+  if (Tensor y = fused_masked_softmax(scores, mask, is_causal, scale); y.defined()) return y;
   // softmax(scale·scores + mask); a key hidden by a bool mask (true), or causal's key j > query i, at −∞
   const double inf = std::numeric_limits<double>::infinity();
   Tensor z = scores * scale;
@@ -88,20 +129,8 @@ Tensor masked_softmax(const Tensor& scores, const Tensor& mask, bool is_causal, 
   return z.softmax(-1);
 }
 
-namespace {
-// x ⊙ mask keyed by example (a KeyedDropout scope): the mask is made once and kept, as the fast
-// kernels draw a tensor from one key.
-Tensor dropout_by_example(const char* op, const Tensor& x, double p, const std::vector<uint64_t>& keys) {
-  kernels::check_dropout(op, p, x);
-  Tensor mask = kernels::example_dropout_mask(op, x.shape(), x.dtype(), p, keys);
-  // y = x ⊙ m;  dx = dy ⊙ m (differentiable in dy under create_graph)
-  return record("dropout", kernels::binary(kernels::Binary::Mul, x, mask), {x}, {},
-                [mask](const Tensor& g, const Saved&) -> Grads { return {g * mask}; });
-}
-}  // namespace
-
 Tensor dropout(const Tensor& x, double p, Generator& gen) {
-  if (auto keys = example_keys("dropout", x.shape(), gen)) return dropout_by_example("dropout", x, p, *keys);
+  if (Tensor y = dropout_by_example("dropout", x, p, gen); y.defined()) return y;  // in a data-parallel run
   const uint64_t key = gen.next_u64();  // the mask is word i of this key's stream for element i (p: checked by the kernel)
   // y = x ⊙ m, m = 0 or 1/(1-p);  dx = dy ⊙ m, m made again from the key rather than kept
   return record("dropout", kernels::dropout(x, p, key), {x}, {}, [p, key](const Tensor& g, const Saved&) -> Grads {
@@ -111,10 +140,8 @@ Tensor dropout(const Tensor& x, double p, Generator& gen) {
 }
 
 Tensor relu_dropout(const Tensor& x, double p, Generator& gen) {
-  if (reference_mode()) return dropout(x.relu(), p, gen);  // the two ops it fuses
-  // the draw dropout makes: the same mask
-  if (auto keys = example_keys("relu_dropout", x.shape(), gen)) return dropout_by_example("relu_dropout", x.relu(), p, *keys);
-  return fast::relu_dropout(x, p, gen.next_u64());
+  if (Tensor y = fused_relu_dropout(x, p, gen); y.defined()) return y;
+  return dropout(x.relu(), p, gen);  // the two ops it fuses
 }
 
 }  // namespace cppgrad

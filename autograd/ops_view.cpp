@@ -4,6 +4,7 @@
 #include <numeric>
 
 #include "autograd/functions.h"
+#include "autograd/side_tables.h"
 #include "tensor/kernels.h"
 
 namespace cppgrad {
@@ -89,7 +90,7 @@ Tensor Tensor::slice(int64_t d, int64_t start, int64_t end, int64_t step) const 
   out = record("slice", out, {*this}, {}, [in, d, first, step](const Tensor& g, const Saved&) -> Grads {
     return {slice_scatter(g, in, d, first, step)};
   });
-  if (out.grad_fn()) out.grad_fn()->slice_of = autograd::Node::SliceOf{d, first, step};
+  if (out.grad_fn()) autograd::note_slice(*out.grad_fn(), {d, first, step});
   return out;
 }
 

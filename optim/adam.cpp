@@ -4,7 +4,6 @@
 #include <cmath>
 #include <limits>
 
-#include "runtime/reference_mode.h"
 #include "tensor/iterate.h"
 
 namespace cppgrad::optim {
@@ -34,6 +33,7 @@ AdamW::AdamW(std::vector<Tensor> params, const AdamWOptions& o)
     : Adam({ParamGroup{.params = std::move(params)}}, adam_options(o), true) {}
 AdamW::AdamW(std::vector<ParamGroup> groups, const AdamWOptions& o) : Adam(std::move(groups), adam_options(o), true) {}
 
+// ---- the update ---------------------------------------------------------------------------------
 void Adam::update(const Tensor& param, const Tensor& grad, const ParamGroup& group,
                   std::map<std::string, Tensor>& state) {
   if (!state.count("step")) {
@@ -51,10 +51,9 @@ void Adam::update(const Tensor& param, const Tensor& grad, const ParamGroup& gro
   const Tensor& m_buf = state["exp_avg"];
   const Tensor& v_buf = state["exp_avg_sq"];
   const Tensor v_max_buf = *group.amsgrad ? state["max_exp_avg_sq"] : Tensor();
-  if (!reference_mode()) {  // the fast form: queued, and run with the others by finish_step
-    queue_.push({b1, b2, lr, wd, eps, sqrt_bias2, step_size, decoupled_}, param, grad, m_buf, v_buf, v_max_buf);
+  // Outside reference mode the update is queued, and run with the others by finish_step.
+  if (queue_.queued({b1, b2, lr, wd, eps, sqrt_bias2, step_size, decoupled_}, param, grad, m_buf, v_buf, v_max_buf))
     return;
-  }
   dispatch_floating(param.dtype(), "Adam", [&](auto tag) {
     using T = decltype(tag);
     T* p = param.data<T>();

@@ -1,27 +1,22 @@
 // The one loop every elementwise kernel runs: walk a shape in row-major order over several
-// operands, each with its own strides (0 where it is broadcast).
+// operands, each with its own strides (0 where it is broadcast), as an odometer does.
 //
 // Dims that are laid out back to back in every operand are merged first, so a contiguous
-// tensor becomes a single run the compiler vectorises. Large loops are split across OpenMP
-// threads into one range of elements per thread, cut inside a run when needed (so a single
-// contiguous run goes parallel too); each element is written by exactly one thread, so the
-// result does not depend on the thread count.
+// tensor becomes a single run the compiler vectorises. The loop is serial; on threads, each
+// walks its own range of the elements (parallel_runs, runtime/parallel_loop.h).
 #pragma once
-
-#include <omp.h>
 
 #include <algorithm>
 #include <array>
 #include <cstdint>
 
-#include "../runtime/float_mode.h"
-#include "../runtime/parallel.h"
-#include "../runtime/profile.h"
+#include "../runtime/parallel_loop.h"
 #include "autocast.h"
 #include "shape.h"
 
 namespace cppgrad {
 
+// ---- the odometer ------------------------------------------------------------------------------
 template <size_t N>
 struct StridedLoop {
   Shape shape;
@@ -50,37 +45,18 @@ struct StridedLoop {
 
   int64_t inner_size() const { return shape.back(); }
   // The product of the outer dims (not numel / inner, which divides by zero for an empty dim).
-  int64_t run_count() const { return numel(Shape(shape.begin(), shape.end() - 1)); }
+  int64_t run_count() const { return cppgrad::numel(Shape(shape.begin(), shape.end() - 1)); }
+  int64_t numel() const { return run_count() * inner_size(); }
 
   // body(offsets, n, inner_strides): a run of n elements starting at offsets[k] of operand k.
-  // In parallel, the elements (in row-major order) are cut into one equal range per thread, a
-  // range starting or ending inside a run when it must: a contiguous tensor is a single run.
   template <class Body>
-  void for_each_run(Body&& body, bool allow_parallel = true) const {
-    const int64_t runs = run_count();
-    const int64_t total = runs * inner_size();
-    if (total == 0) return;
-    const int threads = allow_parallel && total >= parallel_grain() ? region_threads() : 1;
-    if (threads <= 1) {
-      visit_elements(body, 0, total);
-      return;
-    }
-    const char* kernel = profile::current_scope_name();  // a worker's share is traced under its name
-#pragma omp parallel num_threads(threads)
-    {
-      adopt_float_mode();  // the caller's set_flush_denormal (runtime/float_mode.h)
-      // A copy per thread, so the compiler keeps the body's captures in registers (see parallel_for).
-      auto local = body;
-      const int64_t parts = omp_get_num_threads(), part = omp_get_thread_num();
-      profile::Span share("worker", part == 0 || kernel == nullptr ? "" : kernel);  // thread 0's is the kernel's own
-      visit_elements(local, total * part / parts, total * (part + 1) / parts);
-    }
+  void for_each_run(Body&& body) const {
+    for_runs_in(body, 0, numel());
   }
 
- private:
   // Calls body on the runs, or pieces of runs, that cover elements [first, last).
   template <class Body>
-  void visit_elements(Body& body, int64_t first, int64_t last) const {
+  void for_runs_in(Body& body, int64_t first, int64_t last) const {
     if (first >= last) return;
     const int64_t inner_n = inner_size();
     std::array<int64_t, N> inner;
@@ -112,31 +88,27 @@ struct StridedLoop {
   }
 };
 
+// ---- on threads ---------------------------------------------------------------------------------
 // Runs f(i) for i in [0, n) on the framework's threads when the work is large enough. Each
 // thread runs under the caller's autocast state (tensor/autocast.h), which is per thread.
 template <class F>
 void parallel_for(int64_t n, int64_t work_per_item, F&& f) {
-  const int threads = n >= 2 && n * work_per_item >= parallel_grain() ? region_threads() : 1;
+  const int threads = n >= 2 ? threads_for(n * work_per_item) : 1;
   if (threads <= 1) {
     auto body = f;  // a local copy, as in the parallel region below
     for (int64_t i = 0; i < n; ++i) body(i);
     return;
   }
   const autocast::State caller_autocast = autocast::state();
-  const char* kernel = profile::current_scope_name();  // a worker's share is traced under its name
-#pragma omp parallel num_threads(threads)
-  {
+  run_on_threads(threads, [&](int64_t part, int64_t parts) {
     autocast::Guard same_autocast(caller_autocast);
-    adopt_float_mode();  // the caller's set_flush_denormal (runtime/float_mode.h)
     // Each thread calls its own copy of f. Called through the shared one, the compiler must
     // assume that the loop's stores (to a float array, say) may change f's captured values (a
     // float scale, say), so it reloads them every element and gives up vectorising: dropout's
     // loop ran 4x slower on 2 threads than on 1.
     auto body = f;
-    const int64_t parts = omp_get_num_threads(), part = omp_get_thread_num();
-    profile::Span share("worker", part == 0 || kernel == nullptr ? "" : kernel);  // thread 0's is the kernel's own
     for (int64_t i = (n * part + parts - 1) / parts; i < (n * (part + 1) + parts - 1) / parts; ++i) body(i);
-  }
+  });
 }
 
 }  // namespace cppgrad

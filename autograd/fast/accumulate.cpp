@@ -16,7 +16,7 @@ bool add_in_place(Tensor& slot, const Tensor& g) {
   return true;
 }
 
-void add_slice(Tensor& slot, const Tensor& piece, const Shape& shape, const Node::SliceOf& at) {
+void add_slice(Tensor& slot, const Tensor& piece, const Shape& shape, const SliceOf& at) {
   const bool fresh = !slot.defined();
   if (fresh)
     slot = zeros(shape, piece.dtype());

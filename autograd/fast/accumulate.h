@@ -4,6 +4,7 @@
 #pragma once
 
 #include "../node.h"
+#include "../side_tables.h"
 
 namespace cppgrad::autograd::fast {
 
@@ -17,6 +18,6 @@ bool add_in_place(Tensor& slot, const Tensor& g);
 // (zeros with dC written at the positions) followed by slot + that would give, but it writes
 // only the slice's elements, and the slices of one tensor (the q, k and v of a fused
 // projection) share one gradient instead of each padding its own with zeros.
-void add_slice(Tensor& slot, const Tensor& piece, const Shape& shape, const Node::SliceOf& at);
+void add_slice(Tensor& slot, const Tensor& piece, const Shape& shape, const SliceOf& at);
 
 }  // namespace cppgrad::autograd::fast

@@ -1,5 +1,7 @@
 #include "optim/fast/adam.h"
 
+#include "runtime/reference_mode.h"
+
 #include <algorithm>
 #include <cmath>
 
@@ -38,6 +40,13 @@ CPPGRAD_SIMD_CLONES void adam_range(const AdamConstants<T>& c, int64_t begin, in
 }
 
 }  // namespace
+
+bool AdamQueue::queued(const AdamStep& step, const Tensor& p, const Tensor& grad, const Tensor& m, const Tensor& v,
+                       const Tensor& v_max) {
+  if (reference_mode()) return false;
+  push(step, p, grad, m, v, v_max);
+  return true;
+}
 
 void AdamQueue::push(const AdamStep& s, const Tensor& param, const Tensor& grad, const Tensor& exp_avg,
                      const Tensor& exp_avg_sq, const Tensor& max_exp_avg_sq) {

@@ -25,6 +25,10 @@ class AdamQueue {
   // undefined); the tensors are kept alive until run() has run it.
   void push(const AdamStep& step, const Tensor& p, const Tensor& grad, const Tensor& m, const Tensor& v,
             const Tensor& v_max);
+  // Outside reference mode, push(...) and true; in reference mode false, and the caller runs the
+  // reference loop.
+  bool queued(const AdamStep& step, const Tensor& p, const Tensor& grad, const Tensor& m, const Tensor& v,
+              const Tensor& v_max);
   // Every queued update, cut into chunks that one parallel loop shares out.
   void run();
 

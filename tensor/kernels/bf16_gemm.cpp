@@ -13,11 +13,11 @@
 #include <memory>
 
 #include "runtime/profile.h"
-#include "runtime/simd_clones.h"
 #include "tensor/autocast.h"
 #include "tensor/autocast_cache.h"
 #include "tensor/kernels.h"
 #include "tensor/kernels/bf16_hardware.h"
+#include "tensor/kernels/fast/bf16_round.h"
 #include "tensor/kernels/gemm.h"
 
 namespace cppgrad::kernels {
@@ -39,24 +39,6 @@ namespace cppgrad::kernels::detail {
 
 namespace {
 
-// The rows × cols matrix at `from` (rows ld apart) rounded to bfloat16, into a dense buffer.
-// This pass is what autocast costs over float32 on a CPU without bfloat16 instructions, so it is
-// compiled per vector unit (runtime/simd_clones.h; elementwise, the same bits in every clone).
-template <class Out>
-CPPGRAD_SIMD_CLONES void round_rows(const float* __restrict from, int64_t rows, int64_t cols, int64_t ld,
-                                    Out* __restrict to) {
-  for (int64_t r = 0; r < rows; ++r) {
-    const float* row = from + r * ld;
-    Out* out = to + r * cols;
-    for (int64_t j = 0; j < cols; ++j) {
-      if constexpr (std::is_same_v<Out, float>)
-        out[j] = round_to_bfloat16(row[j]);
-      else
-        out[j] = bfloat16::from_bits(float_to_bfloat16_bits(row[j]));
-    }
-  }
-}
-
 // An operand as stored (op(X) is rows × cols of it, or its transpose), rounded into a dense
 // buffer of the caching allocator: its leading dimension becomes its column count.
 struct Rounded {
@@ -70,9 +52,9 @@ Rounded rounded(const float* x, bool transposed, int64_t op_rows, int64_t op_col
   const int64_t rows = transposed ? op_cols : op_rows, cols = transposed ? op_rows : op_cols;
   Tensor buffer = empty({rows * cols}, as);
   if (as == kFloat32)
-    round_rows(x, rows, cols, ld, buffer.data<float>());
+    fast::round_rows(x, rows, cols, ld, buffer.data<float>());
   else
-    round_rows(x, rows, cols, ld, buffer.data<bfloat16>());
+    fast::round_rows(x, rows, cols, ld, buffer.data<bfloat16>());
   g_rounded.fetch_add(1, std::memory_order_relaxed);
   g_bytes_rounded.fetch_add(rows * cols * static_cast<int64_t>(dtype_size(as)), std::memory_order_relaxed);
   return {buffer, std::max<int64_t>(cols, 1)};
@@ -127,7 +109,6 @@ Rounded operand(const Tensor* of, const float* x, bool transposed, int64_t op_ro
 
 void gemm_bf16(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b,
                int64_t ldb, float* c, int64_t ldc, float beta, GemmCut cut, const Tensor* a_of, const Tensor* b_of) {
-  CPPGRAD_PROFILE_SCOPE(m * n * k < 65536 ? "bf16 gemm, small" : "bf16 gemm");
   g_products.fetch_add(1, std::memory_order_relaxed);
   if (autocast::kernel() == autocast::Kernel::OneDnn) {
     const Rounded ra = operand(a_of, a, ta, m, k, lda, kBFloat16), rb = operand(b_of, b, tb, k, n, ldb, kBFloat16);

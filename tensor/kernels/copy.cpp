@@ -1,12 +1,11 @@
 // Copies and conversions: the one place data moves from one layout (or dtype) to another.
 #include "tensor/iterate.h"
 #include "tensor/kernels.h"
-#include "tensor/kernels/traced.h"
+#include "tensor/kernels/impl.h"
 
 namespace cppgrad::kernels {
 
-void copy_(const Tensor& dst, const Tensor& src) {
-  CPPGRAD_PROFILE_KERNEL("copy", dst, src);
+void impl::copy_(const Tensor& dst, const Tensor& src) {
   Tensor from = expand(src, dst.shape());  // throws if src does not broadcast to dst
   StridedLoop<2> loop(dst.shape(), {dst.strides(), from.strides()});
   dispatch(dst.dtype(), [&](auto dst_tag) {
@@ -15,7 +14,7 @@ void copy_(const Tensor& dst, const Tensor& src) {
       using S = decltype(src_tag);
       D* out = dst.data<D>();
       const S* in = from.data<S>();
-      loop.for_each_run([&](const auto& off, int64_t n, const auto& st) {
+      parallel_runs(loop, [&](const auto& off, int64_t n, const auto& st) {
         D* o = out + off[0];
         const S* i = in + off[1];
         if (st[0] == 1 && st[1] == 1)
@@ -43,14 +42,13 @@ Tensor to(const Tensor& t, DType dtype) {
   return out;
 }
 
-void fill_(const Tensor& t, double value) {
-  CPPGRAD_PROFILE_SCOPE("fill");
+void impl::fill_(const Tensor& t, double value) {
   StridedLoop<1> loop(t.shape(), {t.strides()});
   dispatch(t.dtype(), [&](auto tag) {
     using T = decltype(tag);
     const T v = static_cast<T>(value);
     T* p = t.data<T>();
-    loop.for_each_run([&](const auto& off, int64_t n, const auto& st) {
+    parallel_runs(loop, [&](const auto& off, int64_t n, const auto& st) {
       for (int64_t k = 0; k < n; ++k) p[off[0] + k * st[0]] = v;
     });
   });

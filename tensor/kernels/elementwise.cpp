@@ -1,30 +1,27 @@
 // Elementwise kernels: unary maps, binary ops with NumPy broadcasting, comparisons, where.
 //
 // The ops themselves are rows of tensor/op_tables.h; this file turns each row's forward column
-// into a loop over the elements. These loops are the reference, one element at a time; the
-// fast form of each (fast/elementwise.h) runs the same scalar function in loops the compiler
-// vectorises, and is what runs unless reference_mode() is on.
+// into a loop over the elements, one element at a time: the reference. kernels::unary and
+// kernels::binary (dispatch.cpp) run these, or in fast mode the same rows in loops the compiler
+// vectorises (fast/elementwise.cpp).
 #include <algorithm>
 #include <cmath>
 #include <numbers>
 
 #include "runtime/reference_mode.h"
-#include "tensor/kernels/fast/elementwise.h"
-#include "tensor/kernels/fast/unary_floats.h"
 #include "tensor/iterate.h"
 #include "tensor/kernels.h"
-#include "tensor/kernels/traced.h"
+#include "tensor/kernels/fast/elementwise.h"
+#include "tensor/kernels/impl.h"
 
 namespace cppgrad::kernels {
 
+// ---- the loops: one element at a time ----------------------------------------------------------
 namespace {
 
-// out = f(in), elementwise, out and in of the same shape: one element at a time. Unless
-// reference mode is on, the fast form runs instead (fast/elementwise.h: the same f on each
-// element, in loops the compiler vectorises).
+// out = f(in), elementwise, out and in of the same shape: one element at a time.
 template <class Out, class In, class F>
 void map_into(const Tensor& out, const Tensor& in, F f) {
-  if (!reference_mode()) return fast::map_into<Out, In>(out, in, f);
   StridedLoop<2> loop(out.shape(), {out.strides(), in.strides()});
   Out* o = out.data<Out>();
   const In* i = in.data<In>();
@@ -36,7 +33,6 @@ void map_into(const Tensor& out, const Tensor& in, F f) {
 // out = f(a, b), elementwise; a and b already expanded to out's shape.
 template <class Out, class In, class F>
 void zip_into(const Tensor& out, const Tensor& a, const Tensor& b, F f) {
-  if (!reference_mode()) return fast::zip_into<Out, In>(out, a, b, f);
   StridedLoop<3> loop(out.shape(), {out.strides(), a.strides(), b.strides()});
   Out* o = out.data<Out>();
   const In* x = a.data<In>();
@@ -44,31 +40,6 @@ void zip_into(const Tensor& out, const Tensor& a, const Tensor& b, F f) {
   loop.for_each_run([&](const auto& off, int64_t n, const auto& st) {
     for (int64_t k = 0; k < n; ++k) o[off[0] + k * st[0]] = f(x[off[1] + k * st[1]], y[off[2] + k * st[2]]);
   });
-}
-
-// The dtype of a binary op's result, by PyTorch's rule (torch.result_type). Dtypes come in
-// kinds, bool < integer < floating. Two tensors of the same dimensionality (both 0-d, or both
-// not) promote as `promote` ranks them. A 0-d tensor beside a dimensioned one counts only when
-// its kind is higher: float32 (n-d) + float64 (0-d) is float32, int64 (n-d) + float64 (0-d) is
-// float64, bool (n-d) + int64 (0-d) is int64.
-int kind(DType d) { return is_floating(d) ? 2 : d == kBool ? 0 : 1; }
-DType result_type(const Tensor& a, const Tensor& b) {
-  const bool a_0d = a.dim() == 0, b_0d = b.dim() == 0;
-  if (a_0d == b_0d) return promote(a.dtype(), b.dtype());
-  const DType dimensioned = a_0d ? b.dtype() : a.dtype(), zero_dim = a_0d ? a.dtype() : b.dtype();
-  return kind(zero_dim) > kind(dimensioned) ? promote(dimensioned, zero_dim) : dimensioned;
-}
-
-// Brings a and b to a common dtype and broadcast shape.
-struct Operands {
-  Tensor a, b;
-  Shape shape;
-  DType dtype;
-};
-Operands broadcast_operands(const Tensor& a, const Tensor& b, std::string_view op) {
-  Shape shape = broadcast_shapes(a.shape(), b.shape(), op);
-  DType dtype = result_type(a, b);
-  return {expand(to(a, dtype), shape), expand(to(b, dtype), shape), shape, dtype};
 }
 
 }  // namespace
@@ -87,13 +58,9 @@ const char* unary_name(Unary op) {
 
 // out = forward(x) for each element x, in the dtypes the row allows (dispatch_floating or
 // dispatch_numeric names the op when given another).
-Tensor unary(Unary op, const Tensor& t) {
-  CPPGRAD_PROFILE_KERNEL(unary_name(op), t);
+Tensor impl::unary(Unary op, const Tensor& t) {
   using namespace op_constants;
   Tensor out = empty(t.shape(), t.dtype());
-  // The transcendental rows' float32 fast form is vectorised (fast/unary_floats.h), not the
-  // row's scalar expression: within an ulp or two of it, not the same bits.
-  if (!reference_mode() && fast::unary_floats(op, t, out)) return out;
   switch (op) {
 #define CPPGRAD_UNARY_KERNEL(name, Enum, dtypes, forward, ...)                     \
     case Unary::Enum:                                                              \
@@ -105,20 +72,6 @@ Tensor unary(Unary op, const Tensor& t) {
     CPPGRAD_UNARY_OPS(CPPGRAD_UNARY_KERNEL)
 #undef CPPGRAD_UNARY_KERNEL
   }
-  return out;
-}
-
-Tensor pow(const Tensor& t, double exponent) {
-  CPPGRAD_PROFILE_SCOPE("pow");
-  Tensor out = empty(t.shape(), t.dtype());
-  dispatch_floating(t.dtype(), "pow", [&](auto tag) {
-    using T = decltype(tag);
-    const T p = static_cast<T>(exponent);
-    if (exponent == 2.0)
-      map_into<T, T>(out, t, [](T x) { return x * x; });
-    else
-      map_into<T, T>(out, t, [p](T x) { return std::pow(x, p); });
-  });
   return out;
 }
 
@@ -134,6 +87,17 @@ const char* binary_name(Binary op) {
   return "binary";
 }
 
+// a and b in the result's dtype (PyTorch's rule, result_type), expanded to the broadcast shape.
+Operands broadcast_operands(const Tensor& a, const Tensor& b, DType dtype, std::string_view op) {
+  Shape shape = broadcast_shapes(a.shape(), b.shape(), op);
+  return {expand(to(a, dtype), shape), expand(to(b, dtype), shape), shape, dtype};
+}
+Operands binary_operands(Binary op, const Tensor& a, const Tensor& b) {
+  DType dtype = result_type(a, b);
+  if (op == Binary::Div && !is_floating(dtype)) dtype = kFloat32;  // true division, as torch.div
+  return broadcast_operands(a, b, dtype, binary_name(op));
+}
+
 namespace {
 // out = forward(x, y) for each pair of elements.
 template <class T>
@@ -147,32 +111,72 @@ void binary_loop(Binary op, const Tensor& out, const Tensor& a, const Tensor& b)
 }
 }  // namespace
 
-Tensor binary(Binary op, const Tensor& a, const Tensor& b) {
-  CPPGRAD_PROFILE_KERNEL(binary_name(op), a, b);
-  Operands ops = broadcast_operands(a, b, binary_name(op));  // named members: lambdas capture them
-  Tensor x = ops.a, y = ops.b;
-  DType dtype = ops.dtype;
-  if (op == Binary::Div && !is_floating(dtype)) {  // true division, as torch.div
-    dtype = kFloat32;
-    x = to(x, dtype);
-    y = to(y, dtype);
-  }
-  Tensor out = empty(ops.shape, dtype);
-  dispatch_numeric(dtype, binary_name(op), [&](auto tag) { binary_loop<decltype(tag)>(op, out, x, y); });
+Tensor impl::binary(Binary op, const Tensor& a, const Tensor& b) {
+  Operands ops = binary_operands(op, a, b);
+  Tensor out = empty(ops.shape, ops.dtype);
+  dispatch_numeric(ops.dtype, binary_name(op), [&](auto tag) { binary_loop<decltype(tag)>(op, out, ops.a, ops.b); });
   return out;
 }
 
-void binary_(Binary op, const Tensor& a, const Tensor& b) {
-  CPPGRAD_PROFILE_KERNEL(binary_name(op), a, b);
+// ---- comparisons, pow, where, masked_fill, and PyTorch's dtype rule ------------------------------
+
+// The dtype of a binary op's result, by PyTorch's rule (torch.result_type). Dtypes come in
+// kinds, bool < integer < floating. Two tensors of the same dimensionality (both 0-d, or both
+// not) promote as `promote` ranks them. A 0-d tensor beside a dimensioned one counts only when
+// its kind is higher: float32 (n-d) + float64 (0-d) is float32, int64 (n-d) + float64 (0-d) is
+// float64, bool (n-d) + int64 (0-d) is int64.
+namespace {
+int kind(DType d) { return is_floating(d) ? 2 : d == kBool ? 0 : 1; }
+}  // namespace
+DType result_type(const Tensor& a, const Tensor& b) {
+  const bool a_0d = a.dim() == 0, b_0d = b.dim() == 0;
+  if (a_0d == b_0d) return promote(a.dtype(), b.dtype());
+  const DType dimensioned = a_0d ? b.dtype() : a.dtype(), zero_dim = a_0d ? a.dtype() : b.dtype();
+  return kind(zero_dim) > kind(dimensioned) ? promote(dimensioned, zero_dim) : dimensioned;
+}
+
+// b broadcast to a's shape (which the result must keep) and converted to a's dtype.
+Operands in_place_operands(Binary op, const Tensor& a, const Tensor& b) {
   Shape shape = broadcast_shapes(a.shape(), b.shape(), binary_name(op));
   CPPGRAD_CHECK(shape == a.shape(), "{}_: the result shape {} differs from the in-place target's shape {}", binary_name(op),
         shape_str(shape), shape_str(a.shape()));
-  Tensor y = expand(to(b, a.dtype()), shape);
-  dispatch_numeric(a.dtype(), binary_name(op), [&](auto tag) { binary_loop<decltype(tag)>(op, a, a, y); });
+  return {a, expand(to(b, a.dtype()), shape), shape, a.dtype()};
+}
+
+// The rows in place: a = a (op) b, b broadcast to a's shape and converted to a's dtype.
+void impl::binary_(Binary op, const Tensor& a, const Tensor& b) {
+  Operands ops = in_place_operands(op, a, b);
+  dispatch_numeric(a.dtype(), binary_name(op), [&](auto tag) { binary_loop<decltype(tag)>(op, a, a, ops.b); });
   a.bump_version();
 }
 
-// ---- comparisons: one case per row of CPPGRAD_COMPARE_OPS -------------------------------------
+namespace {
+// The loops the kernels below run: the fast form's unless reference mode is on.
+template <class Out, class In, class F>
+void map_into_either(const Tensor& out, const Tensor& in, F f) {
+  if (reference_mode()) return map_into<Out, In>(out, in, f);
+  fast::map_into<Out, In>(out, in, f);
+}
+template <class Out, class In, class F>
+void zip_into_either(const Tensor& out, const Tensor& a, const Tensor& b, F f) {
+  if (reference_mode()) return zip_into<Out, In>(out, a, b, f);
+  fast::zip_into<Out, In>(out, a, b, f);
+}
+}  // namespace
+
+Tensor impl::pow(const Tensor& t, double exponent) {
+  Tensor out = empty(t.shape(), t.dtype());
+  dispatch_floating(t.dtype(), "pow", [&](auto tag) {
+    using T = decltype(tag);
+    const T p = static_cast<T>(exponent);
+    if (exponent == 2.0)
+      map_into_either<T, T>(out, t, [](T x) { return x * x; });
+    else
+      map_into_either<T, T>(out, t, [p](T x) { return std::pow(x, p); });
+  });
+  return out;
+}
+
 
 const char* compare_name(Compare op) {
   switch (op) {
@@ -185,16 +189,15 @@ const char* compare_name(Compare op) {
 }
 
 // out = (x op y) for each pair of elements, in their common dtype; out is bool.
-Tensor compare(Compare op, const Tensor& a, const Tensor& b) {
-  CPPGRAD_PROFILE_SCOPE("compare");
-  Operands ops = broadcast_operands(a, b, compare_name(op));
+Tensor impl::compare(Compare op, const Tensor& a, const Tensor& b) {
+  Operands ops = broadcast_operands(a, b, result_type(a, b), compare_name(op));
   const Tensor &x = ops.a, &y = ops.b;
   Tensor out = empty(ops.shape, kBool);
   dispatch(ops.dtype, [&](auto tag) {
     using T = decltype(tag);
     switch (op) {
 #define CPPGRAD_COMPARE_KERNEL(name, Enum, symbol) \
-      case Compare::Enum: zip_into<bool, T>(out, x, y, [](T p, T q) { return p symbol q; }); break;
+      case Compare::Enum: zip_into_either<bool, T>(out, x, y, [](T p, T q) { return p symbol q; }); break;
       CPPGRAD_COMPARE_OPS(CPPGRAD_COMPARE_KERNEL)
 #undef CPPGRAD_COMPARE_KERNEL
     }
@@ -205,12 +208,11 @@ Tensor compare(Compare op, const Tensor& a, const Tensor& b) {
 Tensor logical_not(const Tensor& t) {
   CPPGRAD_CHECK(t.dtype() == kBool, "logical_not: expected a bool tensor, got {}", dtype_name(t.dtype()));
   Tensor out = empty(t.shape(), kBool);
-  map_into<bool, bool>(out, t, [](bool x) { return !x; });
+  map_into_either<bool, bool>(out, t, [](bool x) { return !x; });
   return out;
 }
 
-Tensor where(const Tensor& condition, const Tensor& a, const Tensor& b) {
-  CPPGRAD_PROFILE_SCOPE("where");
+Tensor impl::where(const Tensor& condition, const Tensor& a, const Tensor& b) {
   CPPGRAD_CHECK(condition.dtype() == kBool, "where: condition must be bool, got {}", dtype_name(condition.dtype()));
   Shape shape = broadcast_shapes(broadcast_shapes(condition.shape(), a.shape(), "where"), b.shape(), "where");
   DType dtype = result_type(a, b);
@@ -223,7 +225,7 @@ Tensor where(const Tensor& condition, const Tensor& a, const Tensor& b) {
     const bool* pc = c.data<bool>();
     const T* px = x.data<T>();
     const T* py = y.data<T>();
-    loop.for_each_run([&](const auto& off, int64_t n, const auto& st) {
+    parallel_runs(loop, [&](const auto& off, int64_t n, const auto& st) {
       if (st[1] == 0 && st[0] == 1 && st[2] == 1 && st[3] == 1) {  // one condition for the run (a row mask)
         const T* from = pc[off[1]] ? px + off[2] : py + off[3];
         std::copy(from, from + n, o + off[0]);
@@ -246,7 +248,7 @@ void masked_fill_into(const Tensor& out, const Tensor& in, const Tensor& mask, T
   T* o = out.data<T>();
   const T* x = in.data<T>();
   const bool* m = mask.data<bool>();
-  loop.for_each_run([&](const auto& off, int64_t n, const auto& st) {
+  parallel_runs(loop, [&](const auto& off, int64_t n, const auto& st) {
     T* po = o + off[0];
     const T* px = x + off[1];
     const bool* pm = m + off[2];
@@ -268,8 +270,7 @@ void check_mask(const Tensor& mask) {
 }
 }  // namespace
 
-void masked_fill_(const Tensor& t, const Tensor& mask, double value) {
-  CPPGRAD_PROFILE_SCOPE("masked_fill");
+void impl::masked_fill_(const Tensor& t, const Tensor& mask, double value) {
   check_mask(mask);
   Shape shape = broadcast_shapes(t.shape(), mask.shape(), "masked_fill");
   CPPGRAD_CHECK(shape == t.shape(), "masked_fill: mask of shape {} does not broadcast to the tensor's shape {}",
@@ -284,8 +285,7 @@ void masked_fill_(const Tensor& t, const Tensor& mask, double value) {
 
 // One pass: each element is read and written once, where a copy and then a fill in place would
 // write it twice.
-Tensor masked_fill(const Tensor& t, const Tensor& mask, double value) {
-  CPPGRAD_PROFILE_SCOPE("masked_fill");
+Tensor impl::masked_fill(const Tensor& t, const Tensor& mask, double value) {
   check_mask(mask);
   Shape shape = broadcast_shapes(t.shape(), mask.shape(), "masked_fill");
   Tensor out = empty(shape, t.dtype());

@@ -102,8 +102,10 @@ void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const T* a, int64_t
           int64_t ldc, T beta = T(0), const Tensor* a_of = nullptr, const Tensor* b_of = nullptr,
           GemmCut cut = GemmCut::Blocks) {
   if constexpr (std::is_same_v<T, float>)
-    if (autocast::is_enabled() && autocast::kernel() != autocast::Kernel::Float32)
+    if (autocast::is_enabled() && autocast::kernel() != autocast::Kernel::Float32) {
+      profile::Scope scope(m * n * k < 65536 ? "bf16 gemm, small" : "bf16 gemm");
       return detail::gemm_bf16(ta, tb, m, n, k, a, lda, b, ldb, c, ldc, beta, cut, a_of, b_of);
+    }
   // Small products (attention's per-head matrices) are reported apart: call overhead dominates them.
   profile::Scope scope(m * n * k < 65536 ? "blas gemm, small" : "blas gemm");
   if (scope.traced())  // C (m, n) = op(A) (m, k) · op(B) (k, n)

@@ -2,7 +2,7 @@
 // Indices must lie in [0, size): a negative one throws (it is not counted from the end).
 #include <cstring>
 
-#include "runtime/profile.h"
+#include "tensor/kernels/impl.h"
 #include "tensor/iterate.h"
 #include "tensor/kernels.h"
 
@@ -25,8 +25,7 @@ int64_t checked_index(int64_t i, int64_t dim, const Shape& shape, std::string_vi
 }
 }  // namespace
 
-Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
-  CPPGRAD_PROFILE_SCOPE("cat");
+Tensor impl::cat(const std::vector<Tensor>& tensors, int64_t dim) {
   CPPGRAD_CHECK(!tensors.empty(), "cat: expected a non-empty list of tensors");
   const Tensor& first = tensors[0];
   CPPGRAD_CHECK(first.dim() > 0, "cat: 0-d tensors cannot be concatenated");
@@ -55,8 +54,7 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
   return out;
 }
 
-Tensor index_select(const Tensor& t, int64_t dim, const Tensor& index) {
-  CPPGRAD_PROFILE_SCOPE("index_select");
+Tensor impl::index_select(const Tensor& t, int64_t dim, const Tensor& index) {
   check_index_tensor(index, "index_select");
   CPPGRAD_CHECK(index.dim() <= 1, "index_select: index must be 0-d or 1-d, got shape {}", shape_str(index.shape()));
   CPPGRAD_CHECK(t.dim() > 0, "index_select: cannot index a 0-d tensor");
@@ -82,8 +80,7 @@ Tensor index_select(const Tensor& t, int64_t dim, const Tensor& index) {
   return out;
 }
 
-Tensor index_add(const Tensor& base, int64_t dim, const Tensor& index, const Tensor& src) {
-  CPPGRAD_PROFILE_SCOPE("index_add");
+Tensor impl::index_add(const Tensor& base, int64_t dim, const Tensor& index, const Tensor& src) {
   check_index_tensor(index, "index_add");
   dim = wrap_dim(dim, base.dim(), "index_add");
   Tensor idx = contiguous(index);
@@ -110,7 +107,7 @@ Tensor index_add(const Tensor& base, int64_t dim, const Tensor& index, const Ten
   // In index order, so repeated indices accumulate in a fixed order.
   for (int64_t i = 0; i < idx.numel(); ++i) {
     Tensor row = select(out, dim, checked_index(ip[i], dim, base.shape(), "index_add"));
-    binary_(Binary::Add, row, select(src, dim, i));
+    kernels::binary_(Binary::Add, row, select(src, dim, i));
   }
   return out;
 }
@@ -127,8 +124,7 @@ void for_each_index(const Tensor& index, const Tensor& other_a, const Tensor& ot
   loop.for_each_run(
       [&](const auto& off, int64_t n, const auto& st) {
         for (int64_t k = 0; k < n; ++k) f(off[0] + k * st[0], off[1] + k * st[1], off[2] + k * st[2], stride_a);
-      },
-      /*allow_parallel=*/false);
+      });
 }
 
 void check_gather_shapes(const Tensor& t, int64_t dim, const Tensor& index, std::string_view op) {
@@ -141,8 +137,7 @@ void check_gather_shapes(const Tensor& t, int64_t dim, const Tensor& index, std:
 }  // namespace
 
 // out[i][j][k] = t[i][index[i][j][k]][k] for dim = 1
-Tensor gather(const Tensor& t, int64_t dim, const Tensor& index) {
-  CPPGRAD_PROFILE_SCOPE("gather");
+Tensor impl::gather(const Tensor& t, int64_t dim, const Tensor& index) {
   check_index_tensor(index, "gather");
   dim = wrap_dim(dim, t.dim(), "gather");
   check_gather_shapes(t, dim, index, "gather");
@@ -161,8 +156,7 @@ Tensor gather(const Tensor& t, int64_t dim, const Tensor& index) {
 }
 
 // out = base; out[i][index[i][j][k]][k] += src[i][j][k] for dim = 1
-Tensor scatter_add(const Tensor& base, int64_t dim, const Tensor& index, const Tensor& src) {
-  CPPGRAD_PROFILE_SCOPE("scatter_add");
+Tensor impl::scatter_add(const Tensor& base, int64_t dim, const Tensor& index, const Tensor& src) {
   check_index_tensor(index, "scatter_add");
   dim = wrap_dim(dim, base.dim(), "scatter_add");
   check_gather_shapes(base, dim, index, "scatter_add");
@@ -183,8 +177,7 @@ Tensor scatter_add(const Tensor& base, int64_t dim, const Tensor& index, const T
   return out;
 }
 
-Tensor slice_scatter(const Tensor& src, const Shape& shape, int64_t dim, int64_t start, int64_t step) {
-  CPPGRAD_PROFILE_SCOPE("slice_scatter");
+Tensor impl::slice_scatter(const Tensor& src, const Shape& shape, int64_t dim, int64_t start, int64_t step) {
   Tensor out = zeros(shape, src.dtype());
   copy_(slice(out, dim, start, start + src.shape()[dim] * step, step), src);
   return out;

@@ -12,7 +12,7 @@
 #include "tensor/iterate.h"
 #include "tensor/kernels.h"
 #include "tensor/kernels/gemm.h"
-#include "tensor/kernels/traced.h"
+#include "tensor/kernels/impl.h"
 
 namespace cppgrad::kernels {
 
@@ -114,8 +114,7 @@ Tensor batched_matmul(Tensor a, Tensor b, const Shape& batch) {
 
 }  // namespace
 
-Tensor matmul(const Tensor& a, const Tensor& b) {
-  CPPGRAD_PROFILE_KERNEL("matmul", a, b);
+Tensor impl::matmul(const Tensor& a, const Tensor& b) {
   if (a.dim() < 1 || b.dim() < 1) fail(a, b, "both arguments need at least 1 dim");
   if (a.dtype() != b.dtype())
     fail(a, b, fmt::format("dtypes {} and {} differ", dtype_name(a.dtype()), dtype_name(b.dtype())));
@@ -137,8 +136,7 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
 
 // y = x·Wᵀ + b as one GEMM: y starts as copies of the bias row and the GEMM adds x·Wᵀ to it
 // (beta = 1), so the bias costs no extra pass over y. x (..., in), W (out, in), b (out).
-Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b) {
-  CPPGRAD_PROFILE_KERNEL("linear", x, w, b);
+Tensor impl::linear(const Tensor& x, const Tensor& w, const Tensor& b) {
   CPPGRAD_CHECK(w.dim() == 2, "linear: weight must be 2-D (out, in), got {}", shape_str(w.shape()));
   CPPGRAD_CHECK(x.dim() >= 1 && x.shape().back() == w.shape()[1], "linear: input {} does not end in the weight's {} features ({})",
                 shape_str(x.shape()), w.shape()[1], shape_str(w.shape()));

@@ -8,7 +8,7 @@
 #include "tensor/iterate.h"
 #include "tensor/kernels.h"
 #include "tensor/kernels/fast/norm.h"
-#include "tensor/kernels/traced.h"
+#include "tensor/kernels/impl.h"
 
 namespace cppgrad::kernels {
 
@@ -32,9 +32,8 @@ void check_affine(const Tensor& t, const Tensor& x, int64_t width, const char* w
 
 }  // namespace
 
-LayerNormResult layer_norm(const Tensor& input, int64_t normalized_dims, const Tensor& weight, const Tensor& bias,
+LayerNormResult impl::layer_norm(const Tensor& input, int64_t normalized_dims, const Tensor& weight, const Tensor& bias,
                            double eps) {
-  CPPGRAD_PROFILE_KERNEL("layer_norm", input, weight, bias);
   // The arguments were checked by the public entry (autograd/ops_nn.cpp) before its fast form
   // (autograd/fast/layer_norm.cpp), the one caller, came here.
   int64_t width = 1;
@@ -56,9 +55,8 @@ LayerNormResult layer_norm(const Tensor& input, int64_t normalized_dims, const T
   return out;
 }
 
-LayerNormGrads layer_norm_backward(const Tensor& grad, const Tensor& input, const Tensor& mean, const Tensor& rstd,
+LayerNormGrads impl::layer_norm_backward(const Tensor& grad, const Tensor& input, const Tensor& mean, const Tensor& rstd,
                                    const Tensor& weight, bool need_input, bool need_weight, bool need_bias) {
-  CPPGRAD_PROFILE_KERNEL("layer_norm_backward", grad, input, weight);
   const Rows r = rows_of(input, mean.numel() > 0 ? input.numel() / mean.numel() : 1, "layer_norm_backward");
   CPPGRAD_CHECK(grad.shape() == input.shape() && grad.dtype() == input.dtype() && rstd.numel() == r.count,
                 "layer_norm_backward: grad {} does not match input {}", shape_str(grad.shape()), shape_str(input.shape()));

@@ -1,16 +1,16 @@
 // Reductions over any set of dims: sum, mean, var, logsumexp, max/min with their indices.
 //
 // Each output element is reduced by one thread, in a fixed order, so results do not depend on
-// the thread count. Sums accumulate in double and pairwise (PairwiseSum below), so their rounding
+// the thread count. Sums accumulate in double and pairwise (PairwiseSum, pairwise_sum.h), so their rounding
 // error grows with log n rather than n, as NumPy's and PyTorch's do.
 #include <algorithm>
 #include <cmath>
 #include <limits>
 
-#include "runtime/profile.h"
 #include "tensor/iterate.h"
 #include "tensor/kernels.h"
-#include "runtime/simd_clones.h"
+#include "tensor/kernels/impl.h"
+#include "tensor/kernels/pairwise_sum.h"
 
 namespace cppgrad::kernels {
 
@@ -58,7 +58,7 @@ void reduce_into(const ReducePlan& p, const Tensor& t, const Tensor& out, Acc in
   StridedLoop<1> inner(p.reduced_shape, {p.reduced_strides});
   const T* in = t.data<T>();
   Out* o = out.data<Out>();
-  outer.for_each_run([&](const auto& off, int64_t n, const auto& st) {
+  parallel_runs(outer, [&](const auto& off, int64_t n, const auto& st) {
     for (int64_t k = 0; k < n; ++k) {
       const T* base = in + off[1] + k * st[1];
       Acc acc = init;
@@ -67,81 +67,10 @@ void reduce_into(const ReducePlan& p, const Tensor& t, const Tensor& out, Acc in
           [&](const auto& roff, int64_t m, const auto& rst) {
             const T* x = base + roff[0];
             for (int64_t j = 0; j < m; ++j, ++i) acc = step(acc, x[j * rst[0]], i);
-          },
-          /*allow_parallel=*/false);
+          });
       o[off[0] + k * st[0]] = finish(acc);
     }
   });
-}
-
-// Pairwise summation of a stream, `width` sums side by side. Values are added in order into
-// blocks of kBlock = 16; each finished block is merged with the earlier ones as a binary counter
-// carries (block 2 joins block 1, block 4 joins the pair 3+(1+2)... ), so every partial sum
-// adds two parts of about equal size. The rounding error then grows with log2(n / kBlock)
-// instead of n: a float64 sum of 10^6 × 0.1 is off by 3e-16 relative, not 1.3e-11 (blocks of 128
-// would leave 2.3e-15: a block of equal values rounds the same way at every step). The order
-// of additions depends only on n, so the same bits on any thread count and any layout.
-class PairwiseSum {
- public:
-  static constexpr int64_t kBlock = 16;
-  explicit PairwiseSum(int64_t width) : width_(width), block_(static_cast<size_t>(width), 0.0) {}
-
-  void reset() {  // back to empty, keeping the memory
-    std::fill(block_.begin(), block_.end(), 0.0);
-    in_block_ = 0;
-    blocks_done_ = 0;
-  }
-  double* block() { return block_.data(); }  // add the next value of column j into block()[j]
-  void end_value() {                         // one value of every column has been added
-    if (++in_block_ == kBlock) carry();
-  }
-  // Adds rows of a (rows, width) matrix, each row one value of every column, in order.
-  template <class T>
-  void add_rows(const T* x, int64_t rows);
-  void totals(double* out) {  // the sums so far, column by column
-    for (int64_t j = 0; j < width_; ++j) out[j] = block_[j];
-    for (size_t level = 0; level < levels_.size(); ++level)
-      if (blocks_done_ >> level & 1)
-        for (int64_t j = 0; j < width_; ++j) out[j] = levels_[level][j] + out[j];
-  }
-
- private:
-  void carry() {
-    size_t level = 0;
-    for (uint64_t done = blocks_done_; done & 1; done >>= 1, ++level)
-      for (int64_t j = 0; j < width_; ++j) block_[j] = levels_[level][j] + block_[j];
-    if (level == levels_.size()) levels_.emplace_back(static_cast<size_t>(width_));
-    std::swap(levels_[level], block_);
-    std::fill(block_.begin(), block_.end(), 0.0);
-    in_block_ = 0;
-    ++blocks_done_;
-  }
-
-  int64_t width_;
-  std::vector<double> block_;
-  int64_t in_block_ = 0;
-  uint64_t blocks_done_ = 0;               // bit l set: levels_[l] holds the sum of 2^l blocks
-  std::vector<std::vector<double>> levels_;
-};
-
-// acc[j] += x[r, j] for every row r in order. Compiled once per vector unit (simd_clones.h):
-// each acc[j] adds the same values in the same order in every version, so the same bits.
-template <class T>
-CPPGRAD_SIMD_CLONES void add_rows_into(const T* __restrict x, int64_t rows, int64_t width, double* __restrict acc) {
-  for (int64_t r = 0; r < rows; ++r)
-    for (int64_t j = 0; j < width; ++j) acc[j] += x[r * width + j];
-}
-
-template <class T>
-void PairwiseSum::add_rows(const T* x, int64_t rows) {
-  while (rows > 0) {
-    const int64_t take = std::min(rows, kBlock - in_block_);
-    add_rows_into<T>(x, take, width_, block_.data());
-    x += take * width_;
-    rows -= take;
-    in_block_ += take;
-    if (in_block_ == kBlock) carry();
-  }
 }
 
 // out = (sum of the reduced elements) / divisor, for every output element, pairwise.
@@ -151,7 +80,7 @@ void sum_into(const ReducePlan& p, const Tensor& t, const Tensor& out, double di
   StridedLoop<1> inner(p.reduced_shape, {p.reduced_strides});
   const T* in = t.data<T>();
   T* o = out.data<T>();
-  outer.for_each_run([&](const auto& off, int64_t n, const auto& st) {
+  parallel_runs(outer, [&](const auto& off, int64_t n, const auto& st) {
     PairwiseSum acc(1);
     for (int64_t k = 0; k < n; ++k) {
       const T* base = in + off[1] + k * st[1];
@@ -167,8 +96,7 @@ void sum_into(const ReducePlan& p, const Tensor& t, const Tensor& out, double di
               acc.block()[0] += x[j * rst[0]];
               acc.end_value();
             }
-          },
-          /*allow_parallel=*/false);
+          });
       double total = 0;
       acc.totals(&total);
       o[off[0] + k * st[0]] = static_cast<T>(divisor == 1.0 ? total : total / divisor);
@@ -176,33 +104,9 @@ void sum_into(const ReducePlan& p, const Tensor& t, const Tensor& out, double di
   });
 }
 
-// Sums over leading dims of a contiguous tensor (a bias gradient: the rows of (N, out) summed)
-// as whole rows added into a row of accumulators: the same order of additions as sum_into, so
-// the same bits, but a loop the compiler vectorises. Returns false when the layout differs.
-template <class T>
-bool sum_leading_dims(const Tensor& t, const std::vector<int64_t>& dims, const Tensor& out, double divisor) {
-  if (!t.is_contiguous() || dims.empty() || t.numel() == 0 || t.dim() == 0) return false;
-  std::vector<int64_t> sorted = wrap_dims(dims, t.dim(), "sum");
-  std::sort(sorted.begin(), sorted.end());
-  for (size_t i = 0; i < sorted.size(); ++i)
-    if (sorted[i] != static_cast<int64_t>(i)) return false;
-  if (sorted.size() == static_cast<size_t>(t.dim())) return false;  // a full reduction: one output
-  int64_t rows = 1;
-  for (int64_t d : sorted) rows *= t.shape()[d];
-  const int64_t width = t.numel() / rows;
-  PairwiseSum acc(width);
-  acc.add_rows(t.data<T>(), rows);
-  std::vector<double> totals(static_cast<size_t>(width));
-  acc.totals(totals.data());
-  T* o = out.data<T>();
-  for (int64_t j = 0; j < width; ++j) o[j] = static_cast<T>(divisor == 1.0 ? totals[j] : totals[j] / divisor);
-  return true;
-}
-
 }  // namespace
 
-Tensor sum(const Tensor& t, const std::vector<int64_t>& dims, bool keepdim) {
-  CPPGRAD_PROFILE_SCOPE("sum");
+Tensor impl::sum(const Tensor& t, const std::vector<int64_t>& dims, bool keepdim) {
   ReducePlan p = plan_reduction(t, dims, keepdim, "sum");
   if (!is_floating(t.dtype())) {  // integers and bools sum to int64, as in PyTorch
     Tensor out = empty(p.out_shape, kInt64);
@@ -217,20 +121,19 @@ Tensor sum(const Tensor& t, const std::vector<int64_t>& dims, bool keepdim) {
   Tensor out = empty(p.out_shape, t.dtype());
   dispatch_floating(t.dtype(), "sum", [&](auto tag) {
     using T = decltype(tag);
-    if (!sum_leading_dims<T>(t, dims, out, 1.0)) sum_into<T>(p, t, out, 1.0);
+    sum_into<T>(p, t, out, 1.0);
   });
   return out;
 }
 
-Tensor mean(const Tensor& t, const std::vector<int64_t>& dims, bool keepdim) {
-  CPPGRAD_PROFILE_SCOPE("mean");
+Tensor impl::mean(const Tensor& t, const std::vector<int64_t>& dims, bool keepdim) {
   CPPGRAD_CHECK(t.is_floating_point(), "mean: expected a floating dtype, got {}", dtype_name(t.dtype()));
   ReducePlan p = plan_reduction(t, dims, keepdim, "mean");
   Tensor out = empty(p.out_shape, t.dtype());
   const double count = static_cast<double>(p.reduced_numel);
   dispatch_floating(t.dtype(), "mean", [&](auto tag) {
     using T = decltype(tag);
-    if (!sum_leading_dims<T>(t, dims, out, count)) sum_into<T>(p, t, out, count);
+    sum_into<T>(p, t, out, count);
   });
   return out;
 }
@@ -250,8 +153,7 @@ Tensor var(const Tensor& t, const std::vector<int64_t>& dims, int64_t correction
 // as in torch.logsumexp: a set that is -inf throughout gives log 0 = -inf, one that holds +inf
 // gives +inf, and a NaN gives NaN (std::max skips it, exp does not). An empty set gives -inf.
 // Integers and bools give float32, torch's default float dtype.
-Tensor logsumexp(const Tensor& t, const std::vector<int64_t>& dims, bool keepdim) {
-  CPPGRAD_PROFILE_SCOPE("logsumexp");
+Tensor impl::logsumexp(const Tensor& t, const std::vector<int64_t>& dims, bool keepdim) {
   Tensor x = t.is_floating_point() ? t : to(t, kFloat32);
   if (x.dim() == 0) {  // a 0-d tensor is its own set: log exp(x) = x (dims may only name dim 0)
     wrap_dims(dims, 0, "logsumexp");
@@ -303,8 +205,7 @@ Tensor sum_to(const Tensor& t, const Shape& shape) {
   return reshape(sum(t, dims, /*keepdim=*/true), shape);
 }
 
-ValuesIndices extremum(Extremum which, const Tensor& t, int64_t dim, bool keepdim) {
-  CPPGRAD_PROFILE_SCOPE("max/min");
+ValuesIndices impl::extremum(Extremum which, const Tensor& t, int64_t dim, bool keepdim) {
   const char* op = which == Extremum::Max ? "max" : "min";
   CPPGRAD_CHECK(t.numel() > 0, "{}: cannot reduce an empty tensor of shape {}", op, shape_str(t.shape()));
   if (t.dim() == 0) return {clone(t), zeros({}, kInt64)};

@@ -16,7 +16,7 @@
 #include "tensor/iterate.h"
 #include "tensor/kernels.h"
 #include "tensor/kernels/fast/exp_rows.h"
-#include "tensor/kernels/traced.h"
+#include "tensor/kernels/impl.h"
 
 namespace cppgrad::kernels {
 
@@ -78,7 +78,6 @@ void softmax_rows(const T* in, T* out, int64_t rows, int64_t inner, int64_t size
 
 template <bool Log>
 Tensor softmax_impl(const Tensor& t, int64_t dim, const char* op) {
-  CPPGRAD_PROFILE_KERNEL(op, t);
   Tensor x = contiguous(t);
   Tensor out = empty(x.shape(), x.dtype());
   if (x.numel() == 0) return out;
@@ -101,14 +100,13 @@ Tensor softmax_impl(const Tensor& t, int64_t dim, const char* op) {
 
 }  // namespace
 
-Tensor softmax(const Tensor& t, int64_t dim) { return softmax_impl<false>(t, dim, "softmax"); }
-Tensor log_softmax(const Tensor& t, int64_t dim) { return softmax_impl<true>(t, dim, "log_softmax"); }
+Tensor impl::softmax(const Tensor& t, int64_t dim) { return softmax_impl<false>(t, dim, "softmax"); }
+Tensor impl::log_softmax(const Tensor& t, int64_t dim) { return softmax_impl<true>(t, dim, "log_softmax"); }
 
 // softmax(scale · x + mask) over the last dim, in one pass per row. mask (broadcast to x) is
 // bool (true hides the key: -inf) or floating (added to the score); `causal` also hides key j
 // from query i when j > i, i being the index along x's second-to-last dim.
-Tensor masked_softmax(const Tensor& scores, const Tensor& mask, bool causal, double scale) {
-  CPPGRAD_PROFILE_SCOPE("masked_softmax");
+Tensor impl::masked_softmax(const Tensor& scores, const Tensor& mask, bool causal, double scale) {
   CPPGRAD_CHECK(scores.is_floating_point() && scores.dim() >= 1, "masked_softmax: expected floating scores, got {} {}",
                 dtype_name(scores.dtype()), shape_str(scores.shape()));
   CPPGRAD_CHECK(!causal || scores.dim() >= 2, "masked_softmax: a causal mask needs (..., T, S) scores, got {}",
@@ -156,8 +154,7 @@ Tensor masked_softmax(const Tensor& scores, const Tensor& mask, bool causal, dou
 }
 
 // The gradient of softmax along `dim` from its output y: y ⊙ (g - Σ_dim g ⊙ y).
-Tensor softmax_backward(const Tensor& output, const Tensor& grad, int64_t dim) {
-  CPPGRAD_PROFILE_SCOPE("softmax_backward");
+Tensor impl::softmax_backward(const Tensor& output, const Tensor& grad, int64_t dim) {
   CPPGRAD_CHECK(output.shape() == grad.shape() && output.dtype() == grad.dtype() && output.is_floating_point(),
                 "softmax_backward: output {} and grad {} differ", shape_str(output.shape()), shape_str(grad.shape()));
   Tensor y = contiguous(output), g = contiguous(grad);

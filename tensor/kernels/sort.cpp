@@ -10,7 +10,7 @@
 #include <limits>
 #include <numeric>
 
-#include "runtime/profile.h"
+#include "tensor/kernels/impl.h"
 #include "tensor/iterate.h"
 #include "tensor/kernels.h"
 
@@ -134,13 +134,11 @@ ValuesIndices order_along(const Tensor& t, int64_t k, int64_t dim, bool descendi
 
 }  // namespace
 
-ValuesIndices sort(const Tensor& t, int64_t dim, bool descending) {
-  CPPGRAD_PROFILE_SCOPE("sort");
+ValuesIndices impl::sort(const Tensor& t, int64_t dim, bool descending) {
   return order_along(t, t.dim() == 0 ? 1 : t.size(wrap_dim(dim, t.dim(), "sort")), dim, descending, "sort");
 }
 
-ValuesIndices topk(const Tensor& t, int64_t k, int64_t dim, bool largest) {
-  CPPGRAD_PROFILE_SCOPE("topk");
+ValuesIndices impl::topk(const Tensor& t, int64_t k, int64_t dim, bool largest) {
   return order_along(t, k, dim, /*descending=*/largest, "topk", /*pytorch_topk=*/true);
 }
 
@@ -162,8 +160,7 @@ ValuesIndices topk(const Tensor& t, int64_t k, int64_t dim, bool largest) {
 //
 // Draws are made row by row on the calling thread: n per row without replacement, num_samples
 // with; the same generator state gives the same samples.
-Tensor multinomial(const Tensor& weights, int64_t num_samples, bool replacement, Generator& gen) {
-  CPPGRAD_PROFILE_SCOPE("multinomial");
+Tensor impl::multinomial(const Tensor& weights, int64_t num_samples, bool replacement, Generator& gen) {
   CPPGRAD_CHECK(weights.dim() == 1 || weights.dim() == 2,
                 "multinomial: expected 1-D or 2-D weights (categories, or rows of categories), got shape {}",
                 shape_str(weights.shape()));

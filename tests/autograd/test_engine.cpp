@@ -479,7 +479,7 @@ TEST_CASE("engine: ops with no derivative give outputs that do not require grad"
 }
 
 TEST_CASE("engine: slices' gradients are added into their input's gradient where they were cut") {
-  // The engine writes a slice's gradient straight into its input's (Node::slice_of) rather than
+  // The engine writes a slice's gradient straight into its input's (autograd::slice_of, autograd/side_tables.h) rather than
   // calling the slice's backward, which pads it with zeros; with create_graph it calls the
   // backward. Both must agree, for slices of a non-leaf and of a leaf, with steps, for a
   // gradient that other uses of the input add to, and for one that is shared (the two inputs

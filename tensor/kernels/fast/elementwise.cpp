@@ -1,10 +1,16 @@
-// The fast form of some unary rows' backward (the vectorised float32 ones are in unary_floats.cpp) (tensor/op_tables.h holds the reference formulas):
-// one pass over the elements where the formula, written with tensor ops, makes several. Used by
-// autograd when no graph is being recorded and reference mode is off. A first reading skips it.
+// The fast form of the elementwise rows (tensor/op_tables.h; elementwise.cpp holds the reference
+// loops): their forward in loops the compiler vectorises, run by kernels::unary and
+// kernels::binary (dispatch.cpp) unless reference mode is on; and some unary rows' backward
+// (the vectorised float32 ones are in unary_floats.cpp) in one pass over the elements where the
+// formula, written with tensor ops, makes several, used by autograd when no graph is being
+// recorded. A first reading skips this file.
+#include <cmath>
+
 #include "runtime/profile.h"
 #include "tensor/kernels.h"
 #include "tensor/kernels/fast/elementwise.h"
 #include "tensor/kernels/fast/unary_floats.h"
+#include "tensor/kernels/impl.h"
 
 namespace cppgrad::kernels {
 
@@ -50,3 +56,53 @@ Tensor unary_backward_fast(Unary op, const Tensor& grad, const Tensor& saved) {
 }
 
 }  // namespace cppgrad::kernels
+
+// ---- the rows' forward: the same scalar expressions as the reference (elementwise.cpp), in
+// fast::map_into's and fast::zip_into's loops; the transcendental float32 rows vectorised
+// (unary_floats.h: within an ulp or two of the row's expression, not the same bits).
+namespace cppgrad::kernels::fast {
+
+Tensor unary(Unary op, const Tensor& t) {
+  using namespace op_constants;
+  Tensor out = empty(t.shape(), t.dtype());
+  if (unary_floats(op, t, out)) return out;
+  switch (op) {
+#define CPPGRAD_UNARY_FAST(name, Enum, dtypes, forward, ...)                   \
+    case Unary::Enum:                                                          \
+      dispatch_##dtypes(t.dtype(), #name, [&](auto tag) {                      \
+        using T = decltype(tag);                                               \
+        map_into<T, T>(out, t, [](T x) { return static_cast<T>(forward); });  \
+      });                                                                      \
+      break;
+    CPPGRAD_UNARY_OPS(CPPGRAD_UNARY_FAST)
+#undef CPPGRAD_UNARY_FAST
+  }
+  return out;
+}
+
+namespace {
+template <class T>
+void binary_loop(Binary op, const Tensor& out, const Tensor& a, const Tensor& b) {
+  switch (op) {
+#define CPPGRAD_BINARY_FAST(name, Enum, forward, ...) \
+    case Binary::Enum: zip_into<T, T>(out, a, b, [](T x, T y) { return static_cast<T>(forward); }); break;
+    CPPGRAD_BINARY_OPS(CPPGRAD_BINARY_FAST)
+#undef CPPGRAD_BINARY_FAST
+  }
+}
+}  // namespace
+
+Tensor binary(Binary op, const Tensor& a, const Tensor& b) {
+  Operands ops = binary_operands(op, a, b);
+  Tensor out = empty(ops.shape, ops.dtype);
+  dispatch_numeric(ops.dtype, binary_name(op), [&](auto tag) { binary_loop<decltype(tag)>(op, out, ops.a, ops.b); });
+  return out;
+}
+
+void binary_(Binary op, const Tensor& a, const Tensor& b) {
+  Operands ops = in_place_operands(op, a, b);
+  dispatch_numeric(a.dtype(), binary_name(op), [&](auto tag) { binary_loop<decltype(tag)>(op, a, a, ops.b); });
+  a.bump_version();
+}
+
+}  // namespace cppgrad::kernels::fast

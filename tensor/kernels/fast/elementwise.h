@@ -17,7 +17,7 @@ void map_into(const Tensor& out, const Tensor& in, F f) {
   StridedLoop<2> loop(out.shape(), {out.strides(), in.strides()});
   Out* o = out.data<Out>();
   const In* i = in.data<In>();
-  loop.for_each_run([&](const auto& off, int64_t n, const auto& st) {
+  parallel_runs(loop, [&](const auto& off, int64_t n, const auto& st) {
     Out* po = o + off[0];
     const In* pi = i + off[1];
     if (st[0] == 1 && st[1] == 1)
@@ -34,7 +34,7 @@ void zip_into(const Tensor& out, const Tensor& a, const Tensor& b, F f) {
   Out* o = out.data<Out>();
   const In* pa = a.data<In>();
   const In* pb = b.data<In>();
-  loop.for_each_run([&](const auto& off, int64_t n, const auto& st) {
+  parallel_runs(loop, [&](const auto& off, int64_t n, const auto& st) {
     Out* po = o + off[0];
     const In* x = pa + off[1];
     const In* y = pb + off[2];

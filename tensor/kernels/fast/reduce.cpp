@@ -1,0 +1,56 @@
+// The fast form of a sum over leading dims of a contiguous tensor (a bias gradient: the rows of
+// (N, out) summed): whole rows added into a row of accumulators, in a loop compiled once per
+// vector unit. The same additions in the same order as the reference (reduce.cpp's sum_into,
+// both pairwise: pairwise_sum.h), so the same bits. A first reading skips this file.
+#include <algorithm>
+
+#include "runtime/simd_clones.h"
+#include "tensor/kernels.h"
+#include "tensor/kernels/impl.h"
+#include "tensor/kernels/pairwise_sum.h"
+
+namespace cppgrad::kernels::fast {
+
+namespace {
+
+// acc[j] += x[r, j] for every row r in order. Compiled once per vector unit (simd_clones.h):
+// each acc[j] adds the same values in the same order in every version, so the same bits.
+template <class T>
+CPPGRAD_SIMD_CLONES void add_rows_into(const T* __restrict x, int64_t rows, int64_t width, double* __restrict acc) {
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t j = 0; j < width; ++j) acc[j] += x[r * width + j];
+}
+
+}  // namespace
+
+Tensor sum_leading_dims(const Tensor& t, const std::vector<int64_t>& dims, bool keepdim, bool mean, const char* op) {
+  if (!t.is_floating_point() || !t.is_contiguous() || dims.empty() || t.numel() == 0 || t.dim() == 0) return {};
+  std::vector<int64_t> sorted = wrap_dims(dims, t.dim(), op);
+  std::sort(sorted.begin(), sorted.end());
+  for (size_t i = 0; i < sorted.size(); ++i)
+    if (sorted[i] != static_cast<int64_t>(i)) return {};
+  if (sorted.size() == static_cast<size_t>(t.dim())) return {};  // a full reduction: one output
+  int64_t rows = 1;
+  for (int64_t d : sorted) rows *= t.shape()[d];
+  Shape out_shape;
+  for (int64_t d = 0; d < t.dim(); ++d)
+    if (d >= static_cast<int64_t>(sorted.size()))
+      out_shape.push_back(t.shape()[d]);
+    else if (keepdim)
+      out_shape.push_back(1);
+  Tensor out = empty(out_shape, t.dtype());
+  const int64_t width = t.numel() / rows;
+  const double divisor = mean ? static_cast<double>(rows) : 1.0;
+  dispatch_floating(t.dtype(), op, [&](auto tag) {
+    using T = decltype(tag);
+    PairwiseSum acc(width);
+    acc.add_rows(t.data<T>(), rows, [](const T* x, int64_t n, int64_t w, double* a) { add_rows_into<T>(x, n, w, a); });
+    std::vector<double> totals(static_cast<size_t>(width));
+    acc.totals(totals.data());
+    T* o = out.data<T>();
+    for (int64_t j = 0; j < width; ++j) o[j] = static_cast<T>(divisor == 1.0 ? totals[j] : totals[j] / divisor);
+  });
+  return out;
+}
+
+}  // namespace cppgrad::kernels::fast
