@@ -34,6 +34,8 @@ struct Case {
   std::function<Tensor(const std::vector<Tensor>&)> forward;     // cppgrad's eval-mode output
   onnx::GraphFunction graph = nullptr;                           // null: the module's export_onnx
   std::map<std::string, std::map<int64_t, std::string>> dynamic_axes{};  // empty: export_model's default
+  bool traced = false;  // exported by onnx::export_module, which traces `forward`
+  std::vector<Tensor> other_example{};  // export_module's other_inputs (empty: its default)
 };
 
 void perturb(nn::Module& module, uint64_t seed) {
@@ -84,9 +86,35 @@ Tensor padding(int64_t batch, int64_t length, bool one_fully_hidden = false) {
   return pad;
 }
 
+// A module of one's own, made of existing ops, with no ONNX code anywhere: export traces its
+// forward. Each position mixes in the others by similarity, split into two heads, gated.
+struct GatedMixer : nn::Module {
+  explicit GatedMixer(int64_t d) {
+    norm = register_module("norm", std::make_shared<nn::LayerNorm>(Shape{d}));
+    gate = register_module("gate", std::make_shared<nn::Linear>(d, d));
+    scale = register_parameter("scale", full({d}, 0.5));
+  }
+  Tensor forward(const Tensor& x) {  // (B, T, d) -> (B, T, d)
+    const int64_t B = x.size(0), T = x.size(1), d = x.size(2);
+    Tensor h = norm->forward(x).reshape({B, T, 2, d / 2}).transpose(1, 2);          // (B, 2, T, d/2)
+    Tensor weights = (h.matmul(h.mT()) / std::sqrt(static_cast<double>(d / 2))).softmax(-1);  // (B, 2, T, T)
+    Tensor mixed = weights.matmul(h).transpose(1, 2).reshape({B, T, d});            // (B, T, d)
+    return x * scale + mixed * gate->forward(x).sigmoid() - mixed.mean({-1}, true).tanh();
+  }
+  std::shared_ptr<nn::LayerNorm> norm;
+  std::shared_ptr<nn::Linear> gate;
+  Tensor scale;
+};
+
 std::vector<Case> library_cases() {
   std::vector<Case> cases;
   manual_seed(7);
+  {  // a module of one's own: no exporter, the traced forward
+    auto mixer = std::make_shared<GatedMixer>(8);
+    cases.push_back({"gated_mixer", mixer, {"x"}, {floats({2, 3, 8}, 50)}, {{{floats({4, 7, 8}, 51)}}, {{floats({1, 1, 8}, 52)}}},
+                     [mixer](const std::vector<Tensor>& in) { return mixer->forward(in[0]); }});
+    cases.back().traced = true;
+  }
   {  // Linear and the activations, Dropout as the identity
     auto mlp = std::make_shared<nn::Sequential>(
         std::make_shared<nn::Linear>(6, 16), std::make_shared<nn::ReLU>(), std::make_shared<nn::Dropout>(0.3),
@@ -159,7 +187,9 @@ std::vector<Case> library_cases() {
                        onnx::AttentionMasks masks;
                        masks.attn_mask = in[1];
                        return std::vector<onnx::Value>{onnx::multihead_attention(g, *mha, in[0], in[0], in[0], masks)};
-                     }});
+                     },
+                     {{"x", {{0, "batch"}, {1, "T"}}}, {"mask", {{0, "batch_heads"}, {1, "T"}, {2, "T"}}}}});
+    cases.back().other_example = {floats({3, 4, 16}, 53), upper(12, 4)};  // B·H heads follow the batch
   }
   {  // heads wider than the embedding's share (head_dim 4 on d 16, 8 heads on 2 key/value heads:
      // q_proj 32 rows, out_proj 32 columns), Hugging Face's rotary layout (the default), causal
@@ -260,8 +290,11 @@ int main(int argc, char** argv) {
       c.module->eval();
       const std::string file = c.name + ".onnx";
       const onnx::ExportOptions options{.input_names = c.input_names, .output_names = {"output"},
-                                        .dynamic_axes = c.dynamic_axes};
-      if (c.graph)
+                                        .dynamic_axes = c.dynamic_axes, .other_inputs = c.other_example};
+      if (c.traced)
+        onnx::export_module(*c.module, [&c](const std::vector<Tensor>& in) { return std::vector<Tensor>{c.forward(in)}; },
+                            c.example, dir + "/" + file, options);
+      else if (c.graph)
         onnx::export_model(*c.module, c.graph, c.example, dir + "/" + file, options);
       else
         onnx::export_model(*c.module, c.example, dir + "/" + file, options);

@@ -75,7 +75,7 @@ Tensor GPT2::embed(const Tensor& tokens, const Tensor& positions) {
 }
 
 Tensor GPT2::forward(const Tensor& tokens) {
-  Tensor positions = arange(0.0, static_cast<double>(tokens.size(1)), 1.0, kInt64);  // (T)
+  Tensor positions = arange(0.0, static_cast<double>(tokens.size(1)), 1.0, TensorOptions(kInt64));  // (T)
   return lm_head->forward(blocks->forward(embed(tokens, positions), {}, {}, /*is_causal=*/true));  // (B, T, vocab)
 }
 
