@@ -69,7 +69,7 @@ TEST_CASE("onnx export: initializers carry the state_dict names, a tied weight o
   {
     auto decoder = std::make_shared<nn::Decoder>(nn::DecoderOptions(11, 8, 2, 2).num_kv_heads(1).tie_embeddings(true));
     TempDir dir;
-    ox::export_model(*decoder, {zeros({2, 3}, kInt64)}, dir.file("d.onnx"), {.input_names = {"tokens"}});
+    ox::export_module(*decoder, {zeros({2, 3}, kInt64)}, dir.file("d.onnx"), {.input_names = {"tokens"}});
     const ::onnx::ModelProto model = read_model(dir.file("d.onnx"));
     CHECK(model.opset_import(0).version() == 17);
     std::set<std::string> initializers;
