@@ -26,6 +26,7 @@
 #include "autograd/fast/accumulate.h"
 #include "autograd/node.h"
 #include "autograd/side_tables.h"
+#include "autograd/trace.h"
 #include "runtime/profile.h"
 #include "runtime/reference_mode.h"
 #include "tensor/kernels.h"
@@ -104,8 +105,9 @@ bool any_requires_grad(const std::vector<Tensor>& tensors) {
   return std::any_of(tensors.begin(), tensors.end(), [](const Tensor& t) { return t.defined() && t.requires_grad(); });
 }
 
-Tensor record(std::string op, Tensor out, const std::vector<Tensor>& inputs, const std::vector<Tensor>& to_save,
-              BackwardFn backward) {
+namespace {
+Tensor record_node(std::string op, Tensor out, const std::vector<Tensor>& inputs, const std::vector<Tensor>& to_save,
+                   BackwardFn backward) {
   if (!GradMode::is_enabled() || !any_requires_grad(inputs)) return out;
   if (!out.is_floating_point()) return out;  // integers and bools have no gradient (x.to(kInt64))
   // A kernel may hand back its input unchanged (contiguous() of a contiguous tensor): the
@@ -143,6 +145,15 @@ Tensor record(std::string op, Tensor out, const std::vector<Tensor>& inputs, con
   meta->grad_fn = std::move(node);
   out.impl()->autograd = std::move(meta);
   return out;
+}
+}  // namespace
+
+Tensor record(std::string op, Tensor out, const std::vector<Tensor>& inputs, const std::vector<Tensor>& to_save,
+              BackwardFn backward) {
+  if (!trace_running()) return record_node(std::move(op), std::move(out), inputs, to_save, std::move(backward));
+  Tensor result = record_node(op, std::move(out), inputs, to_save, std::move(backward));
+  trace_record(op.c_str(), result, inputs);  // the forward as the ONNX exporter reads it (autograd/trace.h)
+  return result;
 }
 
 // ---- hooks, anomaly checks and queued callbacks ---------------------------------------------

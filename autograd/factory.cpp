@@ -1,6 +1,7 @@
 // The factories a user calls: each makes its tensor with the graph-free factory of the same name
 // (tensor/factory.cpp) and, when the options ask for it, makes it a leaf that requires grad, as
 // torch.zeros(..., requires_grad=True) does.
+#include "autograd/trace.h"
 #include "tensor/tensor.h"
 
 namespace cppgrad {
@@ -21,7 +22,9 @@ Tensor full(const Shape& shape, double value, TensorOptions options) {
 Tensor scalar_tensor(double value, TensorOptions options) { return leaf(scalar_tensor(value, options.dtype_), options); }
 Tensor arange(double end, TensorOptions options) { return leaf(arange(end, options.dtype_), options); }
 Tensor arange(double start, double end, double step, TensorOptions options) {
-  return leaf(arange(start, end, step, options.dtype_), options);
+  autograd::TraceScope trace;  // ONNX's Range, its length read from the graph (a model's position ids)
+  return trace.note(leaf(arange(start, end, step, options.dtype_), options),
+                    [&] { return autograd::TracedOp{"arange", {}, {{"start", start}, {"step", step}}}; });
 }
 Tensor eye(int64_t n, TensorOptions options) { return leaf(eye(n, options.dtype_), options); }
 Tensor rand(const Shape& shape, TensorOptions options, Generator& gen) {

@@ -44,6 +44,7 @@
 #include <vector>
 
 #include "node.h"
+#include "trace.h"
 
 namespace cppgrad::autograd {
 
@@ -136,6 +137,7 @@ struct Function {
     using Result = decltype(Derived::forward(*ctx, std::forward<Args>(args)...));
     static_assert(std::is_same_v<Result, Tensor> || std::is_same_v<Result, std::vector<Tensor>>,
                   "autograd::Function: forward must return a Tensor or a std::vector<Tensor>");
+    TraceScope trace;  // one op to a trace (autograd/trace.h), named as the Function is: ONNX has no form of it
     std::vector<Tensor> outputs;
     {
       NoGradGuard no_grad;  // forward's own ops record nothing
@@ -148,6 +150,7 @@ struct Function {
                                        [](FunctionCtx& c, const std::vector<Tensor>& grads) {
                                          return Derived::backward(c, grads);
                                        });
+    if (!outputs.empty()) trace.note(outputs[0], [&] { return TracedOp(ctx->op_, arguments); });
     if constexpr (std::is_same_v<Result, Tensor>)
       return outputs[0];
     else

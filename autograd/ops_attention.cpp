@@ -11,6 +11,7 @@
 
 #include "autograd/fast/attention.h"
 #include "autograd/functions.h"
+#include "autograd/trace.h"
 #include "runtime/reference_mode.h"
 #include "tensor/kernels.h"
 #include "tensor/keyed_dropout.h"
@@ -42,8 +43,10 @@ Tensor attention_position_bias(const AttentionPositions& o, bool is_causal, int6
 }
 
 Tensor additive_mask(const Tensor& mask, DType dtype) {
-  if (mask.dtype() == kBool) return zeros(mask.shape(), dtype).masked_fill(mask, -std::numeric_limits<double>::infinity());
-  return mask.to(dtype);
+  autograd::TraceScope trace;  // zeros of the mask's shape: ONNX takes the shape from the mask
+  Tensor out = mask.dtype() == kBool ? zeros(mask.shape(), dtype).masked_fill(mask, -std::numeric_limits<double>::infinity())
+                                     : mask.to(dtype);
+  return trace.note(out, [&] { return autograd::TracedOp{"additive_mask", {mask}, {}}; });
 }
 
 Tensor repeat_kv_heads(const Tensor& kv, int64_t r) {

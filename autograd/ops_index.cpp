@@ -1,5 +1,6 @@
 // Differentiable joining and indexing: cat, stack, index_select, gather and their adjoints.
 #include "autograd/functions.h"
+#include "autograd/trace.h"
 #include "tensor/kernels.h"
 
 namespace cppgrad {
@@ -7,14 +8,16 @@ namespace cppgrad {
 using autograd::Grads;
 using autograd::record;
 using autograd::Saved;
+using autograd::TracedOp;
 
 Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
+  autograd::TraceScope trace;
   Tensor out = kernels::cat(tensors, dim);
   dim = wrap_dim(dim, out.dim(), "cat");
   std::vector<int64_t> sizes;
   for (const Tensor& t : tensors) sizes.push_back(t.shape()[dim]);
   // dA_i = the slice of dC that A_i filled
-  return record("cat", out, tensors, {}, [sizes, dim](const Tensor& g, const Saved& s) -> Grads {
+  out = record("cat", out, tensors, {}, [sizes, dim](const Tensor& g, const Saved& s) -> Grads {
     Grads grads;
     int64_t at = 0;
     for (size_t i = 0; i < sizes.size(); ++i) {
@@ -23,6 +26,7 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
     }
     return grads;
   });
+  return trace.note(out, [&] { return TracedOp{"cat", tensors, {{"dim", dim}}}; });
 }
 
 Tensor stack(const std::vector<Tensor>& tensors, int64_t dim) {
@@ -42,10 +46,12 @@ Tensor Tensor::index_select(int64_t dim, const Tensor& index) const {
   dim = dim < 0 && this->dim() > 0 ? dim + this->dim() : dim;
   // dA = zeros(shape(A)) with row i of dC added at row index[i] (repeats accumulate). A 0-d
   // index keeps dim (with size 1) in the output, so dC lines up with the index either way.
-  return record("index_select", kernels::index_select(*this, dim, index), {*this}, {index},
-                [in, dim](const Tensor& g, const Saved& s) -> Grads {
-                  return {cppgrad::index_add(zeros(in, g.dtype()), dim, s[0], g)};
-                });
+  autograd::TraceScope trace;
+  Tensor out = record("index_select", kernels::index_select(*this, dim, index), {*this}, {index},
+                      [in, dim](const Tensor& g, const Saved& s) -> Grads {
+                        return {cppgrad::index_add(zeros(in, g.dtype()), dim, s[0], g)};
+                      });
+  return trace.note(out, [&] { return TracedOp{"index_select", {*this, index}, {{"dim", dim}}}; });
 }
 
 Tensor index_add(const Tensor& base, int64_t dim, const Tensor& index, const Tensor& src) {
@@ -59,10 +65,12 @@ Tensor index_add(const Tensor& base, int64_t dim, const Tensor& index, const Ten
 Tensor Tensor::gather(int64_t dim, const Tensor& index) const {
   Shape in = shape();
   // dA = zeros(shape(A)) with dC added back where each element was gathered from
-  return record("gather", kernels::gather(*this, dim, index), {*this}, {index},
-                [in, dim](const Tensor& g, const Saved& s) -> Grads {
-                  return {cppgrad::scatter_add(zeros(in, g.dtype()), dim, s[0], g)};
-                });
+  autograd::TraceScope trace;
+  Tensor out = record("gather", kernels::gather(*this, dim, index), {*this}, {index},
+                      [in, dim](const Tensor& g, const Saved& s) -> Grads {
+                        return {cppgrad::scatter_add(zeros(in, g.dtype()), dim, s[0], g)};
+                      });
+  return trace.note(out, [&] { return TracedOp{"gather", {*this, index}, {{"dim", dim}}}; });
 }
 
 Tensor scatter_add(const Tensor& base, int64_t dim, const Tensor& index, const Tensor& src) {

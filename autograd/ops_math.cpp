@@ -9,6 +9,7 @@
 
 #include "autograd/functions.h"
 #include "autograd/fast/unary_backward.h"
+#include "autograd/trace.h"
 #include "tensor/kernels.h"
 
 namespace cppgrad {
@@ -16,6 +17,7 @@ namespace cppgrad {
 using autograd::Grads;
 using autograd::record;
 using autograd::Saved;
+using autograd::TracedOp;
 using kernels::Binary;
 using kernels::Unary;
 
@@ -126,28 +128,37 @@ Tensor Tensor::clamp(std::optional<double> min, std::optional<double> max) const
   CPPGRAD_CHECK(min || max, "clamp: give at least one of min and max");
   CPPGRAD_CHECK(!min || !max || *min <= *max, "clamp: min {} is above max {}", *min, *max);
   CPPGRAD_CHECK(is_floating_point(), "clamp: {} tensor; clamp works on floating tensors", dtype_name(dtype()));
+  autograd::TraceScope trace;
   Tensor out = *this;
   if (min) out = kernels::binary(Binary::Maximum, out, full({}, *min, dtype()));
   if (max) out = kernels::binary(Binary::Minimum, out, full({}, *max, dtype()));
   // dA = dC where min ≤ A ≤ max, else 0 (so 0 where A is NaN, as torch.clamp's)
-  return record("clamp", out, {*this}, {*this}, [min, max](const Tensor& g, const Saved& s) -> Grads {
+  out = record("clamp", out, {*this}, {*this}, [min, max](const Tensor& g, const Saved& s) -> Grads {
     Tensor grad = g;
     if (min) grad = grad.masked_fill((s[0] >= *min).logical_not(), 0.0);
     if (max) grad = grad.masked_fill((s[0] <= *max).logical_not(), 0.0);
     return {grad};
+  });
+  return trace.note(out, [&] {
+    TracedOp op{"clamp", {*this}, {}};
+    if (min) op.args.push_back({"min", *min});
+    if (max) op.args.push_back({"max", *max});
+    return op;
   });
 }
 
 Tensor clamp(const Tensor& t, std::optional<double> min, std::optional<double> max) { return t.clamp(min, max); }
 
 Tensor Tensor::pow(double p) const {
+  autograd::TraceScope trace;
   // dA = dC ⊙ p A^(p-1)
-  return record("pow", kernels::pow(*this, p), {*this}, {*this}, [p](const Tensor& g, const Saved& s) -> Grads {
+  Tensor out = record("pow", kernels::pow(*this, p), {*this}, {*this}, [p](const Tensor& g, const Saved& s) -> Grads {
     if (p == 0.0) return {zeros_like(g)};
     if (p == 1.0) return {g};
     if (p == 2.0) return {g * 2.0 * s[0]};
     return {g * p * s[0].pow(p - 1.0)};
   });
+  return trace.note(out, [&] { return TracedOp{"pow", {*this}, {{"exponent", p}}}; });
 }
 
 // A scalar operand becomes a 0-d tensor of the other side's dtype (float32 for a fractional
@@ -196,18 +207,22 @@ Tensor Tensor::logical_not() const { return kernels::logical_not(*this); }
 // ---- selection --------------------------------------------------------------------------------
 
 Tensor where(const Tensor& condition, const Tensor& a, const Tensor& b) {
+  autograd::TraceScope trace;
   // dA = dC where the condition holds, else 0;  dB = dC where it does not, else 0
-  return record("where", kernels::where(condition, a, b), {a, b}, {condition},
-                [](const Tensor& g, const Saved& s) -> Grads {
-                  return {s.needs_grad(0) ? g.masked_fill(s[0].logical_not(), 0.0) : Tensor(),
-                          s.needs_grad(1) ? g.masked_fill(s[0], 0.0) : Tensor()};
-                });
+  Tensor out = record("where", kernels::where(condition, a, b), {a, b}, {condition},
+                      [](const Tensor& g, const Saved& s) -> Grads {
+                        return {s.needs_grad(0) ? g.masked_fill(s[0].logical_not(), 0.0) : Tensor(),
+                                s.needs_grad(1) ? g.masked_fill(s[0], 0.0) : Tensor()};
+                      });
+  return trace.note(out, [&] { return TracedOp{"where", {condition, a, b}, {}}; });
 }
 
 Tensor Tensor::masked_fill(const Tensor& mask, double value) const {
+  autograd::TraceScope trace;
   // dA = dC, with 0 where the mask is true
-  return record("masked_fill", kernels::masked_fill(*this, mask, value), {*this}, {mask},
-                [](const Tensor& g, const Saved& s) -> Grads { return {g.masked_fill(s[0], 0.0)}; });
+  Tensor out = record("masked_fill", kernels::masked_fill(*this, mask, value), {*this}, {mask},
+                      [](const Tensor& g, const Saved& s) -> Grads { return {g.masked_fill(s[0], 0.0)}; });
+  return trace.note(out, [&] { return TracedOp{"masked_fill", {*this, mask}, {{"value", value}}}; });
 }
 
 // ---- matmul -------------------------------------------------------------------------------------

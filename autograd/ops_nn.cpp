@@ -8,6 +8,7 @@
 #include "autograd/fast/masked_softmax.h"
 #include "autograd/fast/relu_dropout.h"
 #include "autograd/functions.h"
+#include "autograd/trace.h"
 #include "runtime/reference_mode.h"
 #include "tensor/kernels.h"
 #include "tensor/keyed_dropout.h"
@@ -102,6 +103,10 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b) {
 
 Tensor layer_norm(const Tensor& x, int64_t normalized_dims, const Tensor& weight, const Tensor& bias, double eps) {
   check_layer_norm(x, normalized_dims, weight, bias);
+  autograd::TraceScope trace;  // one op in ONNX, whichever form computes it
+  auto traced = [&] {
+    return autograd::TracedOp{"layer_norm", {x, weight, bias}, {{"normalized_dims", normalized_dims}, {"eps", eps}}};
+  };
   std::vector<int64_t> dims;  // a row: the last normalized_dims dims
   for (int64_t d = x.dim() - normalized_dims; d < x.dim(); ++d) dims.push_back(d);
   // y = (x − mean)/√(var + eps) ⊙ w + b of {x, w, b}: autograd differentiates it (and its gradient again)
@@ -111,13 +116,18 @@ Tensor layer_norm(const Tensor& x, int64_t normalized_dims, const Tensor& weight
     if (in[1].defined()) y = y * in[1];
     return in[2].defined() ? y + in[2] : y;
   };
-  if (Tensor y = fused_layer_norm(x, normalized_dims, weight, bias, eps, formula); y.defined()) return y;
-  return formula({x, weight, bias});
+  if (Tensor y = fused_layer_norm(x, normalized_dims, weight, bias, eps, formula); y.defined())
+    return trace.note(y, traced);
+  return trace.note(formula({x, weight, bias}), traced);
 }
 
 Tensor masked_softmax(const Tensor& scores, const Tensor& mask, bool is_causal, double scale) {
   check_masked_softmax(scores, mask, is_causal);
-  if (Tensor y = fused_masked_softmax(scores, mask, is_causal, scale); y.defined()) return y;
+  autograd::TraceScope trace;  // its causal mask is made of the scores' sizes, which ONNX reads from the graph
+  auto traced = [&] {
+    return autograd::TracedOp{"masked_softmax", {scores, mask}, {{"is_causal", int64_t{is_causal}}, {"scale", scale}}};
+  };
+  if (Tensor y = fused_masked_softmax(scores, mask, is_causal, scale); y.defined()) return trace.note(y, traced);
   // softmax(scale·scores + mask); a key hidden by a bool mask (true), or causal's key j > query i, at −∞
   const double inf = std::numeric_limits<double>::infinity();
   Tensor z = scores * scale;
@@ -126,7 +136,7 @@ Tensor masked_softmax(const Tensor& scores, const Tensor& mask, bool is_causal, 
     z = z.masked_fill(arange(double(S)).reshape({1, S}).gt(arange(double(T)).reshape({T, 1})), -inf);
   }
   if (mask.defined()) z = mask.dtype() == kBool ? z.masked_fill(mask, -inf) : z + mask.to(z.dtype());
-  return z.softmax(-1);
+  return trace.note(z.softmax(-1), traced);
 }
 
 Tensor dropout(const Tensor& x, double p, Generator& gen) {

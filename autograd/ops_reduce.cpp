@@ -3,6 +3,7 @@
 #include <limits>
 
 #include "autograd/functions.h"
+#include "autograd/trace.h"
 #include "autograd/softmax.h"
 #include "tensor/kernels.h"
 
@@ -28,29 +29,40 @@ int64_t reduced_count(const Shape& in, const std::vector<int64_t>& dims) {
   for (int64_t d : wrap_dims(dims, static_cast<int64_t>(in.size()), "reduce")) n *= in[d];
   return n;
 }
+// A reduction as a trace writes it down: its dims wrapped (all of them when none are named).
+autograd::TracedOp reduction(const char* op, const Tensor& t, const std::vector<int64_t>& dims, bool keepdim) {
+  std::vector<int64_t> axes = wrap_dims(dims, std::max<int64_t>(t.dim(), 1), op);
+  if (dims.empty())
+    for (int64_t d = 0; d < t.dim(); ++d) axes.push_back(d);
+  return {op, {t}, {{"dims", axes}, {"keepdim", int64_t{keepdim}}}};
+}
 }  // namespace
 
 Tensor Tensor::sum() const { return sum({}, false); }
 
 Tensor Tensor::sum(const std::vector<int64_t>& dims, bool keepdim) const {
   Shape in = shape();
+  autograd::TraceScope trace;
   // dA = dC broadcast back over the summed dims
-  return record("sum", kernels::sum(*this, dims, keepdim), {*this}, {},
-                [in, dims, keepdim](const Tensor& g, const Saved&) -> Grads {
-                  return {unsqueeze_reduced(g, in, dims, keepdim).expand(in)};
-                });
+  Tensor out = record("sum", kernels::sum(*this, dims, keepdim), {*this}, {},
+                      [in, dims, keepdim](const Tensor& g, const Saved&) -> Grads {
+                        return {unsqueeze_reduced(g, in, dims, keepdim).expand(in)};
+                      });
+  return trace.note(out, [&] { return reduction("sum", *this, dims, keepdim); });
 }
 
 Tensor Tensor::mean() const { return mean({}, false); }
 
 Tensor Tensor::mean(const std::vector<int64_t>& dims, bool keepdim) const {
   Shape in = shape();
+  autograd::TraceScope trace;
   // dA = dC / N broadcast back over the averaged dims (N of them)
-  return record("mean", kernels::mean(*this, dims, keepdim), {*this}, {},
-                [in, dims, keepdim](const Tensor& g, const Saved&) -> Grads {
-                  double n = static_cast<double>(reduced_count(in, dims));
-                  return {(unsqueeze_reduced(g, in, dims, keepdim) / n).expand(in)};
-                });
+  Tensor out = record("mean", kernels::mean(*this, dims, keepdim), {*this}, {},
+                      [in, dims, keepdim](const Tensor& g, const Saved&) -> Grads {
+                        double n = static_cast<double>(reduced_count(in, dims));
+                        return {(unsqueeze_reduced(g, in, dims, keepdim) / n).expand(in)};
+                      });
+  return trace.note(out, [&] { return reduction("mean", *this, dims, keepdim); });
 }
 
 // ---- the other reductions ----------------------------------------------------------------------
@@ -138,18 +150,22 @@ Tensor autograd::softmax_backward(const Tensor& y, const Tensor& g, int64_t dim)
 }
 
 Tensor softmax(const Tensor& t, int64_t dim) {
+  autograd::TraceScope trace;
   Tensor out = kernels::softmax(t, dim);
-  return record("softmax", out, {t}, {out}, [dim](const Tensor& g, const Saved& s) -> Grads {
+  out = record("softmax", out, {t}, {out}, [dim](const Tensor& g, const Saved& s) -> Grads {
     return {autograd::softmax_backward(s[0], g, dim)};
   });
+  return trace.note(out, [&] { return autograd::TracedOp{"softmax", {t}, {{"dim", dim}}}; });
 }
 
 Tensor log_softmax(const Tensor& t, int64_t dim) {
+  autograd::TraceScope trace;
   Tensor out = kernels::log_softmax(t, dim);
   // dA = dC - exp(C) ⊙ Σ_dim dC
-  return record("log_softmax", out, {t}, {out}, [dim](const Tensor& g, const Saved& s) -> Grads {
+  out = record("log_softmax", out, {t}, {out}, [dim](const Tensor& g, const Saved& s) -> Grads {
     return {g - s[0].exp() * g.sum({dim}, /*keepdim=*/true)};
   });
+  return trace.note(out, [&] { return autograd::TracedOp{"log_softmax", {t}, {{"dim", dim}}}; });
 }
 
 Tensor Tensor::softmax(int64_t dim) const { return cppgrad::softmax(*this, dim); }

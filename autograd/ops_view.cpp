@@ -5,6 +5,7 @@
 
 #include "autograd/functions.h"
 #include "autograd/side_tables.h"
+#include "autograd/trace.h"
 #include "tensor/kernels.h"
 
 namespace cppgrad {
@@ -12,6 +13,7 @@ namespace cppgrad {
 using autograd::Grads;
 using autograd::record;
 using autograd::Saved;
+using autograd::TracedOp;
 
 Tensor Tensor::view(const Shape& shape) const {
   Shape in = this->shape();
@@ -28,9 +30,11 @@ Tensor Tensor::reshape(const Shape& shape) const {
 }
 
 Tensor Tensor::transpose(int64_t dim0, int64_t dim1) const {
+  autograd::TraceScope trace;
   // dA = transpose(dC) with the same two dims
-  return record("transpose", kernels::transpose(*this, dim0, dim1), {*this}, {},
-                [dim0, dim1](const Tensor& g, const Saved&) -> Grads { return {g.transpose(dim0, dim1)}; });
+  Tensor out = record("transpose", kernels::transpose(*this, dim0, dim1), {*this}, {},
+                      [dim0, dim1](const Tensor& g, const Saved&) -> Grads { return {g.transpose(dim0, dim1)}; });
+  return trace.note(out, [&] { return TracedOp{"transpose", {*this}, {{"dims", std::vector<int64_t>{dim0, dim1}}}}; });
 }
 
 Tensor Tensor::t() const {
@@ -45,12 +49,13 @@ Tensor Tensor::mT() const {
 }
 
 Tensor Tensor::permute(const std::vector<int64_t>& dims) const {
+  autograd::TraceScope trace;
   Tensor out = kernels::permute(*this, dims);
   std::vector<int64_t> inverse(dims.size());
   for (size_t i = 0; i < dims.size(); ++i) inverse[wrap_dim(dims[i], dim(), "permute")] = static_cast<int64_t>(i);
   // dA = permute(dC, inverse permutation)
-  return record("permute", out, {*this}, {},
-                [inverse](const Tensor& g, const Saved&) -> Grads { return {g.permute(inverse)}; });
+  out = record("permute", out, {*this}, {}, [inverse](const Tensor& g, const Saved&) -> Grads { return {g.permute(inverse)}; });
+  return trace.note(out, [&] { return TracedOp{"permute", {*this}, {{"dims", dims}}}; });
 }
 
 namespace {
@@ -81,6 +86,7 @@ Tensor Tensor::flatten(int64_t start_dim, int64_t end_dim) const {
 }
 
 Tensor Tensor::slice(int64_t d, int64_t start, int64_t end, int64_t step) const {
+  autograd::TraceScope trace;
   Tensor out = kernels::slice(*this, d, start, end, step);
   Shape in = shape();
   d = wrap_dim(d, dim(), "slice");
@@ -91,7 +97,7 @@ Tensor Tensor::slice(int64_t d, int64_t start, int64_t end, int64_t step) const 
     return {slice_scatter(g, in, d, first, step)};
   });
   if (out.grad_fn()) autograd::note_slice(*out.grad_fn(), {d, first, step});
-  return out;
+  return trace.note(out, [&] { return TracedOp{"slice", {*this}, {{"dim", d}, {"start", first}, {"step", step}}}; });
 }
 
 Tensor Tensor::narrow(int64_t d, int64_t start, int64_t length) const {
@@ -105,14 +111,16 @@ Tensor Tensor::narrow(int64_t d, int64_t start, int64_t length) const {
 }
 
 Tensor Tensor::select(int64_t d, int64_t index) const {
+  autograd::TraceScope trace;
   Tensor out = kernels::select(*this, d, index);
   Shape in = shape();
   d = wrap_dim(d, dim(), "select");
   if (index < 0) index += in[d];
   // dA = zeros(shape(A)) with dC written at `index` of dim d
-  return record("select", out, {*this}, {}, [in, d, index](const Tensor& g, const Saved&) -> Grads {
+  out = record("select", out, {*this}, {}, [in, d, index](const Tensor& g, const Saved&) -> Grads {
     return {slice_scatter(g.unsqueeze(d), in, d, index, 1)};
   });
+  return trace.note(out, [&] { return TracedOp{"select", {*this}, {{"dim", d}, {"index", index}}}; });
 }
 
 Tensor Tensor::expand(const Shape& shape) const {

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <limits>
 
+#include "autograd/functions.h"
 #include "nn/init.h"
 
 namespace cppgrad::nn {
@@ -16,9 +17,9 @@ constexpr double kNegInf = -std::numeric_limits<double>::infinity();
 
 // A bool mask becomes 0 / -inf; a float mask is used as it is.
 Tensor additive(const Tensor& mask, DType dtype) {
-  if (mask.dtype() == kBool) return zeros(mask.shape(), dtype).masked_fill(mask, kNegInf);
-  CPPGRAD_CHECK(mask.is_floating_point(), "attention: a mask must be bool or floating, got {}", dtype_name(mask.dtype()));
-  return mask.to(dtype);
+  CPPGRAD_CHECK(mask.dtype() == kBool || mask.is_floating_point(), "attention: a mask must be bool or floating, got {}",
+                dtype_name(mask.dtype()));
+  return cppgrad::additive_mask(mask, dtype);
 }
 
 struct Inputs {

@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "autograd/functions.h"
+#include "autograd/trace.h"
 #include "runtime/reference_mode.h"
 #include "tensor/kernels.h"
 
@@ -19,6 +20,8 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
 Tensor embedding(const Tensor& indices, const Tensor& weight, std::optional<int64_t> padding_idx) {
   CPPGRAD_CHECK(indices.dtype() == kInt64, "embedding: indices must be int64, got {}", dtype_name(indices.dtype()));
   CPPGRAD_CHECK(weight.dim() == 2, "embedding: weight must be 2-D (num_embeddings, dim), got {}", shape_str(weight.shape()));
+  autograd::TraceScope trace;  // ONNX's Gather: padding_idx only matters to training (its row gets no gradient)
+  auto traced = [&] { return autograd::TracedOp{"embedding", {indices, weight}, {}}; };
   // Every index names a row: a negative one (a padding id of -1 or -100) is refused, not
   // counted from the end, as torch.nn.functional.embedding does.
   Tensor flat = indices.reshape({-1}).contiguous();
@@ -31,10 +34,10 @@ Tensor embedding(const Tensor& indices, const Tensor& weight, std::optional<int6
   Shape shape = indices.shape();
   shape.push_back(weight.size(1));
   Tensor rows = weight.index_select(0, flat).reshape(shape);  // (..., dim)
-  if (!padding_idx) return rows;
+  if (!padding_idx) return trace.note(rows, traced);
   // Same values; but the padding row's gradient is cut.
   Tensor is_pad = indices.eq(scalar_tensor(static_cast<double>(*padding_idx), kInt64)).unsqueeze(-1);
-  return where(is_pad, rows.detach(), rows);
+  return trace.note(where(is_pad, rows.detach(), rows), traced);
 }
 
 Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight, const Tensor& bias,
@@ -286,9 +289,22 @@ AttentionOutput scaled_dot_product_attention(const Tensor& q, const Tensor& k, c
   CPPGRAD_CHECK(!o.alibi_slopes().defined() || (o.alibi_slopes().dim() == 1 && o.alibi_slopes().size(0) == heads),
                 "scaled_dot_product_attention: alibi_slopes {} must hold one slope for each of the {} query heads",
                 shape_str(o.alibi_slopes().shape()), heads);
+  // One op in ONNX: its causal, window and ALiBi masks are made of T and S, which ONNX reads from the graph.
+  autograd::TraceScope trace;
+  auto traced = [&] {
+    autograd::TracedOp op{"scaled_dot_product_attention", {q, k, v, o.attn_mask()},
+                          {{"is_causal", int64_t{o.is_causal()}}, {"scale", s}, {"query_offset", o.query_offset()}}};
+    if (o.window()) op.args.push_back({"window", *o.window()});
+    if (o.alibi_slopes().defined()) op.args.push_back({"alibi_slopes", o.alibi_slopes()});
+    return op;
+  };
+  auto noted = [&](AttentionOutput out) {
+    out.output = trace.note(out.output, traced);
+    return out;
+  };
   // The fast path: block by block, shared key/value heads read in place, windows and ALiBi per tile.
   if (use_fused(q, k, v, o.attn_mask(), o.need_weights(), group > 1))
-    return {fused_attention(q, k, v, o.attn_mask(), o.is_causal(), s, dropout_p, gen, positions_of(o)), Tensor()};
+    return noted({fused_attention(q, k, v, o.attn_mask(), o.is_causal(), s, dropout_p, gen, positions_of(o)), Tensor()});
 
   // The formula, with the window, the decoding offset and ALiBi joining the mask as one float bias.
   Tensor mask = o.attn_mask();
@@ -299,7 +315,7 @@ AttentionOutput scaled_dot_product_attention(const Tensor& q, const Tensor& k, c
   }
   if (group == 1) {
     AttentionOutput out = attention(q, k, v, mask, causal, dropout_p, s, gen);
-    return {out.output, o.need_weights() ? out.weights : Tensor()};
+    return noted({out.output, o.need_weights() ? out.weights : Tensor()});
   }
   // Grouped query heads: the r = h/g query heads that share key/value head j are one taller
   // query matrix against that head's keys, so no key or value is repeated, and the gradient of
@@ -316,8 +332,8 @@ AttentionOutput scaled_dot_product_attention(const Tensor& q, const Tensor& k, c
                                   s);  // (..., g, r, T, S)
   if (dropout_p > 0.0) weights = dropout(weights, dropout_p, true, gen);
   Tensor output = weights.reshape(with_lead({g, group * T, S})).matmul(v);  // (..., g, r·T, S) @ (..., g, S, dv)
-  return {output.reshape(with_lead({heads, T, v.size(-1)})),                // (..., g, r·T, dv) -> (..., h, T, dv)
-          o.need_weights() ? weights.reshape(scores_shape) : Tensor()};
+  return noted({output.reshape(with_lead({heads, T, v.size(-1)})),          // (..., g, r·T, dv) -> (..., h, T, dv)
+                o.need_weights() ? weights.reshape(scores_shape) : Tensor()});
 }
 
 // ---- masks -------------------------------------------------------------------------------------

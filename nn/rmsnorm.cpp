@@ -1,6 +1,7 @@
 #include "nn/rmsnorm.h"
 
 #include "autograd/fast/rms_norm.h"
+#include "autograd/trace.h"
 #include "runtime/reference_mode.h"
 
 #include <limits>
@@ -34,8 +35,10 @@ Tensor rms_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& we
   // written (tensor/kernels/fast/rms_norm.cpp).
   const bool fast_dtypes = (x.dtype() == kFloat32 || x.dtype() == kFloat64) &&
                            (!weight.defined() || weight.dtype() == x.dtype());
-  if (!reference_mode() && fast_dtypes) return cppgrad::fast::rms_norm(x, k, weight, epsilon, formula);
-  return formula({x, weight});
+  autograd::TraceScope trace;  // one op in ONNX, whichever form computes it
+  auto traced = [&] { return autograd::TracedOp{"rms_norm", {x, weight}, {{"normalized_dims", k}, {"eps", epsilon}}}; };
+  if (!reference_mode() && fast_dtypes) return trace.note(cppgrad::fast::rms_norm(x, k, weight, epsilon, formula), traced);
+  return trace.note(formula({x, weight}), traced);
 }
 
 }  // namespace functional

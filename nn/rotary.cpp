@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include "autograd/trace.h"
+
 namespace cppgrad::nn {
 
 namespace functional {
@@ -11,12 +13,15 @@ Tensor rotary_angles(int64_t length, int64_t dim, int64_t position_offset, doubl
   CPPGRAD_CHECK(base > 0.0 && std::isfinite(base), "rotary: base {} must be positive and finite", base);
   CPPGRAD_CHECK(length >= 0 && position_offset >= 0, "rotary: length {} and position_offset {} must not be negative",
                 length, position_offset);
+  autograd::TraceScope trace;  // positions 0 .. length−1: ONNX takes the length from the graph
   // θ_i = base^(−2i/d): (1, d/2);  m: (length, 1)  ->  m·θ_i: (length, d/2)
   Tensor i = arange(static_cast<double>(dim / 2), kFloat64).reshape({1, dim / 2});
   Tensor theta = (i * (-2.0 * std::log(base) / static_cast<double>(dim))).exp();
   Tensor m = arange(static_cast<double>(position_offset), static_cast<double>(position_offset + length), 1.0, kFloat64)
                  .reshape({length, 1});
-  return m * theta;
+  return trace.note(m * theta, [&] {
+    return autograd::TracedOp{"rotary_angles", {}, {{"dim", dim}, {"position_offset", position_offset}, {"base", base}}};
+  });
 }
 
 namespace {

@@ -31,9 +31,9 @@ struct Case {
   std::vector<std::string> input_names;
   std::vector<Tensor> example;                                   // what the export sees
   std::vector<Run> runs;                                         // what ORT and cppgrad run on
-  std::function<Tensor(const std::vector<Tensor>&)> forward;     // cppgrad's eval-mode output
-  onnx::GraphFunction graph = nullptr;                           // null: the module's export_onnx
+  std::function<Tensor(const std::vector<Tensor>&)> forward;     // cppgrad's eval-mode output, traced by the export
   std::map<std::string, std::map<int64_t, std::string>> dynamic_axes{};  // empty: export_model's default
+  std::vector<Tensor> other_example{};  // export_module's other_inputs (empty: its default)
 };
 
 void perturb(nn::Module& module, uint64_t seed) {
@@ -84,9 +84,34 @@ Tensor padding(int64_t batch, int64_t length, bool one_fully_hidden = false) {
   return pad;
 }
 
+// A module of one's own, made of existing ops, with no ONNX code anywhere: export traces its
+// forward. Each position mixes in the others by similarity, split into two heads, gated.
+struct GatedMixer : nn::Module {
+  explicit GatedMixer(int64_t d) {
+    norm = register_module("norm", std::make_shared<nn::LayerNorm>(Shape{d}));
+    gate = register_module("gate", std::make_shared<nn::Linear>(d, d));
+    scale = register_parameter("scale", full({d}, 0.5));
+  }
+  Tensor forward(const Tensor& x) {  // (B, T, d) -> (B, T, d)
+    const int64_t B = x.size(0), T = x.size(1), d = x.size(2);
+    Tensor h = norm->forward(x).reshape({B, T, 2, d / 2}).transpose(1, 2);          // (B, 2, T, d/2)
+    Tensor weights = (h.matmul(h.mT()) / std::sqrt(static_cast<double>(d / 2))).softmax(-1);  // (B, 2, T, T)
+    Tensor mixed = weights.matmul(h).transpose(1, 2).reshape({B, T, d});            // (B, T, d)
+    return x * scale + mixed * gate->forward(x).sigmoid() - mixed.mean({-1}, true).tanh();
+  }
+  std::shared_ptr<nn::LayerNorm> norm;
+  std::shared_ptr<nn::Linear> gate;
+  Tensor scale;
+};
+
 std::vector<Case> library_cases() {
   std::vector<Case> cases;
   manual_seed(7);
+  {  // a module of one's own: no exporter, the traced forward
+    auto mixer = std::make_shared<GatedMixer>(8);
+    cases.push_back({"gated_mixer", mixer, {"x"}, {floats({2, 3, 8}, 50)}, {{{floats({4, 7, 8}, 51)}}, {{floats({1, 1, 8}, 52)}}},
+                     [mixer](const std::vector<Tensor>& in) { return mixer->forward(in[0]); }});
+  }
   {  // Linear and the activations, Dropout as the identity
     auto mlp = std::make_shared<nn::Sequential>(
         std::make_shared<nn::Linear>(6, 16), std::make_shared<nn::ReLU>(), std::make_shared<nn::Dropout>(0.3),
@@ -116,12 +141,6 @@ std::vector<Case> library_cases() {
                      {{{floats({4, 6, 16}, 10), padding(4, 6, true)}}, {{floats({1, 2, 16}, 11), padding(1, 2)}}},
                      [mha](const std::vector<Tensor>& in) {
                        return mha->forward(in[0], in[0], in[0], {.key_padding_mask = in[1], .is_causal = true}).output;
-                     },
-                     [mha](onnx::Graph& g, const std::vector<onnx::Value>& in) {
-                       onnx::AttentionMasks masks;
-                       masks.key_padding_mask = in[1];
-                       masks.is_causal = true;
-                       return std::vector<onnx::Value>{onnx::multihead_attention(g, *mha, in[0], in[0], in[0], masks)};
                      }});
   }
   {  // cross-attention, kdim/vdim of their own, sequence first, a float attn_mask (T, S)
@@ -132,11 +151,6 @@ std::vector<Case> library_cases() {
                      {{{floats({5, 3, 12}, 16), floats({2, 3, 10}, 17), floats({2, 3, 7}, 18), floats({5, 2}, 19)}}},
                      [mha](const std::vector<Tensor>& in) {
                        return mha->forward(in[0], in[1], in[2], {.attn_mask = in[3]}).output;
-                     },
-                     [mha](onnx::Graph& g, const std::vector<onnx::Value>& in) {
-                       onnx::AttentionMasks masks;
-                       masks.attn_mask = in[3];
-                       return std::vector<onnx::Value>{onnx::multihead_attention(g, *mha, in[0], in[1], in[2], masks)};
                      },
                      {{"query", {{0, "T"}, {1, "batch"}}},  // sequence first; the float mask's last axis is S
                       {"key", {{0, "S"}, {1, "batch"}}},
@@ -155,11 +169,8 @@ std::vector<Case> library_cases() {
     cases.push_back({"mha_gqa_rotary", mha, {"x", "mask"}, {floats({2, 3, 16}, 20), upper(8, 3)},
                      {{{floats({3, 7, 16}, 21), upper(12, 7)}}},
                      [mha](const std::vector<Tensor>& in) { return mha->forward(in[0], in[0], in[0], {.attn_mask = in[1]}).output; },
-                     [mha](onnx::Graph& g, const std::vector<onnx::Value>& in) {
-                       onnx::AttentionMasks masks;
-                       masks.attn_mask = in[1];
-                       return std::vector<onnx::Value>{onnx::multihead_attention(g, *mha, in[0], in[0], in[0], masks)};
-                     }});
+                     {{"x", {{0, "batch"}, {1, "T"}}}, {"mask", {{0, "batch_heads"}, {1, "T"}, {2, "T"}}}}});
+    cases.back().other_example = {floats({3, 4, 16}, 53), upper(12, 4)};  // B·H heads follow the batch
   }
   {  // heads wider than the embedding's share (head_dim 4 on d 16, 8 heads on 2 key/value heads:
      // q_proj 32 rows, out_proj 32 columns), Hugging Face's rotary layout (the default), causal
@@ -168,11 +179,6 @@ std::vector<Case> library_cases() {
     cases.push_back({"mha_head_dim", mha, {"x"}, {floats({2, 3, 16}, 32)}, {{{floats({3, 7, 16}, 33)}}},
                      [mha](const std::vector<Tensor>& in) {
                        return mha->forward(in[0], in[0], in[0], {.need_weights = false, .is_causal = true}).output;
-                     },
-                     [mha](onnx::Graph& g, const std::vector<onnx::Value>& in) {
-                       onnx::AttentionMasks masks;
-                       masks.is_causal = true;
-                       return std::vector<onnx::Value>{onnx::multihead_attention(g, *mha, in[0], in[0], in[0], masks)};
                      }});
   }
   {  // the encoder and decoder layers (post-norm ReLU; pre-norm GELU, sequence first)
@@ -186,7 +192,7 @@ std::vector<Case> library_cases() {
                                                                  .batch_first(false));
     cases.push_back({"decoder_layer", dec, {"tgt", "memory"}, {floats({3, 2, 16}, 24), floats({4, 2, 16}, 25)},
                      {{{floats({6, 3, 16}, 26), floats({2, 3, 16}, 27)}}},
-                     [dec](const std::vector<Tensor>& in) { return dec->forward(in[0], in[1]); }, nullptr,
+                     [dec](const std::vector<Tensor>& in) { return dec->forward(in[0], in[1]); },
                      {{"tgt", {{0, "T"}, {1, "batch"}}}, {"memory", {{0, "S"}, {1, "batch"}}}}});
   }
   {  // a float64 model: float64 initializers, inputs and outputs (ReLU: ONNX Runtime's CPU build has
@@ -195,12 +201,7 @@ std::vector<Case> library_cases() {
     enc->to(kFloat64);
     cases.push_back({"encoder_layer_float64", enc, {"src", "pad"}, {floats({2, 3, 8}, 40).to(kFloat64), padding(2, 3)},
                      {{{floats({3, 5, 8}, 41).to(kFloat64), padding(3, 5)}}},
-                     [enc](const std::vector<Tensor>& in) { return enc->forward(in[0], {}, in[1]); },
-                     [enc](onnx::Graph& g, const std::vector<onnx::Value>& in) {
-                       onnx::AttentionMasks masks;
-                       masks.key_padding_mask = in[1];
-                       return std::vector<onnx::Value>{onnx::encoder_layer(g, *enc, in[0], masks)};
-                     }});
+                     [enc](const std::vector<Tensor>& in) { return enc->forward(in[0], {}, in[1]); }});
   }
   {  // nn::Transformer with every mask kind: source padding, causal target, memory padding
     auto model = std::make_shared<nn::Transformer>(
@@ -210,12 +211,6 @@ std::vector<Case> library_cases() {
                      {{{floats({3, 6, 16}, 30), floats({3, 5, 16}, 31), padding(3, 6)}}},
                      [model](const std::vector<Tensor>& in) {
                        return model->forward(in[0], in[1], {}, {}, {}, in[2], {}, in[2], false, true);
-                     },
-                     [model](onnx::Graph& g, const std::vector<onnx::Value>& in) {
-                       onnx::AttentionMasks source, target;
-                       source.key_padding_mask = in[2];
-                       target.is_causal = true;
-                       return std::vector<onnx::Value>{onnx::transformer(g, *model, in[0], in[1], source, target, source)};
                      }});
   }
   return cases;
@@ -260,11 +255,9 @@ int main(int argc, char** argv) {
       c.module->eval();
       const std::string file = c.name + ".onnx";
       const onnx::ExportOptions options{.input_names = c.input_names, .output_names = {"output"},
-                                        .dynamic_axes = c.dynamic_axes};
-      if (c.graph)
-        onnx::export_model(*c.module, c.graph, c.example, dir + "/" + file, options);
-      else
-        onnx::export_model(*c.module, c.example, dir + "/" + file, options);
+                                        .dynamic_axes = c.dynamic_axes, .other_inputs = c.other_example};
+      onnx::export_module(*c.module, [&c](const std::vector<Tensor>& in) { return std::vector<Tensor>{c.forward(in)}; },
+                          c.example, dir + "/" + file, options);
       std::vector<std::string> runs;
       for (size_t r = 0; r < c.runs.size(); ++r) {
         NoGradGuard no_grad;

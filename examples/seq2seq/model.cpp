@@ -72,7 +72,9 @@ void export_onnx_file(Seq2SeqModel& model, optim::ExponentialMovingAverage& aver
       .output_names = {"logits"},
       .dynamic_axes = {{"src", source}, {"src_pad", source}, {"tgt_in", target}, {"tgt_pad", target}}};
   average.swap();  // the averaged weights in for the export (an Error ends the run: nothing uses them after)
-  onnx::export_model(model, example, path, options);
+  onnx::export_module(
+      model, [&model](const std::vector<Tensor>& in) { return std::vector<Tensor>{model.forward(in[0], in[1], in[2], in[3])}; },
+      example, path, options);
   average.swap();
   fmt::print("ONNX model written to {}\n", path);
 }

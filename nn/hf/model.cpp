@@ -75,7 +75,7 @@ Tensor GPT2::embed(const Tensor& tokens, const Tensor& positions) {
 }
 
 Tensor GPT2::forward(const Tensor& tokens) {
-  Tensor positions = arange(0.0, static_cast<double>(tokens.size(1)), 1.0, kInt64);  // (T)
+  Tensor positions = arange(0.0, static_cast<double>(tokens.size(1)), 1.0, TensorOptions(kInt64));  // (T)
   return lm_head->forward(blocks->forward(embed(tokens, positions), {}, {}, /*is_causal=*/true));  // (B, T, vocab)
 }
 
@@ -90,10 +90,11 @@ std::vector<onnx::Value> GPT2::export_onnx(onnx::Graph& g, const std::vector<onn
 
 void export_onnx_file(LanguageModel& model, const std::string& path) {
   model.eval();
-  onnx::export_model(model, {zeros({1, std::min<int64_t>(2, model.config.seq_len)}, kInt64)}, path,
-                     {.input_names = {"tokens"},
-                      .output_names = {"logits"},
-                      .dynamic_axes = {{"tokens", {{0, "batch"}, {1, "sequence"}}}}});
+  // Batch 1 and length 3 (the trace's second run: 2 and 2), within the positions the model has learnt.
+  onnx::export_module(model, {zeros({1, std::min<int64_t>(3, model.config.seq_len)}, kInt64)}, path,
+                      {.input_names = {"tokens"},
+                       .output_names = {"logits"},
+                       .dynamic_axes = {{"tokens", {{0, "batch"}, {1, "sequence"}}}}});
 }
 
 Tensor GPT2::forward_step(const Tensor& tokens, std::vector<nn::KVCache>& caches, const Tensor& key_padding_mask) {

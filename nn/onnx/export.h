@@ -36,6 +36,10 @@ struct ExportOptions {
   // named "batch" and axis i of input X "X_dim{i}". An input listed with no axes is fully fixed.
   std::map<std::string, std::map<int64_t, std::string>> dynamic_axes{};
   int64_t opset_version = Graph::kOpset;  // 17, the only one written
+  // export_module only: the example inputs at other sizes of their dynamic axes, to trace the
+  // forward a second time. By default each dynamic axis is one shorter (one longer under 3);
+  // give them when sizes are tied by more than equality (a (B·H, T, S) mask's first axis).
+  std::vector<Tensor> other_inputs{};
 };
 
 // The graph of `module`: what module.export_onnx(graph, inputs) writes, from the inputs declared
@@ -48,5 +52,33 @@ void export_model(const nn::Module& module, const std::vector<Tensor>& example_i
 using GraphFunction = std::function<std::vector<Value>(Graph&, const std::vector<Value>&)>;
 void export_model(const nn::Module& module, const GraphFunction& build, const std::vector<Tensor>& example_inputs,
                   const std::string& path, const ExportOptions& options = {});
+
+// ---- export by tracing the forward ------------------------------------------------------------
+// The graph of what `forward` computes from `example_inputs`: the forward runs twice (at the
+// example's sizes and at other sizes of the dynamic axes), every op it runs is written down
+// (autograd/trace.h), and each op becomes its ONNX form (nn/onnx/emitters.cpp); the sizes that
+// differ between the two runs are read from the graph's inputs, so the file works at any batch
+// size and sequence length. A module made of existing ops needs no ONNX code.
+//
+// The example's dynamic axes tell sizes apart by their values: give two symbols that can differ
+// (batch, length) different sizes in the example (batch 2, length 3).
+using Forward = std::function<std::vector<Tensor>(const std::vector<Tensor>&)>;
+void export_module(const nn::Module& module, const Forward& forward, const std::vector<Tensor>& example_inputs,
+                   const std::string& path, const ExportOptions& options = {});
+
+// The same for a module whose forward takes the example inputs as tensors and returns one.
+template <class M>
+void export_module(M& module, const std::vector<Tensor>& example_inputs, const std::string& path,
+                   const ExportOptions& options = {}) {
+  const Forward forward = [&module](const std::vector<Tensor>& in) -> std::vector<Tensor> {
+    if constexpr (requires(const Tensor& a) { module.forward(a); })
+      if (in.size() == 1) return {module.forward(in[0])};
+    if constexpr (requires(const Tensor& a, const Tensor& b) { module.forward(a, b); })
+      if (in.size() == 2) return {module.forward(in[0], in[1])};
+    throw Error(fmt::format("export_module: {} takes no forward of {} tensors: give a Forward", module.type_name(),
+                            in.size()));
+  };
+  export_module(module, forward, example_inputs, path, options);
+}
 
 }  // namespace cppgrad::onnx

@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "cppgrad.h"
+#include "nn/onnx/emit.h"
 #include "nn_helpers.h"
 
 using namespace cppgrad;
@@ -68,7 +69,7 @@ TEST_CASE("onnx export: initializers carry the state_dict names, a tied weight o
   {
     auto decoder = std::make_shared<nn::Decoder>(nn::DecoderOptions(11, 8, 2, 2).num_kv_heads(1).tie_embeddings(true));
     TempDir dir;
-    ox::export_model(*decoder, {zeros({2, 3}, kInt64)}, dir.file("d.onnx"), {.input_names = {"tokens"}});
+    ox::export_module(*decoder, {zeros({2, 3}, kInt64)}, dir.file("d.onnx"), {.input_names = {"tokens"}});
     const ::onnx::ModelProto model = read_model(dir.file("d.onnx"));
     CHECK(model.opset_import(0).version() == 17);
     std::set<std::string> initializers;
@@ -170,4 +171,77 @@ TEST_CASE("onnx export: options that name nothing, and destinations that cannot 
   kept >> content;
   CHECK(content == "old");
   CHECK(entries(dir) == 2);  // plain and keep.onnx: no temporary left behind
+}
+
+// ---- export_module: the graph traced from the forward -----------------------------------------
+
+namespace {
+
+// A module of one's own made of existing ops, with no ONNX code: a gated mean over the sequence.
+struct Pool : nn::Module {
+  Pool() {
+    proj = register_module("proj", std::make_shared<nn::Linear>(4, 6));
+    norm = register_module("norm", std::make_shared<nn::RMSNorm>(Shape{3}));
+  }
+  Tensor forward(const Tensor& x) {  // (B, T, 4) -> (B, 2, 3)
+    const int64_t B = x.size(0), T = x.size(1);
+    Tensor h = proj->forward(x).reshape({B, T, 2, 3}).relu();  // (B, T, 2, 3)
+    return norm->forward(h.mean({1}) * h.narrow(1, 0, 1).squeeze(1).sigmoid());
+  }
+  std::shared_ptr<nn::Linear> proj;
+  std::shared_ptr<nn::RMSNorm> norm;
+};
+
+}  // namespace
+
+TEST_CASE("onnx export_module: a module of one's own exports with no ONNX code, its sizes read from the graph") {
+  manual_seed(5);
+  TempDir dir;
+  Pool pool;
+  ox::export_module(pool, {randn({2, 3, 4})}, dir.file("pool.onnx"), {.input_names = {"x"}, .output_names = {"y"}});
+  const ::onnx::ModelProto model = read_model(dir.file("pool.onnx"));
+  std::set<std::string> parameters;
+  for (const auto& t : model.graph().initializer())
+    if (t.name().find("Constant") == std::string::npos) parameters.insert(t.name());
+  CHECK(parameters == std::set<std::string>{"proj.weight", "proj.bias", "norm.weight"});
+  const auto& x = model.graph().input(0).type().tensor_type().shape();
+  CHECK(x.dim(0).dim_param() == "batch");
+  CHECK(x.dim(1).dim_param() == "x_dim1");
+  CHECK(x.dim(2).dim_value() == 4);
+  // The reshape to (B, T, 2, 3) takes B and T from x's shape, not from the example's 2 and 3.
+  std::set<std::string> shape_sources;
+  for (const auto& node : model.graph().node())
+    if (node.op_type() == "Shape") shape_sources.insert(node.input(0));
+  CHECK(shape_sources == std::set<std::string>{"x"});
+  CHECK(model.graph().output(0).name() == "y");
+}
+
+TEST_CASE("onnx export_module: what the trace cannot write is refused, naming the op and where it ran") {
+  TempDir dir;
+  auto seq = std::make_shared<nn::Sequential>(std::make_shared<nn::Linear>(4, 4), std::make_shared<Doubler>());
+  std::string message = error_message([&] { ox::export_module(*seq, {zeros({2, 4})}, dir.file("m.onnx")); });
+  CHECK(message.find("op 'Double' (near '0' of Sequential) has no ONNX form") != std::string::npos);
+  nn::Linear linear(4, 4);
+  // A graph that depends on the sizes: other ops at other sizes.
+  ox::Forward branching = [&](const std::vector<Tensor>& in) {
+    return std::vector<Tensor>{in[0].size(0) == 2 ? linear.forward(in[0]).relu() : linear.forward(in[0]).tanh()};
+  };
+  message = error_message([&] { ox::export_module(linear, branching, {zeros({2, 4})}, dir.file("m.onnx")); });
+  CHECK(message.find("runs other ops at other sizes (op 1 is relu at the example's sizes, tanh at others") !=
+        std::string::npos);
+  // A tensor made outside the traced ops whose shape follows the input's: the file could not resize it.
+  ox::Forward untraced = [&](const std::vector<Tensor>& in) {
+    return std::vector<Tensor>{linear.forward(in[0]) + zeros(in[0].shape())};
+  };
+  message = error_message([&] { ox::export_module(linear, untraced, {zeros({2, 4})}, dir.file("m.onnx")); });
+  CHECK(message.find("add (op 1, near the exported module itself) reads a [2,4] tensor made by an op with no ONNX "
+                     "form, whose shape follows the inputs' ([3,4] at other sizes)") != std::string::npos);
+  // Two dynamic axes the example gives one size: the trace could not tell them apart.
+  message = error_message([&] { ox::export_module(linear, {zeros({3, 3, 4})}, dir.file("m.onnx")); });
+  CHECK(message.find("dynamic axes 0 and 1 have the same size 3") != std::string::npos);
+  CHECK(entries(dir) == 0);
+}
+
+TEST_CASE("onnx export_module: every elementwise row of the op tables has an ONNX form") {
+  CHECK(ox::ops_without_onnx_form().empty());
 }
