@@ -181,6 +181,14 @@ std::vector<Case> library_cases() {
                        return mha->forward(in[0], in[0], in[0], {.need_weights = false, .is_causal = true}).output;
                      }});
   }
+  {  // a sliding window of 3 keys and ALiBi's slopes on causal self-attention: the terms the
+     // traced attention op adds, made of the sequence's length in the graph
+    auto mha = std::make_shared<nn::MultiheadAttention>(nn::MultiheadAttentionOptions(16, 4).window(3).alibi(true));
+    cases.push_back({"mha_window_alibi", mha, {"x"}, {floats({2, 5, 16}, 54)}, {{{floats({3, 8, 16}, 55)}}},
+                     [mha](const std::vector<Tensor>& in) {
+                       return mha->forward(in[0], in[0], in[0], {.need_weights = false, .is_causal = true}).output;
+                     }});
+  }
   {  // the encoder and decoder layers (post-norm ReLU; pre-norm GELU, sequence first)
     auto enc = std::make_shared<nn::TransformerEncoderLayer>(nn::TransformerLayerOptions(16, 4).dim_feedforward(24));
     cases.push_back({"encoder_layer", enc, {"src"}, {floats({2, 3, 16}, 22)}, {{{floats({3, 8, 16}, 23)}}},
