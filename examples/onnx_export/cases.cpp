@@ -181,6 +181,15 @@ std::vector<Case> library_cases() {
                        return mha->forward(in[0], in[0], in[0], {.need_weights = false, .is_causal = true}).output;
                      }});
   }
+  {  // BatchNorm1d in eval mode over (N, C, L): its running statistics as initializers, made by a
+     // few training steps' updates
+    auto bn = std::make_shared<nn::BatchNorm1d>(6);
+    for (uint64_t seed : {60, 61, 62}) bn->forward(floats({4, 6, 5}, seed));
+    bn->eval();
+    cases.push_back({"batchnorm1d_eval", bn, {"x"}, {floats({2, 6, 3}, 56)}, {{{floats({5, 6, 7}, 57)}}},
+                     [bn](const std::vector<Tensor>& in) { return bn->forward(in[0]); },
+                     {{"x", {{0, "batch"}, {2, "L"}}}}});
+  }
   {  // a sliding window of 3 keys and ALiBi's slopes on causal self-attention: the terms the
      // traced attention op adds, made of the sequence's length in the graph
     auto mha = std::make_shared<nn::MultiheadAttention>(nn::MultiheadAttentionOptions(16, 4).window(3).alibi(true));
