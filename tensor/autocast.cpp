@@ -3,6 +3,10 @@
 
 #include <atomic>
 
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
+
 #include "runtime/reference_mode.h"
 #include "tensor/autocast_cache.h"
 #include "tensor/kernels/bf16_hardware.h"
@@ -12,6 +16,19 @@ namespace cppgrad::autocast {
 namespace {
 thread_local State g_state;
 std::atomic<Kernel> g_kernel{Kernel::Auto};
+
+// CPUID rather than __builtin_cpu_supports: clang 14 knows neither "avx512bf16" nor "amx-bf16".
+// AVX512_BF16 is leaf 7 subleaf 1, EAX bit 5; AMX-BF16 is leaf 7 subleaf 0, EDX bit 22.
+bool cpuid_reports_bfloat16() {
+#if defined(__x86_64__) || defined(__i386__)
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  bool amx_bf16 = __get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx) && (edx & (1u << 22)) != 0;
+  bool avx512_bf16 = __get_cpuid_count(7, 1, &eax, &ebx, &ecx, &edx) && (eax & (1u << 5)) != 0;
+  return avx512_bf16 || amx_bf16;
+#else
+  return false;
+#endif
+}
 }  // namespace
 
 State state() { return g_state; }
@@ -31,7 +48,7 @@ Guard::~Guard() { g_state = previous_; }
 
 bool cpu_has_bfloat16_instructions() {
   if (const auto* hardware = kernels::hardware_bfloat16_gemm()) return hardware->multiplies_bfloat16();
-  return __builtin_cpu_supports("avx512bf16") || __builtin_cpu_supports("amx-bf16");
+  return cpuid_reports_bfloat16();
 }
 bool has_onednn() { return kernels::hardware_bfloat16_gemm() != nullptr; }
 std::string_view onednn_isa_name() {
