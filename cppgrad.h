@@ -14,7 +14,6 @@
 #include "autograd/node.h"
 #include "autograd/functions.h"
 #include "autograd/function.h"
-#include "autograd/dot.h"
 #include "autograd/functional.h"
 #include "autograd/gradcheck.h"
 #include "autograd/checkpoint.h"

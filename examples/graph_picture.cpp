@@ -1,4 +1,4 @@
-// Pictures of backward graphs, as micrograd's draw_dot: autograd::to_dot writes the graph of a
+// Pictures of backward graphs, as micrograd's draw_dot: plot::to_dot writes the graph of a
 // two-layer MLP's loss and of one attention layer's, with the parameters named as in
 // named_parameters(), and Graphviz renders them:
 //   build/release/examples/graph_picture [out_dir]   -> mlp_graph.{dot,svg}, attention_graph.{dot,svg}
@@ -10,6 +10,7 @@
 
 #include "cppgrad.h"
 #include "runtime/files.h"
+#include "tools/graph_dot.h"
 
 using namespace cppgrad;
 namespace F = cppgrad::nn::functional;
@@ -42,7 +43,7 @@ int main(int argc, char** argv) {
                                               std::make_shared<nn::Linear>(16, 1));
   Tensor x = randn({8, 2}), y = randn({8, 1});
   Tensor mlp_loss = F::mse_loss(mlp->forward(x), y);
-  bool ok = write_picture(dir, "mlp_graph", autograd::to_dot(mlp_loss, mlp->named_parameters()));
+  bool ok = write_picture(dir, "mlp_graph", plot::to_dot(mlp_loss, mlp->named_parameters()));
 
   // One multi-head self-attention layer with a padding mask, batch 2, 5 tokens, 8 features, 2 heads.
   nn::MultiheadAttention attention(8, 2);
@@ -50,6 +51,6 @@ int main(int argc, char** argv) {
   Tensor padding = tensor({{0, 0, 0, 1, 1}, {0, 0, 0, 0, 0}}).to(kBool);
   Tensor attention_loss =
       attention.forward(tokens, tokens, tokens, {.key_padding_mask = padding}).output.square().mean();
-  ok = write_picture(dir, "attention_graph", autograd::to_dot(attention_loss, attention.named_parameters())) && ok;
+  ok = write_picture(dir, "attention_graph", plot::to_dot(attention_loss, attention.named_parameters())) && ok;
   return ok ? 0 : 1;
 }

@@ -2,7 +2,8 @@
 // keeps of its run, none of which the library itself needs. The progress line (progress.h), the
 // training log read by scripts and TensorBoard (metrics.h) with a module's histograms in it
 // (histograms.h), and the SVG pictures: loss curves (plot/curves.h) and attention maps
-// (attention_maps.h, drawn by plot/attention_grid.h).
+// (attention_maps.h, drawn by plot/attention_grid.h), and the backward graph in Graphviz's DOT
+// language (graph_dot.h).
 //
 //   find_package(cppgrad COMPONENTS tools)      target_link_libraries(app PRIVATE cppgrad::tools)
 //   #include <cppgrad/cppgrad.h>
@@ -10,6 +11,7 @@
 #pragma once
 
 #include "attention_maps.h"
+#include "graph_dot.h"
 #include "histograms.h"
 #include "metrics.h"
 #include "plot/attention_grid.h"

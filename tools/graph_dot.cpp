@@ -1,12 +1,17 @@
-// autograd::to_dot: the backward graph in Graphviz's DOT language (see autograd/dot.h).
-#include "autograd/dot.h"
+// plot::to_dot: the backward graph in Graphviz's DOT language (see tools/graph_dot.h).
+#include "tools/graph_dot.h"
 
 #include <deque>
 #include <set>
 #include <unordered_map>
 #include <unordered_set>
 
-namespace cppgrad::autograd {
+namespace cppgrad::plot {
+
+using autograd::AutogradMeta;
+using autograd::Edge;
+using autograd::Node;
+using autograd::SavedTensor;
 
 namespace {
 
@@ -167,4 +172,4 @@ std::string to_dot(const Tensor& output, const std::vector<std::pair<std::string
   return DotWriter(names, options).write(output);
 }
 
-}  // namespace cppgrad::autograd
+}  // namespace cppgrad::plot

@@ -1,8 +1,8 @@
-// A picture of the backward graph: autograd::to_dot writes it in Graphviz's DOT language, as
+// A picture of the backward graph: plot::to_dot writes it in Graphviz's DOT language, as
 // micrograd's draw_dot does, to be rendered with `dot -Tsvg graph.dot -o graph.svg`.
 //
 //   Tensor loss = F::mse_loss(model->forward(x), y);
-//   std::ofstream("graph.dot") << autograd::to_dot(loss, model->named_parameters());
+//   std::ofstream("graph.dot") << plot::to_dot(loss, model->named_parameters());
 //
 // What it draws, data flowing downwards from the parameters to the output:
 //   - one box per op (its graph node): "MatmulBackward", the op's output shape and dtype;
@@ -20,10 +20,10 @@
 #include <utility>
 #include <vector>
 
+#include "../autograd/node.h"
 #include "../tensor/options.h"
-#include "node.h"
 
-namespace cppgrad::autograd {
+namespace cppgrad::plot {
 
 struct DotOptions {
   CPPGRAD_ARG(int64_t, max_nodes, 400)   // op nodes drawn at most; the rest is summarised
@@ -33,4 +33,4 @@ struct DotOptions {
 std::string to_dot(const Tensor& output, const std::vector<std::pair<std::string, Tensor>>& names = {},
                    const DotOptions& options = {});
 
-}  // namespace cppgrad::autograd
+}  // namespace cppgrad::plot

@@ -1,4 +1,4 @@
-// autograd::to_dot: the DOT text has one box per op, one ellipse per leaf (named from
+// plot::to_dot: the DOT text has one box per op, one ellipse per leaf (named from
 // named_parameters()), the output, and a dashed edge per saved tensor; counts checked against a
 // walk of the graph done here, independently. That `dot` parses it is a CTest test of its own
 // (examples/graph_dot_parses).
@@ -9,10 +9,12 @@
 #include <sstream>
 
 #include "cppgrad.h"
-#include "helpers.h"
+#include "../common/check.h"
+#include "tools/graph_dot.h"
 
 using namespace cppgrad;
-using test::contains;
+using check::contains;
+using check::error_message;
 
 namespace {
 
@@ -79,7 +81,7 @@ TEST_CASE("to_dot of a small graph: by hand") {
   Tensor W = tensor(std::vector<double>{0.5, -1.0}, {2, 1}).requires_grad_();
   Tensor b = tensor({2.0}, TensorOptions(kFloat64).requires_grad());
   Tensor loss = (x.matmul(W).tanh() * b).sum();
-  std::string dot = autograd::to_dot(loss, {{"layer.weight", W}, {"layer.bias", b}});
+  std::string dot = plot::to_dot(loss, {{"layer.weight", W}, {"layer.bias", b}});
   CHECK(dot.starts_with("digraph backward {"));
   CHECK(contains(dot, "MatmulBackward\\n[1,1] float64"));
   CHECK(contains(dot, "TanhBackward"));
@@ -106,7 +108,7 @@ TEST_CASE("to_dot of an MLP matches a walk of the graph and shows shared paramet
   Tensor x = randn({5, 3});
   Tensor y = model->forward(x);
   Tensor loss = (y * y).mean() + model->forward(x * 2.0).sum();  // the parameters used twice
-  std::string dot = autograd::to_dot(loss, model->named_parameters());
+  std::string dot = plot::to_dot(loss, model->named_parameters());
   GraphCounts g = walk(loss);
   DotCounts c = count(dot);
   CHECK(c.ops == g.ops);
@@ -118,7 +120,7 @@ TEST_CASE("to_dot of an MLP matches a walk of the graph and shows shared paramet
   for (const char* name : {"0.weight", "0.bias", "2.weight", "2.bias"}) CHECK(contains(dot, name));
 
   SUBCASE("without saved tensors: only the data edges") {
-    DotCounts plain = count(autograd::to_dot(loss, model->named_parameters(), autograd::DotOptions().show_saved(false)));
+    DotCounts plain = count(plot::to_dot(loss, model->named_parameters(), plot::DotOptions().show_saved(false)));
     CHECK(plain.edges == g.edges + 1);
     CHECK(plain.dashed == 0);
   }
@@ -129,7 +131,7 @@ TEST_CASE("to_dot of a deep graph stops at max_nodes and says how many ops it le
   Tensor h = w;
   for (int i = 0; i < 3000; ++i) h = (h * 0.999).tanh();  // 6000 ops, then the sum
   Tensor out = h.sum();
-  std::string dot = autograd::to_dot(out, {{"w", w}}, autograd::DotOptions().max_nodes(50));
+  std::string dot = plot::to_dot(out, {{"w", w}}, plot::DotOptions().max_nodes(50));
   DotCounts c = count(dot);
   CHECK(c.ops == 50);
   CHECK(contains(dot, "5951 more ops not drawn"));  // 6001 in all
@@ -139,7 +141,7 @@ TEST_CASE("to_dot of a deep graph stops at max_nodes and says how many ops it le
 
 TEST_CASE("to_dot of a leaf and of a tensor without a graph") {
   Tensor w = tensor({1.0, 2.0}, TensorOptions(kFloat64).requires_grad());
-  CHECK(count(autograd::to_dot(w, {{"w", w}})).nodes == 2);  // the leaf and the output
-  CHECK(count(autograd::to_dot(tensor({1.0}))).nodes == 1);
-  CHECK(contains(test::error_message([] { autograd::to_dot(Tensor()); }), "to_dot: the output tensor is undefined"));
+  CHECK(count(plot::to_dot(w, {{"w", w}})).nodes == 2);  // the leaf and the output
+  CHECK(count(plot::to_dot(tensor({1.0}))).nodes == 1);
+  CHECK(contains(error_message([] { plot::to_dot(Tensor()); }), "to_dot: the output tensor is undefined"));
 }
