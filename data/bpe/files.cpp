@@ -67,32 +67,6 @@ const ByteToUnicode& byte_to_unicode() {
   return table;
 }
 
-// A token as GPT-2's files spell it (UTF-8 of byte-to-unicode characters) -> its bytes.
-std::string gpt2_token_bytes(std::string_view spelt, const std::string& where) {
-  const auto& table = byte_to_unicode();
-  std::string bytes;
-  size_t i = 0;
-  while (i < spelt.size()) {
-    const auto lead = static_cast<unsigned char>(spelt[i]);
-    const size_t length = lead < 0x80 ? 1 : (lead >> 5) == 0x6 ? 2 : (lead >> 4) == 0xE ? 3 : (lead >> 3) == 0x1E ? 4 : 0;
-    CPPGRAD_CHECK(length > 0 && i + length <= spelt.size(), "BPETokenizer: {}: '{}' is not valid UTF-8", where,
-                  spelt.substr(0, 40));
-    char32_t c = length == 1 ? lead : lead & (0x7F >> length);
-    for (size_t k = 1; k < length; ++k) {
-      const auto cont = static_cast<unsigned char>(spelt[i + k]);
-      CPPGRAD_CHECK((cont >> 6) == 0x2, "BPETokenizer: {}: '{}' is not valid UTF-8", where, spelt.substr(0, 40));
-      c = (c << 6) | (cont & 0x3F);
-    }
-    const auto it = table.byte_of.find(c);
-    CPPGRAD_CHECK(it != table.byte_of.end(), "BPETokenizer: {}: '{}' has the character U+{:04X}, which GPT-2's "
-                  "byte-to-unicode table has not", where, spelt.substr(0, 40), static_cast<uint32_t>(c));
-    bytes += static_cast<char>(it->second);
-    i += length;
-  }
-  CPPGRAD_CHECK(!bytes.empty(), "BPETokenizer: {}: an empty token", where);
-  return bytes;
-}
-
 // encoder.json must be one flat object of "token": id; anything else stops the parse at once.
 class VocabularyReader : public nlohmann::json_sax<nlohmann::json> {
  public:
@@ -159,7 +133,30 @@ std::string gpt2_spelling(std::string_view bytes) {
   return out;
 }
 
-std::string gpt2_spelt_bytes(std::string_view spelt, const std::string& where) { return gpt2_token_bytes(spelt, where); }
+std::string gpt2_spelt_bytes(std::string_view spelt, const std::string& where) {
+  const auto& table = byte_to_unicode();
+  std::string bytes;
+  size_t i = 0;
+  while (i < spelt.size()) {
+    const auto lead = static_cast<unsigned char>(spelt[i]);
+    const size_t length = lead < 0x80 ? 1 : (lead >> 5) == 0x6 ? 2 : (lead >> 4) == 0xE ? 3 : (lead >> 3) == 0x1E ? 4 : 0;
+    CPPGRAD_CHECK(length > 0 && i + length <= spelt.size(), "BPETokenizer: {}: '{}' is not valid UTF-8", where,
+                  spelt.substr(0, 40));
+    char32_t c = length == 1 ? lead : lead & (0x7F >> length);
+    for (size_t k = 1; k < length; ++k) {
+      const auto cont = static_cast<unsigned char>(spelt[i + k]);
+      CPPGRAD_CHECK((cont >> 6) == 0x2, "BPETokenizer: {}: '{}' is not valid UTF-8", where, spelt.substr(0, 40));
+      c = (c << 6) | (cont & 0x3F);
+    }
+    const auto it = table.byte_of.find(c);
+    CPPGRAD_CHECK(it != table.byte_of.end(), "BPETokenizer: {}: '{}' has the character U+{:04X}, which GPT-2's "
+                  "byte-to-unicode table has not", where, spelt.substr(0, 40), static_cast<uint32_t>(c));
+    bytes += static_cast<char>(it->second);
+    i += length;
+  }
+  CPPGRAD_CHECK(!bytes.empty(), "BPETokenizer: {}: an empty token", where);
+  return bytes;
+}
 
 // ---- GPT-2's files ----
 
@@ -203,7 +200,7 @@ BPETokenizer BPETokenizer::parse_gpt2(std::string_view encoder_json, std::string
     CPPGRAD_CHECK(spelt[slot].empty(), "BPETokenizer: {}: the tokens '{}' and '{}' both have the id {}", vocabulary,
                   spelt[slot].substr(0, 40), token.substr(0, 40), id);
     spelt[slot] = token;
-    tok.tokens_[slot] = gpt2_token_bytes(token, vocabulary);
+    tok.tokens_[slot] = gpt2_spelt_bytes(token, vocabulary);
   }
   tok.index(vocabulary);  // the bytes' tokens and distinct tokens are checked before the merges
 
@@ -222,7 +219,7 @@ BPETokenizer BPETokenizer::parse_gpt2(std::string_view encoder_json, std::string
     int64_t parts[2];
     for (int k = 0; k < 2; ++k) {
       const std::string_view token = k == 0 ? line.substr(0, space) : line.substr(space + 1);
-      const int64_t id = tok.token_id(gpt2_token_bytes(token, where));
+      const int64_t id = tok.token_id(gpt2_spelt_bytes(token, where));
       CPPGRAD_CHECK(id >= 0, "BPETokenizer: {}: the token '{}' is not in the vocabulary", where, token.substr(0, 40));
       parts[k] = id;
     }

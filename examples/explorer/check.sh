@@ -29,12 +29,13 @@ case "$what" in
         echo "FAILED: explorer $* exited $code, stderr: $(cat err.txt) (wanted exit 2 and '$want')"; exit 1
       fi
       [[ ! -e page.html ]] || { echo "FAILED: explorer $* left a page behind"; exit 1; }
-      grep -q "trained here" out.txt && { echo "FAILED: explorer $* trained before refusing"; exit 1; }
+      grep -q "^training " out.txt && { echo "FAILED: explorer $* trained before refusing"; exit 1; }
       echo "refused as it should: explorer $*"
     }
     refused "'%' in --text is not among the characters" --model gpt --text "free as in 100%"
     refused "the rope model reverses 8 digits" --model rope --text 123
     refused "symbol 12 in --text is past the model's last, 9" --model seq2seq --text "3 12"
+    refused "--text holds 31 symbols; seq2seq reads 1 to 30" --model seq2seq --text "1234567890123456789012345678901"
     refused "--kv-heads 3 must divide --heads 8" --model gqa --kv-heads 3
     refused "--kv-heads is not read by --model gpt" --model gpt --kv-heads 2
     refused "--steps is the checkpoint's" --model seq2seq --checkpoint "$0" --steps 10
@@ -42,7 +43,12 @@ case "$what" in
   *) echo "check.sh: unknown check '$what'"; exit 1 ;;
 esac
 
-"$explorer" "${args[@]}" --out page.html --numbers numbers.json
+"$explorer" "${args[@]}" --out page.html --numbers numbers.json | tee out.txt
+# It says when it trains, and a model read from a checkpoint is not trained again.
+said_training=no; grep -q "^training " out.txt && said_training=yes
+if [[ ( "$what" == checkpoint && $said_training == yes ) || ( "$what" != checkpoint && $said_training == no ) ]]; then
+  echo "FAILED: explorer ${args[*]}: trained a model read from a checkpoint, or did not say it trained"; exit 1
+fi
 # Self-contained: no element fetches anything (the page's policy would refuse it anyway).
 if grep -Eq '(src|href)=|@import|url\(' page.html; then
   echo "FAILED: the page names something to fetch:"; grep -Eo '.{30}((src|href)=|@import|url\().{30}' page.html; exit 1

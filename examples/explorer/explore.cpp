@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <functional>
 #include <map>
 
@@ -73,6 +74,23 @@ std::vector<int64_t> read_symbols(const std::string& text, int64_t vocab) {
   return symbols;
 }
 
+// The encoder's input for --text (a default when empty): its symbols and </s>, at most max_len
+// positions with the decoder's <s> and </s>.
+std::vector<int64_t> source_symbols(const std::string& text, int64_t vocab, int64_t max_len) {
+  std::vector<int64_t> src = read_symbols(text.empty() ? "31415926" : text, vocab);
+  CPPGRAD_CHECK(!src.empty() && static_cast<int64_t>(src.size()) <= max_len - 2,
+                "--text holds {} symbols; seq2seq reads 1 to {}", src.size(), max_len - 2);
+  src.push_back(seq2seq::EOS);
+  return src;
+}
+
+// Said before the first step: the user waits seconds for it, and a refusal of the arguments
+// comes before this line, never after training.
+void say_training(const std::string& model, int64_t steps) {
+  fmt::print("training {} for {} steps...\n", model, steps);
+  std::fflush(stdout);
+}
+
 std::string symbol_label(int64_t token) {
   if (token == seq2seq::BOS) return "<s>";
   if (token == seq2seq::EOS) return "</s>";
@@ -122,7 +140,7 @@ Exploration explore_seq2seq(const Options& o) {
     c.vocab = FIRST_SYMBOL + 10, c.d_model = 32, c.heads = o.heads > 0 ? o.heads : 4, c.layers = 2, c.ff = 64;
     c.dropout = 0.0, c.max_len = 32;
     CPPGRAD_CHECK(c.d_model % c.heads == 0, "--heads {} must divide d_model {}", c.heads, c.d_model);
-    read_symbols(o.text, c.vocab);  // refused before training, not after
+    source_symbols(o.text, c.vocab, c.max_len);  // refused before training, not after
     manual_seed(o.seed);
     model = std::make_shared<Seq2SeqModel>(c);
     const int64_t steps = o.steps > 0 ? o.steps : 600;
@@ -131,6 +149,7 @@ Exploration explore_seq2seq(const Options& o) {
     optim::NoamLR schedule(opt, c.d_model, 100);
     Generator data(o.seed + 1000);
     model->train();
+    say_training("the seq2seq model", steps);
     for (int64_t step = 0; step < steps; ++step) {
       Batch b = make_batch(task, 64, seq_len, c.vocab, data);
       Tensor loss = F::cross_entropy(model->forward(b.src, b.tgt_in, b.src_pad, b.tgt_pad).reshape({-1, c.vocab}),
@@ -162,10 +181,7 @@ Exploration explore_seq2seq(const Options& o) {
 
   // The text: its symbols and </s> into the encoder; the decoder reads back what it decoded
   // itself, so the maps are those of the greedy decoding that produced the answer.
-  std::vector<int64_t> src = read_symbols(o.text.empty() ? "31415926" : o.text, vocab);
-  CPPGRAD_CHECK(!src.empty() && static_cast<int64_t>(src.size()) <= model->config.max_len - 2,
-                "--text holds {} symbols; seq2seq reads 1 to {}", src.size(), model->config.max_len - 2);
-  src.push_back(EOS);
+  std::vector<int64_t> src = source_symbols(o.text, vocab, model->config.max_len);
   const auto S = static_cast<int64_t>(src.size());
   Tensor src_t = tensor(src, Shape{1, S}), src_pad = zeros({1, S}, kBool);
   Tensor decoded = model->greedy_decode(src_t, src_pad, S + 2);
@@ -247,6 +263,7 @@ Exploration explore_language_model(const Options& o, hf::Arch arch) {
   optim::Adam opt(model->parameters(), optim::AdamOptions(3e-3));
   Generator data(o.seed + 1000);
   model->train();
+  say_training(arch == hf::Arch::Llama ? "the GQA model" : "the GPT", steps);
   for (int64_t step = 0; step < steps; ++step) {
     std::vector<int64_t> starts;
     for (int64_t b = 0; b < B; ++b) starts.push_back(data.randint(0, split - T - 1));
@@ -355,6 +372,7 @@ Exploration explore_rope(const Options& o) {
   optim::Adam opt(model.parameters(), optim::AdamOptions(3e-3));
   Generator data(o.seed + 1000);
   model.train();
+  say_training("the rotary encoder", steps);
   for (int64_t step = 0; step < steps; ++step) {
     auto [x, y] = reverse_batch(32, data);
     Tensor loss = F::cross_entropy(model.forward(x).reshape({-1, vocab}), y.reshape({-1}));
