@@ -13,8 +13,9 @@
 #include <map>
 
 #include "cppgrad.h"
-#include "runtime/files.h"
 #include "nn/hf/model.h"
+#include "nn/onnx/export.h"
+#include "runtime/files.h"
 #include "seq2seq/model.h"
 
 using namespace cppgrad;
@@ -32,7 +33,7 @@ struct Case {
   std::vector<Tensor> example;                                   // what the export sees
   std::vector<Run> runs;                                         // what ORT and cppgrad run on
   std::function<Tensor(const std::vector<Tensor>&)> forward;     // cppgrad's eval-mode output, traced by the export
-  std::map<std::string, std::map<int64_t, std::string>> dynamic_axes{};  // empty: export_model's default
+  std::map<std::string, std::map<int64_t, std::string>> dynamic_axes{};  // empty: export_module's default
   std::vector<Tensor> other_example{};  // export_module's other_inputs (empty: its default)
 };
 

@@ -1,6 +1,6 @@
 // ONNX export without ONNX Runtime: what the file holds (initializers under state_dict names, a
 // tied weight once, symbolic batch and sequence axes, opset 17), and what is refused with an Error
-// naming it (a module with no exporter, a graph ONNX's checker rejects, options that name nothing,
+// naming it (an op with no ONNX form, a graph ONNX's checker rejects, options that name nothing,
 // a destination that cannot be written, leaving no half-written file). The numbers a file computes
 // are checked in ONNX Runtime by examples/onnx_export/check.sh.
 #include <doctest/doctest.h>
@@ -14,6 +14,7 @@
 
 #include "cppgrad.h"
 #include "nn/onnx/emit.h"
+#include "nn/onnx/export.h"
 #include "nn_helpers.h"
 
 using namespace cppgrad;
@@ -49,19 +50,6 @@ struct Doubler : nn::UnaryModule {
   std::string type_name() const override { return "Doubler"; }
 };
 
-// A model of one's own that composes the exporters, one of whose children has none.
-struct Net : nn::Module {
-  Net() {
-    fc = register_module("fc", std::make_shared<nn::Linear>(4, 3));
-    head = register_module("head", std::make_shared<nn::Linear>(3, 4));
-    head->weight = fc->weight.transpose(0, 1).detach().contiguous();  // a tensor of its own, not tied
-  }
-  std::vector<ox::Value> export_onnx(ox::Graph& g, const std::vector<ox::Value>& in) const override {
-    return {ox::linear(g, *head, ox::relu(g, ox::linear(g, *fc, in.at(0))))};
-  }
-  std::shared_ptr<nn::Linear> fc, head;
-};
-
 }  // namespace
 
 TEST_CASE("onnx export: initializers carry the state_dict names, a tied weight once; axes stay symbolic") {
@@ -87,85 +75,44 @@ TEST_CASE("onnx export: initializers carry the state_dict names, a tied weight o
   }
 }
 
-TEST_CASE("onnx export: a module with no exporter is refused, named with its place in the model") {
-  TempDir dir;
-  auto seq = std::make_shared<nn::Sequential>(std::make_shared<nn::Linear>(4, 4), std::make_shared<Doubler>());
-  const std::string message = error_message([&] { ox::export_model(*seq, {zeros({2, 4})}, dir.file("m.onnx")); });
-  CHECK(message.find("Doubler (at '1') has no ONNX exporter") != std::string::npos);
-  CHECK(message.find("override Doubler::export_onnx") != std::string::npos);
-  CHECK(entries(dir) == 0);  // nothing written, no temporary left
-  // A subclass of a layer is not taken for the layer: its forward may differ.
-  struct MyLinear : nn::Linear {
-    MyLinear() : nn::Linear(2, 2) {}
-  };
-  auto mine = std::make_shared<MyLinear>();
-  CHECK(error_message([&] { ox::export_model(*mine, {zeros({1, 2})}, dir.file("m.onnx")); }).find("has no ONNX exporter") !=
-        std::string::npos);
-  // What export cannot express is refused by the layer that has it.
-  auto windowed = std::make_shared<nn::MultiheadAttention>(nn::MultiheadAttentionOptions(8, 2).window(4));
-  CHECK(error_message([&] { ox::export_model(*windowed, {zeros({1, 3, 8}), zeros({1, 3, 8}), zeros({1, 3, 8})}, dir.file("w.onnx")); })
-            .find("sliding window (window=4) is not exported") != std::string::npos);
-}
-
-TEST_CASE("onnx export: a model of one's own exports by composing the exporters") {
-  manual_seed(4);
-  TempDir dir;
-  Net net;
-  ox::export_model(net, {zeros({2, 4})}, dir.file("net.onnx"), {.input_names = {"x"}, .output_names = {"y"}});
-  const ::onnx::ModelProto model = read_model(dir.file("net.onnx"));
-  CHECK(model.graph().output(0).name() == "y");
-  std::set<std::string> names;
-  for (const auto& t : model.graph().initializer()) names.insert(t.name());
-  CHECK(names == std::set<std::string>{"fc.weight", "fc.bias", "head.weight", "head.bias"});
-  // A node's name says which layer made it.
-  bool scoped = false;
-  for (const auto& node : model.graph().node()) scoped = scoped || node.name().rfind("head/MatMul", 0) == 0;
-  CHECK(scoped);
-}
-
-TEST_CASE("onnx export: a graph that ONNX's checker rejects is refused before anything is written") {
-  TempDir dir;
+TEST_CASE("onnx graph: a graph that ONNX's checker rejects is refused; a tensor the module does not own is no parameter") {
   nn::Linear linear(6, 4);
   // (B, 6) · W (4, 6) without the transpose: strict shape inference finds 6 ≠ 4.
-  auto wrong = [&](ox::Graph& g, const std::vector<ox::Value>& in) {
-    return std::vector<ox::Value>{g.matmul(in[0], g.parameter(linear.weight))};
-  };
-  const std::string message = error_message([&] { ox::export_model(linear, wrong, {zeros({2, 6})}, dir.file("bad.onnx")); });
-  CHECK(message.find("ONNX's checker refuses the graph of Linear") != std::string::npos);
-  CHECK(entries(dir) == 0);
+  ox::Graph wrong(linear);
+  const ox::Value x = wrong.add_input("x", kFloat32, {std::string("batch"), int64_t{6}});
+  wrong.add_output("y", wrong.matmul(x, wrong.parameter(linear.weight)));
+  CHECK(error_message([&] { (void)wrong.serialize_checked("0"); }).find("ONNX's checker refuses the graph of Linear") !=
+        std::string::npos);
   // A tensor that is no parameter of the model must go through Graph::constant.
-  Tensor stray = ones({4, 6});
-  CHECK(error_message([&] {
-          ox::export_model(linear, [&](ox::Graph& g, const std::vector<ox::Value>& in) {
-            return std::vector<ox::Value>{g.matmul(in[0], g.parameter(stray))};
-          }, {zeros({2, 6})}, dir.file("bad.onnx"));
-        }).find("no parameter or buffer of the exported module") != std::string::npos);
+  ox::Graph stray(linear);
+  CHECK(error_message([&] { stray.parameter(ones({4, 6})); }).find("no parameter or buffer of the exported module") !=
+        std::string::npos);
 }
 
 TEST_CASE("onnx export: options that name nothing, and destinations that cannot be written") {
   TempDir dir;
   nn::Linear linear(3, 2);
   const std::vector<Tensor> x = {zeros({1, 3})};
-  CHECK(error_message([&] { ox::export_model(linear, x, dir.file("a.onnx"), {.opset_version = 18}); })
+  CHECK(error_message([&] { ox::export_module(linear, x, dir.file("a.onnx"), {.opset_version = 18}); })
             .find("only opset 17 is written") != std::string::npos);
-  CHECK(error_message([&] { ox::export_model(linear, x, dir.file("a.onnx"), {.input_names = {"a", "b"}}); })
+  CHECK(error_message([&] { ox::export_module(linear, x, dir.file("a.onnx"), {.input_names = {"a", "b"}}); })
             .find("2 input_names for 1 example inputs") != std::string::npos);
-  CHECK(error_message([&] { ox::export_model(linear, x, dir.file("a.onnx"), {.dynamic_axes = {{"x", {{0, "batch"}}}}}); })
+  CHECK(error_message([&] { ox::export_module(linear, x, dir.file("a.onnx"), {.dynamic_axes = {{"x", {{0, "batch"}}}}}); })
             .find("dynamic_axes names 'x', which is no input") != std::string::npos);
-  CHECK(error_message([&] { ox::export_model(linear, x, dir.file("a.onnx"), {.dynamic_axes = {{"input_0", {{2, "n"}}}}}); })
+  CHECK(error_message([&] { ox::export_module(linear, x, dir.file("a.onnx"), {.dynamic_axes = {{"input_0", {{2, "n"}}}}}); })
             .find("axis 2 ('n') is not an axis") != std::string::npos);
   CHECK(entries(dir) == 0);
 
   // No such directory, and a "directory" that is a file: an Error naming the path.
   const std::string missing = dir.file("no/such/dir/model.onnx");
-  CHECK(error_message([&] { ox::export_model(linear, x, missing); }).find("export_model: " + missing) != std::string::npos);
+  CHECK(error_message([&] { ox::export_module(linear, x, missing); }).find("export_module: " + missing) != std::string::npos);
   std::ofstream(dir.file("plain")) << "x";
-  CHECK(error_message([&] { ox::export_model(linear, x, dir.file("plain/model.onnx")); }).find("cannot create a temporary file") !=
+  CHECK(error_message([&] { ox::export_module(linear, x, dir.file("plain/model.onnx")); }).find("cannot create a temporary file") !=
         std::string::npos);
   // A failed export leaves an existing file as it was.
   std::ofstream(dir.file("keep.onnx")) << "old";
   Doubler doubler;
-  CHECK_THROWS_AS(ox::export_model(doubler, x, dir.file("keep.onnx")), Error);
+  CHECK_THROWS_AS(ox::export_module(doubler, x, dir.file("keep.onnx")), Error);
   std::ifstream kept(dir.file("keep.onnx"));
   std::string content;
   kept >> content;
