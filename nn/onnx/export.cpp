@@ -100,6 +100,16 @@ void export_module(const nn::Module& module, const Forward& forward, const std::
                     example_inputs.size());
       other_inputs.push_back(options.other_inputs[i]);
     }
+    // A dynamic axis of one size in both runs would be written as that constant, as a fixed dim is.
+    for (int64_t axis = 0; axis < example_inputs[i].dim(); ++axis) {
+      const auto* symbol = std::get_if<std::string>(&dims[static_cast<size_t>(axis)]);
+      const int64_t a = example_inputs[i].size(axis), b = other_inputs.back().size(axis);
+      CPPGRAD_CHECK(symbol == nullptr || a != b, "export_module: input '{}': dynamic axis {} ('{}') has size {} in both "
+                    "traces (other_inputs), as a fixed dim would: give it another size in other_inputs", name, axis,
+                    *symbol, a);
+      CPPGRAD_CHECK(symbol != nullptr || a == b, "export_module: input '{}': fixed axis {} is {} in the example, {} in "
+                    "other_inputs", name, axis, a, b);
+    }
     inputs.push_back({graph.add_input(name, example_inputs[i].dtype(), dims), example_inputs[i].shape(),
                       other_inputs.back().shape()});
   }
@@ -179,6 +189,10 @@ void export_module(const nn::Module& module, const Forward& forward, const std::
       throw Error(fmt::format("onnx export: op '{}' (near {} of {}) has no ONNX form: give it an emitter in "
                               "nn/onnx/emitters.cpp", ops[i].op, module_near(ops, i, parameter_names),
                               module.type_name()));
+    CPPGRAD_CHECK(!ops[i].args.empty() || !reads_arguments(ops[i].op),
+                  "onnx export: op '{}' (near {} of {}) was recorded without its arguments, which its ONNX form "
+                  "needs: the op must note them (autograd::TraceScope::note)", ops[i].op,
+                  module_near(ops, i, parameter_names), module.type_name());
     std::vector<Value> in;
     for (size_t k = 0; k < ops[i].inputs.size(); ++k) in.push_back(value_of(ops[i], other[i], k, i));
     Emit emit(graph, ops[i], other[i], std::move(in), inputs);

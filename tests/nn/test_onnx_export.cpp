@@ -174,13 +174,6 @@ TEST_CASE("onnx export_module: what the trace cannot write is refused, naming th
     return std::vector<Tensor>{in[0].size(0) == 2 ? linear.forward(in[0]).relu() : linear.forward(in[0]).tanh()};
   };
   message = error_message([&] { ox::export_module(linear, branching, {zeros({2, 4})}, dir.file("m.onnx")); });
-  // einsum has no ONNX form yet: its permutes and reshapes hold the example's sizes.
-  auto weight = randn({2, 4, 4});
-  ox::Forward mixing = [&](const std::vector<Tensor>& in) {
-    return std::vector<Tensor>{einsum("bthi,hij->bthj", {linear.forward(in[0]), weight})};
-  };
-  CHECK(error_message([&] { ox::export_module(linear, mixing, {zeros({6, 9, 2, 4})}, dir.file("e.onnx")); })
-            .find("ONNX export does not support einsum yet") != std::string::npos);
   CHECK(message.find("runs other ops at other sizes (op 1 is relu at the example's sizes, tanh at others") !=
         std::string::npos);
   // A tensor made outside the traced ops whose shape follows the input's: the file could not resize it.
@@ -193,7 +186,78 @@ TEST_CASE("onnx export_module: what the trace cannot write is refused, naming th
   // Two dynamic axes the example gives one size: the trace could not tell them apart.
   message = error_message([&] { ox::export_module(linear, {zeros({3, 3, 4})}, dir.file("m.onnx")); });
   CHECK(message.find("dynamic axes 0 and 1 have the same size 3") != std::string::npos);
+  // A dynamic axis that other_inputs leave at the example's size: it would be written as a constant.
+  message = error_message([&] {
+    ox::export_module(linear, {zeros({2, 5, 4})}, dir.file("m.onnx"), {.other_inputs = {zeros({3, 5, 4})}});
+  });
+  CHECK(message.find("dynamic axis 1 ('input_0_dim1') has size 5 in both traces") != std::string::npos);
+  message = error_message([&] {
+    ox::export_module(linear, {zeros({2, 4})}, dir.file("m.onnx"), {.other_inputs = {zeros({3, 5})}});
+  });
+  CHECK(message.find("fixed axis 1 is 4 in the example, 5 in other_inputs") != std::string::npos);
+  // An op whose ONNX form reads arguments, recorded without them (by record(), not noted): a clamp
+  // without its bounds would be written as the identity.
+  ox::Forward unnoted = [&](const std::vector<Tensor>& in) {
+    Tensor y;
+    {
+      autograd::TraceScope hidden;  // clamp's own note is not made: the scope ends without one
+      y = linear.forward(in[0]).clamp(-0.5, 0.5);
+    }
+    autograd::trace_record("clamp", y, {in[0]});
+    return std::vector<Tensor>{y};
+  };
+  message = error_message([&] { ox::export_module(linear, unnoted, {zeros({2, 4})}, dir.file("m.onnx")); });
+  CHECK(message.find("op 'clamp' (near the exported module itself of Linear) was recorded without its arguments") !=
+        std::string::npos);
+  // A size-1 dim einsum broadcasts against a named one: ONNX's Einsum does not.
+  Tensor row = randn({1, 4});
+  ox::Forward broadcasting = [&](const std::vector<Tensor>& in) {
+    return std::vector<Tensor>{einsum("bi,bi->bi", {in[0], row})};
+  };
+  message = error_message([&] { ox::export_module(linear, broadcasting, {zeros({2, 4})}, dir.file("m.onnx")); });
+  CHECK(message.find("einsum: dim 0 of operand 1 [1,4] broadcasts (size 1) against index b") != std::string::npos);
   CHECK(entries(dir) == 0);
+}
+
+namespace {
+
+// Heads that mix their features through a weight of their own, by einsum: (B, T, 8) -> (B, T, 8).
+struct HeadMixer : nn::Module {
+  HeadMixer() {
+    proj = register_module("proj", std::make_shared<nn::Linear>(8, 8));
+    mix = register_parameter("mix", randn({2, 4, 4}));
+  }
+  Tensor forward(const Tensor& x) {
+    const int64_t B = x.size(0), T = x.size(1);
+    Tensor h = proj->forward(x).reshape({B, T, 2, 4});
+    return einsum("bthi,hij->bthj", {h, mix}).reshape({B, T, 8});
+  }
+  std::shared_ptr<nn::Linear> proj;
+  nn::Parameter mix;
+};
+
+}  // namespace
+
+TEST_CASE("onnx export_module: einsum is one Einsum node, its equation spelt from the trace") {
+  manual_seed(6);
+  TempDir dir;
+  HeadMixer mixer;
+  ox::export_module(mixer, {randn({2, 3, 8})}, dir.file("mix.onnx"), {.input_names = {"x"}});
+  const ::onnx::ModelProto model = read_model(dir.file("mix.onnx"));
+  std::vector<std::string> equations;
+  for (const auto& node : model.graph().node())
+    if (node.op_type() == "Einsum") equations.push_back(node.attribute(0).s());
+  CHECK(equations == std::vector<std::string>{"bthi,hij->bthj"});
+  // "..." takes letters the equation does not use; an implicit output is spelt out.
+  Tensor w = randn({4, 5});
+  ox::Forward ellipsis = [&](const std::vector<Tensor>& in) { return std::vector<Tensor>{einsum("...i,ij", {in[0], w})}; };
+  nn::Linear unused(1, 1);
+  ox::export_module(unused, ellipsis, {randn({2, 3, 4})}, dir.file("ell.onnx"));
+  equations.clear();
+  const ::onnx::ModelProto ell = read_model(dir.file("ell.onnx"));
+  for (const auto& node : ell.graph().node())
+    if (node.op_type() == "Einsum") equations.push_back(node.attribute(0).s());
+  CHECK(equations == std::vector<std::string>{"ABi,ij->ABj"});
 }
 
 TEST_CASE("onnx export_module: every elementwise row of the op tables has an ONNX form") {
