@@ -32,8 +32,6 @@
 #include "nn/swiglu.h"
 #include "nn/decoder.h"
 #include "nn/safetensors.h"
-#include "nn/onnx/export.h"
-#include "nn/onnx/modules.h"
 #include "optim/optimizer.h"
 #include "optim/sgd.h"
 #include "optim/adam.h"

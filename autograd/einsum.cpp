@@ -174,9 +174,9 @@ Term contract(const Term& a_in, const Term& b_in, const std::vector<Label>& keep
 Tensor einsum(std::string_view equation, const std::vector<Tensor>& operands) {
   const Equation eq = parse(equation);
   const auto where = [&] { return fmt::format("einsum: '{}' with {}", eq.text, shapes_str(operands)); };
-  // Its permutes and reshapes are made for these sizes, not noted for a trace to replay at others:
-  // an ONNX export would be wrong at other sizes, so it is refused until einsum has its own form.
-  CPPGRAD_CHECK(!autograd::trace_running(), "{}: ONNX export does not support einsum yet", where());
+  // Its permutes and reshapes are made for these sizes: a trace writes einsum down as one op, each
+  // operand's dims and the output's named by labels, which ONNX's Einsum replays at any size.
+  autograd::TraceScope trace;
   CPPGRAD_CHECK(eq.inputs.size() == operands.size(), "{}: the equation names {} operand(s), {} given", where(),
                 eq.inputs.size(), operands.size());
   for (size_t i = 0; i < operands.size(); ++i) {
@@ -213,6 +213,7 @@ Tensor einsum(std::string_view equation, const std::vector<Tensor>& operands) {
 
   // Every label's size; a size of 1 broadcasts.
   std::vector<Term> terms;
+  std::vector<std::vector<Label>> labels;  // each operand's, "..." expanded: what a trace notes
   std::map<Label, int64_t> size;
   std::map<Label, int> uses;
   for (size_t i = 0; i < operands.size(); ++i) {
@@ -226,6 +227,7 @@ Tensor einsum(std::string_view equation, const std::vector<Tensor>& operands) {
       CPPGRAD_CHECK(it->second == 1, "{}: index {} has sizes {} and {}", where(), label_name(l), it->second, n);
       it->second = n;
     }
+    labels.push_back(term.labels);
     terms.push_back(std::move(term));
   }
 
@@ -273,7 +275,13 @@ Tensor einsum(std::string_view equation, const std::vector<Tensor>& operands) {
     result = contract(summed_to(result, needed), terms[i], keep, size);
   }
   result = summed_to(result, output);
-  return permuted(result, output).t;
+  return trace.note(permuted(result, output).t, [&] {
+    std::vector<autograd::TraceArg> args;
+    for (size_t i = 0; i < operands.size(); ++i)
+      args.push_back({fmt::format("labels_{}", i), std::vector<int64_t>(labels[i].begin(), labels[i].end())});
+    args.push_back({"output", std::vector<int64_t>(output.begin(), output.end())});
+    return autograd::TracedOp("einsum", operands, std::move(args));
+  });
 }
 
 }  // namespace cppgrad

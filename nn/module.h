@@ -22,11 +22,6 @@
 #include "../autograd/node.h"
 #include "safetensors.h"
 
-namespace cppgrad::onnx {
-class Graph;
-struct Value;
-}  // namespace cppgrad::onnx
-
 namespace cppgrad::nn {
 
 class Module;
@@ -89,12 +84,6 @@ class Module : public std::enable_shared_from_this<Module> {
 
   // Indented tree of children, as PyTorch prints a model.
   std::string str() const;
-
-  // ONNX export (nn/onnx/export.h): writes into `graph` what forward computes from `inputs`, in
-  // eval mode, and returns the outputs. nn/'s layers have theirs (nn/onnx/modules.h); a model of
-  // one's own overrides this by composing them, as its forward composes the layers. The default
-  // refuses with an Error naming the module: a layer export does not know is never guessed at.
-  virtual std::vector<onnx::Value> export_onnx(onnx::Graph& graph, const std::vector<onnx::Value>& inputs) const;
 
  protected:
   void add_child(const std::string& name, std::shared_ptr<Module> module);

@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "nn/onnx/export.h"
 #include "tools/progress.h"
 
 using namespace cppgrad;
@@ -64,6 +65,15 @@ plot::Canvas training_curves(const Options& o, const Corpus& corpus, int64_t ste
   figure.held_out_name = fmt::format("held-out ({} windows)", held_out_windows);
   figure.loss_title = "cross-entropy loss", figure.y_label = "nats per token";
   return plot::draw_loss_curves(figure);
+}
+
+void export_onnx_file(LanguageModel& model, const std::string& path) {
+  model.eval();
+  // Batch 1 and length 3 (the trace's second run: 2 and 2), within the positions the model has learnt.
+  onnx::export_module(model, {zeros({1, std::min<int64_t>(3, model.config.seq_len)}, kInt64)}, path,
+                      {.input_names = {"tokens"},
+                       .output_names = {"logits"},
+                       .dynamic_axes = {{"tokens", {{0, "batch"}, {1, "sequence"}}}}});
 }
 
 }  // namespace gpt

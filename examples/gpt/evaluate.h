@@ -1,4 +1,5 @@
-// How gpt judges its model, and the picture --plot draws: the loss on held-out windows.
+// How gpt judges its model, the picture --plot draws (the loss on held-out windows), and the
+// model it exports for ONNX Runtime.
 #pragma once
 
 #include "gpt/options.h"
@@ -18,6 +19,10 @@ double report_held_out(double held_out_loss, const Corpus& corpus, int64_t step,
 // drawn at random), printed. Its generator is its own, seeded from --seed: sampling draws
 // nothing from the streams a checkpoint resumes.
 void print_sample(LanguageModel& model, const Corpus& corpus, const Options& o);
+
+// Writes `model` in eval mode as an ONNX file (--export-onnx): input tokens (B, T) int64, output
+// logits (B, T, vocab), B and T open (T at most seq_len for gpt2's learned positions).
+void export_onnx_file(LanguageModel& model, const std::string& path);
 
 // The loss of every step and at each evaluation, in nats per token.
 cppgrad::plot::Canvas training_curves(const Options& o, const Corpus& corpus, int64_t step, double held_out_loss,

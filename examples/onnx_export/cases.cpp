@@ -13,8 +13,9 @@
 #include <map>
 
 #include "cppgrad.h"
-#include "runtime/files.h"
 #include "nn/hf/model.h"
+#include "nn/onnx/export.h"
+#include "runtime/files.h"
 #include "seq2seq/model.h"
 
 using namespace cppgrad;
@@ -32,7 +33,7 @@ struct Case {
   std::vector<Tensor> example;                                   // what the export sees
   std::vector<Run> runs;                                         // what ORT and cppgrad run on
   std::function<Tensor(const std::vector<Tensor>&)> forward;     // cppgrad's eval-mode output, traced by the export
-  std::map<std::string, std::map<int64_t, std::string>> dynamic_axes{};  // empty: export_model's default
+  std::map<std::string, std::map<int64_t, std::string>> dynamic_axes{};  // empty: export_module's default
   std::vector<Tensor> other_example{};  // export_module's other_inputs (empty: its default)
 };
 
@@ -104,6 +105,24 @@ struct GatedMixer : nn::Module {
   Tensor scale;
 };
 
+// Attention written with einsum, and a per-head mixing weight: each einsum is one ONNX Einsum.
+struct EinsumAttention : nn::Module {
+  explicit EinsumAttention(int64_t d) {
+    qkv = register_module("qkv", std::make_shared<nn::Linear>(d, 3 * d));
+    mix = register_parameter("mix", randn({2, d / 2, d / 2}) * (1.0 / std::sqrt(static_cast<double>(d / 2))));
+  }
+  Tensor forward(const Tensor& x) {  // (B, T, d) -> (B, T, d)
+    const int64_t B = x.size(0), T = x.size(1), d = x.size(2);
+    Tensor parts = qkv->forward(x).reshape({B, T, 3, 2, d / 2});  // q, k, v: parts.select(2, i), (B, T, 2, d/2)
+    Tensor scores = einsum("bqhd,bkhd->bhqk", {parts.select(2, 0), parts.select(2, 1)}) /
+                    std::sqrt(static_cast<double>(d / 2));
+    Tensor heads = einsum("bhqk,bkhd->bqhd", {scores.softmax(-1), parts.select(2, 2)});  // (B, T, 2, d/2)
+    return einsum("...hi,hij->...hj", {heads, mix}).reshape({B, T, d});
+  }
+  std::shared_ptr<nn::Linear> qkv;
+  Tensor mix;
+};
+
 std::vector<Case> library_cases() {
   std::vector<Case> cases;
   manual_seed(7);
@@ -111,6 +130,12 @@ std::vector<Case> library_cases() {
     auto mixer = std::make_shared<GatedMixer>(8);
     cases.push_back({"gated_mixer", mixer, {"x"}, {floats({2, 3, 8}, 50)}, {{{floats({4, 7, 8}, 51)}}, {{floats({1, 1, 8}, 52)}}},
                      [mixer](const std::vector<Tensor>& in) { return mixer->forward(in[0]); }});
+  }
+  {  // einsum: attention and a per-head weight, "..." included
+    auto attention = std::make_shared<EinsumAttention>(8);
+    cases.push_back({"einsum_attention", attention, {"x"}, {floats({2, 3, 8}, 53)},
+                     {{{floats({4, 7, 8}, 54)}}, {{floats({1, 1, 8}, 55)}}},
+                     [attention](const std::vector<Tensor>& in) { return attention->forward(in[0]); }});
   }
   {  // Linear and the activations, Dropout as the identity
     auto mlp = std::make_shared<nn::Sequential>(

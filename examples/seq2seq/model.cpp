@@ -46,39 +46,6 @@ Tensor Seq2SeqModel::forward(const Tensor& src, const Tensor& tgt_in, const Tens
   return decode(tgt_in, encode(src, src_pad), src_pad, tgt_pad);
 }
 
-std::vector<onnx::Value> Seq2SeqModel::export_onnx(onnx::Graph& g, const std::vector<onnx::Value>& in) const {
-  CPPGRAD_CHECK(in.size() == 4, "Seq2SeqModel: export takes src, tgt_in, src_pad, tgt_pad; got {} inputs", in.size());
-  const onnx::Value &src = in[0], &tgt_in = in[1], &src_pad = in[2], &tgt_pad = in[3];
-  auto embed_tokens = [&](const onnx::Value& tokens) {  // (B, L) -> (B, L, d_model), as embed_tokens
-    onnx::Value e = onnx::embedding(g, *embed, tokens);
-    return onnx::positional_encoding(g, *positions, g.mul(e, g.scalar(std::sqrt(static_cast<double>(config.d_model)), e.dtype)));
-  };
-  onnx::AttentionMasks source, target;
-  source.key_padding_mask = src_pad;
-  target.key_padding_mask = tgt_pad;
-  target.is_causal = true;
-  onnx::Value memory = onnx::transformer_encoder(g, *transformer->encoder, embed_tokens(src), source);
-  onnx::Value y = onnx::transformer_decoder(g, *transformer->decoder, embed_tokens(tgt_in), memory, target, source);
-  return {onnx::linear(g, *generator, y)};  // (B, T, vocab)
-}
-
-void export_onnx_file(Seq2SeqModel& model, optim::ExponentialMovingAverage& average, const std::string& path) {
-  model.eval();
-  const std::vector<Tensor> example = {zeros({1, 3}, kInt64), zeros({1, 2}, kInt64), zeros({1, 3}, kBool),
-                                       zeros({1, 2}, kBool)};
-  const std::map<int64_t, std::string> source = {{0, "batch"}, {1, "src_len"}}, target = {{0, "batch"}, {1, "tgt_len"}};
-  const onnx::ExportOptions options{
-      .input_names = {"src", "tgt_in", "src_pad", "tgt_pad"},
-      .output_names = {"logits"},
-      .dynamic_axes = {{"src", source}, {"src_pad", source}, {"tgt_in", target}, {"tgt_pad", target}}};
-  average.swap();  // the averaged weights in for the export (an Error ends the run: nothing uses them after)
-  onnx::export_module(
-      model, [&model](const std::vector<Tensor>& in) { return std::vector<Tensor>{model.forward(in[0], in[1], in[2], in[3])}; },
-      example, path, options);
-  average.swap();
-  fmt::print("ONNX model written to {}\n", path);
-}
-
 Tensor Seq2SeqModel::greedy_decode(const Tensor& src, const Tensor& src_pad, int64_t max_len, bool cached) {
   NoGradGuard no_grad;
   Tensor memory = encode(src, src_pad);

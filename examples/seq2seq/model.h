@@ -28,8 +28,6 @@ class Seq2SeqModel : public cppgrad::nn::Module {
   cppgrad::Tensor greedy_decode(const cppgrad::Tensor& src, const cppgrad::Tensor& src_pad, int64_t max_len,
                                 bool cached = true);
 
-  // ONNX export (cppgrad::onnx::export_model): forward's graph, inputs src, tgt_in, src_pad, tgt_pad.
-  std::vector<cppgrad::onnx::Value> export_onnx(cppgrad::onnx::Graph& g, const std::vector<cppgrad::onnx::Value>& in) const override;
   std::string type_name() const override { return "Seq2SeqModel"; }
 
   const ModelConfig config;
@@ -42,8 +40,8 @@ class Seq2SeqModel : public cppgrad::nn::Module {
   cppgrad::Tensor embed_tokens(const cppgrad::Tensor& tokens, int64_t start = 0);
 };
 
-// --export-onnx FILE: `model` with the averaged weights (those that decode) in eval mode as an
-// ONNX file (cppgrad::onnx::export_model): inputs src (B, S), tgt_in (B, T) int64, src_pad (B, S),
+// --export-onnx FILE (seq2seq/export_onnx.cpp, in the program alone): `model` with the averaged
+// weights (those that decode) in eval mode as an ONNX file (cppgrad::onnx::export_module): inputs src (B, S), tgt_in (B, T) int64, src_pad (B, S),
 // tgt_pad (B, T) bool (true = padding); output logits (B, T, vocab); B, S and T open.
 void export_onnx_file(Seq2SeqModel& model, cppgrad::optim::ExponentialMovingAverage& average, const std::string& path);
 

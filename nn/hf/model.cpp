@@ -79,24 +79,6 @@ Tensor GPT2::forward(const Tensor& tokens) {
   return lm_head->forward(blocks->forward(embed(tokens, positions), {}, {}, /*is_causal=*/true));  // (B, T, vocab)
 }
 
-std::vector<onnx::Value> GPT2::export_onnx(onnx::Graph& g, const std::vector<onnx::Value>& in) const {
-  const onnx::Value& tokens = in.at(0);                                          // (B, T)
-  onnx::Value positions = g.slice(g.parameter(wpe->weight), 0, 0, g.size(tokens, 1));  // wpe's rows 0 .. T−1: (T, d)
-  onnx::Value h = g.add(onnx::embedding(g, *wte, tokens), positions);            // (B, T, d); drop is the identity
-  onnx::AttentionMasks causal;
-  causal.is_causal = true;
-  return {onnx::linear(g, *lm_head, onnx::transformer_encoder(g, *blocks, h, causal))};  // (B, T, vocab)
-}
-
-void export_onnx_file(LanguageModel& model, const std::string& path) {
-  model.eval();
-  // Batch 1 and length 3 (the trace's second run: 2 and 2), within the positions the model has learnt.
-  onnx::export_module(model, {zeros({1, std::min<int64_t>(3, model.config.seq_len)}, kInt64)}, path,
-                      {.input_names = {"tokens"},
-                       .output_names = {"logits"},
-                       .dynamic_axes = {{"tokens", {{0, "batch"}, {1, "sequence"}}}}});
-}
-
 Tensor GPT2::forward_step(const Tensor& tokens, std::vector<nn::KVCache>& caches, const Tensor& key_padding_mask) {
   if (caches.empty()) caches.resize(static_cast<size_t>(config.layers));
   CPPGRAD_CHECK(tokens.dim() == 2 && (!key_padding_mask.defined() || key_padding_mask.shape() == tokens.shape()),
@@ -127,10 +109,6 @@ Tensor Llama::forward(const Tensor& tokens) {
   for (const auto& block : *decoder->layers)
     h = autograd::checkpoint([&block](const std::vector<Tensor>& in) { return block->forward(in[0]); }, {h});
   return decoder->output->forward(decoder->norm->forward(h));  // (B, T, d) -> (B, T, vocab)
-}
-
-std::vector<onnx::Value> Llama::export_onnx(onnx::Graph& g, const std::vector<onnx::Value>& in) const {
-  return {onnx::decoder(g, *decoder, in.at(0))};  // tokens (B, T) -> logits (B, T, vocab)
 }
 
 Tensor Llama::forward_step(const Tensor& tokens, std::vector<nn::KVCache>& caches, const Tensor& key_padding_mask) {

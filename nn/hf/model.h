@@ -83,8 +83,6 @@ class GPT2 : public LanguageModel {
   cppgrad::Tensor forward_step(const cppgrad::Tensor& tokens, std::vector<cppgrad::nn::KVCache>& caches,
                                const cppgrad::Tensor& key_padding_mask = {}) override;
   void set_checkpoint_layers(bool enabled) override { blocks->set_checkpoint_layers(enabled); }
-  // ONNX export (cppgrad::onnx::export_model): tokens (B, T) -> logits (B, T, vocab), as forward.
-  std::vector<cppgrad::onnx::Value> export_onnx(cppgrad::onnx::Graph& g, const std::vector<cppgrad::onnx::Value>& in) const override;
   std::string type_name() const override { return "GPT2"; }
 
   std::shared_ptr<cppgrad::nn::Embedding> wte, wpe;  // tokens, positions
@@ -103,7 +101,6 @@ class Llama : public LanguageModel {
   cppgrad::Tensor forward_step(const cppgrad::Tensor& tokens, std::vector<cppgrad::nn::KVCache>& caches,
                                const cppgrad::Tensor& key_padding_mask = {}) override;
   void set_checkpoint_layers(bool enabled) override { checkpoint_layers_ = enabled; }
-  std::vector<cppgrad::onnx::Value> export_onnx(cppgrad::onnx::Graph& g, const std::vector<cppgrad::onnx::Value>& in) const override;
   std::string type_name() const override { return "Llama"; }
 
   std::shared_ptr<cppgrad::nn::Decoder> decoder;
@@ -111,9 +108,5 @@ class Llama : public LanguageModel {
  private:
   bool checkpoint_layers_ = false;
 };
-
-// Writes `model` in eval mode as an ONNX file (cppgrad::onnx::export_model): input tokens (B, T)
-// int64, output logits (B, T, vocab), B and T open (T at most seq_len for gpt2's learned positions).
-void export_onnx_file(LanguageModel& model, const std::string& path);
 
 }  // namespace cppgrad::hf

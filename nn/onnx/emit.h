@@ -53,6 +53,9 @@ class Emit {
 // The ONNX form of a traced op: its output value, or nullopt when the op has none.
 using Emitter = std::function<Value(Emit&)>;
 const Emitter* find_emitter(const std::string& op);
+// Whether the op's ONNX form reads arguments the op notes (a transpose's dims, a clamp's bounds):
+// one recorded without them (by record(), not noted) is refused rather than written wrong.
+bool reads_arguments(const std::string& op);
 // The rows of tensor/op_tables.h that have no emitter (none: a test checks it).
 std::vector<std::string> ops_without_onnx_form();
 

@@ -2,9 +2,11 @@
 // under (autograd/trace.h): the elementwise rows of tensor/op_tables.h, the views, the
 // reductions, and the ops nn/ runs as one piece (layer_norm, attention). A module made of these
 // ops exports with no code of its own.
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <map>
+#include <set>
 
 #include "nn/onnx/emit.h"
 #include "tensor/op_tables.h"
@@ -100,6 +102,52 @@ Value attention(Emit& e) {
   return g.matmul(softmax_hiding_rows(g, scores, t, masked), values);
 }
 
+// einsum as ONNX's Einsum, its equation spelt from the trace's labels (each operand's dims, "..."
+// expanded, and the output's): a letter stays itself, a dim under "..." takes a letter the
+// equation does not use. ONNX's Einsum does not broadcast a size-1 dim against a named one, as
+// cppgrad's does: such a dim is refused.
+Value einsum(Emit& e) {
+  const size_t n = e.op.inputs.size();
+  std::vector<Axes> terms;
+  for (size_t i = 0; i < n; ++i) terms.push_back(e.op.ints(fmt::format("labels_{}", i)));
+  const Axes& output = e.op.ints("output");
+  constexpr int64_t kLetters = 52;  // 'A'-'Z' then 'a'-'z'; 52 and on: dims under "..."
+  auto letter = [](int64_t label) { return static_cast<char>(label < 26 ? 'A' + label : 'a' + (label - 26)); };
+  std::map<int64_t, char> spelling;
+  std::map<int64_t, std::pair<int64_t, int64_t>> sizes;  // label -> its largest size at both traces
+  for (size_t i = 0; i < n; ++i)
+    for (size_t d = 0; d < terms[i].size(); ++d) {
+      const int64_t l = terms[i][d];
+      if (l < kLetters) spelling[l] = letter(l);
+      auto& s = sizes[l];
+      s = {std::max(s.first, e.op.inputs[i].size(static_cast<int64_t>(d))),
+           std::max(s.second, e.other.inputs[i].size(static_cast<int64_t>(d)))};
+    }
+  int64_t free = 0;
+  for (const auto& entry : sizes) {
+    if (entry.first < kLetters) continue;
+    while (std::any_of(spelling.begin(), spelling.end(), [&](const auto& s) { return s.second == letter(free); }))
+      ++free;
+    CPPGRAD_CHECK(free < kLetters, "onnx export: einsum: more than 52 indices");
+    spelling[entry.first] = letter(free++);
+  }
+  std::string equation;
+  for (size_t i = 0; i < n; ++i) {
+    if (i > 0) equation += ',';
+    for (size_t d = 0; d < terms[i].size(); ++d) {
+      const int64_t l = terms[i][d];
+      const bool broadcasts = e.op.inputs[i].size(static_cast<int64_t>(d)) != sizes[l].first ||
+                              e.other.inputs[i].size(static_cast<int64_t>(d)) != sizes[l].second;
+      CPPGRAD_CHECK(!broadcasts, "onnx export: einsum: dim {} of operand {} {} broadcasts (size 1) against index {}, "
+                    "which ONNX's Einsum does not do", d, i, shape_str(e.op.inputs[i].shape()), spelling[l]);
+      equation += spelling[l];
+    }
+  }
+  equation += "->";
+  for (int64_t l : output) equation += spelling[l];
+  return e.g.op("Einsum", e.in, {{"equation", equation}}, e.dtype(), e.rank());
+}
+
 const std::map<std::string, Emitter>& emitters() {
   static const std::map<std::string, Emitter> table = {
       // ---- the elementwise rows of tensor/op_tables.h ------------------------------------------
@@ -148,6 +196,7 @@ const std::map<std::string, Emitter>& emitters() {
       {"clone", elementwise("Identity")},
       // ---- products --------------------------------------------------------------------------
       {"matmul", elementwise("MatMul")},
+      {"einsum", einsum},
       {"linear",  // x·Wᵀ + b
        [](Emit& e) {
          Value y = e.g.matmul(e.in[0], e.g.transpose(e.in[1], {1, 0}));
@@ -266,6 +315,14 @@ const std::map<std::string, Emitter>& emitters() {
 const Emitter* find_emitter(const std::string& op) {
   auto it = emitters().find(op);
   return it == emitters().end() ? nullptr : &it->second;
+}
+
+bool reads_arguments(const std::string& op) {
+  static const std::set<std::string> ops = {
+      "pow", "clamp", "masked_fill", "transpose", "permute", "slice", "select", "cat", "index_select", "gather", "sum",
+      "mean", "softmax", "log_softmax", "layer_norm", "rms_norm", "masked_softmax", "rotary_angles", "arange",
+      "scaled_dot_product_attention", "einsum"};
+  return ops.count(op) != 0;
 }
 
 std::optional<Value> Emit::size(int64_t a, int64_t b) {

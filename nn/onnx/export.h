@@ -2,18 +2,18 @@
 // checker and Netron read, as torch.onnx.export writes one:
 //
 //   model->eval();
-//   onnx::export_model(*model, {tokens}, "model.onnx",
-//                      {.input_names = {"tokens"}, .output_names = {"logits"}});
+//   onnx::export_module(*model, {tokens}, "model.onnx",
+//                       {.input_names = {"tokens"}, .output_names = {"logits"}});
 //
-// The graph is written by the module's Module::export_onnx (nn/onnx/modules.h has nn/'s layers';
-// a model of one's own composes them), not traced from a forward, so the sizes of the example
-// inputs fix nothing but the inputs' element types and ranks: the dynamic axes (by default every
-// axis but a float input's last) are symbols in the file, and the graph runs at any batch size
-// and sequence length. Parameters become initializers under their state_dict names.
+// The graph is what the forward runs (below): a module made of existing ops, one's own included,
+// needs no ONNX code. The dynamic axes (by default every axis but a float input's last) are
+// symbols in the file, and the graph runs at any batch size and sequence length. Parameters
+// become initializers under their state_dict names.
 //
-// A module with no exporter is refused, naming it (and where it sits in the model); so is any
-// graph that ONNX's own checker or its strict shape inference refuses. The file is written whole
-// or not at all (runtime/files.h's write_file_atomically).
+// An op with no ONNX form is refused, naming it (and the module near it); so is any graph that
+// ONNX's own checker or its strict shape inference refuses. The file is written whole or not at
+// all (runtime/files.h's write_file_atomically). This is the component cppgrad::onnx
+// (find_package(cppgrad COMPONENTS onnx)), which links libonnx and protobuf.
 #pragma once
 
 #include <functional>
@@ -36,24 +36,12 @@ struct ExportOptions {
   // named "batch" and axis i of input X "X_dim{i}". An input listed with no axes is fully fixed.
   std::map<std::string, std::map<int64_t, std::string>> dynamic_axes{};
   int64_t opset_version = Graph::kOpset;  // 17, the only one written
-  // export_module only: the example inputs at other sizes of their dynamic axes, to trace the
-  // forward a second time. By default each dynamic axis is one shorter (one longer under 3);
+  // The example inputs at other sizes of their dynamic axes, to trace the forward a second time.
+  // By default each dynamic axis is one shorter (one longer under 3);
   // give them when sizes are tied by more than equality (a (B·H, T, S) mask's first axis).
   std::vector<Tensor> other_inputs{};
 };
 
-// The graph of `module`: what module.export_onnx(graph, inputs) writes, from the inputs declared
-// by `example_inputs` (their dtypes, ranks and fixed sizes).
-void export_model(const nn::Module& module, const std::vector<Tensor>& example_inputs, const std::string& path,
-                  const ExportOptions& options = {});
-
-// The same with the graph written by `build` instead of module.export_onnx: for a call with
-// arguments other than tensors (masks, is_causal), as a lambda around the exporters.
-using GraphFunction = std::function<std::vector<Value>(Graph&, const std::vector<Value>&)>;
-void export_model(const nn::Module& module, const GraphFunction& build, const std::vector<Tensor>& example_inputs,
-                  const std::string& path, const ExportOptions& options = {});
-
-// ---- export by tracing the forward ------------------------------------------------------------
 // The graph of what `forward` computes from `example_inputs`: the forward runs twice (at the
 // example's sizes and at other sizes of the dynamic axes), every op it runs is written down
 // (autograd/trace.h), and each op becomes its ONNX form (nn/onnx/emitters.cpp); the sizes that

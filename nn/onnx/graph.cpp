@@ -41,28 +41,18 @@ void fill_tensor(::onnx::TensorProto& proto, const std::string& name, const Tens
   proto.set_raw_data(dense.raw_data(), static_cast<size_t>(dense.numel()) * dtype_size(dense.dtype()));
 }
 
-void collect_module_names(const nn::Module& module, const std::string& prefix,
-                          std::map<const nn::Module*, std::string>& names) {
-  if (!names.emplace(&module, prefix).second) return;  // a module registered twice keeps its first name
-  for (const auto& [name, child] : module.named_children()) {
-    if (child) collect_module_names(*child, prefix.empty() ? name : prefix + "." + name, names);
-  }
-}
-
 }  // namespace
 
 Graph::Graph(const nn::Module& root) : proto_(std::make_unique<Proto>()) {
   proto_->graph.set_name(root.type_name());
   named_tensors_ = root.named_parameters();
   for (auto& entry : root.named_buffers()) named_tensors_.push_back(std::move(entry));
-  collect_module_names(root, "", module_names_);
 }
 
 Graph::~Graph() = default;
 
 std::string Graph::fresh_name(const std::string& op) {
-  const std::string name = fmt::format("{}_{}", op, counter_++);
-  return scope_.empty() ? name : scope_ + "/" + name;
+  return fmt::format("{}_{}", op, counter_++);
 }
 
 Value Graph::add_initializer(const std::string& name, const Tensor& tensor) {
@@ -166,27 +156,9 @@ Value Graph::size(const Value& x, int64_t axis) {
   return op("Shape", {x}, {{"start", axis}, {"end", end}}, kInt64, 1);
 }
 
-Value Graph::slice(const Value& x, int64_t axis, int64_t start, const Value& end) {
-  return op("Slice", {x, ints({start}), end, ints({axis})}, {}, std::nullopt, x.rank);
-}
-
 Value Graph::where(const Value& condition, const Value& a, const Value& b) {
   Value out = op("Where", {condition, a, b}, {}, a.dtype, std::max({condition.rank, a.rank, b.rank}));
   return out;
-}
-
-Graph::Scope::~Scope() { graph_.scope_ = previous_; }
-
-Graph::Scope Graph::scope(const nn::Module& module) {
-  std::string previous = scope_;
-  auto it = module_names_.find(&module);
-  if (it != module_names_.end() && !it->second.empty()) scope_ = it->second;
-  return Scope(*this, std::move(previous));
-}
-
-std::string Graph::module_name(const nn::Module& module) const {
-  auto it = module_names_.find(&module);
-  return it == module_names_.end() ? "?" : it->second;
 }
 
 Value Graph::add_input(const std::string& name, DType dtype, const std::vector<std::variant<int64_t, std::string>>& dims) {

@@ -1,18 +1,14 @@
-// The ONNX graph builder: a model's inference graph written down symbolically, op by op, the way
-// its forward computes. Nothing is run: a Value is the name of a tensor the graph will compute,
-// not numbers, so a shape that export does not know (the batch, the sequence length) stays a
-// symbol in the file and the graph works at any size.
+// The ONNX graph builder: a model's inference graph written down symbolically, op by op. Nothing
+// is run: a Value is the name of a tensor the graph will compute, not numbers, so a shape that
+// export does not know (the batch, the sequence length) stays a symbol in the file and the graph
+// works at any size.
 //
 //   Value h = g.matmul(x, g.transpose(g.parameter(linear.weight), {1, 0}));   // (B, T, in) -> (B, T, out)
 //
-// Each layer of nn/ has its exporter (nn/onnx/modules.h: onnx::linear(g, layer, x), ...), and a
-// model of one's own exports by composing them in Module::export_onnx, as its forward composes
-// the layers. Parameters become the graph's initializers under their state_dict names
-// ("blocks.layers.0.linear1.weight"), each once however often it is used (tied weights).
-//
-// Why symbolic rather than traced: a trace of one forward records the example's sizes in every
-// reshape and mask, so dynamic axes would have to be recovered afterwards; here the exporter says
-// what the forward means (split into heads, mask the future), independent of the size.
+// The exporter (nn/onnx/export.h) writes each op the forward ran through this builder, by the op's
+// emitter (nn/onnx/emitters.cpp). Parameters become the graph's initializers under their
+// state_dict names ("blocks.layers.0.linear1.weight"), each once however often it is used (tied
+// weights).
 #pragma once
 
 #include <algorithm>
@@ -51,8 +47,7 @@ struct Attribute {
 
 class Graph {
  public:
-  // `root` is the module being exported: its state_dict names name the initializers, and its
-  // submodules' dotted names prefix the nodes' names ("blocks.layers.0.self_attn/MatMul_12").
+  // `root` is the module being exported: its state_dict names name the initializers.
   explicit Graph(const nn::Module& root);
   ~Graph();
   Graph(const Graph&) = delete;
@@ -92,33 +87,13 @@ class Graph {
   Value cast(const Value& x, DType dtype);
   // x.size(axis) as a 1-element int64 vector (a dynamic size).
   Value size(const Value& x, int64_t axis);
-  // x[start:end] along `axis`; `end` a 1-element int64 Value (a dynamic size).
-  Value slice(const Value& x, int64_t axis, int64_t start, const Value& end);
   Value where(const Value& condition, const Value& a, const Value& b);
 
-  // ---- structure -------------------------------------------------------------------------------
-  // Names the nodes made while the returned guard lives after `module`'s dotted name in the root.
-  class Scope {
-   public:
-    ~Scope();
-    Scope(const Scope&) = delete;
-    Scope& operator=(const Scope&) = delete;
-
-   private:
-    friend class Graph;
-    Scope(Graph& graph, std::string previous) : graph_(graph), previous_(std::move(previous)) {}
-    Graph& graph_;
-    std::string previous_;
-  };
-  Scope scope(const nn::Module& module);
-  // The dotted name of `module` in the root ("" for the root itself, "?" if it is not in it).
-  std::string module_name(const nn::Module& module) const;
-
-  // The graph's inputs and outputs (export_model declares them).
+  // The graph's inputs and outputs (export_module declares them).
   Value add_input(const std::string& name, DType dtype, const std::vector<std::variant<int64_t, std::string>>& dims);
   void add_output(const std::string& name, const Value& value);
 
-  // The serialized ModelProto (export_model writes it), after ONNX's checker has accepted it.
+  // The serialized ModelProto (export_module writes it), after ONNX's checker has accepted it.
   std::string serialize_checked(const std::string& producer_version) const;
 
   static constexpr int64_t kOpset = 17;
@@ -127,9 +102,7 @@ class Graph {
   struct Proto;  // the GraphProto being built: ONNX's generated classes stay out of this header
   std::unique_ptr<Proto> proto_;
   NamedTensors named_tensors_;  // the root's parameters and buffers, by state_dict name
-  std::map<const nn::Module*, std::string> module_names_;
   std::set<std::string> added_;  // the state_dict names already in the graph as initializers
-  std::string scope_;
   int64_t counter_ = 0;
   std::string fresh_name(const std::string& op);
   Value add_initializer(const std::string& name, const Tensor& tensor);

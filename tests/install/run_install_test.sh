@@ -7,7 +7,8 @@
 # Then the same for tests/install/consumer_tools, which asks for the tools component, for
 # tests/install/consumer_formats, which asks for the file formats (npz, bpe), for
 # tests/install/consumer_hf, which asks for the hf component and loads the Hugging Face twins'
-# checkpoints of tests/data, and for tests/install/consumer_onednn, autocast's oneDNN products.
+# checkpoints of tests/data, for tests/install/consumer_onnx, which exports a module of its own
+# (ONNX export), and for tests/install/consumer_onednn, autocast's oneDNN products.
 #
 #   run_install_test.sh BUILD_DIR CONSUMER_SOURCE_DIR CMAKE CXX_COMPILER BUILD_TYPE GENERATOR
 #
@@ -48,9 +49,10 @@ esac
 
 echo "-- run the consumer"
 "$work/build/consumer"
-# A program of the core alone needs none of the components' libraries (libzip, PCRE2, oneDNN).
-if ldd "$work/build/consumer" | grep -E 'libzip|libpcre2|libdnnl'; then
-  echo "FAIL: the core-only consumer needs the libraries above, which only cppgrad::npz, cppgrad::bpe and cppgrad::onednn use"; exit 1
+# A program of the core alone needs none of the components' libraries (libzip, PCRE2, oneDNN,
+# ONNX's and protobuf's).
+if ldd "$work/build/consumer" | grep -E 'libzip|libpcre2|libdnnl|libonnx|libprotobuf'; then
+  echo "FAIL: the core-only consumer needs the libraries above, which only cppgrad::npz, cppgrad::bpe, cppgrad::onednn, cppgrad::onnx and cppgrad::tools use"; exit 1
 fi
 
 echo "-- build the consumer with pkg-config alone (no CMake)"
@@ -63,6 +65,9 @@ if grep -q '^CPPGRAD_SANITIZE:BOOL=ON' "$build_dir/CMakeCache.txt"; then flags="
 # shellcheck disable=SC2086  # the flags are words
 "$cxx" -std=c++20 "$consumer_src/main.cpp" -o "$work/consumer_pkgconfig" $flags
 "$work/consumer_pkgconfig"
+if ldd "$work/consumer_pkgconfig" | grep -E 'libzip|libpcre2|libdnnl|libonnx|libprotobuf'; then
+  echo "FAIL: the core-only consumer built from cppgrad.pc needs the libraries above"; exit 1
+fi
 
 # A consumer of components of the same package (tests/install/consumer_NAME), found as the
 # README shows: its components' targets installed, then built with CMake and with their
@@ -100,6 +105,7 @@ fi
 consumer_of_components tools tools
 consumer_of_components formats "npz bpe"
 consumer_of_components hf hf "$consumer_src/../../data"
+consumer_of_components onnx onnx
 consumer_of_components onednn onednn
 
 # The distributed floor, when it was built: a component of the same package, found as the README

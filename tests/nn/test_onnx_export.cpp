@@ -1,6 +1,6 @@
 // ONNX export without ONNX Runtime: what the file holds (initializers under state_dict names, a
 // tied weight once, symbolic batch and sequence axes, opset 17), and what is refused with an Error
-// naming it (a module with no exporter, a graph ONNX's checker rejects, options that name nothing,
+// naming it (an op with no ONNX form, a graph ONNX's checker rejects, options that name nothing,
 // a destination that cannot be written, leaving no half-written file). The numbers a file computes
 // are checked in ONNX Runtime by examples/onnx_export/check.sh.
 #include <doctest/doctest.h>
@@ -14,6 +14,7 @@
 
 #include "cppgrad.h"
 #include "nn/onnx/emit.h"
+#include "nn/onnx/export.h"
 #include "nn_helpers.h"
 
 using namespace cppgrad;
@@ -49,19 +50,6 @@ struct Doubler : nn::UnaryModule {
   std::string type_name() const override { return "Doubler"; }
 };
 
-// A model of one's own that composes the exporters, one of whose children has none.
-struct Net : nn::Module {
-  Net() {
-    fc = register_module("fc", std::make_shared<nn::Linear>(4, 3));
-    head = register_module("head", std::make_shared<nn::Linear>(3, 4));
-    head->weight = fc->weight.transpose(0, 1).detach().contiguous();  // a tensor of its own, not tied
-  }
-  std::vector<ox::Value> export_onnx(ox::Graph& g, const std::vector<ox::Value>& in) const override {
-    return {ox::linear(g, *head, ox::relu(g, ox::linear(g, *fc, in.at(0))))};
-  }
-  std::shared_ptr<nn::Linear> fc, head;
-};
-
 }  // namespace
 
 TEST_CASE("onnx export: initializers carry the state_dict names, a tied weight once; axes stay symbolic") {
@@ -87,85 +75,44 @@ TEST_CASE("onnx export: initializers carry the state_dict names, a tied weight o
   }
 }
 
-TEST_CASE("onnx export: a module with no exporter is refused, named with its place in the model") {
-  TempDir dir;
-  auto seq = std::make_shared<nn::Sequential>(std::make_shared<nn::Linear>(4, 4), std::make_shared<Doubler>());
-  const std::string message = error_message([&] { ox::export_model(*seq, {zeros({2, 4})}, dir.file("m.onnx")); });
-  CHECK(message.find("Doubler (at '1') has no ONNX exporter") != std::string::npos);
-  CHECK(message.find("override Doubler::export_onnx") != std::string::npos);
-  CHECK(entries(dir) == 0);  // nothing written, no temporary left
-  // A subclass of a layer is not taken for the layer: its forward may differ.
-  struct MyLinear : nn::Linear {
-    MyLinear() : nn::Linear(2, 2) {}
-  };
-  auto mine = std::make_shared<MyLinear>();
-  CHECK(error_message([&] { ox::export_model(*mine, {zeros({1, 2})}, dir.file("m.onnx")); }).find("has no ONNX exporter") !=
-        std::string::npos);
-  // What export cannot express is refused by the layer that has it.
-  auto windowed = std::make_shared<nn::MultiheadAttention>(nn::MultiheadAttentionOptions(8, 2).window(4));
-  CHECK(error_message([&] { ox::export_model(*windowed, {zeros({1, 3, 8}), zeros({1, 3, 8}), zeros({1, 3, 8})}, dir.file("w.onnx")); })
-            .find("sliding window (window=4) is not exported") != std::string::npos);
-}
-
-TEST_CASE("onnx export: a model of one's own exports by composing the exporters") {
-  manual_seed(4);
-  TempDir dir;
-  Net net;
-  ox::export_model(net, {zeros({2, 4})}, dir.file("net.onnx"), {.input_names = {"x"}, .output_names = {"y"}});
-  const ::onnx::ModelProto model = read_model(dir.file("net.onnx"));
-  CHECK(model.graph().output(0).name() == "y");
-  std::set<std::string> names;
-  for (const auto& t : model.graph().initializer()) names.insert(t.name());
-  CHECK(names == std::set<std::string>{"fc.weight", "fc.bias", "head.weight", "head.bias"});
-  // A node's name says which layer made it.
-  bool scoped = false;
-  for (const auto& node : model.graph().node()) scoped = scoped || node.name().rfind("head/MatMul", 0) == 0;
-  CHECK(scoped);
-}
-
-TEST_CASE("onnx export: a graph that ONNX's checker rejects is refused before anything is written") {
-  TempDir dir;
+TEST_CASE("onnx graph: a graph that ONNX's checker rejects is refused; a tensor the module does not own is no parameter") {
   nn::Linear linear(6, 4);
   // (B, 6) · W (4, 6) without the transpose: strict shape inference finds 6 ≠ 4.
-  auto wrong = [&](ox::Graph& g, const std::vector<ox::Value>& in) {
-    return std::vector<ox::Value>{g.matmul(in[0], g.parameter(linear.weight))};
-  };
-  const std::string message = error_message([&] { ox::export_model(linear, wrong, {zeros({2, 6})}, dir.file("bad.onnx")); });
-  CHECK(message.find("ONNX's checker refuses the graph of Linear") != std::string::npos);
-  CHECK(entries(dir) == 0);
+  ox::Graph wrong(linear);
+  const ox::Value x = wrong.add_input("x", kFloat32, {std::string("batch"), int64_t{6}});
+  wrong.add_output("y", wrong.matmul(x, wrong.parameter(linear.weight)));
+  CHECK(error_message([&] { (void)wrong.serialize_checked("0"); }).find("ONNX's checker refuses the graph of Linear") !=
+        std::string::npos);
   // A tensor that is no parameter of the model must go through Graph::constant.
-  Tensor stray = ones({4, 6});
-  CHECK(error_message([&] {
-          ox::export_model(linear, [&](ox::Graph& g, const std::vector<ox::Value>& in) {
-            return std::vector<ox::Value>{g.matmul(in[0], g.parameter(stray))};
-          }, {zeros({2, 6})}, dir.file("bad.onnx"));
-        }).find("no parameter or buffer of the exported module") != std::string::npos);
+  ox::Graph stray(linear);
+  CHECK(error_message([&] { stray.parameter(ones({4, 6})); }).find("no parameter or buffer of the exported module") !=
+        std::string::npos);
 }
 
 TEST_CASE("onnx export: options that name nothing, and destinations that cannot be written") {
   TempDir dir;
   nn::Linear linear(3, 2);
   const std::vector<Tensor> x = {zeros({1, 3})};
-  CHECK(error_message([&] { ox::export_model(linear, x, dir.file("a.onnx"), {.opset_version = 18}); })
+  CHECK(error_message([&] { ox::export_module(linear, x, dir.file("a.onnx"), {.opset_version = 18}); })
             .find("only opset 17 is written") != std::string::npos);
-  CHECK(error_message([&] { ox::export_model(linear, x, dir.file("a.onnx"), {.input_names = {"a", "b"}}); })
+  CHECK(error_message([&] { ox::export_module(linear, x, dir.file("a.onnx"), {.input_names = {"a", "b"}}); })
             .find("2 input_names for 1 example inputs") != std::string::npos);
-  CHECK(error_message([&] { ox::export_model(linear, x, dir.file("a.onnx"), {.dynamic_axes = {{"x", {{0, "batch"}}}}}); })
+  CHECK(error_message([&] { ox::export_module(linear, x, dir.file("a.onnx"), {.dynamic_axes = {{"x", {{0, "batch"}}}}}); })
             .find("dynamic_axes names 'x', which is no input") != std::string::npos);
-  CHECK(error_message([&] { ox::export_model(linear, x, dir.file("a.onnx"), {.dynamic_axes = {{"input_0", {{2, "n"}}}}}); })
+  CHECK(error_message([&] { ox::export_module(linear, x, dir.file("a.onnx"), {.dynamic_axes = {{"input_0", {{2, "n"}}}}}); })
             .find("axis 2 ('n') is not an axis") != std::string::npos);
   CHECK(entries(dir) == 0);
 
   // No such directory, and a "directory" that is a file: an Error naming the path.
   const std::string missing = dir.file("no/such/dir/model.onnx");
-  CHECK(error_message([&] { ox::export_model(linear, x, missing); }).find("export_model: " + missing) != std::string::npos);
+  CHECK(error_message([&] { ox::export_module(linear, x, missing); }).find("export_module: " + missing) != std::string::npos);
   std::ofstream(dir.file("plain")) << "x";
-  CHECK(error_message([&] { ox::export_model(linear, x, dir.file("plain/model.onnx")); }).find("cannot create a temporary file") !=
+  CHECK(error_message([&] { ox::export_module(linear, x, dir.file("plain/model.onnx")); }).find("cannot create a temporary file") !=
         std::string::npos);
   // A failed export leaves an existing file as it was.
   std::ofstream(dir.file("keep.onnx")) << "old";
   Doubler doubler;
-  CHECK_THROWS_AS(ox::export_model(doubler, x, dir.file("keep.onnx")), Error);
+  CHECK_THROWS_AS(ox::export_module(doubler, x, dir.file("keep.onnx")), Error);
   std::ifstream kept(dir.file("keep.onnx"));
   std::string content;
   kept >> content;
@@ -227,13 +174,6 @@ TEST_CASE("onnx export_module: what the trace cannot write is refused, naming th
     return std::vector<Tensor>{in[0].size(0) == 2 ? linear.forward(in[0]).relu() : linear.forward(in[0]).tanh()};
   };
   message = error_message([&] { ox::export_module(linear, branching, {zeros({2, 4})}, dir.file("m.onnx")); });
-  // einsum has no ONNX form yet: its permutes and reshapes hold the example's sizes.
-  auto weight = randn({2, 4, 4});
-  ox::Forward mixing = [&](const std::vector<Tensor>& in) {
-    return std::vector<Tensor>{einsum("bthi,hij->bthj", {linear.forward(in[0]), weight})};
-  };
-  CHECK(error_message([&] { ox::export_module(linear, mixing, {zeros({6, 9, 2, 4})}, dir.file("e.onnx")); })
-            .find("ONNX export does not support einsum yet") != std::string::npos);
   CHECK(message.find("runs other ops at other sizes (op 1 is relu at the example's sizes, tanh at others") !=
         std::string::npos);
   // A tensor made outside the traced ops whose shape follows the input's: the file could not resize it.
@@ -246,7 +186,78 @@ TEST_CASE("onnx export_module: what the trace cannot write is refused, naming th
   // Two dynamic axes the example gives one size: the trace could not tell them apart.
   message = error_message([&] { ox::export_module(linear, {zeros({3, 3, 4})}, dir.file("m.onnx")); });
   CHECK(message.find("dynamic axes 0 and 1 have the same size 3") != std::string::npos);
+  // A dynamic axis that other_inputs leave at the example's size: it would be written as a constant.
+  message = error_message([&] {
+    ox::export_module(linear, {zeros({2, 5, 4})}, dir.file("m.onnx"), {.other_inputs = {zeros({3, 5, 4})}});
+  });
+  CHECK(message.find("dynamic axis 1 ('input_0_dim1') has size 5 in both traces") != std::string::npos);
+  message = error_message([&] {
+    ox::export_module(linear, {zeros({2, 4})}, dir.file("m.onnx"), {.other_inputs = {zeros({3, 5})}});
+  });
+  CHECK(message.find("fixed axis 1 is 4 in the example, 5 in other_inputs") != std::string::npos);
+  // An op whose ONNX form reads arguments, recorded without them (by record(), not noted): a clamp
+  // without its bounds would be written as the identity.
+  ox::Forward unnoted = [&](const std::vector<Tensor>& in) {
+    Tensor y;
+    {
+      autograd::TraceScope hidden;  // clamp's own note is not made: the scope ends without one
+      y = linear.forward(in[0]).clamp(-0.5, 0.5);
+    }
+    autograd::trace_record("clamp", y, {in[0]});
+    return std::vector<Tensor>{y};
+  };
+  message = error_message([&] { ox::export_module(linear, unnoted, {zeros({2, 4})}, dir.file("m.onnx")); });
+  CHECK(message.find("op 'clamp' (near the exported module itself of Linear) was recorded without its arguments") !=
+        std::string::npos);
+  // A size-1 dim einsum broadcasts against a named one: ONNX's Einsum does not.
+  Tensor row = randn({1, 4});
+  ox::Forward broadcasting = [&](const std::vector<Tensor>& in) {
+    return std::vector<Tensor>{einsum("bi,bi->bi", {in[0], row})};
+  };
+  message = error_message([&] { ox::export_module(linear, broadcasting, {zeros({2, 4})}, dir.file("m.onnx")); });
+  CHECK(message.find("einsum: dim 0 of operand 1 [1,4] broadcasts (size 1) against index b") != std::string::npos);
   CHECK(entries(dir) == 0);
+}
+
+namespace {
+
+// Heads that mix their features through a weight of their own, by einsum: (B, T, 8) -> (B, T, 8).
+struct HeadMixer : nn::Module {
+  HeadMixer() {
+    proj = register_module("proj", std::make_shared<nn::Linear>(8, 8));
+    mix = register_parameter("mix", randn({2, 4, 4}));
+  }
+  Tensor forward(const Tensor& x) {
+    const int64_t B = x.size(0), T = x.size(1);
+    Tensor h = proj->forward(x).reshape({B, T, 2, 4});
+    return einsum("bthi,hij->bthj", {h, mix}).reshape({B, T, 8});
+  }
+  std::shared_ptr<nn::Linear> proj;
+  nn::Parameter mix;
+};
+
+}  // namespace
+
+TEST_CASE("onnx export_module: einsum is one Einsum node, its equation spelt from the trace") {
+  manual_seed(6);
+  TempDir dir;
+  HeadMixer mixer;
+  ox::export_module(mixer, {randn({2, 3, 8})}, dir.file("mix.onnx"), {.input_names = {"x"}});
+  const ::onnx::ModelProto model = read_model(dir.file("mix.onnx"));
+  std::vector<std::string> equations;
+  for (const auto& node : model.graph().node())
+    if (node.op_type() == "Einsum") equations.push_back(node.attribute(0).s());
+  CHECK(equations == std::vector<std::string>{"bthi,hij->bthj"});
+  // "..." takes letters the equation does not use; an implicit output is spelt out.
+  Tensor w = randn({4, 5});
+  ox::Forward ellipsis = [&](const std::vector<Tensor>& in) { return std::vector<Tensor>{einsum("...i,ij", {in[0], w})}; };
+  nn::Linear unused(1, 1);
+  ox::export_module(unused, ellipsis, {randn({2, 3, 4})}, dir.file("ell.onnx"));
+  equations.clear();
+  const ::onnx::ModelProto ell = read_model(dir.file("ell.onnx"));
+  for (const auto& node : ell.graph().node())
+    if (node.op_type() == "Einsum") equations.push_back(node.attribute(0).s());
+  CHECK(equations == std::vector<std::string>{"ABi,ij->ABj"});
 }
 
 TEST_CASE("onnx export_module: every elementwise row of the op tables has an ONNX form") {
