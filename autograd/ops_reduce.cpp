@@ -13,7 +13,24 @@ using autograd::Grads;
 using autograd::record;
 using autograd::Saved;
 
-// ---- sum and mean ----------------------------------------------------------------------------
+// ---- for the rows below: a reduction's note to a trace, and what amax and amin picked ----------
+
+namespace {
+// A reduction as a trace writes it down: its dims wrapped (all of them when none are named).
+autograd::TracedOp reduction(const char* op, const Tensor& t, const std::vector<int64_t>& dims, bool keepdim) {
+  std::vector<int64_t> axes = wrap_dims(dims, std::max<int64_t>(t.dim(), 1), op);
+  if (dims.empty())
+    for (int64_t d = 0; d < t.dim(); ++d) axes.push_back(d);
+  return {op, {t}, {{"dims", axes}, {"keepdim", int64_t{keepdim}}}};
+}
+// Where A equals C, or is NaN where C is: the elements amax and amin picked, as g's dtype.
+Tensor picked(const Tensor& A, const Tensor& C) {
+  return (A == C).to(A.dtype()) + (A != A).to(A.dtype()) * (C != C).to(A.dtype());
+}
+constexpr double inf = std::numeric_limits<double>::infinity();
+}  // namespace
+
+// ---- the reductions: one op per row of CPPGRAD_REDUCTION_OPS (tensor/reduction_table.h) ------
 
 namespace {
 // A gradient of a reduced output, given back its reduced dims as size 1, ready to broadcast.
@@ -29,41 +46,42 @@ int64_t reduced_count(const Shape& in, const std::vector<int64_t>& dims) {
   for (int64_t d : wrap_dims(dims, static_cast<int64_t>(in.size()), "reduce")) n *= in[d];
   return n;
 }
-// A reduction as a trace writes it down: its dims wrapped (all of them when none are named).
-autograd::TracedOp reduction(const char* op, const Tensor& t, const std::vector<int64_t>& dims, bool keepdim) {
-  std::vector<int64_t> axes = wrap_dims(dims, std::max<int64_t>(t.dim(), 1), op);
-  if (dims.empty())
-    for (int64_t d = 0; d < t.dim(); ++d) axes.push_back(d);
-  return {op, {t}, {{"dims", axes}, {"keepdim", int64_t{keepdim}}}};
+
+enum class ReductionSaves { Nothing, Both };
+
+// C = the row's reduction of A, recorded with dA = derivative(g, A, C, N, dims): g and C given
+// back their reduced dims as size 1, N the size of each reduced set; dA broadcast to A's shape.
+template <class Derivative>
+Tensor reduction_op(kernels::Reduction op, ReductionSaves saves, const Tensor& input, const std::vector<int64_t>& dims,
+                    bool keepdim, Derivative derivative) {
+  const char* name = kernels::reduction_name(op);
+  Shape in = input.shape();
+  autograd::TraceScope trace;
+  Tensor out = kernels::reduce(op, input, dims, keepdim);
+  std::vector<Tensor> to_save;
+  if (saves == ReductionSaves::Both) to_save = {input, out};
+  auto backward = [saves, in, dims, keepdim, derivative](const Tensor& g, const Saved& s) -> Grads {
+    const Tensor none;
+    const Tensor& A = saves == ReductionSaves::Both ? s[0] : none;
+    Tensor C = saves == ReductionSaves::Both ? unsqueeze_reduced(s[1], in, dims, keepdim) : none;
+    const double N = static_cast<double>(reduced_count(in, dims));
+    Tensor dA = derivative(unsqueeze_reduced(g, in, dims, keepdim), A, C, N, dims);
+    return {dA.shape() == in ? dA : dA.expand(in)};
+  };
+  out = record(name, out, {input}, to_save, backward);
+  return trace.note(out, [&] { return reduction(name, input, dims, keepdim); });
 }
 }  // namespace
 
-Tensor Tensor::sum() const { return sum({}, false); }
-
-Tensor Tensor::sum(const std::vector<int64_t>& dims, bool keepdim) const {
-  Shape in = shape();
-  autograd::TraceScope trace;
-  // dA = dC broadcast back over the summed dims
-  Tensor out = record("sum", kernels::sum(*this, dims, keepdim), {*this}, {},
-                      [in, dims, keepdim](const Tensor& g, const Saved&) -> Grads {
-                        return {unsqueeze_reduced(g, in, dims, keepdim).expand(in)};
-                      });
-  return trace.note(out, [&] { return reduction("sum", *this, dims, keepdim); });
-}
-
-Tensor Tensor::mean() const { return mean({}, false); }
-
-Tensor Tensor::mean(const std::vector<int64_t>& dims, bool keepdim) const {
-  Shape in = shape();
-  autograd::TraceScope trace;
-  // dA = dC / N broadcast back over the averaged dims (N of them)
-  Tensor out = record("mean", kernels::mean(*this, dims, keepdim), {*this}, {},
-                      [in, dims, keepdim](const Tensor& g, const Saved&) -> Grads {
-                        double n = static_cast<double>(reduced_count(in, dims));
-                        return {(unsqueeze_reduced(g, in, dims, keepdim) / n).expand(in)};
-                      });
-  return trace.note(out, [&] { return reduction("mean", *this, dims, keepdim); });
-}
+#define CPPGRAD_REDUCTION_OP(name, Enum, dtypes, shift, term, combine, finish, saves, dA)            \
+  Tensor Tensor::name(const std::vector<int64_t>& dims, bool keepdim) const {                       \
+    return reduction_op(kernels::Reduction::Enum, ReductionSaves::saves, *this, dims, keepdim,      \
+                        [](const Tensor& g, [[maybe_unused]] const Tensor& A,                       \
+                           [[maybe_unused]] const Tensor& C, [[maybe_unused]] double N,             \
+                           [[maybe_unused]] const std::vector<int64_t>& dims) { return dA; });      \
+  }
+CPPGRAD_REDUCTION_OPS(CPPGRAD_REDUCTION_OP)
+#undef CPPGRAD_REDUCTION_OP
 
 // ---- the other reductions ----------------------------------------------------------------------
 
@@ -77,22 +95,6 @@ Tensor Tensor::var(const std::vector<int64_t>& dims, int64_t correction, bool ke
                   Tensor centred = x - x.mean(dims, /*keepdim=*/true);
                   return {unsqueeze_reduced(g, in, dims, keepdim) * centred * (2.0 / denom)};
                 });
-}
-
-Tensor logsumexp(const Tensor& t, const std::vector<int64_t>& dims, bool keepdim) {
-  Tensor out = kernels::logsumexp(t, dims, keepdim);
-  Shape in = t.shape();
-  // dA = dC ⊙ exp(A - C) = dC ⊙ softmax(A) over dims; 0 where C = -inf, a set that is -inf
-  // throughout (its softmax is 0 here, as softmax's; PyTorch gives NaN)
-  return record("logsumexp", out, {t}, {t, out}, [in, dims, keepdim](const Tensor& g, const Saved& s) -> Grads {
-    auto back_to_input_rank = [&](const Tensor& r) { return in.empty() ? r : unsqueeze_reduced(r, in, dims, keepdim); };
-    Tensor lse = back_to_input_rank(s[1]);
-    Tensor weights = (s[0] - lse).exp().masked_fill(lse == -std::numeric_limits<double>::infinity(), 0.0);
-    return {back_to_input_rank(g) * weights};
-  });
-}
-Tensor Tensor::logsumexp(const std::vector<int64_t>& dims, bool keepdim) const {
-  return cppgrad::logsumexp(*this, dims, keepdim);
 }
 
 namespace {

@@ -73,15 +73,23 @@ Tensor masked_fill(const Tensor& t, const Tensor& mask, double value);
 void masked_fill_(const Tensor& t, const Tensor& mask, double value);
 
 // ---- reductions (tensor/kernels/reduce.cpp); an empty dim list means every dim -------------
-Tensor sum(const Tensor& t, const std::vector<int64_t>& dims, bool keepdim);
-Tensor mean(const Tensor& t, const std::vector<int64_t>& dims, bool keepdim);
+// One enumerator per row of CPPGRAD_REDUCTION_OPS (tensor/reduction_table.h): Reduction::Sum, ...
+#define CPPGRAD_REDUCTION_ENUM(name, Enum, ...) Enum,
+enum class Reduction { CPPGRAD_REDUCTION_OPS(CPPGRAD_REDUCTION_ENUM) };
+#undef CPPGRAD_REDUCTION_ENUM
+const char* reduction_name(Reduction op);  // the row's name: "logsumexp"
+Tensor reduce(Reduction op, const Tensor& t, const std::vector<int64_t>& dims, bool keepdim);
+inline Tensor sum(const Tensor& t, const std::vector<int64_t>& dims, bool keepdim) {
+  return reduce(Reduction::Sum, t, dims, keepdim);
+}
+inline Tensor mean(const Tensor& t, const std::vector<int64_t>& dims, bool keepdim) {
+  return reduce(Reduction::Mean, t, dims, keepdim);
+}
 Tensor var(const Tensor& t, const std::vector<int64_t>& dims, int64_t correction, bool keepdim);
 Tensor sum_to(const Tensor& t, const Shape& shape);
 enum class Extremum { Max, Min };
 ValuesIndices extremum(Extremum which, const Tensor& t, int64_t dim, bool keepdim);
 ValuesIndices extremum_all(Extremum which, const Tensor& t);  // over the flattened tensor
-// log Σ exp(t) over dims, shifted by each set's max; integers and bools give float32.
-Tensor logsumexp(const Tensor& t, const std::vector<int64_t>& dims, bool keepdim);
 
 // ---- ordering and sampling (tensor/kernels/sort.cpp) ----------------------------------------
 // NaN counts as larger than +inf; equal values keep their input order (ties go to the lower

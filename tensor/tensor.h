@@ -26,6 +26,7 @@
 #include "../runtime/error.h"
 #include "generator.h"
 #include "op_tables.h"
+#include "reduction_table.h"
 #include "shape.h"
 #include "storage.h"
 
@@ -169,16 +170,20 @@ class Tensor {
   CPPGRAD_BINARY_OPS(CPPGRAD_BINARY_METHOD)
 #undef CPPGRAD_BINARY_METHOD
 
-  Tensor sum() const;
-  Tensor sum(const std::vector<int64_t>& dims, bool keepdim = false) const;
-  // t.sum(1) as in PyTorch. A template, so that a braced list, t.sum({}) (every dim) or
-  // t.sum({1}), still means the list.
-  template <std::integral I>
-  Tensor sum(I dim, bool keepdim = false) const { return sum(std::vector<int64_t>{static_cast<int64_t>(dim)}, keepdim); }
-  Tensor mean() const;
-  Tensor mean(const std::vector<int64_t>& dims, bool keepdim = false) const;
-  template <std::integral I>
-  Tensor mean(I dim, bool keepdim = false) const { return mean(std::vector<int64_t>{static_cast<int64_t>(dim)}, keepdim); }
+  // One set of methods per row of CPPGRAD_REDUCTION_OPS (tensor/reduction_table.h): t.sum(),
+  // t.sum({0, 2}), t.sum(1, true); likewise mean, logsumexp (log Σ exp, computed stably, as
+  // torch.logsumexp), amax and amin (as torch.amax: ties share the gradient). An empty list means
+  // every dim; the template makes t.sum(1) one dim, as in PyTorch, while a braced list, t.sum({})
+  // or t.sum({1}), still means the list.
+#define CPPGRAD_REDUCTION_METHODS(name, ...)                                    \
+  Tensor name(const std::vector<int64_t>& dims, bool keepdim = false) const;   \
+  Tensor name() const { return name(std::vector<int64_t>{}, false); }           \
+  template <std::integral I>                                                    \
+  Tensor name(I dim, bool keepdim = false) const {                              \
+    return name(std::vector<int64_t>{static_cast<int64_t>(dim)}, keepdim);      \
+  }
+  CPPGRAD_REDUCTION_OPS(CPPGRAD_REDUCTION_METHODS)
+#undef CPPGRAD_REDUCTION_METHODS
   // Variance with Bessel's correction by default (correction = 1), as torch.var.
   Tensor var(const std::vector<int64_t>& dims = {}, int64_t correction = 1, bool keepdim = false) const;
   Tensor max() const;
@@ -188,13 +193,6 @@ class Tensor {
   Tensor argmax() const;  // of the flattened tensor; no gradient
   Tensor argmax(int64_t dim, bool keepdim = false) const;
   Tensor argmin(int64_t dim, bool keepdim = false) const;
-  // log Σ exp over dims (an empty list: every dim), computed stably; as torch.logsumexp, and
-  // differentiable (autograd/ops_reduce.cpp). t.logsumexp(1) and t.logsumexp({0, 1}).
-  Tensor logsumexp(const std::vector<int64_t>& dims, bool keepdim = false) const;
-  template <std::integral I>
-  Tensor logsumexp(I dim, bool keepdim = false) const {
-    return logsumexp(std::vector<int64_t>{static_cast<int64_t>(dim)}, keepdim);
-  }
   // Ordering along a dim, as torch.sort, argsort and topk (autograd/ops_sort.cpp): NaN sorts
   // as the largest value, and equal values keep their input order (the sort is always stable, so
   // `stable` asks for nothing more); topk orders ties as PyTorch 1.13's CPU topk does, not by
@@ -291,12 +289,18 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim = 0);
 Tensor stack(const std::vector<Tensor>& tensors, int64_t dim = 0);
 Tensor softmax(const Tensor& t, int64_t dim);      // as t.softmax(dim): an all -inf row gives 0
 Tensor log_softmax(const Tensor& t, int64_t dim);  // as t.log_softmax(dim): an all -inf row gives -inf
-// As the methods: logsumexp(t, {1}) is t.logsumexp(1), as torch.logsumexp; sort(t) as t.sort().
-Tensor logsumexp(const Tensor& t, const std::vector<int64_t>& dims, bool keepdim = false);
-template <std::integral I>
-Tensor logsumexp(const Tensor& t, I dim, bool keepdim = false) {
-  return logsumexp(t, std::vector<int64_t>{static_cast<int64_t>(dim)}, keepdim);
-}
+// One free function per row of CPPGRAD_REDUCTION_OPS, as the methods: logsumexp(t, {1}) is
+// t.logsumexp(1), as torch.logsumexp; sort(t) is t.sort().
+#define CPPGRAD_REDUCTION_FUNCTIONS(name, ...)                                                   \
+  inline Tensor name(const Tensor& t, const std::vector<int64_t>& dims, bool keepdim = false) { \
+    return t.name(dims, keepdim);                                                               \
+  }                                                                                             \
+  template <std::integral I>                                                                    \
+  Tensor name(const Tensor& t, I dim, bool keepdim = false) {                                   \
+    return t.name(dim, keepdim);                                                                \
+  }
+CPPGRAD_REDUCTION_OPS(CPPGRAD_REDUCTION_FUNCTIONS)
+#undef CPPGRAD_REDUCTION_FUNCTIONS
 ValuesIndices sort(const Tensor& t, int64_t dim = -1, bool descending = false, bool stable = false);
 Tensor argsort(const Tensor& t, int64_t dim = -1, bool descending = false, bool stable = false);
 ValuesIndices topk(const Tensor& t, int64_t k, int64_t dim = -1, bool largest = true, bool sorted = true);

@@ -53,21 +53,11 @@ Tensor masked_fill(const Tensor& t, const Tensor& mask, double value) {
 }
 
 // ---- reductions -----------------------------------------------------------------------------------
-Tensor sum(const Tensor& t, const std::vector<int64_t>& dims, bool keepdim) {
-  CPPGRAD_PROFILE_SCOPE("sum");
+Tensor reduce(Reduction op, const Tensor& t, const std::vector<int64_t>& dims, bool keepdim) {
+  CPPGRAD_PROFILE_SCOPE(reduction_name(op));
   if (!reference_mode())
-    if (Tensor out = fast::sum_leading_dims(t, dims, keepdim, /*mean=*/false, "sum"); out.defined()) return out;
-  return impl::sum(t, dims, keepdim);
-}
-Tensor mean(const Tensor& t, const std::vector<int64_t>& dims, bool keepdim) {
-  CPPGRAD_PROFILE_SCOPE("mean");
-  if (!reference_mode())
-    if (Tensor out = fast::sum_leading_dims(t, dims, keepdim, /*mean=*/true, "mean"); out.defined()) return out;
-  return impl::mean(t, dims, keepdim);
-}
-Tensor logsumexp(const Tensor& t, const std::vector<int64_t>& dims, bool keepdim) {
-  CPPGRAD_PROFILE_SCOPE("logsumexp");
-  return impl::logsumexp(t, dims, keepdim);
+    if (Tensor out = fast::reduce_leading_dims(op, t, dims, keepdim); out.defined()) return out;
+  return impl::reduce(op, t, dims, keepdim);
 }
 ValuesIndices extremum(Extremum which, const Tensor& t, int64_t dim, bool keepdim) {
   CPPGRAD_PROFILE_SCOPE("max/min");

@@ -36,10 +36,8 @@ Tensor where(const Tensor& condition, const Tensor& a, const Tensor& b);
 Tensor masked_fill(const Tensor& t, const Tensor& mask, double value);
 void masked_fill_(const Tensor& t, const Tensor& mask, double value);
 
-Tensor sum(const Tensor& t, const std::vector<int64_t>& dims, bool keepdim);
-Tensor mean(const Tensor& t, const std::vector<int64_t>& dims, bool keepdim);
+Tensor reduce(Reduction op, const Tensor& t, const std::vector<int64_t>& dims, bool keepdim);
 ValuesIndices extremum(Extremum which, const Tensor& t, int64_t dim, bool keepdim);
-Tensor logsumexp(const Tensor& t, const std::vector<int64_t>& dims, bool keepdim);
 
 ValuesIndices sort(const Tensor& t, int64_t dim, bool descending);
 ValuesIndices topk(const Tensor& t, int64_t k, int64_t dim, bool largest);
@@ -71,9 +69,10 @@ namespace fast {
 Tensor unary(Unary op, const Tensor& t);
 Tensor binary(Binary op, const Tensor& a, const Tensor& b);
 void binary_(Binary op, const Tensor& a, const Tensor& b);
-// A sum (or a mean) over leading dims of a contiguous floating tensor, vectorised (fast/reduce.cpp);
-// undefined for another layout or dtype.
-Tensor sum_leading_dims(const Tensor& t, const std::vector<int64_t>& dims, bool keepdim, bool mean, const char* op);
+// A reduction over leading dims of a contiguous floating tensor, vectorised (fast/reduce.cpp), for
+// the rows that add their elements as they are (sum and mean); undefined for another row, layout
+// or dtype.
+Tensor reduce_leading_dims(Reduction op, const Tensor& t, const std::vector<int64_t>& dims, bool keepdim);
 }  // namespace fast
 
 }  // namespace cppgrad::kernels

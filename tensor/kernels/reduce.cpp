@@ -1,4 +1,5 @@
-// Reductions over any set of dims: sum, mean, var, logsumexp, max/min with their indices.
+// Reductions over any set of dims: the rows of tensor/reduction_table.h (sum, mean, logsumexp,
+// amax, amin), var, and max/min with their indices.
 //
 // Each output element is reduced by one thread, in a fixed order, so results do not depend on
 // the thread count. Sums accumulate in double and pairwise (PairwiseSum, pairwise_sum.h), so their rounding
@@ -6,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <type_traits>
 
 #include "tensor/iterate.h"
 #include "tensor/kernels.h"
@@ -73,117 +75,156 @@ void reduce_into(const ReducePlan& p, const Tensor& t, const Tensor& out, Acc in
   });
 }
 
-// out = (sum of the reduced elements) / divisor, for every output element, pairwise.
-template <class T>
-void sum_into(const ReducePlan& p, const Tensor& t, const Tensor& out, double divisor) {
+}  // namespace
+
+// ---- the rows of CPPGRAD_REDUCTION_OPS (tensor/reduction_table.h) -------------------------------
+
+const char* reduction_name(Reduction op) {
+  switch (op) {
+#define CPPGRAD_REDUCTION_NAME(name, Enum, ...) \
+    case Reduction::Enum: return #name;
+    CPPGRAD_REDUCTION_OPS(CPPGRAD_REDUCTION_NAME)
+#undef CPPGRAD_REDUCTION_NAME
+  }
+  return "reduction";
+}
+
+namespace {
+
+enum class Shift { None, Max };
+enum class Combine { Add, Max, Min };
+// The dtypes column, as types, so that each row compiles only the loops its dtypes run.
+struct summable {};
+struct floating {};
+struct to_float {};
+struct numeric {};
+
+// For every output element, its set reduced as the row says: m, the shift; s, the terms t(x)
+// combined in V (double for a floating sum, int64_t for an integer one, T for Max and Min);
+// out = finish(s, n, m).
+template <class T, class Out, class V, class Term, class Finish>
+void reduce_sets(const ReducePlan& p, const Tensor& t, const Tensor& out, Shift shift, Combine combine, Term term,
+                 Finish finish) {
   StridedLoop<2> outer(p.kept_shape, {contiguous_strides(p.kept_shape), p.kept_strides});
   StridedLoop<1> inner(p.reduced_shape, {p.reduced_strides});
   const T* in = t.data<T>();
-  T* o = out.data<T>();
-  parallel_runs(outer, [&](const auto& off, int64_t n, const auto& st) {
-    PairwiseSum acc(1);
-    for (int64_t k = 0; k < n; ++k) {
+  Out* o = out.data<Out>();
+  const double n = static_cast<double>(p.reduced_numel);
+  parallel_runs(outer, [&](const auto& off, int64_t count, const auto& st) {
+    PairwiseSum pairwise(1);
+    for (int64_t k = 0; k < count; ++k) {
       const T* base = in + off[1] + k * st[1];
-      acc.reset();
-      inner.for_each_run(
-          [&](const auto& roff, int64_t m, const auto& rst) {
-            if (rst[0] == 1) {
-              acc.add_rows(base + roff[0], m);  // a contiguous run: rows of width 1
+      auto for_each_x = [&](auto f) {  // f(x) for the set's elements, in row-major order
+        inner.for_each_run([&](const auto& roff, int64_t len, const auto& rst) {
+          const T* x = base + roff[0];
+          for (int64_t j = 0; j < len; ++j) f(x[j * rst[0]]);
+        });
+      };
+      V m = 0;
+      if (shift == Shift::Max) {
+        double top = -std::numeric_limits<double>::infinity();
+        for_each_x([&](T x) { top = std::max(top, static_cast<double>(x)); });  // NaN skipped
+        m = static_cast<V>(std::isinf(top) ? 0.0 : top);
+      }
+      V s = 0;
+      if constexpr (std::is_floating_point_v<V>) {
+        if (combine == Combine::Add) {
+          pairwise.reset();
+          inner.for_each_run([&](const auto& roff, int64_t len, const auto& rst) {
+            const T* x = base + roff[0];
+            if (rst[0] == 1) {  // a contiguous run: rows of width 1
+              pairwise.add_rows(x, len, [&](const T* r, int64_t rows, int64_t, double* acc) {
+                for (int64_t i = 0; i < rows; ++i) acc[0] += term(static_cast<V>(r[i]), m);
+              });
               return;
             }
-            const T* x = base + roff[0];
-            for (int64_t j = 0; j < m; ++j) {
-              acc.block()[0] += x[j * rst[0]];
-              acc.end_value();
+            for (int64_t j = 0; j < len; ++j) {
+              pairwise.block()[0] += term(static_cast<V>(x[j * rst[0]]), m);
+              pairwise.end_value();
             }
           });
-      double total = 0;
-      acc.totals(&total);
-      o[off[0] + k * st[0]] = static_cast<T>(divisor == 1.0 ? total : total / divisor);
+          double total = 0;
+          pairwise.totals(&total);
+          s = static_cast<V>(total);
+        }
+      } else if (combine == Combine::Add) {
+        for_each_x([&](T x) { s += term(static_cast<V>(x), m); });
+      }
+      if (combine != Combine::Add) {  // from the first element on; the first NaN wins and stays
+        bool first = true;
+        for_each_x([&](T x) {
+          const V v = term(static_cast<V>(x), m);
+          const bool wins = combine == Combine::Max ? v > s : v < s;
+          if (first || (s == s && (v != v || wins))) s = v;
+          first = false;
+        });
+      }
+      o[off[0] + k * st[0]] = static_cast<Out>(finish(s, n, m));
     }
   });
 }
 
-}  // namespace
-
-Tensor impl::sum(const Tensor& t, const std::vector<int64_t>& dims, bool keepdim) {
-  ReducePlan p = plan_reduction(t, dims, keepdim, "sum");
-  if (!is_floating(t.dtype())) {  // integers and bools sum to int64, as in PyTorch
-    Tensor out = empty(p.out_shape, kInt64);
-    dispatch(t.dtype(), [&](auto tag) {
-      using T = decltype(tag);
-      reduce_into<T, int64_t>(
-          p, t, out, int64_t{0}, [](int64_t acc, T x, int64_t) { return acc + static_cast<int64_t>(x); },
-          [](int64_t acc) { return acc; });
-    });
-    return out;
+// A row's reduction of `input`: its dtypes checked or converted, the output made, and the sets
+// reduced in the types the row's dtypes give.
+template <class Dtypes, class Term, class Finish>
+Tensor reduce_row(const char* op, Shift shift, Combine combine, const Tensor& input, const std::vector<int64_t>& dims,
+                  bool keepdim, Term term, Finish finish) {
+  Tensor t = input;
+  if constexpr (std::is_same_v<Dtypes, to_float>)
+    if (!t.is_floating_point()) t = to(t, kFloat32);
+  if constexpr (std::is_same_v<Dtypes, floating>)
+    CPPGRAD_CHECK(t.is_floating_point(), "{}: expected a floating dtype, got {}", op, dtype_name(t.dtype()));
+  ReducePlan p = plan_reduction(t, dims, keepdim, op);
+  CPPGRAD_CHECK(combine == Combine::Add || p.reduced_numel > 0 || checked_numel(p.out_shape, op) == 0,
+                "{}: cannot reduce an empty set: shape {} over dims {}", op, shape_str(t.shape()), shape_str(dims));
+  if constexpr (std::is_same_v<Dtypes, summable>) {
+    if (!is_floating(t.dtype())) {  // integers and bools sum to int64, as in PyTorch
+      Tensor out = empty(p.out_shape, kInt64);
+      dispatch(t.dtype(), [&](auto tag) {
+        reduce_sets<decltype(tag), int64_t, int64_t>(p, t, out, shift, combine, term, finish);
+      });
+      return out;
+    }
   }
   Tensor out = empty(p.out_shape, t.dtype());
-  dispatch_floating(t.dtype(), "sum", [&](auto tag) {
-    using T = decltype(tag);
-    sum_into<T>(p, t, out, 1.0);
-  });
+  if constexpr (std::is_same_v<Dtypes, numeric>) {
+    dispatch_numeric(t.dtype(), op, [&](auto tag) {
+      using T = decltype(tag);
+      reduce_sets<T, T, T>(p, t, out, shift, combine, term, finish);
+    });
+  } else {
+    dispatch_floating(t.dtype(), op, [&](auto tag) {
+      using T = decltype(tag);
+      reduce_sets<T, T, double>(p, t, out, shift, combine, term, finish);
+    });
+  }
   return out;
 }
 
-Tensor impl::mean(const Tensor& t, const std::vector<int64_t>& dims, bool keepdim) {
-  CPPGRAD_CHECK(t.is_floating_point(), "mean: expected a floating dtype, got {}", dtype_name(t.dtype()));
-  ReducePlan p = plan_reduction(t, dims, keepdim, "mean");
-  Tensor out = empty(p.out_shape, t.dtype());
-  const double count = static_cast<double>(p.reduced_numel);
-  dispatch_floating(t.dtype(), "mean", [&](auto tag) {
-    using T = decltype(tag);
-    sum_into<T>(p, t, out, count);
-  });
-  return out;
+}  // namespace
+
+// One case per row: its columns as the kernel's steps.
+Tensor impl::reduce(Reduction op, const Tensor& t, const std::vector<int64_t>& dims, bool keepdim) {
+  switch (op) {
+#define CPPGRAD_REDUCTION_KERNEL(name, Enum, dtypes, shift, term, combine, finish, ...)             \
+    case Reduction::Enum:                                                                          \
+      return reduce_row<dtypes>(#name, Shift::shift, Combine::combine, t, dims, keepdim,           \
+                                [](auto x, [[maybe_unused]] auto m) { return term; },              \
+                                [](auto s, [[maybe_unused]] double n, [[maybe_unused]] auto m) { return finish; });
+    CPPGRAD_REDUCTION_OPS(CPPGRAD_REDUCTION_KERNEL)
+#undef CPPGRAD_REDUCTION_KERNEL
+  }
+  return {};
 }
 
 Tensor var(const Tensor& t, const std::vector<int64_t>& dims, int64_t correction, bool keepdim) {
   CPPGRAD_CHECK(t.is_floating_point(), "var: expected a floating dtype, got {}", dtype_name(t.dtype()));
   ReducePlan p = plan_reduction(t, dims, keepdim, "var");
-  Tensor centred = binary(Binary::Sub, t, mean(t, dims, /*keepdim=*/true));
+  Tensor centred = binary(Binary::Sub, t, kernels::mean(t, dims, /*keepdim=*/true));
   Tensor squares = binary(Binary::Mul, centred, centred);
-  Tensor total = sum(squares, dims, keepdim);
+  Tensor total = kernels::sum(squares, dims, keepdim);
   const double denom = static_cast<double>(p.reduced_numel - correction);
   return binary(Binary::Div, total, full({}, denom, t.dtype()));
-}
-
-// log Σ exp(x) = m + log Σ exp(x - m), m the max of the reduced set: exp() then neither
-// overflows (x = 1e4) nor underflows to a zero sum (x = -1e4). Where m is infinite the shift is 0,
-// as in torch.logsumexp: a set that is -inf throughout gives log 0 = -inf, one that holds +inf
-// gives +inf, and a NaN gives NaN (std::max skips it, exp does not). An empty set gives -inf.
-// Integers and bools give float32, torch's default float dtype.
-Tensor impl::logsumexp(const Tensor& t, const std::vector<int64_t>& dims, bool keepdim) {
-  Tensor x = t.is_floating_point() ? t : to(t, kFloat32);
-  if (x.dim() == 0) {  // a 0-d tensor is its own set: log exp(x) = x (dims may only name dim 0)
-    wrap_dims(dims, 0, "logsumexp");
-    return clone(x);
-  }
-  ReducePlan p = plan_reduction(x, dims, keepdim, "logsumexp");
-  // The kept dims first, then the reduced ones: row r of `rows` is output element r's set.
-  std::vector<int64_t> order;
-  const std::vector<int64_t> reduced = wrap_dims(dims, x.dim(), "logsumexp");
-  for (int64_t d = 0; d < x.dim(); ++d)
-    if (std::find(reduced.begin(), reduced.end(), d) == reduced.end()) order.push_back(d);
-  order.insert(order.end(), reduced.begin(), reduced.end());
-  Tensor rows = contiguous(permute(x, order));  // (kept..., reduced...)
-  Tensor out = empty(p.out_shape, x.dtype());
-  const int64_t n = p.reduced_numel;
-  dispatch_floating(x.dtype(), "logsumexp", [&](auto tag) {
-    using T = decltype(tag);
-    const T* in = rows.data<T>();
-    T* o = out.data<T>();
-    parallel_for(out.numel(), n * 8, [&](int64_t r) {
-      const T* row = in + r * n;
-      double m = -std::numeric_limits<double>::infinity();
-      for (int64_t j = 0; j < n; ++j) m = std::max(m, static_cast<double>(row[j]));
-      const double shift = std::isinf(m) ? 0.0 : m;
-      double total = 0;  // in double, as every float32 sum here
-      for (int64_t j = 0; j < n; ++j) total += std::exp(static_cast<double>(row[j]) - shift);
-      o[r] = static_cast<T>(std::log(total) + shift);
-    });
-  });
-  return out;
 }
 
 Tensor sum_to(const Tensor& t, const Shape& shape) {
@@ -202,7 +243,7 @@ Tensor sum_to(const Tensor& t, const Shape& shape) {
     if (want == 1 && have != 1) dims.push_back(static_cast<int64_t>(d));
   }
   if (dims.empty()) return t.shape() == shape ? t : reshape(t, shape);
-  return reshape(sum(t, dims, /*keepdim=*/true), shape);
+  return reshape(kernels::sum(t, dims, /*keepdim=*/true), shape);
 }
 
 ValuesIndices impl::extremum(Extremum which, const Tensor& t, int64_t dim, bool keepdim) {

@@ -1,7 +1,8 @@
-// The fast form of a sum over leading dims of a contiguous tensor (a bias gradient: the rows of
-// (N, out) summed): whole rows added into a row of accumulators, in a loop compiled once per
-// vector unit. The same additions in the same order as the reference (reduce.cpp's sum_into,
-// both pairwise: pairwise_sum.h), so the same bits. A first reading skips this file.
+// The fast form of a sum or a mean (the rows of tensor/reduction_table.h that add their elements as
+// they are) over leading dims of a contiguous tensor (a bias gradient: the rows of (N, out)
+// summed): whole rows added into a row of accumulators, in a loop compiled once per vector unit.
+// The same additions in the same order as the reference (reduce.cpp's reduce_sets, both pairwise:
+// pairwise_sum.h), so the same bits. A first reading skips this file.
 #include <algorithm>
 
 #include "runtime/simd_clones.h"
@@ -23,9 +24,11 @@ CPPGRAD_SIMD_CLONES void add_rows_into(const T* __restrict x, int64_t rows, int6
 
 }  // namespace
 
-Tensor sum_leading_dims(const Tensor& t, const std::vector<int64_t>& dims, bool keepdim, bool mean, const char* op) {
+Tensor reduce_leading_dims(Reduction op, const Tensor& t, const std::vector<int64_t>& dims, bool keepdim) {
+  if (op != Reduction::Sum && op != Reduction::Mean) return {};
+  const bool mean = op == Reduction::Mean;
   if (!t.is_floating_point() || !t.is_contiguous() || dims.empty() || t.numel() == 0 || t.dim() == 0) return {};
-  std::vector<int64_t> sorted = wrap_dims(dims, t.dim(), op);
+  std::vector<int64_t> sorted = wrap_dims(dims, t.dim(), reduction_name(op));
   std::sort(sorted.begin(), sorted.end());
   for (size_t i = 0; i < sorted.size(); ++i)
     if (sorted[i] != static_cast<int64_t>(i)) return {};
@@ -41,7 +44,7 @@ Tensor sum_leading_dims(const Tensor& t, const std::vector<int64_t>& dims, bool 
   Tensor out = empty(out_shape, t.dtype());
   const int64_t width = t.numel() / rows;
   const double divisor = mean ? static_cast<double>(rows) : 1.0;
-  dispatch_floating(t.dtype(), op, [&](auto tag) {
+  dispatch_floating(t.dtype(), reduction_name(op), [&](auto tag) {
     using T = decltype(tag);
     PairwiseSum acc(width);
     acc.add_rows(t.data<T>(), rows, [](const T* x, int64_t n, int64_t w, double* a) { add_rows_into<T>(x, n, w, a); });
