@@ -19,7 +19,10 @@ check_stopped_rank_ends_the_job() {
   [ "$code" -ne 0 ] || fail "$*: the job exited 0"
   [ "$code" -ne 124 ] || fail "$*: the job hung until timeout killed it"
   grep -q "time limit for job execution has been reached" <<< "$output" && fail "$*: the job hung until mpirun's timeout"
-  grep -q "the all-reduce completed" <<< "$output" && fail "$*: a rank went on past the collective"
+  # Ranks 0 and 1 must never finish the all-reduce without rank 2. Rank 2 itself may: ending the
+  # job, Open MPI continues a stopped process (SIGCONT) before it terminates it, and the others'
+  # shares may already be in its buffers.
+  grep -Eq "rank [01]: the all-reduce completed" <<< "$output" && fail "$*: a rank went on past the collective"
   grep -Eq "cppgrad watchdog: rank [01] of 3: a collective \(its [0-9]+(st|nd|rd|th) wait\) has waited [0-9.]+ s, past the collective timeout of 2 s \(CPPGRAD_COLLECTIVE_TIMEOUT\): rank 2 did not answer within 1.0 s" <<< "$output" \
     || fail "$*: no watchdog line naming rank 2"
   grep -Eq "rank [01] is in its [0-9]+(st|nd|rd|th) wait; ending the job" <<< "$output" \
