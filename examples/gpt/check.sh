@@ -110,6 +110,16 @@ PY
     "$gpt" --data "$data" --threads 1 --batch 8 --steps 0 --resume run.safetensors --seed 3 --temperature 0 --sample-len 30 --prompt "The" > g3.log
     "$gpt" --data "$data" --threads 1 --batch 8 --steps 0 --resume run.safetensors --seed 4 --temperature 0 --sample-len 30 --prompt "The" > g4.log
     diff <(sample_of g3.log) <(sample_of g4.log) || fail "greedy samples differ between seeds"
+    # several prompts: one left-padded batch, a numbered sample per prompt, each continuing its own
+    "$gpt" --data "$data" --threads 1 --batch 8 --steps 0 --resume run.safetensors --temperature 0 --sample-len 12 \
+      --prompt "The" --prompt "You may not" --prompt "of" > batch.log
+    sed -n '/^samples (/,$p' batch.log | tail -n +2 > samples.txt
+    [ "$(wc -l < samples.txt)" -eq 3 ] || fail "not one sample per prompt: $(cat batch.log)"
+    sed -n 1p samples.txt | grep -q '^\[1\] The' || fail "sample 1 does not continue its prompt"
+    sed -n 2p samples.txt | grep -q '^\[2\] You may not' || fail "sample 2 does not continue its prompt"
+    sed -n 3p samples.txt | grep -q '^\[3\] of' || fail "sample 3 does not continue its prompt"
+    first=$(sed -n 1p samples.txt | cut -c5-)  # greedy: the batch's row is what the prompt alone gets
+    [[ "$(sample_of g3.log | head -n 1)" == "$first"* ]] || fail "the batch's greedy sample of 'The' is not its own"
     ;;
   llama)
     "$gpt" "${tiny[@]}" --arch llama --kv-heads 2 --tokenizer char --checkpoint --accum 2 --steps 120 --eval-every 60 \
@@ -133,6 +143,9 @@ PY
     expect_usage_error "--temperature" "${tiny[@]}" --temperature nan
     expect_usage_error "--warmup 50 must be less than --decay-steps 20" "${tiny[@]}" --steps 20 --warmup 50
     expect_usage_error "does not occur in the text" "${tiny[@]}" --tokenizer char --prompt $'\x01'
+    expect_usage_error "the longest prompt (4 tokens) and --sample-len 30 do not fit in the model's 32 positions" \
+      "${tiny[@]}" --tokenizer char --sample-len 30 --prompt "a" --prompt "abcd"
+    expect_usage_error "an empty prompt among 2" "${tiny[@]}" --tokenizer char --prompt "a" --prompt ""
     expect_usage_error "held-out tokens" --data "$data" --tokenizer char --seq-len 4000
     expect_usage_error "d_model 32, not 64" --data "$data" --steps 9 --resume run.safetensors --d-model 64
     expect_usage_error "the checkpoint's model is gpt2, not llama" --data "$data" --steps 9 --resume run.safetensors --arch llama

@@ -38,16 +38,22 @@ double report_held_out(double held_out_loss, const Corpus& corpus, int64_t step,
 
 void print_sample(LanguageModel& model, const Corpus& corpus, const Options& o) {
   Generator gen(o.seed + 2);
-  std::vector<int64_t> prompt = corpus.prompt;
-  if (prompt.empty())
-    prompt.push_back(corpus.held_out[static_cast<size_t>(gen.randint(0, static_cast<int64_t>(corpus.held_out.size())))]);
+  std::vector<std::vector<int64_t>> prompts = corpus.prompts;
+  if (prompts.empty() || prompts[0].empty())
+    prompts = {{corpus.held_out[static_cast<size_t>(gen.randint(0, static_cast<int64_t>(corpus.held_out.size())))]}};
   if (o.sample.length <= 0) return;
-  fmt::print("\nsample (temperature {}, top-k {}, top-p {}, seed {}):\n", o.sample.temperature, o.sample.top_k,
-             o.sample.top_p, o.seed);
+  fmt::print("\nsample{} (temperature {}, top-k {}, top-p {}, seed {}):\n", prompts.size() > 1 ? "s" : "",
+             o.sample.temperature, o.sample.top_k, o.sample.top_p, o.seed);
   SampleOptions options = o.sample;
   options.vocab = corpus.tokenizer.vocab_size();  // a pretrained model may have more rows than tokens
-  const std::vector<int64_t> written = generate(model, prompt, o.model.seq_len, options, gen);
-  fmt::print("{}{}\n", corpus.tokenizer.decode(prompt), corpus.tokenizer.decode(written));
+  if (prompts.size() == 1) {
+    const std::vector<int64_t> written = generate(model, prompts[0], o.model.seq_len, options, gen);
+    fmt::print("{}{}\n", corpus.tokenizer.decode(prompts[0]), corpus.tokenizer.decode(written));
+    return;
+  }
+  const auto written = generate_batch(model, prompts, o.model.seq_len, options, gen);
+  for (size_t i = 0; i < prompts.size(); ++i)
+    fmt::print("[{}] {}{}\n", i + 1, corpus.tokenizer.decode(prompts[i]), corpus.tokenizer.decode(written[i]));
 }
 
 plot::Canvas training_curves(const Options& o, const Corpus& corpus, int64_t step, double held_out_loss,

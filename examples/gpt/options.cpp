@@ -248,7 +248,9 @@ void add_options(CLI::App& app, Options& o) {
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 30));
   app.add_option("--top-p", o.sample.top_p, "nucleus sampling: among the most likely tokens whose probabilities "
                                             "reach p (1: all)")->check(examples::number_in(1e-9, 1.0));
-  app.add_option("--prompt", o.prompt, "text the sample continues (default: a token of the held-out text)");
+  app.add_option("--prompt", o.prompts, "text the sample continues (default: a token of the held-out text); given "
+                                        "several times, one sample each, written together in one left-padded batch")
+      ->allow_extra_args(false);
 }
 
 Arch parse_arch(const std::string& name) {
@@ -469,11 +471,20 @@ Corpus read_corpus(const Options& o, const Checkpoint* resumed) {
                 "bytes); they must be more than --seq-len {}", excerpt(o.data), c.held_out.size(), n, T);
   CPPGRAD_CHECK(static_cast<int64_t>(c.train.size()) > T, "--data: '{}' has {} training tokens, not more than --seq-len {}",
                 excerpt(o.data), c.train.size(), T);
-  if (c.tokenizer.chars)
-    for (unsigned char ch : o.prompt)
-      CPPGRAD_CHECK(c.tokenizer.chars->contains(ch), "--prompt: the character {} does not occur in the text",
-                    std::isprint(ch) ? fmt::format("'{}'", static_cast<char>(ch)) : fmt::format("byte {}", int{ch}));
-  c.prompt = c.tokenizer.encode(o.prompt);
+  size_t longest = 0;
+  for (const std::string& prompt : o.prompts) {
+    if (c.tokenizer.chars)
+      for (unsigned char ch : prompt)
+        CPPGRAD_CHECK(c.tokenizer.chars->contains(ch), "--prompt: the character {} does not occur in the text",
+                      std::isprint(ch) ? fmt::format("'{}'", static_cast<char>(ch)) : fmt::format("byte {}", int{ch}));
+    c.prompts.push_back(c.tokenizer.encode(prompt));
+    CPPGRAD_CHECK(o.prompts.size() == 1 || !c.prompts.back().empty(), "--prompt: an empty prompt among {}", o.prompts.size());
+    longest = std::max(longest, c.prompts.back().size());
+  }
+  // One batch has no room to start again from half the context, as a single sample does.
+  CPPGRAD_CHECK(o.prompts.size() < 2 || static_cast<int64_t>(longest) + o.sample.length <= o.model.seq_len,
+                "--prompt given {} times: the longest prompt ({} tokens) and --sample-len {} do not fit in the "
+                "model's {} positions", o.prompts.size(), longest, o.sample.length, o.model.seq_len);
   return c;
 }
 

@@ -48,7 +48,7 @@ struct Options {
   int64_t eval_every = 200, eval_windows = 32;
   bool checkpoint = false;
   SampleOptions sample;
-  std::string prompt;
+  std::vector<std::string> prompts;  // --prompt, once or several times
 };
 
 Arch parse_arch(const std::string& name);  // --arch: "gpt2" or "llama"; an Error naming the choices otherwise
@@ -101,7 +101,8 @@ Checkpoint read_checkpoint(const std::string& path);
 // training part only). Resuming, the checkpoint's tokenizer encodes it.
 struct Corpus {
   Tokenizer tokenizer;
-  std::vector<int64_t> train, held_out, prompt;
+  std::vector<int64_t> train, held_out;
+  std::vector<std::vector<int64_t>> prompts;  // --prompt's, encoded
   int64_t bytes = 0, held_out_bytes = 0;
 };
 Corpus read_corpus(const Options& o, const Checkpoint* resumed);
