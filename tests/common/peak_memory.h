@@ -26,20 +26,12 @@
 
 namespace testing_memory {
 
-// CPPGRAD_SANITIZED_BUILD: the sanitized build compiles the test drivers without instrumentation
-// (tests/CMakeLists.txt), so __SANITIZE_ADDRESS__ is not defined here even though the library and
-// its allocator run under AddressSanitizer.
-#if defined(CPPGRAD_SANITIZED_BUILD) || defined(__SANITIZE_ADDRESS__)
-inline constexpr bool kSanitized = true;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-inline constexpr bool kSanitized = true;
-#else
-inline constexpr bool kSanitized = false;
-#endif
-#else
-inline constexpr bool kSanitized = false;
-#endif
+// Whether AddressSanitizer's runtime is in this process. The sanitized build compiles the test
+// drivers without instrumentation and with the release build's flags (tests/CMakeLists.txt), so no
+// macro says so here, though the library and its allocator run under it; its runtime, linked in
+// for them, defines __asan_init.
+extern "C" void __asan_init() __attribute__((weak));
+inline bool sanitized() { return __asan_init != nullptr; }
 
 struct PeakMemory {
   bool measured = false;  // false under a sanitizer, or where /proc cannot reset the peak
@@ -91,7 +83,7 @@ inline PeakMemory peak_memory(const std::function<void()>& code) {
   PeakMemory out;
   const size_t first = report.find(' '), second = report.find(' ', first + 1);
   if (child < 0 || first == std::string::npos || second == std::string::npos) return {false, 0, "the child gave no report"};
-  out.measured = report[0] == '1' && !kSanitized;
+  out.measured = report[0] == '1' && !sanitized();
   out.bytes = std::stoll(report.substr(first + 1, second - first - 1));
   out.error = report.substr(second + 1);
   return out;
