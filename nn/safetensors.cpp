@@ -19,13 +19,11 @@
 
 #include <algorithm>
 #include <bit>
-#include <cerrno>
 #include <cstring>
 #include <functional>
 #include <limits>
 #include <set>
 #include <string_view>
-#include <system_error>
 
 #include <nlohmann/json.hpp>
 
