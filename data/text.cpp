@@ -1,8 +1,6 @@
 #include "data/text.h"
 
 #include <cctype>
-#include <fstream>
-#include <iterator>
 
 #include "runtime/files.h"
 #include "tensor/kernels.h"

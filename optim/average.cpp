@@ -1,6 +1,5 @@
 #include "optim/average.h"
 
-#include <cmath>
 #include <map>
 #include <string>
 
