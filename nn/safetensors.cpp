@@ -483,13 +483,6 @@ std::vector<uint8_t> serialize(const NamedTensors& tensors, const Metadata& meta
   return out;
 }
 
-std::vector<uint8_t> read_file(const std::string& path) {
-  files::InputFile file(path, "load_safetensors");
-  std::vector<uint8_t> bytes(static_cast<size_t>(file.size()));
-  bytes.resize(file.read(bytes.data(), bytes.size()));  // a file that shrank since: parse what is there
-  return bytes;
-}
-
 }  // namespace
 
 bool SafetensorsContents::contains(const std::string& name) const {
@@ -518,9 +511,8 @@ void save_safetensors(const std::string& path, const NamedTensors& tensors, cons
 }
 
 SafetensorsContents load_safetensors(const std::string& path) {
-  const Faults faults("load_safetensors", path);
-  const std::vector<uint8_t> bytes = read_file(path);
-  return parse(bytes, faults);
+  const std::string bytes = files::read_regular_file(path, "load_safetensors", std::numeric_limits<int64_t>::max());
+  return parse(std::span(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()), Faults("load_safetensors", path));
 }
 
 }  // namespace cppgrad::nn
