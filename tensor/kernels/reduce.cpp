@@ -16,16 +16,6 @@
 
 namespace cppgrad::kernels {
 
-const char* reduction_name(Reduction op) {
-  switch (op) {
-#define CPPGRAD_REDUCTION_NAME(name, Enum, ...) \
-    case Reduction::Enum: return #name;
-    CPPGRAD_REDUCTION_OPS(CPPGRAD_REDUCTION_NAME)
-#undef CPPGRAD_REDUCTION_NAME
-  }
-  return "reduction";
-}
-
 namespace {
 
 // The input split into the dims that stay (one output element per index) and those reduced.
@@ -85,7 +75,21 @@ void reduce_into(const ReducePlan& p, const Tensor& t, const Tensor& out, Acc in
   });
 }
 
+}  // namespace
+
 // ---- the rows of CPPGRAD_REDUCTION_OPS (tensor/reduction_table.h) -------------------------------
+
+const char* reduction_name(Reduction op) {
+  switch (op) {
+#define CPPGRAD_REDUCTION_NAME(name, Enum, ...) \
+    case Reduction::Enum: return #name;
+    CPPGRAD_REDUCTION_OPS(CPPGRAD_REDUCTION_NAME)
+#undef CPPGRAD_REDUCTION_NAME
+  }
+  return "reduction";
+}
+
+namespace {
 
 enum class Shift { None, Max };
 enum class Combine { Add, Max, Min };
