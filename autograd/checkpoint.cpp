@@ -11,7 +11,6 @@
 // for any op: into the inputs' history and into the parameters' .grad.
 #include "autograd/checkpoint.h"
 
-#include <unordered_map>
 #include <unordered_set>
 
 #include "tensor/generator.h"
@@ -65,12 +64,8 @@ std::vector<Tensor> detach_all(const std::vector<Tensor>& inputs) {
   std::vector<Tensor> out;
   out.reserve(inputs.size());
   for (const Tensor& in : inputs) {
-    if (!in.defined()) {
-      out.push_back(in);
-      continue;
-    }
-    Tensor d = in.detach();
-    if (in.requires_grad()) d.requires_grad_(true);
+    Tensor d = in.defined() ? in.detach() : in;
+    if (in.defined() && in.requires_grad()) d.requires_grad_(true);
     out.push_back(d);
   }
   return out;

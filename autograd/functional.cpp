@@ -14,13 +14,7 @@ std::vector<Tensor> prepare_inputs(const std::vector<Tensor>& inputs, bool creat
   for (size_t i = 0; i < inputs.size(); ++i) {
     const Tensor& x = inputs[i];
     CPPGRAD_CHECK(x.defined() && x.is_floating_point(), "{}: input {} must be a defined floating tensor", op, i);
-    if (create_graph && x.requires_grad()) {
-      xs.push_back(x);
-    } else {
-      Tensor alias = x.detach();
-      alias.requires_grad_();
-      xs.push_back(alias);
-    }
+    xs.push_back(create_graph && x.requires_grad() ? x : x.detach().requires_grad_());
   }
   return xs;
 }
@@ -67,8 +61,7 @@ std::vector<Tensor> jacobian_vector(const std::vector<Tensor>& outputs, const st
   std::vector<Tensor> dummies;
   for (const Tensor& out : outputs) dummies.push_back(zeros_like(out).requires_grad_());
   std::vector<Tensor> g = gradients(outputs, dummies, xs, /*create_graph=*/true);  // Jᵀd, linear in d
-  std::vector<Tensor> ju = gradients(g, u, dummies, create_graph);
-  return ju;
+  return gradients(g, u, dummies, create_graph);
 }
 
 // J[i][j] = ∂outputsᵢ/∂xsⱼ, shape outputsᵢ.shape + xsⱼ.shape, one backward per output element.

@@ -6,7 +6,6 @@
 // The fast form (autograd/fast/attention.cpp, FlashAttention's recipe) never holds the weights
 // nor copies a shared head; it runs unless reference mode is on, and draws the same mask from
 // the same key.
-#include <cmath>
 #include <limits>
 
 #include "autograd/fast/attention.h"

@@ -10,14 +10,12 @@ namespace cppgrad::data {
 
 namespace {
 
-// The bytes of a tensor in row-major order (a copy only when it is not contiguous).
-Tensor dense(const Tensor& t) { return t.is_contiguous() ? t : kernels::contiguous(t); }
-
 void copy_bytes(const Tensor& dst, int64_t dst_element, const Tensor& src) {
   const size_t item = dtype_size(src.dtype());
   const size_t nbytes = static_cast<size_t>(src.numel()) * item;
   if (nbytes == 0) return;
-  std::memcpy(static_cast<char*>(dst.raw_data()) + static_cast<size_t>(dst_element) * item, dense(src).raw_data(), nbytes);
+  const Tensor dense = kernels::contiguous(src);  // a copy only when src is not contiguous
+  std::memcpy(static_cast<char*>(dst.raw_data()) + static_cast<size_t>(dst_element) * item, dense.raw_data(), nbytes);
 }
 
 // Each example's field names, checked equal to the first example's.

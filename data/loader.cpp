@@ -1,7 +1,6 @@
 #include "data/loader.h"
 
 #include <algorithm>
-#include <bit>
 #include <condition_variable>
 #include <deque>
 #include <exception>
@@ -174,12 +173,8 @@ DataLoader::DataLoader(std::shared_ptr<const Dataset> dataset, DataLoaderOptions
   CPPGRAD_CHECK(options_.prefetch() >= 0, "DataLoader: prefetch must be >= 0, got {}", options_.prefetch());
   CPPGRAD_CHECK(!(sampler_ && options_.shuffle()),
                 "DataLoader: shuffle and a sampler of one's own exclude each other (shuffle with RandomSampler)");
-  if (!sampler_) {
-    if (options_.shuffle())
-      sampler_ = std::make_shared<RandomSampler>(dataset_->size());
-    else
-      sampler_ = std::make_shared<SequentialSampler>(dataset_->size());
-  }
+  if (!sampler_ && options_.shuffle()) sampler_ = std::make_shared<RandomSampler>(dataset_->size());
+  if (!sampler_) sampler_ = std::make_shared<SequentialSampler>(dataset_->size());
   internals_ = std::make_unique<Internals>();
   const int64_t per_epoch = sampler_->size(), batch = options_.batch_size();
   internals_->source = {dataset_, sampler_, collate_, batch, options_.drop_last() ? per_epoch / batch

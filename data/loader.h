@@ -32,6 +32,7 @@
 #include <memory>
 #include <optional>
 
+#include "../tensor/options.h"
 #include "collate.h"
 #include "dataset.h"
 #include "sampler.h"
@@ -40,28 +41,16 @@ namespace cppgrad::data {
 
 struct DataLoaderOptions {
   explicit DataLoaderOptions(int64_t batch_size = 1) : batch_size_(batch_size) {}
-  DataLoaderOptions& batch_size(int64_t v) { batch_size_ = v; return *this; }
+  CPPGRAD_ARG(int64_t, batch_size, 1)
   // A fresh permutation every epoch (without a sampler of one's own).
-  DataLoaderOptions& shuffle(bool v) { shuffle_ = v; return *this; }
+  CPPGRAD_ARG(bool, shuffle, false)
   // Leave out the last batch of an epoch when it is smaller than batch_size.
-  DataLoaderOptions& drop_last(bool v) { drop_last_ = v; return *this; }
+  CPPGRAD_ARG(bool, drop_last, false)
   // The loader's generator; unset, its seed is drawn from default_generator() at construction
   // (as PyTorch's loader draws from the global generator), so manual_seed() fixes it too.
-  DataLoaderOptions& seed(uint64_t v) { seed_ = v; return *this; }
+  CPPGRAD_ARG(std::optional<uint64_t>, seed, std::nullopt)
   // Batches prepared ahead on a background thread; 0 prepares each on the calling thread.
-  DataLoaderOptions& prefetch(int64_t v) { prefetch_ = v; return *this; }
-
-  int64_t batch_size() const { return batch_size_; }
-  bool shuffle() const { return shuffle_; }
-  bool drop_last() const { return drop_last_; }
-  std::optional<uint64_t> seed() const { return seed_; }
-  int64_t prefetch() const { return prefetch_; }
-
- private:
-  int64_t batch_size_;
-  bool shuffle_ = false, drop_last_ = false;
-  std::optional<uint64_t> seed_;
-  int64_t prefetch_ = 0;
+  CPPGRAD_ARG(int64_t, prefetch, 0)
 };
 
 class DataLoader {

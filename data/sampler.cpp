@@ -1,28 +1,15 @@
 #include "data/sampler.h"
 
-#include <numeric>
-#include <utility>
-
-#include "runtime/error.h"
+#include "tensor/tensor.h"
 
 namespace cppgrad::data {
-
-std::vector<int64_t> random_permutation(int64_t n, Generator& gen) {
-  CPPGRAD_CHECK(n >= 0, "random_permutation: expected n >= 0, got {}", n);
-  std::vector<int64_t> order(static_cast<size_t>(n));
-  std::iota(order.begin(), order.end(), int64_t{0});
-  for (int64_t i = n - 1; i > 0; --i) std::swap(order[i], order[gen.randint(0, i + 1)]);
-  return order;
-}
 
 SequentialSampler::SequentialSampler(int64_t n) : n_(n) {
   CPPGRAD_CHECK(n >= 0, "SequentialSampler: expected a dataset size >= 0, got {}", n);
 }
 
 std::vector<int64_t> SequentialSampler::indices(int64_t, Generator&) const {
-  std::vector<int64_t> order(static_cast<size_t>(n_));
-  std::iota(order.begin(), order.end(), int64_t{0});
-  return order;
+  return arange(static_cast<double>(n_), kInt64).to_vector<int64_t>();
 }
 
 RandomSampler::RandomSampler(int64_t n, bool replacement, int64_t num_samples)
@@ -38,7 +25,7 @@ RandomSampler::RandomSampler(int64_t n, bool replacement, int64_t num_samples)
 }
 
 std::vector<int64_t> RandomSampler::indices(int64_t, Generator& gen) const {
-  if (!replacement_) return random_permutation(n_, gen);
+  if (!replacement_) return randperm(n_, gen).to_vector<int64_t>();
   std::vector<int64_t> drawn(static_cast<size_t>(num_samples_));
   for (auto& index : drawn) index = gen.randint(0, n_);
   return drawn;
@@ -56,14 +43,8 @@ DistributedSampler::DistributedSampler(int64_t n, int64_t num_replicas, int64_t 
 }
 
 std::vector<int64_t> DistributedSampler::indices(int64_t epoch, Generator&) const {
-  std::vector<int64_t> order;
-  if (shuffle_) {
-    Generator gen(seed_ + static_cast<uint64_t>(epoch));
-    order = random_permutation(n_, gen);
-  } else {
-    order.resize(static_cast<size_t>(n_));
-    std::iota(order.begin(), order.end(), int64_t{0});
-  }
+  Generator gen(seed_ + static_cast<uint64_t>(epoch));
+  std::vector<int64_t> order = (shuffle_ ? randperm(n_, gen) : arange(static_cast<double>(n_), kInt64)).to_vector<int64_t>();
   const auto total = static_cast<size_t>(total_size());
   if (order.size() > total) {
     order.resize(total);  // drop_last: the tail goes

@@ -5,7 +5,7 @@
 // generator had when the epoch began, and hands the sampler a generator set to it.
 //
 //   SequentialSampler(n)               0, 1, ..., n-1 every epoch
-//   RandomSampler(n)                   a fresh permutation of 0..n-1 every epoch
+//   RandomSampler(n)                   a fresh permutation of 0..n-1 every epoch (randperm)
 //   RandomSampler(n, true, k)          k indices drawn with replacement
 //   DistributedSampler(n, R, r)        rank r's disjoint share of each epoch, as PyTorch's
 #pragma once
@@ -29,9 +29,6 @@ class Sampler {
   // on another number of processes can tell it continues the same global batches.
   virtual int64_t replicas() const { return 1; }
 };
-
-// A uniformly random permutation of 0..n-1 (Fisher–Yates, n - 1 draws from gen).
-std::vector<int64_t> random_permutation(int64_t n, Generator& gen);
 
 class SequentialSampler : public Sampler {
  public:

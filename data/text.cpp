@@ -1,8 +1,7 @@
 #include "data/text.h"
 
 #include <cctype>
-#include <fstream>
-#include <iterator>
+#include <limits>
 
 #include "runtime/files.h"
 #include "tensor/kernels.h"
@@ -47,10 +46,7 @@ std::string CharVocabulary::decode(const std::vector<int64_t>& tokens) const {
 }
 
 std::string read_file_bytes(const std::string& path) {
-  files::InputFile file(path, "read_file_bytes");
-  std::string bytes(static_cast<size_t>(file.size()), '\0');
-  bytes.resize(file.read(bytes.data(), bytes.size()));
-  return bytes;
+  return files::read_regular_file(path, "read_file_bytes", std::numeric_limits<int64_t>::max());
 }
 
 CharText read_char_text(const std::string& path) {

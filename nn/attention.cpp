@@ -1,6 +1,5 @@
 #include "nn/attention.h"
 
-#include <cmath>
 #include <limits>
 
 #include "autograd/functions.h"
@@ -117,10 +116,7 @@ Tensor merge_heads(const Tensor& x) {
   return x.transpose(1, 2).reshape({x.size(0), x.size(2), x.size(1) * x.size(3)});
 }
 
-}  // namespace
-
 // ---- self-attention as the paper draws it -------------------------------------------------------
-namespace {
 
 // MultiheadAttention's forward on x (B, T, E) when none of its options is in play (one projection
 // for Q, K and V, as many key/value heads as query heads, no positions, padding or weights
@@ -183,13 +179,8 @@ MultiheadAttention::MultiheadAttention(const MultiheadAttentionOptions& opts)
 
 // As PyTorch: Xavier-uniform projections, zero biases; out_proj.weight keeps Linear's init.
 void MultiheadAttention::reset_parameters(Generator& gen) {
-  if (fused()) {
-    init::xavier_uniform_(in_proj_weight, 1.0, gen);
-  } else {
-    init::xavier_uniform_(q_proj_weight, 1.0, gen);
-    init::xavier_uniform_(k_proj_weight, 1.0, gen);
-    init::xavier_uniform_(v_proj_weight, 1.0, gen);
-  }
+  for (const Tensor& w : {in_proj_weight, q_proj_weight, k_proj_weight, v_proj_weight})  // fused, or the three
+    if (w.defined()) init::xavier_uniform_(w, 1.0, gen);
   if (in_proj_bias.defined()) {
     init::zeros_(in_proj_bias);
     init::zeros_(out_proj->bias);
@@ -333,11 +324,10 @@ Tensor MultiheadAttention::forward_step(const Tensor& x, KVCache& cache, const T
   const Tensor positions = padded ? cache.positions(B, T_new, key_padding_mask) : Tensor();
   auto rotated = [&](const Tensor& heads) { return padded ? rotate(heads, positions) : rotate(heads, past); };
   Tensor k_new = rotated(split_heads(project(x, 1), G)), v_new = split_heads(project(x, 2), G);  // (B, G, T_new, d_k)
-  if (key_padding_mask.defined()) {  // zeroed, as forward zeroes hidden keys and values
-    const Tensor hidden = key_padding_mask.reshape({B, 1, T_new, 1});
-    k_new = k_new.masked_fill(hidden, 0.0);
-    v_new = v_new.masked_fill(hidden, 0.0);
-  }
+  // Hidden new keys and values are zeroed, as forward zeroes them.
+  const Tensor hidden = key_padding_mask.defined() ? key_padding_mask.reshape({B, 1, T_new, 1}) : Tensor();
+  k_new = zero_hidden(k_new, hidden);
+  v_new = zero_hidden(v_new, hidden);
   cache.key = past == 0 ? k_new.contiguous() : cat({cache.key, k_new}, 2);  // (B, G, L, d_k)
   cache.value = past == 0 ? v_new.contiguous() : cat({cache.value, v_new}, 2);
   if (padded) {
@@ -434,17 +424,10 @@ void PerHeadAttention::load_from(const MultiheadAttention& fused) {
   if (out_proj->bias.defined()) out_proj->bias.copy_(fused.out_proj->bias);
 }
 
-Tensor PerHeadAttention::stacked_in_proj_weight(bool gradients) const {
+Tensor PerHeadAttention::stacked(Parameter Linear::*member, bool gradients) const {
   std::vector<Tensor> rows;
   for (const auto* list : {q_heads.get(), k_heads.get(), v_heads.get()})
-    for (const auto& linear : *list) rows.push_back(gradients ? linear->weight.grad() : linear->weight);
-  return cat(rows, 0);
-}
-
-Tensor PerHeadAttention::stacked_in_proj_bias(bool gradients) const {
-  std::vector<Tensor> rows;
-  for (const auto* list : {q_heads.get(), k_heads.get(), v_heads.get()})
-    for (const auto& linear : *list) rows.push_back(gradients ? linear->bias.grad() : linear->bias);
+    for (const auto& linear : *list) rows.push_back(gradients ? ((*linear).*member).grad() : (*linear).*member);
   return cat(rows, 0);
 }
 

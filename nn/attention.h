@@ -176,14 +176,17 @@ class PerHeadAttention : public Module {
   // in_proj_weight's first E rows, and so on for K and V.
   void load_from(const MultiheadAttention& fused);
   // The per-head weights (or their gradients) stacked back into the fused layout (3E, E) / (3E).
-  Tensor stacked_in_proj_weight(bool gradients = false) const;
-  Tensor stacked_in_proj_bias(bool gradients = false) const;
+  Tensor stacked_in_proj_weight(bool gradients = false) const { return stacked(&Linear::weight, gradients); }
+  Tensor stacked_in_proj_bias(bool gradients = false) const { return stacked(&Linear::bias, gradients); }
 
   std::string type_name() const override { return "PerHeadAttention"; }
 
   const int64_t embed_dim, num_heads, head_dim;
   std::shared_ptr<ModuleList<Linear>> q_heads, k_heads, v_heads;
   std::shared_ptr<Linear> out_proj;
+
+ private:
+  Tensor stacked(Parameter Linear::*member, bool gradients) const;
 };
 
 }  // namespace cppgrad::nn

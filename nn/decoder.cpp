@@ -12,16 +12,9 @@ DecoderBlock::DecoderBlock(const DecoderBlockOptions& o) : options(o) {
   CPPGRAD_CHECK(o.d_model() > 0 && o.hidden_dim() >= 0, "DecoderBlock: d_model {} must be positive, hidden_dim {} not negative",
                 o.d_model(), o.hidden_dim());
   attention_norm = register_module("attention_norm", std::make_shared<RMSNorm>(Shape{o.d_model()}, o.norm_eps()));
-  attention = register_module("attention", std::make_shared<MultiheadAttention>(
-                                               MultiheadAttentionOptions(o.d_model(), o.num_heads())
-                                                   .num_kv_heads(o.num_kv_heads())
-                                                   .head_dim(o.head_dim())
-                                                   .rotary(true)
-                                                   .rotary_base(o.rope_base())
-                                                   .rotary_layout(o.rope_layout())
-                                                   .window(o.window())
-                                                   .dropout(o.dropout())
-                                                   .bias(o.bias())));
+  auto heads = MultiheadAttentionOptions(o.d_model(), o.num_heads()).num_kv_heads(o.num_kv_heads()).head_dim(o.head_dim());
+  heads.rotary(true).rotary_base(o.rope_base()).rotary_layout(o.rope_layout()).window(o.window());
+  attention = register_module("attention", std::make_shared<MultiheadAttention>(heads.dropout(o.dropout()).bias(o.bias())));
   ffn_norm = register_module("ffn_norm", std::make_shared<RMSNorm>(Shape{o.d_model()}, o.norm_eps()));
   feed_forward = register_module("feed_forward", std::make_shared<SwiGLU>(o.d_model(), o.swiglu_hidden_dim(), o.bias()));
   dropout = register_module("dropout", std::make_shared<Dropout>(o.dropout()));
@@ -43,15 +36,9 @@ Tensor DecoderBlock::forward_step(const Tensor& x, KVCache& cache, const Tensor&
 }
 
 DecoderBlockOptions DecoderOptions::block_options() const {
-  return DecoderBlockOptions(d_model(), num_heads())
-      .num_kv_heads(num_kv_heads())
-      .head_dim(head_dim())
-      .hidden_dim(hidden_dim())
-      .rope_base(rope_base())
-      .rope_layout(rope_layout())
-      .norm_eps(norm_eps())
-      .window(window())
-      .dropout(dropout());
+  return DecoderBlockOptions(d_model(), num_heads()).num_kv_heads(num_kv_heads()).head_dim(head_dim())
+      .hidden_dim(hidden_dim()).rope_base(rope_base()).rope_layout(rope_layout()).norm_eps(norm_eps())
+      .window(window()).dropout(dropout());
 }
 
 Decoder::Decoder(const DecoderOptions& o) : options(o) {

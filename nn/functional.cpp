@@ -187,6 +187,21 @@ bool use_fused(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& 
   if (q.size(-1) == 0 || v.size(-1) == 0 || k.size(-2) == 0 || q.size(-2) == 0) return false;
   return backend == AttentionBackend::Fused || q.size(-2) * k.size(-2) >= kFusedMinSize;
 }
+
+// The options other than the mask, as the attention op takes them.
+AttentionPositions positions_of(const AttentionOptions& o) {
+  return {.query_offset = o.query_offset(), .window = o.window(), .alibi_slopes = o.alibi_slopes()};
+}
+
+// A mask that broadcasts to (..., h, T, S), read as (..., g, r, T, S) for the grouped scores:
+// its heads dim, when it has one, splits into g groups of r.
+Tensor grouped_mask(const Tensor& mask, int64_t groups, int64_t group_size) {
+  if (!mask.defined() || mask.dim() < 3) return mask;  // (T, S) broadcasts as it is
+  Shape shape(mask.shape().begin(), mask.shape().end() - 3);
+  if (mask.size(-3) == 1) return mask.unsqueeze(-3);  // (..., 1, T, S) -> (..., 1, 1, T, S)
+  shape.insert(shape.end(), {groups, group_size, mask.size(-2), mask.size(-1)});
+  return mask.reshape(shape);  // (..., h, T, S) -> (..., g, r, T, S)
+}
 }  // namespace
 
 void set_attention_backend(AttentionBackend backend) { g_attention_backend = backend; }
@@ -196,11 +211,8 @@ int64_t fused_attention_min_size() { return kFusedMinSize; }
 AttentionOutput scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
                                              const Tensor& attn_mask, double dropout_p, bool is_causal,
                                              std::optional<double> scale, bool need_weights, Generator& gen) {
-  return scaled_dot_product_attention(
-      q, k, v,
-      AttentionOptions().attn_mask(attn_mask).dropout_p(dropout_p).is_causal(is_causal).scale(scale).need_weights(
-          need_weights),
-      gen);
+  auto o = AttentionOptions().attn_mask(attn_mask).dropout_p(dropout_p).is_causal(is_causal).scale(scale);
+  return scaled_dot_product_attention(q, k, v, o.need_weights(need_weights), gen);
 }
 
 Tensor alibi_slopes(int64_t num_heads) {
@@ -220,32 +232,11 @@ Tensor alibi_slopes(int64_t num_heads) {
   return tensor(slopes, Shape{num_heads});
 }
 
-namespace {
-// The options other than the mask, as the attention op takes them.
-AttentionPositions positions_of(const AttentionOptions& o) {
-  return {.query_offset = o.query_offset(), .window = o.window(), .alibi_slopes = o.alibi_slopes()};
-}
-}  // namespace
-
 Tensor attention_bias(const AttentionOptions& o, int64_t heads, int64_t target_len, int64_t source_len, DType dtype) {
   return attention_position_bias(positions_of(o), o.is_causal(), heads, target_len, source_len, dtype);
 }
 
 // ---- scaled_dot_product_attention: the checks, the fused path and grouped heads around the formula
-
-namespace {
-
-// A mask that broadcasts to (..., h, T, S), read as (..., g, r, T, S) for the grouped scores:
-// its heads dim, when it has one, splits into g groups of r.
-Tensor grouped_mask(const Tensor& mask, int64_t groups, int64_t group_size) {
-  if (!mask.defined() || mask.dim() < 3) return mask;  // (T, S) broadcasts as it is
-  Shape shape(mask.shape().begin(), mask.shape().end() - 3);
-  if (mask.size(-3) == 1) return mask.unsqueeze(-3);  // (..., 1, T, S) -> (..., 1, 1, T, S)
-  shape.insert(shape.end(), {groups, group_size, mask.size(-2), mask.size(-1)});
-  return mask.reshape(shape);  // (..., h, T, S) -> (..., g, r, T, S)
-}
-
-}  // namespace
 
 AttentionOutput scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
                                              const AttentionOptions& o, Generator& gen) {

@@ -224,7 +224,9 @@ static std::string name_list(const std::vector<std::string>& names) {
 void Module::load_state_dict(const NamedTensors& state, bool strict) {
   NamedTensors own = state_dict();
   NamedTensors all;  // every name, tied ones included
+  std::set<std::string> parameters;
   walk("", true, [&](const std::string& name, const Entry& e, bool is_param) {
+    if (is_param) parameters.insert(name);
     if (e.tensor.defined() && (is_param || e.persistent)) all.emplace_back(name, e.tensor);
   });
   const auto aliases = tied_aliases(own, all);
@@ -262,10 +264,6 @@ void Module::load_state_dict(const NamedTensors& state, bool strict) {
   // A weight that is NaN or infinite (or would be in the model's dtype) is no trained model's:
   // every output it touches is NaN, and training on it trains on nonsense. Buffers may hold
   // infinities on purpose (a mask of -inf), so only parameters are checked.
-  std::set<std::string> parameters;
-  walk("", true, [&](const std::string& name, const Entry&, bool is_param) {
-    if (is_param) parameters.insert(name);
-  });
   for (const auto& [name, target] : own) {
     auto found = given.find(name);
     if (found == given.end() || !parameters.count(name) || !target.is_floating_point()) continue;

@@ -27,8 +27,9 @@ namespace cppgrad::nn {
 class Module;
 
 class RegisteredTensor;  // what a module's members keep (below):
-class Parameter;         //   a handle to a parameter it registered
-class Buffer;            //   a handle to a buffer it registered
+template <bool IsParameter> class Registered;
+using Parameter = Registered<true>;  //   a handle to a parameter it registered
+using Buffer = Registered<false>;    //   a handle to a buffer it registered
 
 class Module : public std::enable_shared_from_this<Module> {
  public:
@@ -138,29 +139,17 @@ class RegisteredTensor : public Tensor {
   bool is_parameter_ = true;  // false: a buffer
 };
 
-class Parameter : public RegisteredTensor {
+// Parameter is Registered<true>; Buffer, Registered<false>, is its twin for a buffer (register_buffer's
+// result): a tensor saved with the module but not trained, such as BatchNorm's running statistics.
+// Assigning to a Buffer replaces the registered buffer, as `self.running_mean = t` in PyTorch.
+template <bool IsParameter>
+class Registered : public RegisteredTensor {
  public:
-  Parameter() = default;
-  Parameter(const Parameter& other) = default;
-  Parameter& operator=(const Tensor& other) { return assign(other), *this; }
-  Parameter& operator=(const Parameter& other) { return *this = static_cast<const Tensor&>(other); }
-  Parameter& operator=(Parameter&& other) { return assign(std::move(other)), *this; }
-
- private:
-  friend class Module;
-  using RegisteredTensor::RegisteredTensor;
-};
-
-// A module's handle to a buffer it registered (register_buffer's result, kept in Buffer
-// members): a tensor saved with the module but not trained, such as BatchNorm's running
-// statistics. Assigning replaces the registered buffer, as `self.running_mean = t` in PyTorch.
-class Buffer : public RegisteredTensor {
- public:
-  Buffer() = default;
-  Buffer(const Buffer& other) = default;
-  Buffer& operator=(const Tensor& other) { return assign(other), *this; }
-  Buffer& operator=(const Buffer& other) { return *this = static_cast<const Tensor&>(other); }
-  Buffer& operator=(Buffer&& other) { return assign(std::move(other)), *this; }
+  Registered() = default;
+  Registered(const Registered& other) = default;
+  Registered& operator=(const Tensor& other) { return assign(other), *this; }
+  Registered& operator=(const Registered& other) { return *this = static_cast<const Tensor&>(other); }
+  Registered& operator=(Registered&& other) { return assign(std::move(other)), *this; }
 
  private:
   friend class Module;

@@ -19,13 +19,11 @@
 
 #include <algorithm>
 #include <bit>
-#include <cerrno>
 #include <cstring>
 #include <functional>
 #include <limits>
 #include <set>
 #include <string_view>
-#include <system_error>
 
 #include <nlohmann/json.hpp>
 
@@ -69,41 +67,12 @@ std::string_view safetensors_dtype_name(DType dtype) {
 // hostile 10 MB name), in double quotes.
 std::string quote(std::string_view text) { return fmt::format("\"{}\"", excerpt(text)); }
 
-// The offset of the first byte that breaks UTF-8 (RFC 3629: no overlong forms, no UTF-16
-// surrogates, nothing above U+10FFFF), or npos when all of `text` is valid.
+// The offset of the first byte that breaks UTF-8 (utf8_char_length's rules, RFC 3629's: no
+// overlong forms, no UTF-16 surrogates, nothing above U+10FFFF), or npos when all of `text` is valid.
 size_t first_invalid_utf8(std::string_view text) {
-  size_t i = 0;
-  while (i < text.size()) {
-    const auto lead = static_cast<uint8_t>(text[i]);
-    if (lead < 0x80) {
-      ++i;
-      continue;
-    }
-    size_t length = 0;
-    uint8_t low = 0x80, high = 0xBF;  // the range allowed for the second byte
-    if (lead >= 0xC2 && lead <= 0xDF) {
-      length = 2;
-    } else if (lead == 0xE0) {
-      length = 3, low = 0xA0;  // below is an overlong form
-    } else if (lead == 0xED) {
-      length = 3, high = 0x9F;  // above are the surrogates
-    } else if (lead >= 0xE1 && lead <= 0xEF) {
-      length = 3;
-    } else if (lead == 0xF0) {
-      length = 4, low = 0x90;  // below is an overlong form
-    } else if (lead >= 0xF1 && lead <= 0xF3) {
-      length = 4;
-    } else if (lead == 0xF4) {
-      length = 4, high = 0x8F;  // above is beyond U+10FFFF
-    } else {
-      return i;  // a continuation byte without a lead, or a lead no valid sequence uses
-    }
-    if (text.size() - i < length) return i;
-    const auto second = static_cast<uint8_t>(text[i + 1]);
-    if (second < low || second > high) return i;
-    for (size_t k = 2; k < length; ++k) {
-      if ((static_cast<uint8_t>(text[i + k]) & 0xC0) != 0x80) return i;
-    }
+  for (size_t i = 0; i < text.size();) {
+    const size_t length = utf8_char_length(text.substr(i));
+    if (length == 0) return i;
     i += length;
   }
   return std::string_view::npos;
@@ -485,13 +454,6 @@ std::vector<uint8_t> serialize(const NamedTensors& tensors, const Metadata& meta
   return out;
 }
 
-std::vector<uint8_t> read_file(const std::string& path) {
-  files::InputFile file(path, "load_safetensors");
-  std::vector<uint8_t> bytes(static_cast<size_t>(file.size()));
-  bytes.resize(file.read(bytes.data(), bytes.size()));  // a file that shrank since: parse what is there
-  return bytes;
-}
-
 }  // namespace
 
 bool SafetensorsContents::contains(const std::string& name) const {
@@ -520,9 +482,8 @@ void save_safetensors(const std::string& path, const NamedTensors& tensors, cons
 }
 
 SafetensorsContents load_safetensors(const std::string& path) {
-  const Faults faults("load_safetensors", path);
-  const std::vector<uint8_t> bytes = read_file(path);
-  return parse(bytes, faults);
+  const std::string bytes = files::read_regular_file(path, "load_safetensors", std::numeric_limits<int64_t>::max());
+  return parse(std::span(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()), Faults("load_safetensors", path));
 }
 
 }  // namespace cppgrad::nn

@@ -14,7 +14,6 @@
 #include <map>
 #include <span>
 #include <string>
-#include <utility>
 #include <vector>
 
 #include "../tensor/tensor.h"

@@ -222,13 +222,8 @@ Tensor TransformerDecoder::forward_step(const Tensor& x, const Tensor& memory, s
 // ---- the whole model ------------------------------------------------------------------------
 
 TransformerLayerOptions TransformerOptions::layer_options() const {
-  return TransformerLayerOptions(d_model(), nhead())
-      .dim_feedforward(dim_feedforward())
-      .dropout(dropout())
-      .activation(activation())
-      .layer_norm_eps(layer_norm_eps())
-      .norm_first(norm_first())
-      .batch_first(batch_first());
+  return TransformerLayerOptions(d_model(), nhead()).dim_feedforward(dim_feedforward()).dropout(dropout())
+      .activation(activation()).layer_norm_eps(layer_norm_eps()).norm_first(norm_first()).batch_first(batch_first());
 }
 
 Transformer::Transformer(const TransformerOptions& o) : options(o) {

@@ -1,6 +1,5 @@
 #include "optim/average.h"
 
-#include <cmath>
 #include <map>
 #include <string>
 
@@ -69,9 +68,7 @@ void ExponentialMovingAverage::load_state_dict(const nn::NamedTensors& state) {
                               "number", i, given.to(kFloat64).contiguous().reshape({-1}).to_vector<double>()[static_cast<size_t>(at)],
                               at, dtype_name(averages_[i].dtype())));
   }
-  for (size_t i = 0; i < averages_.size(); ++i) {
-    averages_[i].copy_(by_name.at(std::to_string(i)));
-  }
+  for (size_t i = 0; i < averages_.size(); ++i) averages_[i].copy_(by_name.at(std::to_string(i)));
 }
 
 }  // namespace cppgrad::optim

@@ -31,7 +31,6 @@
 #include <concepts>
 #include <functional>
 #include <string>
-#include <utility>
 #include <vector>
 
 #include "../nn/safetensors.h"

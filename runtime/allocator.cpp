@@ -18,15 +18,10 @@ namespace {
 
 constexpr size_t kAlign = 64;
 
-// Why 1 GiB by default: the cache pays off by serving the next step the same temporaries, so it
-// needs to hold about one step's working set. Most runs here stay far below it (every row of
-// the benchmark suite peaks under 60 MB per process; see bench/README.md), and a process never
-// keeps more than 1 GiB idle, where the earlier limit of 4 GiB let a run of changing shapes fill
-// a small machine with blocks of sizes it no longer asks for. A larger model needs more: gpt2-124M's
-// step (bench/bench_gpt) peaks at 2.7 GB, and under a fixed 1 GiB cap each step gave back tens of
-// large blocks (the logits, the tied head's gradient) and faulted their pages in again (the most
-// recently used sizes are the ones a training loop asks for last). So the default cap grows to
-// the most bytes the process has had in use at once: what it has shown a step needs, never more.
+// The default limit, 1 GiB, grows to the most bytes the process has had in use at once: the
+// cache pays off by serving the next step the same temporaries, so it must hold one step's working
+// set (gpt2-124M's step peaks at 2.7 GB: under a fixed 1 GiB cap it gave back and faulted in again
+// its largest blocks every step), yet never keeps idle more than a step has shown it needs.
 // set_cache_limit() to any other value makes it fixed (0 turns caching off).
 
 // Sizes are rounded so that nearly equal requests share a free list: to 64 bytes while small,

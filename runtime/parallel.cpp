@@ -27,12 +27,10 @@ bool deterministic_from_env() {
 }
 std::atomic<bool> g_deterministic{deterministic_from_env()};
 
-// OpenMP's and OpenBLAS's counts (OpenBLAS's OpenMP build reads omp_get_max_threads too, but
-// once it is at one thread it stops looking). In deterministic mode BLAS stays on one thread:
-// our threads split the products (tensor/kernels/gemm.h).
-// OpenBLAS's OpenMP build takes OpenMP's count as its own at every call (0.3.21 resets its count
-// to omp_get_max_threads()), so in deterministic mode OpenMP's default count is 1 too: our own
-// regions name their thread count (tensor/iterate.h), from get_num_threads().
+// OpenMP's and OpenBLAS's counts. In deterministic mode BLAS stays on one thread (our threads
+// split the products, tensor/kernels/gemm.h), and so does OpenMP's default count, since OpenBLAS's
+// OpenMP build takes it as its own at every call (0.3.21); our regions name their thread count
+// (tensor/iterate.h), from get_num_threads().
 void apply_threads(int n) {
   const int blas = g_deterministic.load() ? 1 : n;
   openblas_set_num_threads(blas);

@@ -39,15 +39,22 @@ Tensor allocate(const Shape& shape, DType dtype, Storage::Init init, std::string
     throw OutOfMemoryError(fmt::format("{}: out of memory: shape {} of {} needs {} bytes", op, shape_str(shape),
                             dtype_name(dtype), nbytes));
   }
-  auto impl = std::make_shared<TensorImpl>(std::move(storage), shape, contiguous_strides(shape), 0, dtype);
-  return Tensor(std::move(impl));
+  return Tensor(std::make_shared<TensorImpl>(std::move(storage), shape, contiguous_strides(shape), 0, dtype));
+}
+
+Tensor from_doubles(const std::vector<double>& values, const Shape& shape, DType dtype) {
+  Tensor t = empty(shape, dtype);
+  dispatch(t.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    T* p = t.data<T>();
+    for (size_t i = 0; i < values.size(); ++i) p[i] = static_cast<T>(values[i]);
+  });
+  return t;
 }
 }  // namespace
 
 // The elements of an empty tensor are unset: every kernel that calls it writes all of them.
-Tensor empty(const Shape& shape, DType dtype) {
-  return allocate(shape, dtype, Storage::Init::Uninitialized, "empty");
-}
+Tensor empty(const Shape& shape, DType dtype) { return allocate(shape, dtype, Storage::Init::Uninitialized, "empty"); }
 
 Tensor zeros(const Shape& shape, DType dtype) { return allocate(shape, dtype, Storage::Init::Zeroed, "zeros"); }
 
@@ -137,17 +144,6 @@ Tensor rand_like(const Tensor& t, Generator& gen) { return rand(t.shape(), t.dty
 Tensor randn_like(const Tensor& t, Generator& gen) { return randn(t.shape(), t.dtype(), gen); }
 
 // ---- from values ----------------------------------------------------------------------------
-namespace {
-Tensor from_doubles(const std::vector<double>& values, const Shape& shape, DType dtype) {
-  Tensor t = empty(shape, dtype);
-  dispatch(t.dtype(), [&](auto tag) {
-    using T = decltype(tag);
-    T* p = t.data<T>();
-    for (size_t i = 0; i < values.size(); ++i) p[i] = static_cast<T>(values[i]);
-  });
-  return t;
-}
-}  // namespace
 
 Tensor tensor(std::initializer_list<double> values, DType dtype) {
   return from_doubles(std::vector<double>(values), {static_cast<int64_t>(values.size())}, dtype);

@@ -29,18 +29,15 @@ void impl::copy_(const Tensor& dst, const Tensor& src) {
 
 Tensor contiguous(const Tensor& t) { return t.is_contiguous() ? t : clone(t); }
 
-Tensor clone(const Tensor& t) {
-  Tensor out = empty(t.shape(), t.dtype());
-  copy_(out, t);
-  return out;
-}
-
-Tensor to(const Tensor& t, DType dtype) {
-  if (t.dtype() == dtype) return t;
+// A new contiguous tensor holding t's values in `dtype`.
+static Tensor copy_as(const Tensor& t, DType dtype) {
   Tensor out = empty(t.shape(), dtype);
   copy_(out, t);
   return out;
 }
+
+Tensor clone(const Tensor& t) { return copy_as(t, t.dtype()); }
+Tensor to(const Tensor& t, DType dtype) { return t.dtype() == dtype ? t : copy_as(t, dtype); }
 
 void impl::fill_(const Tensor& t, double value) {
   StridedLoop<1> loop(t.shape(), {t.strides()});

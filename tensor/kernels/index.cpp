@@ -15,13 +15,36 @@ void check_index_tensor(const Tensor& index, std::string_view op) {
 // The index itself when it lies in [0, size); otherwise throws naming the op, the index, the dim
 // and its size. A negative index is refused, not wrapped, as PyTorch's gather, scatter and
 // index_select do: a padding id of -1 or -100 must not read a real row.
-std::string index_error(std::string_view op, int64_t i, int64_t dim, const Shape& shape) {
-  return fmt::format("{}: index {} out of range for dim {} of size {} (shape {}){}", op, i, dim, shape[dim],
-                     shape_str(shape), i < 0 ? "; negative indices are not wrapped" : "");
-}
 int64_t checked_index(int64_t i, int64_t dim, const Shape& shape, std::string_view op) {
-  if (i < 0 || i >= shape[dim]) throw Error(index_error(op, i, dim, shape));  // format only on failure
+  if (i < 0 || i >= shape[dim])
+    throw Error(fmt::format("{}: index {} out of range for dim {} of size {} (shape {}){}", op, i, dim, shape[dim],
+                            shape_str(shape), i < 0 ? "; negative indices are not wrapped" : ""));
   return i;
+}
+// Visits every element of `index`: f(index_offset, position_offset_in_other) where other has
+// `other_strides` over index's shape with dim `dim` zeroed: the caller adds index*stride[dim].
+template <class F>
+void for_each_index(const Tensor& index, const Tensor& other_a, const Tensor& other_b, int64_t dim, F f) {
+  Strides sa = other_a.strides(), sb = other_b.strides();
+  const int64_t stride_a = sa[dim];
+  sa[dim] = 0;
+  StridedLoop<3> loop(index.shape(), {index.strides(), sa, sb});
+  loop.for_each_run(
+      [&](const auto& off, int64_t n, const auto& st) {
+        for (int64_t k = 0; k < n; ++k) f(off[0] + k * st[0], off[1] + k * st[1], off[2] + k * st[2], stride_a);
+      });
+}
+
+// gather's and scatter_add's index: int64, of t's rank, no larger than t but in `dim`. Returns dim wrapped.
+int64_t check_gather_index(const Tensor& t, int64_t dim, const Tensor& index, std::string_view op) {
+  check_index_tensor(index, op);
+  dim = wrap_dim(dim, t.dim(), op);
+  CPPGRAD_CHECK(index.dim() == t.dim(), "{}: index of shape {} needs as many dims as the tensor of shape {}", op,
+        shape_str(index.shape()), shape_str(t.shape()));
+  for (int64_t d = 0; d < t.dim(); ++d)
+    CPPGRAD_CHECK(d == dim || index.shape()[d] <= t.shape()[d], "{}: index of shape {} is larger than {} in dim {}", op,
+          shape_str(index.shape()), shape_str(t.shape()), d);
+  return dim;
 }
 }  // namespace
 
@@ -112,35 +135,9 @@ Tensor impl::index_add(const Tensor& base, int64_t dim, const Tensor& index, con
   return out;
 }
 
-namespace {
-// Visits every element of `index`: f(index_offset, position_offset_in_other) where other has
-// `other_strides` over index's shape with dim `dim` zeroed: the caller adds index*stride[dim].
-template <class F>
-void for_each_index(const Tensor& index, const Tensor& other_a, const Tensor& other_b, int64_t dim, F f) {
-  Strides sa = other_a.strides(), sb = other_b.strides();
-  const int64_t stride_a = sa[dim];
-  sa[dim] = 0;
-  StridedLoop<3> loop(index.shape(), {index.strides(), sa, sb});
-  loop.for_each_run(
-      [&](const auto& off, int64_t n, const auto& st) {
-        for (int64_t k = 0; k < n; ++k) f(off[0] + k * st[0], off[1] + k * st[1], off[2] + k * st[2], stride_a);
-      });
-}
-
-void check_gather_shapes(const Tensor& t, int64_t dim, const Tensor& index, std::string_view op) {
-  CPPGRAD_CHECK(index.dim() == t.dim(), "{}: index of shape {} needs as many dims as the tensor of shape {}", op,
-        shape_str(index.shape()), shape_str(t.shape()));
-  for (int64_t d = 0; d < t.dim(); ++d)
-    CPPGRAD_CHECK(d == dim || index.shape()[d] <= t.shape()[d], "{}: index of shape {} is larger than {} in dim {}", op,
-          shape_str(index.shape()), shape_str(t.shape()), d);
-}
-}  // namespace
-
 // out[i][j][k] = t[i][index[i][j][k]][k] for dim = 1
 Tensor impl::gather(const Tensor& t, int64_t dim, const Tensor& index) {
-  check_index_tensor(index, "gather");
-  dim = wrap_dim(dim, t.dim(), "gather");
-  check_gather_shapes(t, dim, index, "gather");
+  dim = check_gather_index(t, dim, index, "gather");
   Tensor out = empty(index.shape(), t.dtype());
   const Shape& shape = t.shape();
   dispatch(t.dtype(), [&](auto tag) {
@@ -157,9 +154,7 @@ Tensor impl::gather(const Tensor& t, int64_t dim, const Tensor& index) {
 
 // out = base; out[i][index[i][j][k]][k] += src[i][j][k] for dim = 1
 Tensor impl::scatter_add(const Tensor& base, int64_t dim, const Tensor& index, const Tensor& src) {
-  check_index_tensor(index, "scatter_add");
-  dim = wrap_dim(dim, base.dim(), "scatter_add");
-  check_gather_shapes(base, dim, index, "scatter_add");
+  dim = check_gather_index(base, dim, index, "scatter_add");
   CPPGRAD_CHECK(src.shape() == index.shape(), "scatter_add: source shape {} differs from index shape {}",
         shape_str(src.shape()), shape_str(index.shape()));
   Tensor out = clone(base);

@@ -274,8 +274,7 @@ ValuesIndices impl::extremum(Extremum which, const Tensor& t, int64_t dim, bool 
 }
 
 ValuesIndices extremum_all(Extremum which, const Tensor& t) {
-  auto [values, indices] = extremum(which, reshape(t, {-1}), 0, false);
-  return {values, indices};
+  return extremum(which, reshape(t, {-1}), 0, false);
 }
 
 }  // namespace cppgrad::kernels

@@ -28,31 +28,15 @@ bool less_nan_last(T a, T b) {
   return a < b;
 }
 
-// The first k positions (of n) of each row of x, ordered; values and indices (rows, k).
-// x is (rows, n), contiguous.
+// The first k of a row of n for sort: ties broken by index make the order total, so a partial
+// sort gives the same first k as a full stable sort would.
 template <class T>
-void order_rows(const Tensor& x, int64_t k, bool descending, const Tensor& values, const Tensor& indices) {
-  const int64_t rows = values.size(0), n = x.size(1);
-  const T* in = x.data<T>();
-  T* v = values.data<T>();
-  int64_t* idx = indices.data<int64_t>();
-  const int64_t work = n * (64 - __builtin_clzll(static_cast<uint64_t>(n) | 1));  // ~ n log n comparisons
-  parallel_for(rows, work, [&](int64_t r) {
-    const T* row = in + r * n;
-    // Ties broken by index make the order total, so a partial sort gives the same first k as a
-    // full stable sort would.
-    auto before = [row, descending](int64_t a, int64_t b) {
-      if (descending ? less_nan_last(row[b], row[a]) : less_nan_last(row[a], row[b])) return true;
-      if (descending ? less_nan_last(row[a], row[b]) : less_nan_last(row[b], row[a])) return false;
-      return a < b;
-    };
-    std::vector<int64_t> order(static_cast<size_t>(n));
-    std::iota(order.begin(), order.end(), int64_t{0});
-    std::partial_sort(order.begin(), order.begin() + k, order.end(), before);
-    for (int64_t j = 0; j < k; ++j) {
-      v[r * k + j] = row[order[j]];
-      idx[r * k + j] = order[j];
-    }
+void sort_row(const T* row, int64_t n, int64_t k, bool descending, std::vector<std::pair<T, int64_t>>& queue) {
+  for (int64_t j = 0; j < n; ++j) queue[j] = {row[j], j};
+  std::partial_sort(queue.begin(), queue.begin() + k, queue.end(), [descending](const auto& a, const auto& b) {
+    if (descending ? less_nan_last(b.first, a.first) : less_nan_last(a.first, b.first)) return true;
+    if (descending ? less_nan_last(a.first, b.first) : less_nan_last(b.first, a.first)) return false;
+    return a.second < b.second;
   });
 }
 
@@ -86,8 +70,11 @@ void topk_row(const T* row, int64_t n, int64_t k, bool largest, std::vector<std:
     order(smaller);
 }
 
+// The first k positions (of n) of each row of x (rows, n), contiguous, ordered: values and
+// indices (rows, k).
 template <class T>
-void topk_rows(const Tensor& x, int64_t k, bool largest, const Tensor& values, const Tensor& indices) {
+void order_rows(const Tensor& x, int64_t k, bool descending, bool pytorch_topk, const Tensor& values,
+                const Tensor& indices) {
   const int64_t rows = values.size(0), n = x.size(1);
   if (k == 0) return;
   const T* in = x.data<T>();
@@ -96,7 +83,10 @@ void topk_rows(const Tensor& x, int64_t k, bool largest, const Tensor& values, c
   const int64_t work = n * (64 - __builtin_clzll(static_cast<uint64_t>(n) | 1));  // ~ n log n comparisons
   parallel_for(rows, work, [&](int64_t r) {
     std::vector<std::pair<T, int64_t>> queue(static_cast<size_t>(n));
-    topk_row(in + r * n, n, k, largest, queue);
+    if (pytorch_topk)
+      topk_row(in + r * n, n, k, descending, queue);
+    else
+      sort_row(in + r * n, n, k, descending, queue);
     for (int64_t j = 0; j < k; ++j) {
       v[r * k + j] = queue[j].first;
       idx[r * k + j] = queue[j].second;
@@ -123,11 +113,8 @@ ValuesIndices order_along(const Tensor& t, int64_t k, int64_t dim, bool descendi
   Tensor values = empty(out_shape, t.dtype());
   Tensor indices = empty(out_shape, kInt64);
   dispatch(t.dtype(), [&](auto tag) {
-    using T = decltype(tag);
-    if (pytorch_topk)
-      topk_rows<T>(reshape(moved, {rows, n}), k, descending, reshape(values, {rows, k}), reshape(indices, {rows, k}));
-    else
-      order_rows<T>(reshape(moved, {rows, n}), k, descending, reshape(values, {rows, k}), reshape(indices, {rows, k}));
+    order_rows<decltype(tag)>(reshape(moved, {rows, n}), k, descending, pytorch_topk, reshape(values, {rows, k}),
+                              reshape(indices, {rows, k}));
   });
   return {contiguous(transpose(values, dim, -1)), contiguous(transpose(indices, dim, -1))};
 }

@@ -1,6 +1,5 @@
 // Views: each returns a new TensorImpl over the same Storage, with new shape/strides/offset.
 #include <algorithm>
-#include <numeric>
 
 #include "tensor/kernels.h"
 
@@ -181,11 +180,7 @@ Tensor squeeze(const Tensor& t, int64_t dim) {
   if (t.dim() == 0) return alias(t);
   dim = wrap_dim(dim, t.dim(), "squeeze");
   if (t.shape()[dim] != 1) return alias(t);  // as PyTorch: squeezing a dim that is not 1 is a no-op
-  Shape shape = t.shape();
-  Strides strides = t.strides();
-  shape.erase(shape.begin() + dim);
-  strides.erase(strides.begin() + dim);
-  return as_strided(t, shape, strides, t.offset());
+  return select(t, dim, 0);
 }
 
 Tensor unsqueeze(const Tensor& t, int64_t dim) {
