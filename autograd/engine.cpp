@@ -97,15 +97,43 @@ std::string Node::name() const {
 }
 
 // ---- recording ------------------------------------------------------------------------------
-namespace {
-std::shared_ptr<AutogradMeta> meta_of(const Tensor& t) { return t.defined() ? t.impl()->autograd : nullptr; }
-}  // namespace
-
 bool any_requires_grad(const std::vector<Tensor>& tensors) {
   return std::any_of(tensors.begin(), tensors.end(), [](const Tensor& t) { return t.defined() && t.requires_grad(); });
 }
 
 namespace {
+std::shared_ptr<AutogradMeta> meta_of(const Tensor& t) { return t.defined() ? t.impl()->autograd : nullptr; }
+
+// A node for `op` with an edge to each input: to the output of the node that made it, or to a
+// leaf's .grad.
+std::shared_ptr<Node> new_node(std::string op, const std::vector<Tensor>& inputs) {
+  auto node = std::make_shared<Node>();
+  node->op = std::move(op);
+  note_forward_state(*node);  // what its backward needs of the forward's state (side_tables.h)
+  for (const Tensor& in : inputs) {
+    Edge edge;
+    if (in.defined() && in.requires_grad()) {
+      if (in.grad_fn())
+        edge = {in.grad_fn(), nullptr, meta_of(in)->output_nr};
+      else
+        edge.leaf = meta_of(in);
+    }
+    node->next.push_back(edge);
+    node->input_shapes.push_back(in.defined() ? in.shape() : Shape{});
+    node->input_dtypes.push_back(in.defined() ? in.dtype() : kFloat32);
+  }
+  return node;
+}
+
+// `out` becomes output `k` of `node`: its gradient goes there.
+void attach(Tensor& out, std::shared_ptr<Node> node, uint32_t k) {
+  auto meta = std::make_shared<AutogradMeta>();
+  meta->requires_grad = true;
+  meta->grad_fn = std::move(node);
+  meta->output_nr = k;
+  out.impl()->autograd = std::move(meta);
+}
+
 Tensor record_node(std::string op, Tensor out, const std::vector<Tensor>& inputs, const std::vector<Tensor>& to_save,
                    BackwardFn backward) {
   if (!GradMode::is_enabled() || !any_requires_grad(inputs)) return out;
@@ -115,35 +143,17 @@ Tensor record_node(std::string op, Tensor out, const std::vector<Tensor>& inputs
   for (const Tensor& in : inputs)
     if (in.defined() && in.is_same(out)) out = kernels::alias(out);
 
-  auto node = std::make_shared<Node>();
-  node->op = std::move(op);
+  std::shared_ptr<Node> node = new_node(std::move(op), inputs);
   node->output_shape = out.shape();
   node->output_dtype = out.dtype();
-  note_forward_state(*node);  // what its backward needs of the forward's state (side_tables.h)
-  for (const Tensor& in : inputs) {
-    Edge edge;
-    if (in.defined() && in.requires_grad()) {
-      if (in.grad_fn())
-        edge.node = in.grad_fn();
-      else
-        edge.leaf = meta_of(in);
-    }
-    node->next.push_back(edge);
-    node->input_shapes.push_back(in.defined() ? in.shape() : Shape{});
-    node->input_dtypes.push_back(in.defined() ? in.dtype() : kFloat32);
-  }
   for (const Tensor& t : to_save) {
     if (t.is_same(out))
-      node->saved.push_back({kernels::alias(out), true, out.version()});
+      node->saved.push_back({kernels::alias(out), true, out.version(), 0});
     else
-      node->saved.push_back({t, false, t.defined() ? t.version() : 0});
+      node->saved.push_back({t, false, t.defined() ? t.version() : 0, 0});
   }
   node->backward = std::move(backward);
-
-  auto meta = std::make_shared<AutogradMeta>();
-  meta->requires_grad = true;
-  meta->grad_fn = std::move(node);
-  out.impl()->autograd = std::move(meta);
+  attach(out, std::move(node), 0);
   return out;
 }
 }  // namespace
@@ -239,10 +249,7 @@ Tensor unpack(Node& node, size_t i) {
   if (!s.is_output || !GradMode::is_enabled()) return s.tensor;
   // For a second derivative, the output must again point at this node as its grad_fn.
   Tensor out = kernels::alias(s.tensor);
-  auto meta = std::make_shared<AutogradMeta>();
-  meta->requires_grad = true;
-  meta->grad_fn = node.shared_from_this();
-  out.impl()->autograd = std::move(meta);
+  attach(out, node.shared_from_this(), s.output);
   return out;
 }
 
@@ -276,14 +283,16 @@ class Duties {
   }
 
   // ---- a node's gradient and its backward ----------------------------------------------------
-  // The gradient that reached a node's output, through its pre-hooks, captured by grad() or
+  // The gradients that reached a node's outputs, through their hooks, captured by grad() or
   // kept by retain_grad(). Returns false when the walk stops at this node: an input of grad()
   // with nothing else to reach below it (its graph is kept).
-  bool arriving(Node& node, Tensor& grad) {
-    grad = apply_hooks(node.pre_hooks, grad);
+  bool arriving(Node& node, Grads& grads) {
+    for (auto& [k, hook] : node.pre_hooks)
+      if (grads[k].defined())
+        if (Tensor replaced = hook(grads[k]); replaced.defined()) grads[k] = replaced;
     if (auto it = capture_node_.find(&node); it != capture_node_.end())
-      for (size_t i : it->second) captured_[i] = grad;
-    if (!capturing_) retain(node, grad);
+      for (auto [k, i] : it->second) captured_[i] = grads[k];
+    if (!capturing_) retain(node, grads);
     if (std::none_of(node.next.begin(), node.next.end(), [&](const Edge& e) { return follows(e); })) return false;
     if (node.released)
       throw Error(fmt::format(
@@ -293,12 +302,12 @@ class Duties {
     return true;
   }
 
-  // node.backward(grad, saved) in a trace span, in the autocast state its forward ran in,
+  // node.backward(grads, saved) in a trace span, in the autocast state its forward ran in,
   // checked under detect_anomaly; then, without retain_graph, the node frees what it saved.
-  Grads call_backward(Node& node, const Tensor& grad) {
+  Grads call_backward(Node& node, const Grads& grads) {
     if (adds_slice_in_place(node)) {  // added_as_slice adds the gradient in where the slice was cut
       release(node);
-      return {grad};
+      return {grads[0]};
     }
     profile::Span span("backward", node.op, " backward");  // in a trace; its kernels are "backward" ones
     if (span.traced()) span.describe(node_inputs(node));
@@ -308,12 +317,13 @@ class Duties {
     for (const Edge& e : node.next) needs.push_back(follows(e));
     // An autocast forward's backward products are bfloat16 too, wherever backward() is called.
     const autocast::Guard as_in_forward(forward_autocast(node));
-    Grads grads = node.backward(grad, Saved(std::move(saved), std::move(needs)));
-    CPPGRAD_CHECK(grads.size() == node.next.size(), "backward: '{}' returned {} gradients for {} inputs", node.op,
-          grads.size(), node.next.size());
-    if (AnomalyMode::is_enabled()) check_finite(node, grads);
+    Saved s(std::move(saved), std::move(needs));
+    Grads input_grads = node.backward_outputs ? node.backward_outputs(grads, s) : node.backward(grads[0], s);
+    CPPGRAD_CHECK(input_grads.size() == node.next.size(), "backward: '{}' returned {} gradients for {} inputs", node.op,
+          input_grads.size(), node.next.size());
+    if (AnomalyMode::is_enabled()) check_finite(node, input_grads);
     release(node);
-    return grads;
+    return input_grads;
   }
 
   // ---- sums: the fast forms ------------------------------------------------------------------
@@ -372,7 +382,7 @@ class Duties {
       const Tensor& in = inputs[i];
       CPPGRAD_CHECK(in.requires_grad(), "grad: input {} of shape {} does not require grad", i, shape_str(in.shape()));
       if (in.grad_fn())
-        capture_node_[in.grad_fn().get()].push_back(i);
+        capture_node_[in.grad_fn().get()].emplace_back(meta_of(in)->output_nr, i);
       else
         capture_leaf_[meta_of(in).get()].push_back(i);
     }
@@ -414,6 +424,7 @@ class Duties {
     if (retain_graph_) return;
     node.saved.clear();
     node.backward = nullptr;
+    node.backward_outputs = nullptr;
     node.released = true;
   }
 
@@ -431,11 +442,13 @@ class Duties {
 
   // A non-leaf's retain_grad(): .grad gets a copy of the gradient (the gradient itself flows on
   // to other nodes), later ones added out of place, as PyTorch's retains_grad hook does.
-  void retain(const Node& node, const Tensor& grad) {
-    auto meta = node.retained.lock();
-    if (!meta) return;
-    NoGradGuard no_grad;  // .grad is data, not part of a graph
-    meta->grad = meta->grad.defined() ? meta->grad + grad : grad.clone();
+  void retain(const Node& node, const Grads& grads) {
+    for (const auto& [k, retained] : node.retained) {
+      auto meta = retained.lock();
+      if (!meta || !grads[k].defined()) continue;
+      NoGradGuard no_grad;  // .grad is data, not part of a graph
+      meta->grad = meta->grad.defined() ? meta->grad + grads[k] : grads[k].clone();
+    }
   }
 
   // PyTorch's rule for a leaf's .grad (AccumulateGrad):
@@ -461,7 +474,7 @@ class Duties {
   CallbackQueue callbacks_;
   // grad(): which inputs are captured where, and the nodes that lead to one
   bool capturing_ = false;
-  std::unordered_map<Node*, std::vector<size_t>> capture_node_;
+  std::unordered_map<Node*, std::vector<std::pair<uint32_t, size_t>>> capture_node_;  // (output, input)
   std::unordered_map<AutogradMeta*, std::vector<size_t>> capture_leaf_;
   std::vector<Tensor> captured_;
   std::unordered_set<Node*> needed_;
@@ -491,7 +504,7 @@ class Engine {
     std::vector<Node*> starts;
     for (size_t i = 0; i < roots.size(); ++i) {
       if (Node* root = roots[i].grad_fn().get()) {
-        add_to(pending_[root], root_grads[i]);
+        add_to(pending_at(*root)[meta_of(roots[i])->output_nr], root_grads[i]);
         starts.push_back(root);
       } else {
         add_to(duties_.leaf_slot(meta_of(roots[i])), root_grads[i]);
@@ -530,18 +543,17 @@ class Engine {
     }
   }
 
-  // Runs one node: the sum of the gradients that reached its output goes through its backward,
+  // Runs one node: the sums of the gradients that reached its outputs go through its backward,
   // and each input's gradient is sent along that input's edge; a node whose last incoming
   // edge has run becomes ready.
   template <class Ready>
   void run_node(Node& node, Ready& ready) {
-    Tensor grad;
+    Grads grads, input_grads;  // one per output (none: no gradient reached it), one per input
     if (auto it = pending_.find(&node); it != pending_.end()) {
-      grad = std::move(it->second);
+      grads = std::move(it->second);
       pending_.erase(it);
     }
-    Grads input_grads;
-    if (grad.defined() && duties_.arriving(node, grad)) input_grads = duties_.call_backward(node, grad);
+    if (!grads.empty() && duties_.arriving(node, grads)) input_grads = duties_.call_backward(node, grads);
     for (size_t i = 0; i < node.next.size(); ++i) {
       const Edge& edge = node.next[i];
       if (!duties_.follows(edge)) continue;
@@ -554,13 +566,16 @@ class Engine {
   // Adds input i's gradient g to what has reached that input so far.
   void send(const Node& node, size_t i, Tensor g) {
     const Edge& edge = node.next[i];
-    Tensor& slot = edge.node ? pending_[edge.node.get()] : duties_.leaf_slot(edge.leaf);
+    Tensor& slot = edge.node ? pending_at(*edge.node)[edge.output] : duties_.leaf_slot(edge.leaf);
     if (duties_.added_as_slice(node, i, slot, g)) return;
     // Broadcasting and dtype promotion in the forward are undone here, once for every op.
     if (g.shape() != node.input_shapes[i]) g = sum_to(g, node.input_shapes[i]);
     if (g.dtype() != node.input_dtypes[i]) g = g.to(node.input_dtypes[i]);
     add_to(slot, g);
   }
+
+  // The gradients summed so far at a node's outputs, one slot per output.
+  Grads& pending_at(Node& node) { return pending_.try_emplace(&node, node.num_outputs).first->second; }
 
   // The sum of the gradients arriving at one place.
   void add_to(Tensor& slot, const Tensor& g) {
@@ -572,7 +587,7 @@ class Engine {
 
   bool create_graph_;
   Duties duties_;
-  std::unordered_map<Node*, Tensor> pending_;        // the gradient summed so far at each node's output
+  std::unordered_map<Node*, Grads> pending_;         // the gradients summed so far at each node's outputs
   std::unordered_map<Node*, int64_t> dependencies_;  // edges into each node not yet run
 };
 
@@ -639,6 +654,39 @@ void queue_callback(std::function<void()> callback) {
 void call_between_nodes(std::function<void()> callback) {
   CPPGRAD_CHECK(t_queued_callbacks != nullptr, "call_between_nodes: called outside a backward pass");
   t_queued_callbacks->between_nodes.push_back(std::move(callback));
+}
+
+// ---- an op with several outputs -------------------------------------------------------------
+std::vector<Tensor> record_outputs(std::string op, std::vector<Tensor> outs, const std::vector<bool>& differentiable,
+                                   const std::vector<Tensor>& inputs, const std::vector<Tensor>& to_save,
+                                   OutputsBackwardFn backward) {
+  CPPGRAD_CHECK(differentiable.size() == outs.size(), "{}: {} outputs but {} differentiable flags", op, outs.size(),
+                differentiable.size());
+  if (!GradMode::is_enabled() || !any_requires_grad(inputs)) return outs;
+  if (std::none_of(differentiable.begin(), differentiable.end(), [](bool d) { return d; })) return outs;
+  // An output that is an input, or an earlier output, needs its own handle (as in record).
+  for (size_t k = 0; k < outs.size(); ++k) {
+    if (!differentiable[k]) continue;
+    bool seen = false;
+    for (const Tensor& in : inputs) seen = seen || (in.defined() && in.is_same(outs[k]));
+    for (size_t j = 0; j < k; ++j) seen = seen || outs[j].is_same(outs[k]);
+    if (seen) outs[k] = kernels::alias(outs[k]);
+  }
+
+  std::shared_ptr<Node> node = new_node(std::move(op), inputs);
+  node->num_outputs = static_cast<uint32_t>(outs.size());
+  node->output_shape = outs[0].shape();
+  node->output_dtype = outs[0].dtype();
+  for (const Tensor& t : to_save) {
+    SavedTensor saved{t, false, t.defined() ? t.version() : 0, 0};
+    for (uint32_t k = 0; k < outs.size() && t.defined(); ++k)
+      if (differentiable[k] && t.is_same(outs[k])) saved = {kernels::alias(t), true, t.version(), k};
+    node->saved.push_back(std::move(saved));
+  }
+  node->backward_outputs = std::move(backward);
+  for (uint32_t k = 0; k < outs.size(); ++k)
+    if (differentiable[k]) attach(outs[k], node, k);
+  return outs;
 }
 
 }  // namespace cppgrad::autograd

@@ -4,8 +4,7 @@
 #include <cxxabi.h>
 
 #include <cstdlib>
-
-#include "tensor/kernels.h"
+#include <utility>
 
 namespace cppgrad::autograd {
 
@@ -74,119 +73,63 @@ std::string short_type_name(const std::type_info& type) {
 // ---- recording --------------------------------------------------------------------------------
 
 namespace {
-
-// Where output k lives in the joined tensor of several outputs.
-struct Piece {
-  int64_t offset = 0;
-  Shape shape;
-};
-
-// Output k of the joined tensor: a differentiable view, so gradients flow back into the node.
-Tensor piece_of(const Tensor& joined, const Piece& piece, size_t count) {
-  if (count == 1) return joined;
-  return joined.narrow(0, piece.offset, numel(piece.shape)).view(piece.shape);
-}
-
 bool contains_tensor(const std::vector<Tensor>& list, const Tensor& t) {
   for (const Tensor& x : list)
     if (x.is_same(t)) return true;
   return false;
 }
-
 }  // namespace
 
 std::vector<Tensor> FunctionRecorder::record(std::shared_ptr<FunctionCtx> ctx, std::vector<Tensor> outputs,
                                              const std::vector<Tensor>& arguments, const std::vector<bool>& is_tensor,
                                              UserBackward backward) {
   const std::string op = ctx->op_;
-  // The differentiable outputs (floating, not marked) are joined into the node's one output.
-  std::vector<size_t> differentiable;
+  // The node's outputs are forward's; the floating ones not marked get a gradient.
+  std::vector<bool> differentiable;
   for (size_t k = 0; k < outputs.size(); ++k) {
     CPPGRAD_CHECK(outputs[k].defined(), "{}: forward returned an undefined tensor as output {}", op, k);
-    if (outputs[k].is_floating_point() && !contains_tensor(ctx->non_differentiable_, outputs[k]))
-      differentiable.push_back(k);
+    differentiable.push_back(outputs[k].is_floating_point() && !contains_tensor(ctx->non_differentiable_, outputs[k]));
   }
   std::vector<Tensor> inputs;  // the tensor arguments, in order: the node's edges
-  for (size_t i = 0; i < arguments.size(); ++i)
-    if (is_tensor[i]) inputs.push_back(arguments[i]);
-  if (differentiable.empty() || !GradMode::is_enabled() || !any_requires_grad(inputs)) {
-    ctx->to_save_.clear();
-    ctx->non_differentiable_.clear();
-    return outputs;
-  }
-
-  std::vector<Piece> pieces;
-  Tensor joined;
-  if (differentiable.size() == 1) {
-    joined = outputs[differentiable[0]];
-    pieces.push_back({0, joined.shape()});
-  } else {
-    const DType dtype = outputs[differentiable[0]].dtype();
-    std::vector<Tensor> flat;
-    int64_t offset = 0;
-    for (size_t k : differentiable) {
-      const Tensor& out = outputs[k];
-      CPPGRAD_CHECK(out.dtype() == dtype, "{}: differentiable outputs must share a dtype; output {} is {}, output {} is {}",
-                    op, differentiable[0], dtype_name(dtype), k, dtype_name(out.dtype()));
-      pieces.push_back({offset, out.shape()});
-      offset += out.numel();
-      flat.push_back(kernels::reshape(kernels::contiguous(out), {out.numel()}));
-    }
-    joined = kernels::cat(flat, 0);
-  }
-
-  // What backward will read: a saved differentiable output is rebuilt from the joined output
-  // (record keeps that as the node's own output, without a cycle); anything else is kept as is.
-  struct Slot {
-    bool is_output = false;
-    size_t index = 0;  // into record's saved list, or into `pieces`
-  };
-  std::vector<Slot> slots;
-  std::vector<Tensor> to_save;
-  for (const Tensor& t : ctx->to_save_) {
-    Slot slot;
-    for (size_t p = 0; p < differentiable.size() && t.defined(); ++p)
-      if (outputs[differentiable[p]].is_same(t)) slot = {true, p};
-    if (!slot.is_output) {
-      slot.index = to_save.size();
-      to_save.push_back(t);
-    }
-    slots.push_back(slot);
-  }
-  const size_t joined_slot = to_save.size();
-  to_save.push_back(joined);
-  // The context must not keep the outputs: the node owns the context, and an output owning the
-  // node would make a cycle.
-  ctx->to_save_.clear();
-  ctx->non_differentiable_.clear();
-
-  const size_t n_outputs = outputs.size();
   std::vector<size_t> input_of_argument(arguments.size(), 0);
-  for (size_t i = 0, next = 0; i < arguments.size(); ++i)
-    if (is_tensor[i]) input_of_argument[i] = next++;
+  std::vector<Shape> input_shapes;
+  for (size_t i = 0; i < arguments.size(); ++i) {
+    if (!is_tensor[i]) continue;
+    input_of_argument[i] = inputs.size();
+    inputs.push_back(arguments[i]);
+    input_shapes.push_back(arguments[i].defined() ? arguments[i].shape() : Shape{});
+  }
+  // The context must not keep the outputs: the node owns the context, and an output owning the
+  // node would make a cycle. The node keeps what forward saved (an output as a graph-free alias).
+  const std::vector<Tensor> to_save = std::exchange(ctx->to_save_, {});
+  ctx->non_differentiable_.clear();
+  std::vector<Shape> output_shapes;
+  std::vector<DType> output_dtypes;
+  for (const Tensor& out : outputs) {
+    output_shapes.push_back(out.shape());
+    output_dtypes.push_back(out.dtype());
+  }
 
-  BackwardFn node_backward = [ctx, slots, pieces, differentiable, joined_slot, n_outputs, input_of_argument, is_tensor,
-                              backward, shapes = [&] {
-                                std::vector<Shape> s;
-                                for (const Tensor& in : inputs) s.push_back(in.defined() ? in.shape() : Shape{});
-                                return s;
-                              }()](const Tensor& grad, const Saved& saved) -> Grads {
+  OutputsBackwardFn node_backward = [ctx, n_saved = to_save.size(), differentiable, output_shapes, output_dtypes,
+                                     input_of_argument, is_tensor, input_shapes,
+                                     backward](const Grads& grads, const Saved& saved) -> Grads {
     const std::string& op = ctx->op_;
-    // The saved tensors as forward listed them; the gradient of each output.
+    // The saved tensors as forward listed them; each differentiable output's gradient, zeros
+    // for one that received none (as PyTorch's materialize_grads).
     std::vector<Tensor> unpacked;
-    for (const Slot& slot : slots)
-      unpacked.push_back(slot.is_output ? piece_of(saved[joined_slot], pieces[slot.index], pieces.size())
-                                        : saved[slot.index]);
-    std::vector<Tensor> grad_outputs(n_outputs);
-    for (size_t p = 0; p < differentiable.size(); ++p) grad_outputs[differentiable[p]] = piece_of(grad, pieces[p], pieces.size());
+    for (size_t i = 0; i < n_saved; ++i) unpacked.push_back(saved[i]);
+    std::vector<Tensor> grad_outputs(grads.size());
+    for (size_t k = 0; k < grads.size(); ++k)
+      if (differentiable[k])
+        grad_outputs[k] = grads[k].defined() ? grads[k] : zeros(output_shapes[k], output_dtypes[k]);
     for (size_t i = 0; i < is_tensor.size(); ++i)
       ctx->needs_input_grad_[i] = is_tensor[i] && saved.needs_grad(input_of_argument[i]);
 
     ctx->unpacked_ = std::move(unpacked);
     ctx->in_backward_ = true;
-    std::vector<Tensor> grads;
+    std::vector<Tensor> grads_in;
     try {
-      grads = backward(*ctx, grad_outputs);
+      grads_in = backward(*ctx, grad_outputs);
     } catch (...) {
       ctx->unpacked_.clear();
       ctx->in_backward_ = false;
@@ -195,25 +138,22 @@ std::vector<Tensor> FunctionRecorder::record(std::shared_ptr<FunctionCtx> ctx, s
     ctx->unpacked_.clear();  // a rebuilt output points at this node: do not keep it
     ctx->in_backward_ = false;
 
-    CPPGRAD_CHECK(grads.size() == is_tensor.size(), "{}: backward returned {} gradients for {} forward arguments", op,
-                  grads.size(), is_tensor.size());
-    Grads input_grads(shapes.size());
-    for (size_t i = 0; i < grads.size(); ++i) {
-      if (!grads[i].defined()) continue;
+    CPPGRAD_CHECK(grads_in.size() == is_tensor.size(), "{}: backward returned {} gradients for {} forward arguments",
+                  op, grads_in.size(), is_tensor.size());
+    Grads input_grads(input_shapes.size());
+    for (size_t i = 0; i < grads_in.size(); ++i) {
+      if (!grads_in[i].defined()) continue;
       CPPGRAD_CHECK(is_tensor[i], "{}: backward returned a gradient for argument {}, which is not a tensor", op, i);
       const size_t input = input_of_argument[i];
       if (!saved.needs_grad(input)) continue;  // not asked for: dropped, as PyTorch does
-      CPPGRAD_CHECK(grads[i].shape() == shapes[input], "{}: backward returned a gradient of shape {} for argument {} of shape {}",
-                    op, shape_str(grads[i].shape()), i, shape_str(shapes[input]));
-      input_grads[input] = grads[i];
+      CPPGRAD_CHECK(grads_in[i].shape() == input_shapes[input],
+                    "{}: backward returned a gradient of shape {} for argument {} of shape {}", op,
+                    shape_str(grads_in[i].shape()), i, shape_str(input_shapes[input]));
+      input_grads[input] = grads_in[i];
     }
     return input_grads;
   };
-
-  Tensor recorded = autograd::record(op, joined, inputs, to_save, std::move(node_backward));
-  for (size_t p = 0; p < differentiable.size(); ++p)
-    outputs[differentiable[p]] = piece_of(recorded, pieces[p], pieces.size());
-  return outputs;
+  return record_outputs(op, std::move(outputs), differentiable, inputs, to_save, std::move(node_backward));
 }
 
 }  // namespace cppgrad::autograd

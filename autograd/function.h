@@ -29,9 +29,8 @@
 //   ops' are: changing one in place in between is an error naming the op.
 // - The op is named by a static `name()` if Derived has one, else by its class name.
 //
-// Several differentiable outputs are computed as one node whose output is all of them joined
-// (flattened, in order); each output is a view of it, so their grad_fn is a view's and the op's
-// node sits one step further down the graph.
+// The op is one node of the graph with one output per tensor forward returns: each
+// differentiable output has it as grad_fn, and backward runs once, with every output's gradient.
 #pragma once
 
 #include <cstdint>

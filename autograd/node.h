@@ -12,6 +12,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "../tensor/tensor.h"
@@ -25,6 +26,7 @@ struct AutogradMeta {
   bool requires_grad = false;
   Tensor grad;                       // accumulated by backward, for leaves (and retain_grad)
   std::shared_ptr<Node> grad_fn;     // null for a leaf
+  uint32_t output_nr = 0;            // which of grad_fn's outputs this tensor is
   bool retains_grad = false;
   std::vector<Tensor::Hook> hooks;   // a leaf's hooks; a non-leaf's live on its grad_fn
   // Run once the leaf's .grad holds this backward's whole gradient (see
@@ -32,11 +34,12 @@ struct AutogradMeta {
   std::vector<std::function<void()>> post_accumulate_grad_hooks;
 };
 
-// Where one input's gradient goes: into the node that produced the input, or, for a leaf that
-// requires grad, into its .grad.
+// Where one input's gradient goes: into the node that produced the input (at the output the
+// input is), or, for a leaf that requires grad, into its .grad.
 struct Edge {
   std::shared_ptr<Node> node;
   std::shared_ptr<AutogradMeta> leaf;
+  uint32_t output = 0;
   bool valid() const { return node != nullptr || leaf != nullptr; }
 };
 
@@ -45,6 +48,7 @@ struct SavedTensor {
   Tensor tensor;           // the input itself, or a graph-free alias of the op's output
   bool is_output = false;  // the output is rebuilt with this node as grad_fn when unpacked
   uint64_t version = 0;
+  uint32_t output = 0;     // which output, when it is one
 };
 
 // What a backward function reads: its saved tensors (checked against in-place changes), and
@@ -63,6 +67,7 @@ class Saved {
 // One gradient per input, in the forward's order; an undefined tensor means "none".
 using Grads = std::vector<Tensor>;
 using BackwardFn = std::function<Grads(const Tensor& grad, const Saved& saved)>;
+using OutputsBackwardFn = std::function<Grads(const Grads& grads, const Saved& saved)>;
 
 struct Node : std::enable_shared_from_this<Node> {
   Node();
@@ -76,12 +81,14 @@ struct Node : std::enable_shared_from_this<Node> {
   std::vector<DType> input_dtypes;  // and converted to its input's dtype
   std::vector<SavedTensor> saved;
   BackwardFn backward;
-  std::vector<Tensor::Hook> pre_hooks;  // the output tensor's hooks
-  // The output whose .grad retain_grad() fills (backward only: autograd::grad writes no .grad).
-  std::weak_ptr<AutogradMeta> retained;
+  OutputsBackwardFn backward_outputs;  // instead, with several outputs: a gradient each (or undefined)
+  uint32_t num_outputs = 1;
+  std::vector<std::pair<uint32_t, Tensor::Hook>> pre_hooks;  // the outputs' hooks, with their index
+  // The outputs whose .grad retain_grad() fills (backward only: autograd::grad writes no .grad).
+  std::vector<std::pair<uint32_t, std::weak_ptr<AutogradMeta>>> retained;
   uint64_t sequence_nr;                 // creation order: later nodes run first
   bool released = false;                // saved tensors freed by a backward without retain_graph
-  Shape output_shape;                   // what the op produced (for to_dot's picture)
+  Shape output_shape;                   // what the op produced, its first output (for to_dot)
   DType output_dtype = kFloat32;
 
   // "MatmulBackward", as PyTorch names grad_fn.
@@ -180,6 +187,14 @@ void queue_callback(std::function<void()> callback);
 // on while backward computes instead of waiting for the end. Keep it short: it runs hundreds
 // of times a backward.
 void call_between_nodes(std::function<void()> callback);
+
+// ---- an op with several outputs (autograd::Function's, autograd/function.h) -----------------
+// As record, for one node whose output k is outs[k] (those marked in `differentiable` get it as
+// grad_fn; the others, integers or masks, stay as they are). Its backward gets one gradient per
+// output; a saved output is rebuilt as that output when unpacked.
+std::vector<Tensor> record_outputs(std::string op, std::vector<Tensor> outs, const std::vector<bool>& differentiable,
+                                   const std::vector<Tensor>& inputs, const std::vector<Tensor>& to_save,
+                                   OutputsBackwardFn backward);
 
 }  // namespace cppgrad::autograd
 

@@ -42,12 +42,13 @@ Tensor& apply_inplace(Tensor& self, std::string_view op, const Tensor& other, Ou
   auto meta = std::make_shared<AutogradMeta>();
   meta->requires_grad = result.requires_grad();
   meta->grad_fn = result.grad_fn();
+  if (meta->grad_fn) meta->output_nr = result.impl()->autograd->output_nr;
   // retain_grad() follows the tensor to its new history, as in PyTorch: .grad is then the
   // gradient of the value after this op (and the node before it no longer writes it).
   if (self.retains_grad() && meta->grad_fn) {
     meta->retains_grad = true;
     meta->grad = self.grad();
-    meta->grad_fn->retained = meta;
+    meta->grad_fn->retained.emplace_back(meta->output_nr, meta);
   }
   self.impl()->autograd = std::move(meta);
   return self;

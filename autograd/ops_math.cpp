@@ -70,7 +70,7 @@ const Tensor& floating_input(Unary op, const Tensor& t, Tensor& promoted) {
 }
 }  // namespace
 
-#define CPPGRAD_UNARY_OP(name, Enum, dtypes, forward, saves, dA, domain)                            \
+#define CPPGRAD_UNARY_OP(name, Enum, dtypes, forward, saves, dA, domain, ...)                       \
   Tensor Tensor::name() const {                                                                      \
     Tensor promoted;                                                                                 \
     return unary_op(Unary::Enum, Saves::saves, floating_input(Unary::Enum, *this, promoted),        \

@@ -70,7 +70,7 @@ void Tensor::retain_grad() const {
   meta.retains_grad = true;
   // The node holds the tensor's state weakly: the tensor owns its grad_fn, not the reverse. The
   // engine fills .grad there (autograd/engine.cpp); an in-place op moves this to its new node.
-  grad_fn()->retained = impl()->autograd;
+  grad_fn()->retained.emplace_back(meta.output_nr, impl()->autograd);
 }
 
 bool Tensor::retains_grad() const {
@@ -83,7 +83,7 @@ void Tensor::register_hook(Hook hook) const {
   if (is_leaf())
     ensure_meta(*this).hooks.push_back(std::move(hook));
   else
-    grad_fn()->pre_hooks.push_back(std::move(hook));
+    grad_fn()->pre_hooks.emplace_back(impl()->autograd->output_nr, std::move(hook));
 }
 
 }  // namespace cppgrad

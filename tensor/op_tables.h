@@ -24,6 +24,9 @@
 //   dA          the gradient of the input, from g = dC and the saved A or C
 //   domain      where gradcheck draws inputs: Any, Positive (0.5 to 2) or AwayFromZero (|x| ≥ 0.2,
 //               away from a kink)
+//   vector y, vector dA   (rows that have them) the vectorised float32 forward, and dA for a row
+//               saving its input: double arithmetic on a = x and g with vmath's branch-free
+//               functions (fast/vector_math.h), made loops by fast/unary_floats.cpp
 // The formulas use the constants below; `sign` is flat almost everywhere, so its dA is 0.
 // NaN and ±inf go through every row as through PyTorch 1.13's op (tests/tensor/test_nan_inf.cpp):
 // relu tests x <= 0, false for NaN, so relu(NaN) = NaN and its dA there is dC, as torch.relu's.
@@ -45,24 +48,28 @@ inline constexpr double gelu_c = 0.044715;
 ROW(neg,       Neg,      numeric,  -x,                                         Nothing, -g,                                     Any) \
 ROW(abs,       Abs,      numeric,  std::abs(x),                                Input,   g * A.sign(),                           AwayFromZero) \
 ROW(sign,      Sign,     numeric,  T((x > T(0)) - (x < T(0))),                 Nothing, zeros_like(g),                          AwayFromZero) \
-ROW(exp,       Exp,      floating, std::exp(x),                                Output,  g * C,                                  Any) \
-ROW(log,       Log,      floating, std::log(x),                                Input,   g / A,                                  Positive) \
+ROW(exp,       Exp,      floating, std::exp(x),                                Output,  g * C,                                  Any, vmath::exp(a)) \
+ROW(log,       Log,      floating, std::log(x),                                Input,   g / A,                                  Positive, vmath::log(a)) \
 ROW(sqrt,      Sqrt,     floating, std::sqrt(x),                               Output,  g / (2.0 * C),                          Positive) \
 ROW(rsqrt,     Rsqrt,    floating, T(1) / std::sqrt(x),                        Output,  -0.5 * g * C * C * C,                   Positive) \
-ROW(tanh,      Tanh,     floating, std::tanh(x),                               Output,  g * (1.0 - C * C),                      Any) \
-ROW(sigmoid,   Sigmoid,  floating, T(1) / (T(1) + std::exp(-x)),               Output,  g * C * (1.0 - C),                      Any) \
-ROW(silu,      Silu,     floating, x / (T(1) + std::exp(-x)),                  Input,   g * A.sigmoid() * (1.0 + A * (1.0 - A.sigmoid())), Any) \
+ROW(tanh,      Tanh,     floating, std::tanh(x),                               Output,  g * (1.0 - C * C),                      Any, vmath::tanh(a)) \
+ROW(sigmoid,   Sigmoid,  floating, T(1) / (T(1) + std::exp(-x)),               Output,  g * C * (1.0 - C),                      Any, vmath::sigmoid(a)) \
+ROW(silu,      Silu,     floating, x / (T(1) + std::exp(-x)),                  Input,   g * A.sigmoid() * (1.0 + A * (1.0 - A.sigmoid())), Any, a * vmath::sigmoid(a), g * (vmath::sigmoid(a) * (1.0 + a * vmath::sigmoid(-a)))) \
 ROW(relu,      Relu,     floating, x <= T(0) ? T(0) : x,                       Output,  g.masked_fill(C <= 0.0, 0.0),           AwayFromZero) \
-ROW(erf,       Erf,      floating, std::erf(x),                                Input,   g * two_over_sqrtpi * (-(A * A)).exp(), Any) \
+ROW(erf,       Erf,      floating, std::erf(x),                                Input,   g * two_over_sqrtpi * (-(A * A)).exp(), Any, vmath::erf(a), g * (two_over_sqrtpi * vmath::exp(-(a * a)))) \
 ROW(sin,       Sin,      floating, std::sin(x),                                Input,   g * A.cos(),                            Any) \
 ROW(cos,       Cos,      floating, std::cos(x),                                Input,   -(g * A.sin()),                         Any) \
 /*  GELU(x) = x·Φ(x), Φ the normal CDF; dA = dC ⊙ (Φ(A) + A·φ(A)), φ the normal density */ \
 ROW(gelu,      Gelu,     floating, T(0.5) * x * (T(1) + std::erf(x * T(sqrt_half))), \
-    Input, g * (0.5 * (1.0 + (A * sqrt_half).erf()) + A * ((-0.5 * A * A).exp() * inv_sqrt_2pi)), Any) \
+    Input, g * (0.5 * (1.0 + (A * sqrt_half).erf()) + A * ((-0.5 * A * A).exp() * inv_sqrt_2pi)), Any, \
+    a * vmath::normal_cdf(a), g * (vmath::normal_cdf(a) + a * (vmath::exp(-0.5 * a * a) * inv_sqrt_2pi))) \
 /*  PyTorch's tanh approximation: ½x(1 + tanh u), u = k(x + c·x³); dA = dC ⊙ (½(1 + tanh u) + ½A(1 − tanh² u)·k(1 + 3c·A²)) */ \
+/*  vectorised: x·σ(2u), as 1 + tanh u = 2σ(2u); dA = dC ⊙ (s + 2A·s·σ(−2u)·k(1 + 3c·A²)), s = σ(2u), as 1 − tanh² u = 4s·σ(−2u) */ \
 ROW(gelu_tanh, GeluTanh, floating, T(0.5) * x * (T(1) + std::tanh(T(gelu_k) * (x + T(gelu_c) * x * x * x))), \
     Input, g * (0.5 * (1.0 + (gelu_k * (A + gelu_c * A * A * A)).tanh()) \
-                + 0.5 * A * (1.0 - (gelu_k * (A + gelu_c * A * A * A)).tanh().square()) * gelu_k * (1.0 + 3.0 * gelu_c * A * A)), Any)
+                + 0.5 * A * (1.0 - (gelu_k * (A + gelu_c * A * A * A)).tanh().square()) * gelu_k * (1.0 + 3.0 * gelu_c * A * A)), Any, \
+    a * vmath::sigmoid(2.0 * (gelu_k * (a + gelu_c * a * a * a))), g * (vmath::sigmoid(2.0 * (gelu_k * (a + gelu_c * a * a * a))) \
+    + 2.0 * a * vmath::sigmoid(2.0 * (gelu_k * (a + gelu_c * a * a * a))) * vmath::sigmoid(-2.0 * (gelu_k * (a + gelu_c * a * a * a))) * gelu_k * (1.0 + 3.0 * gelu_c * a * a)))
 
 // The columns of a binary row (the operands broadcast, NumPy's way, and promote to a common dtype,
 // PyTorch's way; div of integers divides in float32, as torch.div):

@@ -56,22 +56,12 @@ const char* unary_name(Unary op) {
   return "unary";
 }
 
-// out = forward(x) for each element x, in the dtypes the row allows (dispatch_floating or
-// dispatch_numeric names the op when given another).
+// out = forward(x) for each element x, by map_into above, in the dtypes the row allows
+// (dispatch_floating or dispatch_numeric names the op when given another): one case a row,
+// CPPGRAD_UNARY_LOOP (kernels/impl.h), which the fast form expands with its own loop.
 Tensor impl::unary(Unary op, const Tensor& t) {
-  using namespace op_constants;
   Tensor out = empty(t.shape(), t.dtype());
-  switch (op) {
-#define CPPGRAD_UNARY_KERNEL(name, Enum, dtypes, forward, ...)                     \
-    case Unary::Enum:                                                              \
-      dispatch_##dtypes(t.dtype(), #name, [&](auto tag) {                          \
-        using T = decltype(tag);                                                   \
-        map_into<T, T>(out, t, [](T x) { return static_cast<T>(forward); });      \
-      });                                                                          \
-      break;
-    CPPGRAD_UNARY_OPS(CPPGRAD_UNARY_KERNEL)
-#undef CPPGRAD_UNARY_KERNEL
-  }
+  switch (op) { CPPGRAD_UNARY_OPS(CPPGRAD_UNARY_LOOP) }
   return out;
 }
 
@@ -99,15 +89,10 @@ Operands binary_operands(Binary op, const Tensor& a, const Tensor& b) {
 }
 
 namespace {
-// out = forward(x, y) for each pair of elements.
+// out = forward(x, y) for each pair of elements, by zip_into above (CPPGRAD_BINARY_LOOP).
 template <class T>
 void binary_loop(Binary op, const Tensor& out, const Tensor& a, const Tensor& b) {
-  switch (op) {
-#define CPPGRAD_BINARY_KERNEL(name, Enum, forward, ...) \
-    case Binary::Enum: zip_into<T, T>(out, a, b, [](T x, T y) { return static_cast<T>(forward); }); break;
-    CPPGRAD_BINARY_OPS(CPPGRAD_BINARY_KERNEL)
-#undef CPPGRAD_BINARY_KERNEL
-  }
+  switch (op) { CPPGRAD_BINARY_OPS(CPPGRAD_BINARY_LOOP) }
 }
 }  // namespace
 

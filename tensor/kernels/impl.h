@@ -64,6 +64,23 @@ Tensor scatter_add(const Tensor& base, int64_t dim, const Tensor& index, const T
 Tensor slice_scatter(const Tensor& src, const Shape& shape, int64_t dim, int64_t start, int64_t step);
 }  // namespace impl
 
+// ---- the rows' forward as loops ----------------------------------------------------------------
+// One case of a switch over the rows of CPPGRAD_UNARY_OPS (tensor/op_tables.h): out = forward(x)
+// for each element x of t, in the dtypes the row allows. `map_into` is the expanding file's: one
+// element at a time in the reference (elementwise.cpp), unit-stride loops in the fast form
+// (fast/elementwise.cpp), so both run the same rows.
+#define CPPGRAD_UNARY_LOOP(name, Enum, dtypes, forward, ...)                   \
+    case Unary::Enum:                                                          \
+      dispatch_##dtypes(t.dtype(), #name, [&](auto tag) {                      \
+        using namespace op_constants;                                          \
+        using T = decltype(tag);                                               \
+        map_into<T, T>(out, t, [](T x) { return static_cast<T>(forward); });  \
+      });                                                                      \
+      break;
+// Likewise out = forward(x, y) for each pair of elements of a and b (of type T), by `zip_into`.
+#define CPPGRAD_BINARY_LOOP(name, Enum, forward, ...) \
+    case Binary::Enum: zip_into<T, T>(out, a, b, [](T x, T y) { return static_cast<T>(forward); }); break;
+
 namespace fast {
 // The elementwise rows in loops the compiler vectorises (fast/elementwise.cpp).
 Tensor unary(Unary op, const Tensor& t);

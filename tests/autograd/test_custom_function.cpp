@@ -1,5 +1,5 @@
-// autograd::Function: ops written in user code, with their own backward. Two ops are defined
-// here as a user would (one with two outputs), gradchecked and gradgradchecked; then the
+// autograd::Function: ops written in user code, with their own backward. Ops are defined here
+// as a user would (with one, two and three outputs), gradchecked and gradgradchecked; then the
 // context's parts (saved tensors and their version check, plain values, needs_input_grad,
 // non-differentiable outputs) and the errors a wrong backward gets.
 #include <doctest/doctest.h>
@@ -87,6 +87,23 @@ struct RowMax : autograd::Function<RowMax> {
   }
 };
 
+// Three outputs of three kinds: each row's sum times a number (float64, one per row), the
+// squares rounded to float32 (the input's shape) and each row's argmax (int64: no gradient).
+struct RowStats : autograd::Function<RowStats> {
+  static std::vector<Tensor> forward(FunctionCtx& ctx, const Tensor& x, double scale) {
+    ctx.save_for_backward({x});
+    ctx.saved_data["scale"] = scale;
+    return {x.sum({1}) * scale, (x * x).to(kFloat32), x.argmax(1)};
+  }
+  // dx[i, j] = scale·dsums[i] + 2·x[i, j]·dsquares[i, j]
+  static std::vector<Tensor> backward(FunctionCtx& ctx, const std::vector<Tensor>& g) {
+    CHECK_FALSE(g[2].defined());
+    CHECK(g[1].dtype() == kFloat32);
+    Tensor x = ctx.get_saved_variables()[0];
+    return {g[0].unsqueeze(1) * ctx.saved_data["scale"].to_double() + 2.0 * x * g[1].to(kFloat64), Tensor()};
+  }
+};
+
 }  // namespace
 
 TEST_CASE("custom op with a plain-value argument: values, grad_fn name, gradcheck and gradgradcheck") {
@@ -118,13 +135,106 @@ TEST_CASE("custom op with two inputs and two outputs: gradcheck and gradgradchec
     CHECK(gradcheck(f, {r, theta}));
     CHECK(gradgradcheck(f, {r, theta}));
   }
-  // The node is found below the outputs' views, under its own name.
-  CHECK(contains(xy[0].grad_fn()->name(), "Backward"));
-  bool found = false;
-  for (const auto& edge : xy[0].grad_fn()->next)
-    for (const auto& e2 : edge.node ? edge.node->next : std::vector<autograd::Edge>{})
-      if (e2.node && e2.node->name() == "PolarToCartesianBackward") found = true;
-  CHECK(found);
+  // One node with two outputs: both outputs have it as grad_fn, and an op on y has an edge to
+  // its output 1. Its edges lead straight to the inputs.
+  REQUIRE(xy[0].grad_fn() != nullptr);
+  CHECK(xy[0].grad_fn() == xy[1].grad_fn());
+  CHECK(xy[0].grad_fn()->name() == "PolarToCartesianBackward");
+  CHECK(xy[0].grad_fn()->num_outputs == 2);
+  for (const auto& edge : xy[0].grad_fn()->next) CHECK(edge.leaf != nullptr);
+  Tensor twice_y = xy[1] * 2.0;
+  const autograd::Edge& into_y = twice_y.grad_fn()->next[0];
+  CHECK(into_y.node == xy[1].grad_fn());
+  CHECK(into_y.output == 1);
+  CHECK((xy[0] * 2.0).grad_fn()->next[0].output == 0);
+}
+
+TEST_CASE("custom op with three outputs of different shapes and dtypes, one an integer") {
+  Tensor x = leaf({3, 4}, 911);
+  std::vector<Tensor> out = RowStats::apply(x, 1.5);
+  REQUIRE(out.size() == 3);
+  CHECK(out[0].shape() == Shape{3});
+  CHECK(out[1].dtype() == kFloat32);
+  CHECK(out[2].dtype() == kInt64);
+  CHECK(out[0].grad_fn() == out[1].grad_fn());
+  CHECK_FALSE(out[2].requires_grad());
+  CHECK(test::allclose(out[0], x.sum({1}) * 1.5));
+  CHECK(test::allclose(out[2].to(kFloat64), x.argmax(1).to(kFloat64)));
+  // The float32 output rounds: differences over a wider step, for which x² is still exact.
+  GradcheckOptions loose;
+  loose.eps = 1e-3;
+  loose.atol = 1e-4;
+  for (int which : {0, 1, 2}) {
+    CAPTURE(which);
+    // The sums alone (the squares unused: zeros reach backward for them), the squares alone,
+    // or both, the sums used twice.
+    auto f = [which](const std::vector<Tensor>& in) {
+      std::vector<Tensor> o = RowStats::apply(in[0], 1.5);
+      Tensor squares = o[1].to(kFloat64).sum({1});
+      return which == 0 ? o[0] : which == 1 ? squares : o[0] * o[0] + squares;
+    };
+    CHECK(gradcheck(f, {x}, loose));
+    CHECK(gradgradcheck(f, {x}, loose));
+  }
+  // dx = 1.5 (the sums) + 2x (the squares)
+  (out[0].sum() + out[1].sum()).backward();
+  CHECK(test::allclose(x.grad(), 1.5 + 2.0 * x.detach(), 1e-6, 1e-6));
+}
+
+TEST_CASE("custom op with two outputs: grad() of one output, hooks and retain_grad on one") {
+  Tensor r = test::positive_leaf({4}, 912);
+  Tensor theta = leaf({4}, 913);
+  std::vector<Tensor> xy = PolarToCartesian::apply(r, theta);
+  Tensor loss = (xy[0] * xy[1]).sum();
+  // d(x·y)/dy = x, d(x·y)/dx = y: captured at the node's outputs 1 and 0.
+  std::vector<Tensor> g = autograd::grad({loss}, {xy[1]}, {}, /*retain_graph=*/true);
+  CHECK(test::allclose(g[0], xy[0].detach()));
+  g = autograd::grad({loss}, {xy[0], xy[1]}, {}, /*retain_graph=*/true);
+  CHECK(test::allclose(g[0], xy[1].detach()));
+  CHECK(test::allclose(g[1], xy[0].detach()));
+  // x alone reaches the node's output 0: nothing reaches y.
+  g = autograd::grad({xy[0].sum()}, {xy[1]}, {}, true, false, /*allow_unused=*/true);
+  CHECK_FALSE(g[0].defined());
+  CHECK_FALSE(r.grad().defined());  // grad() writes no .grad
+
+  // A hook on y doubles y's gradient only; x's .grad is kept.
+  Tensor seen;
+  xy[1].register_hook([&](const Tensor& grad) {
+    seen = grad;
+    return grad * 2.0;
+  });
+  xy[0].retain_grad();
+  (xy[0] + xy[1]).sum().backward();
+  CHECK(test::allclose(seen, ones({4}, kFloat64)));
+  CHECK(test::allclose(xy[0].grad(), ones({4}, kFloat64)));
+  CHECK_FALSE(xy[1].grad().defined());
+  // dθ = −dx·y + dy·x with dx = 1, dy = 2
+  CHECK(test::allclose(theta.grad(), -xy[1].detach() + 2.0 * xy[0].detach()));
+}
+
+TEST_CASE("custom op with two outputs: retain_graph, and a second backward without it") {
+  Tensor r = test::positive_leaf({3}, 914);
+  Tensor theta = leaf({3}, 915);
+  std::vector<Tensor> xy = PolarToCartesian::apply(r, theta);
+  Tensor loss = (xy[0] + xy[1]).sum();
+  const int calls = PolarToCartesian::backward_calls;
+  loss.backward({}, /*retain_graph=*/true);
+  Tensor once = r.grad().clone();
+  loss.backward();
+  CHECK(PolarToCartesian::backward_calls == calls + 2);  // once a backward, for both outputs
+  CHECK(test::allclose(r.grad(), 2.0 * once));
+  CHECK(contains(error_message([&] { loss.backward(); }), "backward through the graph a second time"));
+}
+
+TEST_CASE("custom op with two outputs: a saved output changed in place is an error naming the op") {
+  Tensor r = test::positive_leaf({3}, 916);
+  Tensor theta = leaf({3}, 917);
+  std::vector<Tensor> xy = PolarToCartesian::apply(r, theta);  // saves y
+  Tensor x = xy[0] * 1.0;
+  xy[1].mul_(2.0);
+  std::string msg = error_message([&] { x.sum().backward(); });
+  CHECK(contains(msg, "modified by an in-place operation"));
+  CHECK(contains(msg, "polar_to_cartesian"));
 }
 
 TEST_CASE("custom op: an input that needs no gradient gets none, and backward is told") {

@@ -30,7 +30,7 @@ struct UnaryCase {
 std::vector<UnaryCase> unary_cases() {
   return {
   // Every row of CPPGRAD_UNARY_OPS (tensor/op_tables.h), on inputs from its domain column.
-#define UNARY_CASE(name, Enum, dtypes, forward, saves, dA, domain) {#name, [](const Tensor& a) { return a.name(); }, Domain::domain},
+#define UNARY_CASE(name, Enum, dtypes, forward, saves, dA, domain, ...) {#name, [](const Tensor& a) { return a.name(); }, Domain::domain},
       CPPGRAD_UNARY_OPS(UNARY_CASE)
 #undef UNARY_CASE
       {"unary minus", [](const Tensor& a) { return -a; }, Domain::Any},

@@ -52,7 +52,7 @@ TEST_CASE("gradgradcheck: unary ops") {
   Tensor z = test::away_from_zero_leaf({2, 3}, 4202);
   // Every row of CPPGRAD_UNARY_OPS (tensor/op_tables.h), on inputs from its domain column.
   uint64_t seed = 4210;
-#define UNARY_GRADGRAD(name, Enum, dtypes, forward, saves, dA, domain)                                    \
+#define UNARY_GRADGRAD(name, Enum, dtypes, forward, saves, dA, domain, ...)                               \
   {                                                                                                       \
     CAPTURE(#name);                                                                                       \
     CHECK(gradgrad1([](const Tensor& a) { return a.name(); }, test::leaf_in(test::Domain::domain, {2, 3}, seed++))); \

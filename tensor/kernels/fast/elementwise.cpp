@@ -63,32 +63,16 @@ Tensor unary_backward_fast(Unary op, const Tensor& grad, const Tensor& saved) {
 namespace cppgrad::kernels::fast {
 
 Tensor unary(Unary op, const Tensor& t) {
-  using namespace op_constants;
   Tensor out = empty(t.shape(), t.dtype());
   if (unary_floats(op, t, out)) return out;
-  switch (op) {
-#define CPPGRAD_UNARY_FAST(name, Enum, dtypes, forward, ...)                   \
-    case Unary::Enum:                                                          \
-      dispatch_##dtypes(t.dtype(), #name, [&](auto tag) {                      \
-        using T = decltype(tag);                                               \
-        map_into<T, T>(out, t, [](T x) { return static_cast<T>(forward); });  \
-      });                                                                      \
-      break;
-    CPPGRAD_UNARY_OPS(CPPGRAD_UNARY_FAST)
-#undef CPPGRAD_UNARY_FAST
-  }
+  switch (op) { CPPGRAD_UNARY_OPS(CPPGRAD_UNARY_LOOP) }  // the rows' cases, with fast::map_into
   return out;
 }
 
 namespace {
 template <class T>
 void binary_loop(Binary op, const Tensor& out, const Tensor& a, const Tensor& b) {
-  switch (op) {
-#define CPPGRAD_BINARY_FAST(name, Enum, forward, ...) \
-    case Binary::Enum: zip_into<T, T>(out, a, b, [](T x, T y) { return static_cast<T>(forward); }); break;
-    CPPGRAD_BINARY_OPS(CPPGRAD_BINARY_FAST)
-#undef CPPGRAD_BINARY_FAST
-  }
+  switch (op) { CPPGRAD_BINARY_OPS(CPPGRAD_BINARY_LOOP) }  // with fast::zip_into
 }
 }  // namespace
 

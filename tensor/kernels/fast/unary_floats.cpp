@@ -1,8 +1,9 @@
 // The vectorised float32 forms of the transcendental unary rows (exp, log, tanh, sigmoid, silu,
-// erf, gelu, gelu_tanh) and of their backwards: loops over contiguous floats built on
-// vector_math.h, compiled once per vector unit and chosen when the program starts
-// (runtime/simd_clones.h). Every clone does the same IEEE operations in the same order (no
-// fused multiply-add: -ffp-contract=off), so each gives the same bits as the others.
+// erf, gelu, gelu_tanh) and of their backwards, made from the rows' vector columns
+// (tensor/op_tables.h): loops over contiguous floats built on vector_math.h, compiled once per
+// vector unit and chosen when the program starts (runtime/simd_clones.h). Every clone does the
+// same IEEE operations in the same order (no fused multiply-add: -ffp-contract=off), so each
+// gives the same bits as the others.
 //
 // The scalar reference (the row's forward column, std::erf and friends in float) stays what
 // reference mode runs. The two differ by the reference's own rounding: both are within 2 ulp of
@@ -22,105 +23,59 @@ namespace cppgrad::kernels::fast {
 namespace {
 
 using namespace op_constants;
-constexpr double inv_sqrt2pi = inv_sqrt_2pi;
 
-// ---- forwards: y = f(x) ---------------------------------------------------------------------
-CPPGRAD_SIMD_CLONES void exp_floats(const float* x, float* y, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) y[i] = static_cast<float>(vmath::exp(x[i]));
-}
-CPPGRAD_SIMD_CLONES void log_floats(const float* x, float* y, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) y[i] = static_cast<float>(vmath::log(x[i]));
-}
-CPPGRAD_SIMD_CLONES void tanh_floats(const float* x, float* y, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) y[i] = static_cast<float>(vmath::tanh(x[i]));
-}
-CPPGRAD_SIMD_CLONES void sigmoid_floats(const float* x, float* y, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) y[i] = static_cast<float>(vmath::sigmoid(x[i]));
-}
-CPPGRAD_SIMD_CLONES void silu_floats(const float* x, float* y, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) {
-    const double a = x[i];
-    y[i] = static_cast<float>(a * vmath::sigmoid(a));
-  }
-}
-CPPGRAD_SIMD_CLONES void erf_floats(const float* x, float* y, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) y[i] = static_cast<float>(vmath::erf(x[i]));
-}
-// GELU(x) = x·Φ(x)
-CPPGRAD_SIMD_CLONES void gelu_floats(const float* x, float* y, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) {
-    const double a = x[i];
-    y[i] = static_cast<float>(a * vmath::normal_cdf(a));
-  }
-}
-// ½x(1 + tanh u) = x·σ(2u), u = k(x + c·x³)
-CPPGRAD_SIMD_CLONES void gelu_tanh_floats(const float* x, float* y, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) {
-    const double a = x[i];
-    const double u = gelu_k * (a + gelu_c * a * a * a);
-    y[i] = static_cast<float>(a * vmath::sigmoid(2.0 * u));
-  }
-}
-
-// ---- backwards: dA = g·f'(A) ----------------------------------------------------------------
-// erf: dA = dC · 2/√π · e^{−A²}
-CPPGRAD_SIMD_CLONES void erf_backward_floats(const float* g, const float* x, float* out, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) {
-    const double a = x[i];
-    out[i] = static_cast<float>(g[i] * (two_over_sqrtpi * vmath::exp(-(a * a))));
-  }
-}
-// silu: dA = dC · σ(A)·(1 + A·σ(−A))
-CPPGRAD_SIMD_CLONES void silu_backward_floats(const float* g, const float* x, float* out, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) {
-    const double a = x[i];
-    out[i] = static_cast<float>(g[i] * (vmath::sigmoid(a) * (1.0 + a * vmath::sigmoid(-a))));
-  }
-}
-// gelu: dA = dC · (Φ(A) + A·φ(A))
-CPPGRAD_SIMD_CLONES void gelu_backward_floats(const float* g, const float* x, float* out, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) {
-    const double a = x[i];
-    const double density = vmath::exp(-0.5 * a * a) * inv_sqrt2pi;
-    out[i] = static_cast<float>(g[i] * (vmath::normal_cdf(a) + a * density));
-  }
-}
-// gelu_tanh: dA = dC · (½(1 + tanh u) + ½A(1 − tanh² u)·k(1 + 3c·A²)) = dC · (s + 2A·s·s̄·k(1 + 3c·A²)),
-// s = σ(2u), s̄ = σ(−2u) = 1 − s (½(1 + tanh u) = s, 1 − tanh² u = 4s·s̄)
-CPPGRAD_SIMD_CLONES void gelu_tanh_backward_floats(const float* g, const float* x, float* out, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) {
-    const double a = x[i];
-    const double u = gelu_k * (a + gelu_c * a * a * a);
-    const double s = vmath::sigmoid(2.0 * u), s_bar = vmath::sigmoid(-2.0 * u);
-    out[i] = static_cast<float>(g[i] * (s + 2.0 * a * s * s_bar * gelu_k * (1.0 + 3.0 * gelu_c * a * a)));
-  }
-}
+// ---- the loops: one forward y = f(x), and for some rows one backward dA = g·f'(A), per row
+// with a vector column (tensor/op_tables.h): a row's `vector y` and `vector dA` in double,
+// rounded to float once.
+#define CPPGRAD_VECTOR_LOOPS(name, Enum, dtypes, forward, saves, dA, domain, ...) \
+  __VA_OPT__(CPPGRAD_VECTOR_LOOPS_OF(name, __VA_ARGS__))
+#define CPPGRAD_VECTOR_LOOPS_OF(name, vector_y, ...)                                          \
+  CPPGRAD_SIMD_CLONES void name##_floats(const float* x, float* y, int64_t n) {               \
+    for (int64_t i = 0; i < n; ++i) {                                                         \
+      const double a = x[i];                                                                  \
+      y[i] = static_cast<float>(vector_y);                                                    \
+    }                                                                                         \
+  }                                                                                           \
+  __VA_OPT__(CPPGRAD_SIMD_CLONES void name##_backward_floats(const float* grad, const float* x, float* out, \
+                                                             int64_t n) {                     \
+    for (int64_t i = 0; i < n; ++i) {                                                         \
+      const double g = grad[i], a = x[i];                                                     \
+      out[i] = static_cast<float>(__VA_ARGS__);                                               \
+    }                                                                                         \
+  })
+CPPGRAD_UNARY_OPS(CPPGRAD_VECTOR_LOOPS)
+#undef CPPGRAD_VECTOR_LOOPS_OF
+#undef CPPGRAD_VECTOR_LOOPS
 
 using Forward = void (*)(const float*, float*, int64_t);
 using Backward = void (*)(const float*, const float*, float*, int64_t);
 
+// A row's forward loop; null for a row without a vector column.
 Forward forward_of(Unary op) {
   switch (op) {
-    case Unary::Exp: return exp_floats;
-    case Unary::Log: return log_floats;
-    case Unary::Tanh: return tanh_floats;
-    case Unary::Sigmoid: return sigmoid_floats;
-    case Unary::Silu: return silu_floats;
-    case Unary::Erf: return erf_floats;
-    case Unary::Gelu: return gelu_floats;
-    case Unary::GeluTanh: return gelu_tanh_floats;
+#define CPPGRAD_VECTOR_FORWARD(name, Enum, dtypes, forward, saves, dA, domain, ...) \
+    __VA_OPT__(case Unary::Enum: return name##_floats;)
+    CPPGRAD_UNARY_OPS(CPPGRAD_VECTOR_FORWARD)
+#undef CPPGRAD_VECTOR_FORWARD
     default: return nullptr;
   }
 }
 
-// The backwards that save the input A (the others' are products of g and the saved output C).
-Backward backward_of(Unary op) {
+// A row's backward loop and its name in a profile; null for a row without a `vector dA`.
+struct BackwardLoop {
+  Backward loop = nullptr;
+  const char* name = nullptr;
+};
+BackwardLoop backward_of(Unary op) {
   switch (op) {
-    case Unary::Erf: return erf_backward_floats;
-    case Unary::Silu: return silu_backward_floats;
-    case Unary::Gelu: return gelu_backward_floats;
-    case Unary::GeluTanh: return gelu_tanh_backward_floats;
-    default: return nullptr;
+#define CPPGRAD_VECTOR_BACKWARD(name, Enum, dtypes, forward, saves, dA, domain, ...) \
+    __VA_OPT__(CPPGRAD_VECTOR_BACKWARD_OF(name, Enum, __VA_ARGS__))
+#define CPPGRAD_VECTOR_BACKWARD_OF(name, Enum, vector_y, ...) \
+    __VA_OPT__(case Unary::Enum: return {name##_backward_floats, #name "_backward"};)
+    CPPGRAD_UNARY_OPS(CPPGRAD_VECTOR_BACKWARD)
+#undef CPPGRAD_VECTOR_BACKWARD_OF
+#undef CPPGRAD_VECTOR_BACKWARD
+    default: return {};
   }
 }
 
@@ -133,15 +88,6 @@ void in_blocks(int64_t n, Body body) {
     const int64_t start = b * kBlock;
     body(start, std::min(kBlock, n - start));
   });
-}
-
-const char* backward_name(Unary op) {
-  switch (op) {
-    case Unary::Erf: return "erf_backward";
-    case Unary::Silu: return "silu_backward";
-    case Unary::Gelu: return "gelu_backward";
-    default: return "gelu_tanh_backward";
-  }
 }
 
 bool contiguous_float32(const Tensor& t) { return t.dtype() == kFloat32 && t.is_contiguous(); }
@@ -160,10 +106,11 @@ bool unary_floats(Unary op, const Tensor& in, const Tensor& out) {
 }
 
 Tensor unary_backward_floats(Unary op, const Tensor& grad, const Tensor& input) {
-  const Backward f = backward_of(op);
+  const BackwardLoop backward = backward_of(op);
+  const Backward f = backward.loop;
   if (f == nullptr || !contiguous_float32(grad) || !contiguous_float32(input) || grad.shape() != input.shape())
     return {};
-  CPPGRAD_PROFILE_SCOPE(backward_name(op));
+  CPPGRAD_PROFILE_SCOPE(backward.name);
   Tensor out = empty(grad.shape(), kFloat32);
   const float* g = grad.data<float>();
   const float* x = input.data<float>();
