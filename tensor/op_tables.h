@@ -22,11 +22,9 @@
 //   forward     the scalar op on x, of type T (float, double or int64_t)
 //   saves       what the backward keeps: Input (A), Output (C) or Nothing
 //   dA          the gradient of the input, from g = dC and the saved A or C
-//   domain      where gradcheck draws inputs: Any, Positive (0.5 to 2) or AwayFromZero (|x| ≥ 0.2,
-//               away from a kink)
-//   vector y, vector dA   (rows that have them) the vectorised float32 forward, and dA for a row
-//               saving its input: double arithmetic on a = x and g with vmath's branch-free
-//               functions (fast/vector_math.h), made loops by fast/unary_floats.cpp
+//   domain      where gradcheck draws inputs: Any, Positive (0.5 to 2) or AwayFromZero (|x| ≥ 0.2, off a kink)
+//   vector y, vector dA   (some rows) the vectorised float32 forward, and dA where the row saves its input:
+//               double arithmetic on a = x and g with vmath (fast/vector_math.h), looped by fast/unary_floats.cpp
 // The formulas use the constants below; `sign` is flat almost everywhere, so its dA is 0.
 // NaN and ±inf go through every row as through PyTorch 1.13's op (tests/tensor/test_nan_inf.cpp):
 // relu tests x <= 0, false for NaN, so relu(NaN) = NaN and its dA there is dC, as torch.relu's.
