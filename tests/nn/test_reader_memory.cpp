@@ -39,6 +39,13 @@ void report(const char* what, const PeakMemory& peak, size_t header_bytes) {
 
 }  // namespace
 
+// The memory checks are skipped where AddressSanitizer runs, which peak_memory.h asks the process:
+// a wrong answer would skip them in the release build without a word. CMake tells this one file
+// which build it is in.
+TEST_CASE("peak_memory knows whether AddressSanitizer runs in the process") {
+  CHECK(testing_memory::sanitized() == static_cast<bool>(CPPGRAD_EXPECT_SANITIZED));
+}
+
 TEST_CASE("safetensors memory: a hostile header is refused holding at most about its own size") {
   struct Case {
     const char* what;
