@@ -18,7 +18,9 @@
 //
 // Dropout on the weights uses the counter-based stream of kernels::dropout_mask with one key,
 // so element (n, i, j) of the weights gets the very mask dropout_mask would give it, and the
-// backward regenerates it instead of storing it.
+// backward regenerates it instead of storing it. A row's words are consecutive, so its factors
+// come from dropout's vectorised row (fast/dropout.h): drawn one at a time, they took as long
+// as the rest of the tile's work outside the products.
 //
 // Grouped key/value heads (GQA, MQA): query slice n reads key/value slice n / r, r = h / g the
 // query heads per key/value head, through a pointer: nothing is repeated. In the backward one
@@ -45,6 +47,7 @@
 #include "tensor/kernels.h"
 #include "tensor/kernels/counter_rng.h"
 #include "tensor/kernels/fast/attention.h"
+#include "tensor/kernels/fast/dropout.h"
 #include "tensor/kernels/fast/exp_rows.h"
 #include "tensor/kernels/gemm.h"
 #include "tensor/kernels/traced.h"
@@ -141,17 +144,18 @@ struct Problem {
       for (int64_t c = std::max<int64_t>(0, last - j0); c < cols; ++c) row[c] = kMinusInf;
     }
   }
-  // The dropout factor of weight (n, i, j): 0 or 1/(1 − p), as dropout_mask on (N, Tq, S), or
-  // keyed by example, as example_dropout_mask: word (n mod slices_per_example, i, j) of example
-  // n / slices_per_example's stream.
-  T dropout_factor(int64_t n, int64_t i, int64_t j) const {
+  // The dropout factors of weights (n, i, j0), …, (n, i, j0 + cols − 1) into `factors`: 0 or
+  // 1/(1 − p), as dropout_mask on (N, Tq, S), or keyed by example, as example_dropout_mask: words
+  // (n mod slices_per_example, i, j) of example n / slices_per_example's stream. Either way the
+  // row's words are consecutive, so one vectorised call draws them (fast/dropout.h).
+  void dropout_row(int64_t n, int64_t i, int64_t j0, int64_t cols, T* factors) const {
     if (!by_example.empty()) {
       const int64_t b = n / slices_per_example;
-      const uint64_t word = example_word(n - b * slices_per_example, i, j);
-      return dropout_keeps(by_example[static_cast<size_t>(b)], word, threshold) ? keep_scale : T(0);
+      dropout_factors(cols, example_word(n - b * slices_per_example, i, j0), by_example[static_cast<size_t>(b)],
+                      threshold, keep_scale, factors);
+      return;
     }
-    const auto index = static_cast<uint64_t>((n * Tq + i) * S + j);
-    return dropout_keeps(key, index, threshold) ? keep_scale : T(0);
+    dropout_factors(cols, static_cast<uint64_t>((n * Tq + i) * S + j0), key, threshold, keep_scale, factors);
   }
   // The keys queries i0..i1 − 1 may see, [begin, end): the tiles above the diagonal (causal) and
   // outside the window are skipped.
@@ -193,6 +197,7 @@ void forward_block(const Problem<T>& P, int64_t n, int64_t i0, int64_t i1, T* ou
   constexpr T kMinusInf = -std::numeric_limits<T>::infinity();
   const int64_t rows = i1 - i0, kb = kKeyBlock;
   Scratch<T> s(rows * kb);
+  std::vector<T> factors(P.dropout ? static_cast<size_t>(kb) : 0);
   std::vector<T> m(static_cast<size_t>(rows), kMinusInf);
   std::vector<double> l(static_cast<size_t>(rows), 0.0);
   T* o = out + (n * P.Tq + i0) * P.dv;  // this block's output rows, used as the accumulator
@@ -217,8 +222,10 @@ void forward_block(const Problem<T>& P, int64_t n, int64_t i0, int64_t i1, T* ou
       }
       const T rescale = std::exp(m[r] - new_max);  // exp(-inf) = 0 on the first visible block
       const double block_sum = exp_shifted_row(row, cols, new_max);
-      if (P.dropout)  // the normaliser counts dropped weights too
-        for (int64_t c = 0; c < cols; ++c) row[c] *= P.dropout_factor(n, i0 + r, j0 + c);
+      if (P.dropout) {  // the normaliser counts dropped weights too
+        P.dropout_row(n, i0 + r, j0, cols, factors.data());
+        for (int64_t c = 0; c < cols; ++c) row[c] *= factors[c];
+      }
       l[r] = l[r] * rescale + block_sum;
       m[r] = new_max;
       if (rescale != T(1))
@@ -249,6 +256,7 @@ void backward_group(const Problem<T>& P, int64_t m, const T* out, const T* lse, 
   const int64_t qb = kQueryBlock, kb = kKeyBlock;
   std::vector<T> D(static_cast<size_t>(P.Tq));
   Scratch<T> p(qb * kb), dp(qb * kb);
+  std::vector<T> factors(P.dropout ? static_cast<size_t>(kb) : 0);
   for (int64_t n = m * P.group; n < (m + 1) * P.group; ++n) {
     for (int64_t i = 0; i < P.Tq; ++i) {  // D_i = Σ_c dO_ic·O_ic
       double acc = 0;
@@ -285,11 +293,11 @@ void backward_group(const Problem<T>& P, int64_t m, const T* out, const T* lse, 
             for (int64_t c = 0; c < cols; ++c) dw[c] = w[c] * (dw[c] - Di) * scale;  // scale · dS = scale · P ⊙ (dP − D)
             continue;
           }
+          P.dropout_row(n, i0 + r, j0, cols, factors.data());
           for (int64_t c = 0; c < cols; ++c) {
             // dP = dP' ⊙ M (dropout's mask), dS = P ⊙ (dP − D); V was multiplied by P ⊙ M
-            const T factor = P.dropout_factor(n, i0 + r, j0 + c);
-            dw[c] = w[c] * (dw[c] * factor - Di) * scale;
-            w[c] *= factor;
+            dw[c] = w[c] * (dw[c] * factors[c] - Di) * scale;
+            w[c] *= factors[c];
           }
         }
         gemm<T>(true, false, cols, P.dv, rows, p.data(), cols, g, P.dv, dv_j, P.dv, T(1), nullptr, nullptr,

@@ -119,6 +119,13 @@ Tensor fill_example_dropout_mask(const Tensor& mask, double p, const std::vector
   return mask;
 }
 
+void dropout_factors(int64_t n, uint64_t first, uint64_t key, uint64_t threshold, float keep, float* out) {
+  dropout_mask_row<float>(n, first, key, threshold, keep, out);
+}
+void dropout_factors(int64_t n, uint64_t first, uint64_t key, uint64_t threshold, double keep, double* out) {
+  dropout_mask_row<double>(n, first, key, threshold, keep, out);
+}
+
 Tensor dropout(const Tensor& input, double p, uint64_t key) {
   CPPGRAD_PROFILE_SCOPE("dropout");
   return masked_by_key<false>("dropout", input, p, key);

@@ -22,5 +22,9 @@ Tensor dropout(const Tensor& x, double p, uint64_t key);
 // where x > 0, else 0, the mask made again from the key rather than kept.
 Tensor relu_dropout(const Tensor& x, double p, uint64_t key);
 Tensor relu_dropout_backward(const Tensor& grad, const Tensor& x, double p, uint64_t key);
+// out[i] = dropout's factor (0 or keep) of word first + i of the stream `key`, for i in [0, n): a
+// row of weights whose words are consecutive, as the fused attention's are.
+void dropout_factors(int64_t n, uint64_t first, uint64_t key, uint64_t threshold, float keep, float* out);
+void dropout_factors(int64_t n, uint64_t first, uint64_t key, uint64_t threshold, double keep, double* out);
 
 }  // namespace cppgrad::kernels::fast
