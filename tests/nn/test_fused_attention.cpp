@@ -208,3 +208,41 @@ TEST_CASE("fused attention op: the fast form equals its reference, values and gr
     CHECK(F::scaled_dot_product_attention(large, large, large).output.grad_fn()->name() == "MatmulBackward");
   }
 }
+
+// Self-attention's q, k and v are views of one projection (B, T, (h + 2g)·d) split into heads:
+// the kernel reads them there, at a row stride of (h + 2g)·d, and writes its output with the
+// heads inside positions, as (B, T, h, d), so that merging the heads needs no copy. A mask that
+// is a window into a larger one (an offset of its own) is read from that offset.
+TEST_CASE("fused attention reads a projection's heads in place and writes the output in their layout") {
+  const int64_t B = 2, T = 150, h = 4, g = 2, d = 8;
+  Generator gen(7);
+  Tensor projection = randn({B, T, (h + 2 * g) * d}, kFloat64, gen);
+  auto heads = [&](int64_t first, int64_t count) {  // (B, T, count·d) -> (B, count, T, d), a view
+    return projection.narrow(2, first * d, count * d).reshape({B, T, count, d}).transpose(1, 2);
+  };
+  Tensor q = heads(0, h), k = heads(h, g), v = heads(h + g, g);
+  REQUIRE_FALSE(q.is_contiguous());
+  Tensor larger = randn({T + 9, T + 20}, kFloat64, gen);
+  Tensor window_mask = larger.narrow(0, 5, T).narrow(1, 11, T);  // offset 5·(T + 20) + 11
+  REQUIRE(window_mask.offset() > 0);
+  for (const bool causal : {false, true}) {
+    for (const double dropout : {0.0, 0.2}) {
+      INFO("causal ", causal, ", dropout ", dropout);
+      auto run = [&](F::AttentionBackend backend, const Tensor& q0, const Tensor& k0, const Tensor& v0) {
+        BackendGuard guard(backend);
+        Tensor ql = q0.detach().requires_grad_(), kl = k0.detach().requires_grad_(), vl = v0.detach().requires_grad_();
+        Generator drop_gen(5);
+        const auto options =
+            F::AttentionOptions().attn_mask(window_mask).is_causal(causal).enable_gqa(true).dropout_p(dropout);
+        Tensor out = F::scaled_dot_product_attention(ql, kl, vl, options, drop_gen).output;
+        Generator g_gen(99);
+        (out * randn(out.shape(), out.dtype(), g_gen)).sum().backward();
+        return Result{out.detach(), ql.grad(), kl.grad(), vl.grad()};
+      };
+      const Result in_place = run(F::AttentionBackend::Fused, q, k, v);
+      check_same(in_place, run(F::AttentionBackend::Materialize, q, k, v), 1e-12);
+      check_same(in_place, run(F::AttentionBackend::Fused, q.contiguous(), k.contiguous(), v.contiguous()), 1e-12);
+      CHECK(in_place.out.transpose(1, 2).is_contiguous());  // (B, T, h, d) in memory: merging the heads is a view
+    }
+  }
+}

@@ -83,15 +83,63 @@ class Scratch {
   T* data_;
 };
 
+// A tensor's (..., T, d) slices as rows: row i of slice n (the leading dims flattened) starts at
+// base + slice[n] + i·ld. The rows are read where they are, at any stride: the heads of a
+// (B, T, H·d) projection seen as (B, H, T, d) are not copied, nor is the output gathered back.
+template <class T>
+struct Rows {
+  T* base = nullptr;
+  std::vector<int64_t> slice;
+  int64_t ld = 0;
+  T* row(int64_t n, int64_t i) const { return base + slice[static_cast<size_t>(n)] + i * ld; }
+};
+
+// Each leading index's offset from t's element [0, ..., 0], walking the leading dims (all but the
+// last two) like an odometer.
+std::vector<int64_t> slice_offsets(const Tensor& t) {
+  const int64_t lead = t.dim() - 2;
+  std::vector<int64_t> offsets(static_cast<size_t>(numel(Shape(t.shape().begin(), t.shape().end() - 2))));
+  std::vector<int64_t> index(static_cast<size_t>(lead), 0);
+  for (auto& offset : offsets) {
+    offset = 0;
+    for (int64_t a = 0; a < lead; ++a) offset += index[a] * t.strides()[a];
+    for (int64_t a = lead - 1; a >= 0; --a) {
+      if (++index[a] < t.size(a)) break;
+      index[a] = 0;
+    }
+  }
+  return offsets;
+}
+
+// t's rows in place when BLAS can read them so (the last dim contiguous, rows at least a row
+// apart), else those of a contiguous copy, which `t` then holds.
+template <class T>
+Rows<T> rows_of(Tensor& t) {
+  const bool readable = t.size(-1) <= 1 || t.stride(-1) == 1;
+  if (!readable || t.stride(-2) < std::max<int64_t>(1, t.size(-1))) t = contiguous(t);
+  return {t.data<std::remove_const_t<T>>(), slice_offsets(t), t.stride(-2)};
+}
+
+// A new (..., H, T, d) tensor laid out in memory as `like` is: heads inside positions, as
+// (..., T, H, d), when like's are (a projection's heads), else contiguous. So an output or a
+// gradient goes back to its projection's layout without a copy.
+Tensor new_laid_out_as(const Tensor& like, Shape shape, bool zeroed) {
+  const auto nd = static_cast<int64_t>(shape.size());
+  const bool heads_inside = nd >= 3 && like.size(-3) > 1 && like.size(-2) > 1 && like.stride(-3) < like.stride(-2);
+  if (heads_inside) std::swap(shape[nd - 3], shape[nd - 2]);
+  Tensor t = zeroed ? zeros(shape, like.dtype()) : empty(shape, like.dtype());
+  return heads_inside ? transpose(t, nd - 3, nd - 2) : t;
+}
+
 // Everything a block needs to know about the problem, flattened to N = Π leading dims of q.
 template <class T>
 struct Problem {
   int64_t N, Tq, S, d, dv;
   int64_t group = 1;    // r: query slices per key/value slice (query slice n reads slice n / r)
   int64_t heads = 1;    // h, the query heads (dim −3 of q): slice n is head n % h, for ALiBi
-  const T *q, *k, *v;  // (N, Tq, d), (N / r, S, d), (N / r, S, dv), contiguous
+  Rows<const T> q, k, v;  // (N, Tq, d), (N / r, S, d), (N / r, S, dv)
   // The mask as an additive float or a bool (true = hidden), read through strides so that a
-  // broadcast (T, S) mask is never expanded in memory. mask_offset[n] is row n's base.
+  // broadcast (T, S) mask is never expanded in memory. mask_offset[n] is slice n's base.
   Tensor mask;  // holds the (expanded, converted) mask's storage while the pointers below are used
   const T* add_mask = nullptr;
   const bool* bool_mask = nullptr;
@@ -109,8 +157,8 @@ struct Problem {
   int64_t slices_per_example = 1;
   T keep_scale = 1;
 
-  const T* keys(int64_t n, int64_t j0) const { return k + ((n / group) * S + j0) * d; }
-  const T* values(int64_t n, int64_t j0) const { return v + ((n / group) * S + j0) * dv; }
+  const T* keys(int64_t n, int64_t j0) const { return k.row(n / group, j0); }
+  const T* values(int64_t n, int64_t j0) const { return v.row(n / group, j0); }
 
   // Turns a tile of raw products q_i·k_j (queries i0.., keys j0..; `rows` × `cols`, row-major)
   // into masked scores: scale · q·k + the float mask − ALiBi's slope · distance, -inf where
@@ -193,20 +241,21 @@ bool has_nan(const T* row, int64_t n) {
 
 // Queries i0..i1 of slice n against every key they may see, a key block at a time.
 template <class T>
-void forward_block(const Problem<T>& P, int64_t n, int64_t i0, int64_t i1, T* out, T* lse) {
+void forward_block(const Problem<T>& P, int64_t n, int64_t i0, int64_t i1, const Rows<T>& out, T* lse) {
   constexpr T kMinusInf = -std::numeric_limits<T>::infinity();
   const int64_t rows = i1 - i0, kb = kKeyBlock;
   Scratch<T> s(rows * kb);
   std::vector<T> factors(P.dropout ? static_cast<size_t>(kb) : 0);
   std::vector<T> m(static_cast<size_t>(rows), kMinusInf);
   std::vector<double> l(static_cast<size_t>(rows), 0.0);
-  T* o = out + (n * P.Tq + i0) * P.dv;  // this block's output rows, used as the accumulator
-  std::fill(o, o + rows * P.dv, T(0));
-  const T* q = P.q + (n * P.Tq + i0) * P.d;
+  T* o = out.row(n, i0);  // this block's output rows, used as the accumulator
+  const int64_t ldo = out.ld;
+  for (int64_t r = 0; r < rows; ++r) std::fill(o + r * ldo, o + r * ldo + P.dv, T(0));
+  const T* q = P.q.row(n, i0);
   const auto [key_begin, key_end] = P.key_range(i0, i1);
   for (int64_t j0 = key_begin; j0 < key_end; j0 += kb) {
     const int64_t cols = std::min(kb, key_end - j0);
-    gemm<T>(false, true, rows, cols, P.d, q, P.d, P.keys(n, j0), P.d, s.data(), cols, T(0), nullptr, nullptr,
+    gemm<T>(false, true, rows, cols, P.d, q, P.q.ld, P.keys(n, j0), P.k.ld, s.data(), cols, T(0), nullptr, nullptr,
             kTile);  // Q_i·K_jᵀ
     P.scores(n, i0, rows, j0, cols, s.data());
     for (int64_t r = 0; r < rows; ++r) {
@@ -229,18 +278,19 @@ void forward_block(const Problem<T>& P, int64_t n, int64_t i0, int64_t i1, T* ou
       l[r] = l[r] * rescale + block_sum;
       m[r] = new_max;
       if (rescale != T(1))
-        for (int64_t c = 0; c < P.dv; ++c) o[r * P.dv + c] *= rescale;
+        for (int64_t c = 0; c < P.dv; ++c) o[r * ldo + c] *= rescale;
     }
-    gemm<T>(false, false, rows, P.dv, cols, s.data(), cols, P.values(n, j0), P.dv, o, P.dv, T(1), nullptr, nullptr, kTile);
+    gemm<T>(false, false, rows, P.dv, cols, s.data(), cols, P.values(n, j0), P.v.ld, o, ldo, T(1), nullptr, nullptr,
+            kTile);  // O_i += P·V_j
   }
   for (int64_t r = 0; r < rows; ++r) {
     if (l[r] == 0) {  // a fully hidden row: zeros, and a log-sum-exp of -inf that the backward knows
-      std::fill(o + r * P.dv, o + (r + 1) * P.dv, T(0));
+      std::fill(o + r * ldo, o + r * ldo + P.dv, T(0));
       lse[n * P.Tq + i0 + r] = kMinusInf;
       continue;
     }
     const T inv = static_cast<T>(1.0 / l[r]);
-    for (int64_t c = 0; c < P.dv; ++c) o[r * P.dv + c] *= inv;
+    for (int64_t c = 0; c < P.dv; ++c) o[r * ldo + c] *= inv;
     lse[n * P.Tq + i0 + r] = static_cast<T>(m[r] + std::log(l[r]));
   }
 }
@@ -252,31 +302,34 @@ void forward_block(const Problem<T>& P, int64_t n, int64_t i0, int64_t i1, T* ou
 // the cache across key blocks; running the r slices inside each key block instead took 1.18
 // times multi-head's time at T = 1024: bench/README.md, bench_gqa.)
 template <class T>
-void backward_group(const Problem<T>& P, int64_t m, const T* out, const T* lse, const T* dout, T* dq, T* dk, T* dv) {
+void backward_group(const Problem<T>& P, int64_t m, const Rows<const T>& out, const T* lse, const Rows<const T>& dout,
+                    const Rows<T>& dq, const Rows<T>& dk, const Rows<T>& dv) {
   const int64_t qb = kQueryBlock, kb = kKeyBlock;
   std::vector<T> D(static_cast<size_t>(P.Tq));
   Scratch<T> p(qb * kb), dp(qb * kb);
   std::vector<T> factors(P.dropout ? static_cast<size_t>(kb) : 0);
   for (int64_t n = m * P.group; n < (m + 1) * P.group; ++n) {
     for (int64_t i = 0; i < P.Tq; ++i) {  // D_i = Σ_c dO_ic·O_ic
+      const T *g = dout.row(n, i), *o = out.row(n, i);
       double acc = 0;
-      for (int64_t c = 0; c < P.dv; ++c) acc += double(dout[(n * P.Tq + i) * P.dv + c]) * out[(n * P.Tq + i) * P.dv + c];
+      for (int64_t c = 0; c < P.dv; ++c) acc += double(g[c]) * o[c];
       D[static_cast<size_t>(i)] = static_cast<T>(acc);
     }
     for (int64_t j0 = 0; j0 < P.S; j0 += kb) {
       const int64_t cols = std::min(kb, P.S - j0);
-      const T* k = P.k + (m * P.S + j0) * P.d;
-      const T* v = P.v + (m * P.S + j0) * P.dv;
-      T* dk_j = dk + (m * P.S + j0) * P.d;
-      T* dv_j = dv + (m * P.S + j0) * P.dv;
+      const T* k = P.k.row(m, j0);
+      const T* v = P.v.row(m, j0);
+      T* dk_j = dk.row(m, j0);
+      T* dv_j = dv.row(m, j0);
       // Only the queries that may see these keys: causal, none before j0 (+ offset); a window, a band.
       const auto [query_begin, query_end] = P.query_range(j0, j0 + cols);
       for (int64_t i0 = query_begin; i0 < query_end; i0 += qb) {
         const int64_t rows = std::min(qb, query_end - i0);
-        const T* q = P.q + (n * P.Tq + i0) * P.d;
-        const T* g = dout + (n * P.Tq + i0) * P.dv;
-        gemm<T>(false, true, rows, cols, P.d, q, P.d, k, P.d, p.data(), cols, T(0), nullptr, nullptr, kTile);  // S = Q_i·K_jᵀ
-        gemm<T>(false, true, rows, cols, P.dv, g, P.dv, v, P.dv, dp.data(), cols, T(0), nullptr, nullptr,
+        const T* q = P.q.row(n, i0);
+        const T* g = dout.row(n, i0);
+        gemm<T>(false, true, rows, cols, P.d, q, P.q.ld, k, P.k.ld, p.data(), cols, T(0), nullptr, nullptr,
+                kTile);  // S = Q_i·K_jᵀ
+        gemm<T>(false, true, rows, cols, P.dv, g, dout.ld, v, P.v.ld, dp.data(), cols, T(0), nullptr, nullptr,
                 kTile);  // dP' = dO_i·V_jᵀ
         P.scores(n, i0, rows, j0, cols, p.data());
         for (int64_t r = 0; r < rows; ++r) {
@@ -300,11 +353,11 @@ void backward_group(const Problem<T>& P, int64_t m, const T* out, const T* lse, 
             w[c] *= factors[c];
           }
         }
-        gemm<T>(true, false, cols, P.dv, rows, p.data(), cols, g, P.dv, dv_j, P.dv, T(1), nullptr, nullptr,
+        gemm<T>(true, false, cols, P.dv, rows, p.data(), cols, g, dout.ld, dv_j, dv.ld, T(1), nullptr, nullptr,
                 kTile);  // dV_j += (P⊙M)ᵀ·dO_i
-        gemm<T>(true, false, cols, P.d, rows, dp.data(), cols, q, P.d, dk_j, P.d, T(1), nullptr, nullptr,
+        gemm<T>(true, false, cols, P.d, rows, dp.data(), cols, q, P.q.ld, dk_j, dk.ld, T(1), nullptr, nullptr,
                 kTile);  // dK_j += scale·dSᵀ·Q_i
-        gemm<T>(false, false, rows, P.d, cols, dp.data(), cols, k, P.d, dq + (n * P.Tq + i0) * P.d, P.d, T(1), nullptr,
+        gemm<T>(false, false, rows, P.d, cols, dp.data(), cols, k, P.k.ld, dq.row(n, i0), dq.ld, T(1), nullptr,
                 nullptr, kTile);  // dQ_i += scale·dS·K_j
       }
     }
@@ -313,8 +366,8 @@ void backward_group(const Problem<T>& P, int64_t m, const T* out, const T* lse, 
 
 // Flattens q (..., h, T, d), k (..., g, S, d), v (..., g, S, dv) and the mask into a Problem.
 template <class T>
-Problem<T> make_problem(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask, bool causal,
-                        double scale, const FusedDropout& drop, const FusedPositions& positions) {
+Problem<T> make_problem(Tensor& q, Tensor& k, Tensor& v, const Tensor& mask, bool causal, double scale,
+                        const FusedDropout& drop, const FusedPositions& positions) {
   Problem<T> P;
   const int64_t nd = q.dim();
   P.Tq = q.size(-2), P.S = k.size(-2), P.d = q.size(-1), P.dv = v.size(-1);
@@ -326,7 +379,7 @@ Problem<T> make_problem(const Tensor& q, const Tensor& k, const Tensor& v, const
                     numel(Shape(v.shape().begin(), v.shape().end() - 2)) == kv_slices,
                 "fused_attention: q {}, k {}, v {}: k and v must have q's leading dims, or g heads dividing q's h",
                 shape_str(q.shape()), shape_str(k.shape()), shape_str(v.shape()));
-  P.q = q.data<T>(), P.k = k.data<T>(), P.v = v.data<T>();
+  P.q = rows_of<const T>(q), P.k = rows_of<const T>(k), P.v = rows_of<const T>(v);
   P.causal = causal;
   P.scale = static_cast<T>(scale);
   P.offset = positions.query_offset;
@@ -355,18 +408,7 @@ Problem<T> make_problem(const Tensor& q, const Tensor& k, const Tensor& v, const
     if (mask.dtype() == kBool) P.bool_mask = m.data<bool>();
     else P.add_mask = m.data<T>();
     P.mask_stride_t = m.strides()[nd - 2], P.mask_stride_s = m.strides()[nd - 1];
-    // The base offset of each leading index, walking the leading dims like an odometer.
-    P.mask_offset.assign(static_cast<size_t>(P.N), m.offset());
-    std::vector<int64_t> index(static_cast<size_t>(nd - 2), 0);
-    for (int64_t n = 0; n < P.N; ++n) {
-      int64_t off = m.offset();
-      for (int64_t a = 0; a < nd - 2; ++a) off += index[a] * m.strides()[a];
-      P.mask_offset[n] = off;
-      for (int64_t a = nd - 3; a >= 0; --a) {
-        if (++index[a] < full[a]) break;
-        index[a] = 0;
-      }
-    }
+    P.mask_offset = slice_offsets(m);
   }
   return P;
 }
@@ -379,18 +421,21 @@ FusedAttention fused_attention(const Tensor& query, const Tensor& key, const Ten
   // The block products inside are charged to "blas gemm": this scope keeps the rest (the
   // exponentials, the running max and sum, the masks), which would otherwise be "outside kernels".
   CPPGRAD_PROFILE_KERNEL("fused_attention", query, key, value);
-  Tensor q = contiguous(query), k = contiguous(key), v = contiguous(value);
+  Tensor q = query, k = key, v = value;
   Shape out_shape(q.shape().begin(), q.shape().end() - 1);
   Shape lse_shape = out_shape;
   out_shape.push_back(v.size(-1));
-  FusedAttention result{empty(out_shape, q.dtype()), empty(lse_shape, q.dtype())};
+  // The output in q's layout: from a projection's heads, (B, T, H, dv) in memory, which the
+  // merge of the heads then reads without a copy.
+  FusedAttention result{new_laid_out_as(q, out_shape, false), empty(lse_shape, q.dtype())};
   dispatch_floating(q.dtype(), "fused_attention", [&](auto tag) {
     using T = decltype(tag);
     const Problem<T> P = make_problem<T>(q, k, v, mask, causal, scale, drop, positions);
     const int64_t qb = kQueryBlock, blocks = (P.Tq + qb - 1) / qb;
-    T* out = result.output.data<T>();
+    Tensor output = result.output;
+    const Rows<T> out = rows_of<T>(output);
     T* lse = result.lse.data<T>();
-    parallel_for(P.N * blocks, qb * P.S * (P.d + P.dv), [&P, qb, blocks, out, lse](int64_t item) {
+    parallel_for(P.N * blocks, qb * P.S * (P.d + P.dv), [&P, qb, blocks, &out, lse](int64_t item) {
       const int64_t i0 = (item % blocks) * qb;
       forward_block(P, item / blocks, i0, std::min(P.Tq, i0 + qb), out, lse);
     });
@@ -403,17 +448,23 @@ FusedAttentionGrads fused_attention_backward(const Tensor& grad, const Tensor& q
                                              const Tensor& lse, bool causal, double scale, const FusedDropout& drop,
                                              const FusedPositions& positions) {
   CPPGRAD_PROFILE_KERNEL("fused_attention_backward", grad, query, key, value);  // as the forward's
-  Tensor q = contiguous(query), k = contiguous(key), v = contiguous(value), g = contiguous(grad);
-  Tensor o = contiguous(output), L = contiguous(lse);
-  FusedAttentionGrads grads{zeros(q.shape(), q.dtype()), zeros(k.shape(), k.dtype()), zeros(v.shape(), v.dtype())};
+  CPPGRAD_CHECK(grad.shape() == output.shape() && grad.dtype() == output.dtype(),
+                "fused_attention_backward: grad {} {} differs from the output {} {}", shape_str(grad.shape()),
+                dtype_name(grad.dtype()), shape_str(output.shape()), dtype_name(output.dtype()));
+  Tensor q = query, k = key, v = value, g = grad, o = output, L = contiguous(lse);
+  // Each gradient in its input's layout, so that it flows back into the projection uncopied.
+  FusedAttentionGrads grads{new_laid_out_as(q, q.shape(), true), new_laid_out_as(k, k.shape(), true),
+                            new_laid_out_as(v, v.shape(), true)};
   dispatch_floating(q.dtype(), "fused_attention_backward", [&](auto tag) {
     using T = decltype(tag);
     const Problem<T> P = make_problem<T>(q, k, v, mask, causal, scale, drop, positions);
-    const T *out = o.data<T>(), *lse_p = L.data<T>(), *dout = g.data<T>();
-    T *dq = grads.dq.data<T>(), *dk = grads.dk.data<T>(), *dv = grads.dv.data<T>();
+    const Rows<const T> out = rows_of<const T>(o), dout = rows_of<const T>(g);
+    const T* lse_p = L.data<T>();
+    Tensor dq_t = grads.dq, dk_t = grads.dk, dv_t = grads.dv;
+    const Rows<T> dq = rows_of<T>(dq_t), dk = rows_of<T>(dk_t), dv = rows_of<T>(dv_t);
     // One key/value slice (batch entry and key/value head) per item, with the r query slices
     // that read it: each item writes only its own dK and dV, and its query slices' dQ.
-    parallel_for(P.N / P.group, P.group * P.Tq * P.S * (P.d + P.dv) * 2, [&P, out, lse_p, dout, dq, dk, dv](int64_t m) {
+    parallel_for(P.N / P.group, P.group * P.Tq * P.S * (P.d + P.dv) * 2, [&P, &out, lse_p, &dout, &dq, &dk, &dv](int64_t m) {
       backward_group(P, m, out, lse_p, dout, dq, dk, dv);
     });
   });

@@ -36,6 +36,8 @@ struct FusedAttention {
 // may have g heads (dim −3) where q has h, g dividing h: query head i reads key/value head
 // i / (h / g), which is never copied. mask bool (true = hidden) or float (added),
 // broadcastable to q's (..., T, S), or undefined; causal hides key j > i (+ query_offset).
+// Any of them may be strided views (a projection's heads): rows are read in place. The output
+// and the gradients are laid out as q (and k, v) are, heads inside positions for a projection's.
 FusedAttention fused_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask, bool causal,
                                double scale, const FusedDropout& dropout = {}, const FusedPositions& positions = {});
 struct FusedAttentionGrads {
