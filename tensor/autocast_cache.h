@@ -7,8 +7,9 @@
 // (dX = dY·W), an activation by its weight's gradient (dW = dYᵀ·X), and a gradient by both
 // products of its node, as PyTorch's autocast keeps a weight's cast for the region. The copies
 // are held by this thread's cache until their tensor is freed (dropped at the next product),
-// written, or a new region begins (Guard's entry from outside every region). Products of raw
-// blocks (fused attention's tiles) round their operands per call and are not cached.
+// written, or a new region begins (Guard's entry from outside every region). The fused
+// attention's tiles keep no cache entries: it rounds its inputs once a call, and each tile it
+// computes once for the products that read it (tensor/kernels/fast/attention.cpp).
 //
 // The counts are the same whichever kernel rounds (Kernel::OneDnn or Kernel::RoundedFloat32),
 // so a CPU without bfloat16 instructions counts what one with them does.

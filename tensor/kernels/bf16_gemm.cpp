@@ -107,6 +107,12 @@ Rounded operand(const Tensor* of, const float* x, bool transposed, int64_t op_ro
 
 }  // namespace
 
+void count_autocast(int64_t products, int64_t operands_rounded, int64_t bytes_rounded) {
+  g_products.fetch_add(products, std::memory_order_relaxed);
+  g_rounded.fetch_add(operands_rounded, std::memory_order_relaxed);
+  g_bytes_rounded.fetch_add(bytes_rounded, std::memory_order_relaxed);
+}
+
 void gemm_bf16(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b,
                int64_t ldb, float* c, int64_t ldc, float beta, GemmCut cut, const Tensor* a_of, const Tensor* b_of) {
   g_products.fetch_add(1, std::memory_order_relaxed);

@@ -93,6 +93,9 @@ void blocked_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const In* a
 // into: their rounded copies are kept in the cast cache (tensor/autocast_cache.h).
 void gemm_bf16(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b,
                int64_t ldb, float* c, int64_t ldc, float beta, GemmCut cut, const Tensor* a_of, const Tensor* b_of);
+// Counts, into autocast's cast_stats, products and roundings made by a kernel that rounds its
+// operands itself (the fused attention's tiles).
+void count_autocast(int64_t products, int64_t operands_rounded, int64_t bytes_rounded);
 }  // namespace detail
 
 // The operands' tensors (a_of, b_of) matter only to autocast's cast cache; callers that have

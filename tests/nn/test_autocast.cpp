@@ -196,3 +196,34 @@ TEST_CASE("autocast: the cast cache rounds a weight written in place again, and 
   CHECK(autocast::cast_stats().rounded == 3);  // W again; X from the cache
   CHECK(nntest::max_abs_diff(second, first * 2.0) < 1e-6);  // doubling is exact in bfloat16
 }
+
+// The fused attention rounds its inputs once a call and each computed tile (P, dS) once for the
+// products that read it. At T = S = 300 the tiles are 3 query blocks by 2 key blocks (128 × 256),
+// 6 a slice and 12 in all. Forward: 2 products a tile, q, k, v and P rounded. Backward: 5
+// products a tile, q, k, v, dO and each tile's P and dS rounded.
+TEST_CASE("autocast: the fused attention rounds q, k, v once a call and each computed tile once") {
+  RoundedFloat32Products rounded_products;
+  nntest::AttentionBackendGuard fused(F::AttentionBackend::Fused);
+  const int64_t heads = 2, T = 300, d = 8;
+  Generator gen(31);
+  Tensor q = randn({1, heads, T, d}, kFloat32, gen).requires_grad_(), k = randn({1, heads, T, d}, kFloat32, gen),
+         v = randn({1, heads, T, d}, kFloat32, gen);
+  Tensor out;
+  autocast::reset_cast_stats();
+  {
+    autocast::Guard bf16(kBFloat16);
+    out = F::scaled_dot_product_attention(q, k, v).output;
+  }
+  const int64_t tiles = heads * 3 * 2, inputs_bytes = 3 * heads * T * d * 4, weights_bytes = heads * T * T * 4;
+  autocast::CastStats s = autocast::cast_stats();
+  CHECK(s.products == 2 * tiles);
+  CHECK(s.rounded == 3 + tiles);
+  CHECK(s.bytes_rounded == inputs_bytes + weights_bytes);  // held as float32 by this kernel
+  autocast::reset_cast_stats();
+  Generator g_gen(32);
+  (out * randn(out.shape(), kFloat32, g_gen)).sum().backward();
+  s = autocast::cast_stats();
+  CHECK(s.products == 5 * tiles);
+  CHECK(s.rounded == 4 + 2 * tiles);
+  CHECK(s.bytes_rounded == inputs_bytes * 4 / 3 + 2 * weights_bytes);
+}

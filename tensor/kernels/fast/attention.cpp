@@ -43,10 +43,14 @@
 #include <vector>
 
 #include "runtime/allocator.h"
+#include "runtime/profile.h"
+#include "tensor/autocast.h"
 #include "tensor/iterate.h"
 #include "tensor/kernels.h"
+#include "tensor/kernels/bf16_hardware.h"
 #include "tensor/kernels/counter_rng.h"
 #include "tensor/kernels/fast/attention.h"
+#include "tensor/kernels/fast/bf16_round.h"
 #include "tensor/kernels/fast/dropout.h"
 #include "tensor/kernels/fast/exp_rows.h"
 #include "tensor/kernels/gemm.h"
@@ -61,8 +65,6 @@ namespace {
 // (CPU ms for 4 steps, T = 1024 / 4096 not causal): 64×256 514 / 7285, 128×128 547 / 7376,
 // 128×256 514 / 6813, 128×512 525 / 6848, 256×128 525 / 8007, 256×256 521 / 6892.
 constexpr int64_t kQueryBlock = 128, kKeyBlock = 256;
-// A tile's product is one call: the tiles are the items of this file's parallel loops.
-constexpr GemmCut kTile = GemmCut::Whole;
 
 // A block's scratch tiles, from the caching allocator: a heap block this large would be mapped
 // fresh from the kernel at every block and its pages faulted in (at T = 128 that took 85% of
@@ -131,13 +133,66 @@ Tensor new_laid_out_as(const Tensor& like, Shape shape, bool zeroed) {
   return heads_inside ? transpose(t, nd - 3, nd - 2) : t;
 }
 
+// ---- the tiles' products, in autocast too -------------------------------------------------------
+// Inside an autocast region (tensor/autocast.h) every float32 product multiplies its operands
+// rounded to bfloat16, these too. Operands held as H: T itself, or bfloat16 for the hardware
+// kernel; `rounds` says whether they were rounded (as float32 values for Kernel::RoundedFloat32).
+// q, k, v and the output's gradient are rounded once a call, each computed tile (the weights P,
+// and dS) once for the products that read it: not every operand at every product, which rounded
+// K and V again for every query block, and Q and dO again for every key block.
+template <class H, class T>
+void tile_product(bool rounds, bool ta, bool tb, int64_t m, int64_t n, int64_t k, const H* a, int64_t lda, const H* b,
+                  int64_t ldb, T* c, int64_t ldc, T beta) {
+  const bool small = m * n * k < 65536;  // named as gemm.h names products
+  profile::Scope scope(rounds ? (small ? "bf16 gemm, small" : "bf16 gemm") : (small ? "blas gemm, small" : "blas gemm"));
+  if constexpr (std::is_same_v<H, bfloat16>)
+    hardware_bfloat16_gemm()->gemm(ta, tb, m, n, k, a, lda, b, ldb, c, ldc, beta);
+  else
+    detail::blas_gemm(ta, tb, m, n, k, a, lda, b, ldb, c, ldc, beta);
+  if (rounds) detail::count_autocast(1, 0, 0);
+}
+
+// A computed rows × cols tile as the products read it: itself, or rounded into `held`.
+template <class H, class T>
+const H* tile_operand(bool rounds, const T* tile, int64_t rows, int64_t cols, H* held) {
+  if constexpr (std::is_same_v<H, T>)
+    if (!rounds) return tile;
+  if constexpr (std::is_same_v<T, float>) {
+    round_rows(tile, rows, cols, cols, held);
+    detail::count_autocast(0, 1, rows * cols * static_cast<int64_t>(sizeof(H)));
+  }
+  return held;
+}
+
+// t's rows as the products read them: in place, or (rounds) rounded once into a dense copy that
+// `copy` keeps.
+template <class H, class T>
+Rows<const H> held_rows(Tensor& t, bool rounds, Tensor& copy) {
+  const Rows<const T> rows = rows_of<const T>(t);
+  if constexpr (std::is_same_v<H, T>)
+    if (!rounds) return rows;
+  Rows<const H> held;
+  if constexpr (std::is_same_v<T, float>) {
+    const int64_t slices = static_cast<int64_t>(rows.slice.size()), r = t.size(-2), c = t.size(-1);
+    copy = empty({slices * r * c}, std::is_same_v<H, bfloat16> ? kBFloat16 : kFloat32);
+    H* to = copy.data<H>();
+    for (int64_t n = 0; n < slices; ++n) round_rows(rows.row(n, 0), r, c, rows.ld, to + n * r * c);
+    detail::count_autocast(0, 1, slices * r * c * static_cast<int64_t>(sizeof(H)));
+    held = {to, {}, std::max<int64_t>(c, 1)};
+    for (int64_t n = 0; n < slices; ++n) held.slice.push_back(n * r * c);
+  }
+  return held;
+}
+
 // Everything a block needs to know about the problem, flattened to N = Π leading dims of q.
-template <class T>
+template <class T, class H>
 struct Problem {
   int64_t N, Tq, S, d, dv;
   int64_t group = 1;    // r: query slices per key/value slice (query slice n reads slice n / r)
   int64_t heads = 1;    // h, the query heads (dim −3 of q): slice n is head n % h, for ALiBi
-  Rows<const T> q, k, v;  // (N, Tq, d), (N / r, S, d), (N / r, S, dv)
+  Rows<const H> q, k, v;  // (N, Tq, d), (N / r, S, d), (N / r, S, dv), as the products read them
+  bool rounds = false;    // autocast: rounded to bfloat16 (tile_product)
+  Tensor q_copy, k_copy, v_copy;  // their rounded copies
   // The mask as an additive float or a bool (true = hidden), read through strides so that a
   // broadcast (T, S) mask is never expanded in memory. mask_offset[n] is slice n's base.
   Tensor mask;  // holds the (expanded, converted) mask's storage while the pointers below are used
@@ -157,8 +212,8 @@ struct Problem {
   int64_t slices_per_example = 1;
   T keep_scale = 1;
 
-  const T* keys(int64_t n, int64_t j0) const { return k.row(n / group, j0); }
-  const T* values(int64_t n, int64_t j0) const { return v.row(n / group, j0); }
+  const H* keys(int64_t n, int64_t j0) const { return k.row(n / group, j0); }
+  const H* values(int64_t n, int64_t j0) const { return v.row(n / group, j0); }
 
   // Turns a tile of raw products q_i·k_j (queries i0.., keys j0..; `rows` × `cols`, row-major)
   // into masked scores: scale · q·k + the float mask − ALiBi's slope · distance, -inf where
@@ -240,23 +295,24 @@ bool has_nan(const T* row, int64_t n) {
 }
 
 // Queries i0..i1 of slice n against every key they may see, a key block at a time.
-template <class T>
-void forward_block(const Problem<T>& P, int64_t n, int64_t i0, int64_t i1, const Rows<T>& out, T* lse) {
+template <class T, class H>
+void forward_block(const Problem<T, H>& P, int64_t n, int64_t i0, int64_t i1, const Rows<T>& out, T* lse) {
   constexpr T kMinusInf = -std::numeric_limits<T>::infinity();
   const int64_t rows = i1 - i0, kb = kKeyBlock;
   Scratch<T> s(rows * kb);
+  Scratch<H> held(P.rounds ? rows * kb : 1);
   std::vector<T> factors(P.dropout ? static_cast<size_t>(kb) : 0);
   std::vector<T> m(static_cast<size_t>(rows), kMinusInf);
   std::vector<double> l(static_cast<size_t>(rows), 0.0);
   T* o = out.row(n, i0);  // this block's output rows, used as the accumulator
   const int64_t ldo = out.ld;
   for (int64_t r = 0; r < rows; ++r) std::fill(o + r * ldo, o + r * ldo + P.dv, T(0));
-  const T* q = P.q.row(n, i0);
+  const H* q = P.q.row(n, i0);
   const auto [key_begin, key_end] = P.key_range(i0, i1);
   for (int64_t j0 = key_begin; j0 < key_end; j0 += kb) {
     const int64_t cols = std::min(kb, key_end - j0);
-    gemm<T>(false, true, rows, cols, P.d, q, P.q.ld, P.keys(n, j0), P.k.ld, s.data(), cols, T(0), nullptr, nullptr,
-            kTile);  // Q_i·K_jᵀ
+    tile_product(P.rounds, false, true, rows, cols, P.d, q, P.q.ld, P.keys(n, j0), P.k.ld, s.data(), cols,
+                 T(0));  // Q_i·K_jᵀ
     P.scores(n, i0, rows, j0, cols, s.data());
     for (int64_t r = 0; r < rows; ++r) {
       T* row = s.data() + r * cols;
@@ -280,8 +336,9 @@ void forward_block(const Problem<T>& P, int64_t n, int64_t i0, int64_t i1, const
       if (rescale != T(1))
         for (int64_t c = 0; c < P.dv; ++c) o[r * ldo + c] *= rescale;
     }
-    gemm<T>(false, false, rows, P.dv, cols, s.data(), cols, P.values(n, j0), P.v.ld, o, ldo, T(1), nullptr, nullptr,
-            kTile);  // O_i += P·V_j
+    const H* weights = tile_operand(P.rounds, s.data(), rows, cols, held.data());
+    tile_product(P.rounds, false, false, rows, P.dv, cols, weights, cols, P.values(n, j0), P.v.ld, o, ldo,
+                 T(1));  // O_i += P·V_j
   }
   for (int64_t r = 0; r < rows; ++r) {
     if (l[r] == 0) {  // a fully hidden row: zeros, and a log-sum-exp of -inf that the backward knows
@@ -301,12 +358,14 @@ void forward_block(const Problem<T>& P, int64_t n, int64_t i0, int64_t i1, const
 // contributions in place without a race. (A query slice at a time keeps its Q, dO and dQ in
 // the cache across key blocks; running the r slices inside each key block instead took 1.18
 // times multi-head's time at T = 1024: bench/README.md, bench_gqa.)
-template <class T>
-void backward_group(const Problem<T>& P, int64_t m, const Rows<const T>& out, const T* lse, const Rows<const T>& dout,
-                    const Rows<T>& dq, const Rows<T>& dk, const Rows<T>& dv) {
+// dout: the output's gradient as read for D; dout_held: as the products read it.
+template <class T, class H>
+void backward_group(const Problem<T, H>& P, int64_t m, const Rows<const T>& out, const T* lse, const Rows<const T>& dout,
+                    const Rows<const H>& dout_held, const Rows<T>& dq, const Rows<T>& dk, const Rows<T>& dv) {
   const int64_t qb = kQueryBlock, kb = kKeyBlock;
   std::vector<T> D(static_cast<size_t>(P.Tq));
   Scratch<T> p(qb * kb), dp(qb * kb);
+  Scratch<H> p_held(P.rounds ? qb * kb : 1), dp_held(P.rounds ? qb * kb : 1);
   std::vector<T> factors(P.dropout ? static_cast<size_t>(kb) : 0);
   for (int64_t n = m * P.group; n < (m + 1) * P.group; ++n) {
     for (int64_t i = 0; i < P.Tq; ++i) {  // D_i = Σ_c dO_ic·O_ic
@@ -317,20 +376,20 @@ void backward_group(const Problem<T>& P, int64_t m, const Rows<const T>& out, co
     }
     for (int64_t j0 = 0; j0 < P.S; j0 += kb) {
       const int64_t cols = std::min(kb, P.S - j0);
-      const T* k = P.k.row(m, j0);
-      const T* v = P.v.row(m, j0);
+      const H* k = P.k.row(m, j0);
+      const H* v = P.v.row(m, j0);
       T* dk_j = dk.row(m, j0);
       T* dv_j = dv.row(m, j0);
       // Only the queries that may see these keys: causal, none before j0 (+ offset); a window, a band.
       const auto [query_begin, query_end] = P.query_range(j0, j0 + cols);
       for (int64_t i0 = query_begin; i0 < query_end; i0 += qb) {
         const int64_t rows = std::min(qb, query_end - i0);
-        const T* q = P.q.row(n, i0);
-        const T* g = dout.row(n, i0);
-        gemm<T>(false, true, rows, cols, P.d, q, P.q.ld, k, P.k.ld, p.data(), cols, T(0), nullptr, nullptr,
-                kTile);  // S = Q_i·K_jᵀ
-        gemm<T>(false, true, rows, cols, P.dv, g, dout.ld, v, P.v.ld, dp.data(), cols, T(0), nullptr, nullptr,
-                kTile);  // dP' = dO_i·V_jᵀ
+        const H* q = P.q.row(n, i0);
+        const H* g = dout_held.row(n, i0);
+        tile_product(P.rounds, false, true, rows, cols, P.d, q, P.q.ld, k, P.k.ld, p.data(), cols,
+                     T(0));  // S = Q_i·K_jᵀ
+        tile_product(P.rounds, false, true, rows, cols, P.dv, g, dout_held.ld, v, P.v.ld, dp.data(), cols,
+                     T(0));  // dP' = dO_i·V_jᵀ
         P.scores(n, i0, rows, j0, cols, p.data());
         for (int64_t r = 0; r < rows; ++r) {
           T* w = p.data() + r * cols;
@@ -353,22 +412,24 @@ void backward_group(const Problem<T>& P, int64_t m, const Rows<const T>& out, co
             w[c] *= factors[c];
           }
         }
-        gemm<T>(true, false, cols, P.dv, rows, p.data(), cols, g, dout.ld, dv_j, dv.ld, T(1), nullptr, nullptr,
-                kTile);  // dV_j += (P⊙M)ᵀ·dO_i
-        gemm<T>(true, false, cols, P.d, rows, dp.data(), cols, q, P.q.ld, dk_j, dk.ld, T(1), nullptr, nullptr,
-                kTile);  // dK_j += scale·dSᵀ·Q_i
-        gemm<T>(false, false, rows, P.d, cols, dp.data(), cols, k, P.k.ld, dq.row(n, i0), dq.ld, T(1), nullptr,
-                nullptr, kTile);  // dQ_i += scale·dS·K_j
+        const H* weights = tile_operand(P.rounds, p.data(), rows, cols, p_held.data());
+        const H* ds = tile_operand(P.rounds, dp.data(), rows, cols, dp_held.data());
+        tile_product(P.rounds, true, false, cols, P.dv, rows, weights, cols, g, dout_held.ld, dv_j, dv.ld,
+                     T(1));  // dV_j += (P⊙M)ᵀ·dO_i
+        tile_product(P.rounds, true, false, cols, P.d, rows, ds, cols, q, P.q.ld, dk_j, dk.ld,
+                     T(1));  // dK_j += scale·dSᵀ·Q_i
+        tile_product(P.rounds, false, false, rows, P.d, cols, ds, cols, k, P.k.ld, dq.row(n, i0), dq.ld,
+                     T(1));  // dQ_i += scale·dS·K_j
       }
     }
   }
 }
 
 // Flattens q (..., h, T, d), k (..., g, S, d), v (..., g, S, dv) and the mask into a Problem.
-template <class T>
-Problem<T> make_problem(Tensor& q, Tensor& k, Tensor& v, const Tensor& mask, bool causal, double scale,
-                        const FusedDropout& drop, const FusedPositions& positions) {
-  Problem<T> P;
+template <class T, class H>
+Problem<T, H> make_problem(Tensor& q, Tensor& k, Tensor& v, const Tensor& mask, bool causal, double scale,
+                           const FusedDropout& drop, const FusedPositions& positions, bool rounds) {
+  Problem<T, H> P;
   const int64_t nd = q.dim();
   P.Tq = q.size(-2), P.S = k.size(-2), P.d = q.size(-1), P.dv = v.size(-1);
   P.N = numel(Shape(q.shape().begin(), q.shape().end() - 2));
@@ -379,7 +440,10 @@ Problem<T> make_problem(Tensor& q, Tensor& k, Tensor& v, const Tensor& mask, boo
                     numel(Shape(v.shape().begin(), v.shape().end() - 2)) == kv_slices,
                 "fused_attention: q {}, k {}, v {}: k and v must have q's leading dims, or g heads dividing q's h",
                 shape_str(q.shape()), shape_str(k.shape()), shape_str(v.shape()));
-  P.q = rows_of<const T>(q), P.k = rows_of<const T>(k), P.v = rows_of<const T>(v);
+  P.rounds = rounds;
+  P.q = held_rows<H, T>(q, rounds, P.q_copy);
+  P.k = held_rows<H, T>(k, rounds, P.k_copy);
+  P.v = held_rows<H, T>(v, rounds, P.v_copy);
   P.causal = causal;
   P.scale = static_cast<T>(scale);
   P.offset = positions.query_offset;
@@ -413,6 +477,20 @@ Problem<T> make_problem(Tensor& q, Tensor& k, Tensor& v, const Tensor& mask, boo
   return P;
 }
 
+// Calls body(T{}, H{}, rounds) for q's dtype T and the tiles' operands (tile_product): bfloat16
+// under autocast's oneDNN kernel, rounded float32 under Kernel::RoundedFloat32, else T unrounded.
+template <class Body>
+void with_tile_operands(const Tensor& q, const char* op, Body&& body) {
+  dispatch_floating(q.dtype(), op, [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (std::is_same_v<T, float>) {
+      if (autocast::is_enabled() && autocast::kernel() == autocast::Kernel::OneDnn) return body(T{}, bfloat16{}, true);
+      if (autocast::is_enabled() && autocast::kernel() == autocast::Kernel::RoundedFloat32) return body(T{}, T{}, true);
+    }
+    body(T{}, T{}, false);
+  });
+}
+
 }  // namespace
 
 FusedAttention fused_attention(const Tensor& query, const Tensor& key, const Tensor& value, const Tensor& mask,
@@ -428,9 +506,10 @@ FusedAttention fused_attention(const Tensor& query, const Tensor& key, const Ten
   // The output in q's layout: from a projection's heads, (B, T, H, dv) in memory, which the
   // merge of the heads then reads without a copy.
   FusedAttention result{new_laid_out_as(q, out_shape, false), empty(lse_shape, q.dtype())};
-  dispatch_floating(q.dtype(), "fused_attention", [&](auto tag) {
-    using T = decltype(tag);
-    const Problem<T> P = make_problem<T>(q, k, v, mask, causal, scale, drop, positions);
+  with_tile_operands(q, "fused_attention", [&](auto t_tag, auto h_tag, bool rounds) {
+    using T = decltype(t_tag);
+    using H = decltype(h_tag);
+    const Problem<T, H> P = make_problem<T, H>(q, k, v, mask, causal, scale, drop, positions, rounds);
     const int64_t qb = kQueryBlock, blocks = (P.Tq + qb - 1) / qb;
     Tensor output = result.output;
     const Rows<T> out = rows_of<T>(output);
@@ -455,17 +534,20 @@ FusedAttentionGrads fused_attention_backward(const Tensor& grad, const Tensor& q
   // Each gradient in its input's layout, so that it flows back into the projection uncopied.
   FusedAttentionGrads grads{new_laid_out_as(q, q.shape(), true), new_laid_out_as(k, k.shape(), true),
                             new_laid_out_as(v, v.shape(), true)};
-  dispatch_floating(q.dtype(), "fused_attention_backward", [&](auto tag) {
-    using T = decltype(tag);
-    const Problem<T> P = make_problem<T>(q, k, v, mask, causal, scale, drop, positions);
+  with_tile_operands(q, "fused_attention_backward", [&](auto t_tag, auto h_tag, bool rounds) {
+    using T = decltype(t_tag);
+    using H = decltype(h_tag);
+    const Problem<T, H> P = make_problem<T, H>(q, k, v, mask, causal, scale, drop, positions, rounds);
     const Rows<const T> out = rows_of<const T>(o), dout = rows_of<const T>(g);
+    Tensor dout_copy;
+    const Rows<const H> dout_held = held_rows<H, T>(g, rounds, dout_copy);
     const T* lse_p = L.data<T>();
     Tensor dq_t = grads.dq, dk_t = grads.dk, dv_t = grads.dv;
     const Rows<T> dq = rows_of<T>(dq_t), dk = rows_of<T>(dk_t), dv = rows_of<T>(dv_t);
     // One key/value slice (batch entry and key/value head) per item, with the r query slices
     // that read it: each item writes only its own dK and dV, and its query slices' dQ.
-    parallel_for(P.N / P.group, P.group * P.Tq * P.S * (P.d + P.dv) * 2, [&P, &out, lse_p, &dout, &dq, &dk, &dv](int64_t m) {
-      backward_group(P, m, out, lse_p, dout, dq, dk, dv);
+    parallel_for(P.N / P.group, P.group * P.Tq * P.S * (P.d + P.dv) * 2, [&](int64_t m) {
+      backward_group(P, m, out, lse_p, dout, dout_held, dq, dk, dv);
     });
   });
   return grads;
