@@ -510,13 +510,13 @@ FusedAttention fused_attention(const Tensor& query, const Tensor& key, const Ten
     using T = decltype(t_tag);
     using H = decltype(h_tag);
     const Problem<T, H> P = make_problem<T, H>(q, k, v, mask, causal, scale, drop, positions, rounds);
-    const int64_t qb = kQueryBlock, blocks = (P.Tq + qb - 1) / qb;
+    const int64_t blocks = (P.Tq + kQueryBlock - 1) / kQueryBlock;
     Tensor output = result.output;
     const Rows<T> out = rows_of<T>(output);
     T* lse = result.lse.data<T>();
-    parallel_for(P.N * blocks, qb * P.S * (P.d + P.dv), [&P, qb, blocks, &out, lse](int64_t item) {
-      const int64_t i0 = (item % blocks) * qb;
-      forward_block(P, item / blocks, i0, std::min(P.Tq, i0 + qb), out, lse);
+    parallel_for(P.N * blocks, kQueryBlock * P.S * (P.d + P.dv), [&P, blocks, &out, lse](int64_t item) {
+      const int64_t i0 = (item % blocks) * kQueryBlock;
+      forward_block(P, item / blocks, i0, std::min(P.Tq, i0 + kQueryBlock), out, lse);
     });
   });
   return result;
