@@ -49,7 +49,11 @@ Tensor Tensor::index_select(int64_t dim, const Tensor& index) const {
   autograd::TraceScope trace;
   Tensor out = record("index_select", kernels::index_select(*this, dim, index), {*this}, {index},
                       [in, dim](const Tensor& g, const Saved& s) -> Grads {
-                        return {cppgrad::index_add(zeros(in, g.dtype()), dim, s[0], g)};
+                        if (autograd::GradMode::is_enabled())  // create_graph: differentiable again
+                          return {cppgrad::index_add(zeros(in, g.dtype()), dim, s[0], g)};
+                        Tensor grad = zeros(in, g.dtype());  // filled in place: no copy of a table of zeros
+                        kernels::index_add_(grad, dim, s[0], g);
+                        return {grad};
                       });
   return trace.note(out, [&] { return TracedOp{"index_select", {*this, index}, {{"dim", dim}}}; });
 }

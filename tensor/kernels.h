@@ -158,6 +158,8 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim);
 Tensor index_select(const Tensor& t, int64_t dim, const Tensor& index);
 // out = base; out.select(dim, index[i]) += src.select(dim, i) for every i
 Tensor index_add(const Tensor& base, int64_t dim, const Tensor& index, const Tensor& src);
+// The same into `out` itself (an embedding's gradient, made as zeros, filled in place)
+void index_add_(const Tensor& out, int64_t dim, const Tensor& index, const Tensor& src);
 Tensor gather(const Tensor& t, int64_t dim, const Tensor& index);
 // out = base; out[... index[i,j,k] ...] += src[i,j,k] along dim
 Tensor scatter_add(const Tensor& base, int64_t dim, const Tensor& index, const Tensor& src);

@@ -129,6 +129,10 @@ Tensor index_add(const Tensor& base, int64_t dim, const Tensor& index, const Ten
   CPPGRAD_PROFILE_SCOPE("index_add");
   return impl::index_add(base, dim, index, src);
 }
+void index_add_(const Tensor& out, int64_t dim, const Tensor& index, const Tensor& src) {
+  CPPGRAD_PROFILE_SCOPE("index_add");
+  impl::index_add_(out, dim, index, src);
+}
 Tensor gather(const Tensor& t, int64_t dim, const Tensor& index) {
   CPPGRAD_PROFILE_SCOPE("gather");
   return impl::gather(t, dim, index);

@@ -59,6 +59,7 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b);
 Tensor cat(const std::vector<Tensor>& tensors, int64_t dim);
 Tensor index_select(const Tensor& t, int64_t dim, const Tensor& index);
 Tensor index_add(const Tensor& base, int64_t dim, const Tensor& index, const Tensor& src);
+void index_add_(const Tensor& out, int64_t dim, const Tensor& index, const Tensor& src);
 Tensor gather(const Tensor& t, int64_t dim, const Tensor& index);
 Tensor scatter_add(const Tensor& base, int64_t dim, const Tensor& index, const Tensor& src);
 Tensor slice_scatter(const Tensor& src, const Shape& shape, int64_t dim, int64_t start, int64_t step);

@@ -104,15 +104,20 @@ Tensor impl::index_select(const Tensor& t, int64_t dim, const Tensor& index) {
 }
 
 Tensor impl::index_add(const Tensor& base, int64_t dim, const Tensor& index, const Tensor& src) {
-  check_index_tensor(index, "index_add");
-  dim = wrap_dim(dim, base.dim(), "index_add");
-  Tensor idx = contiguous(index);
-  CPPGRAD_CHECK(idx.dim() <= 1 && src.dim() == base.dim() && src.shape()[dim] == idx.numel(),
-        "index_add: base {}, index {}, source {}: the source must have index's length in dim {}",
-        shape_str(base.shape()), shape_str(index.shape()), shape_str(src.shape()), dim);
   Tensor out = clone(base);
+  index_add_(out, dim, index, src);
+  return out;
+}
+
+void impl::index_add_(const Tensor& out, int64_t dim, const Tensor& index, const Tensor& src) {
+  check_index_tensor(index, "index_add");
+  dim = wrap_dim(dim, out.dim(), "index_add");
+  Tensor idx = contiguous(index);
+  CPPGRAD_CHECK(idx.dim() <= 1 && src.dim() == out.dim() && src.shape()[dim] == idx.numel(),
+        "index_add: base {}, index {}, source {}: the source must have index's length in dim {}",
+        shape_str(out.shape()), shape_str(index.shape()), shape_str(src.shape()), dim);
   const int64_t* ip = idx.data<int64_t>();
-  if (dim == 0 && out.is_floating_point() && src.dtype() == out.dtype()) {
+  if (dim == 0 && out.is_floating_point() && src.dtype() == out.dtype() && out.is_contiguous()) {
     // Rows of a table (an embedding's gradient): one plain loop per row, no per-row tensors.
     Tensor rows = contiguous(src);
     const int64_t width = idx.numel() > 0 ? rows.numel() / idx.numel() : 0;
@@ -121,18 +126,17 @@ Tensor impl::index_add(const Tensor& base, int64_t dim, const Tensor& index, con
       T* o = out.data<T>();
       const T* r = rows.data<T>();
       for (int64_t i = 0; i < idx.numel(); ++i) {  // in index order: repeated rows add in a fixed order
-        T* target = o + checked_index(ip[i], dim, base.shape(), "index_add") * width;
+        T* target = o + checked_index(ip[i], dim, out.shape(), "index_add") * width;
         for (int64_t j = 0; j < width; ++j) target[j] += r[i * width + j];
       }
     });
-    return out;
+    return;
   }
   // In index order, so repeated indices accumulate in a fixed order.
   for (int64_t i = 0; i < idx.numel(); ++i) {
-    Tensor row = select(out, dim, checked_index(ip[i], dim, base.shape(), "index_add"));
+    Tensor row = select(out, dim, checked_index(ip[i], dim, out.shape(), "index_add"));
     kernels::binary_(Binary::Add, row, select(src, dim, i));
   }
-  return out;
 }
 
 // out[i][j][k] = t[i][index[i][j][k]][k] for dim = 1

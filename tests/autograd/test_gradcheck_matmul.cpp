@@ -83,6 +83,24 @@ TEST_CASE("matmul backward: hand-computed values") {
   CHECK(test::values(m.grad()) == V{6, 6, 6, 6});
 }
 
+// A tied head multiplies by Wᵀ, a transposed view of the embedding's table: matmul hands that
+// view a gradient in its own layout, so W's gradient arrives contiguous and the embedding's adds
+// into it in place. The values are the plain formula's, Aᵀ·dC summed over the batch.
+TEST_CASE("matmul backward: a transposed weight gets its gradient in its own layout, values unchanged") {
+  Generator gen(41);
+  Tensor table = randn({7, 3}, kFloat64, gen).requires_grad_();  // (vocab, d)
+  Tensor h = randn({2, 4, 3}, kFloat64, gen), dc = randn({2, 4, 7}, kFloat64, gen);
+  Tensor tokens = tensor({1.0, 5.0, 5.0, 0.0}, kInt64);
+  Tensor logits = h.matmul(table.t());  // (2, 4, vocab)
+  ((logits * dc).sum() + table.index_select(0, tokens).sum()).backward();
+  CHECK(table.grad().is_contiguous());
+  Tensor expected = dc.reshape({-1, 7}).t().matmul(h.reshape({-1, 3})).contiguous();  // (vocab, d)
+  for (int64_t row : {1, 5, 5, 0}) expected.select(0, row).add_(ones({3}, kFloat64));
+  CHECK(test::max_abs_diff(table.grad(), expected) < 1e-12);
+  CHECK(gradcheck([](const std::vector<Tensor>& in) { return in[0].matmul(in[1].t()); },
+                  {leaf({2, 4, 3}, 2210), leaf({7, 3}, 2211)}));
+}
+
 // linear(x, W, b) = x·Wᵀ + b is one op with its own backward (the bias goes into the GEMM).
 TEST_CASE("gradcheck linear: ranks, bias or none, strided input, and its second derivative") {
   using Inputs = std::vector<Tensor>;
