@@ -60,7 +60,7 @@ ROW(cos,       Cos,      floating, std::cos(x),                                I
 /*  GELU(x) = x·Φ(x), Φ the normal CDF; dA = dC ⊙ (Φ(A) + A·φ(A)), φ the normal density */ \
 ROW(gelu,      Gelu,     floating, T(0.5) * x * (T(1) + std::erf(x * T(sqrt_half))), \
     Input, g * (0.5 * (1.0 + (A * sqrt_half).erf()) + A * ((-0.5 * A * A).exp() * inv_sqrt_2pi)), Any, \
-    a * vmath::normal_cdf(a), g * (vmath::normal_cdf(a) + a * (vmath::exp(-0.5 * a * a) * inv_sqrt_2pi))) \
+    a * vmath::normal_cdf(a), g * vmath::gelu_derivative(a)) \
 /*  PyTorch's tanh approximation: ½x(1 + tanh u), u = k(x + c·x³); dA = dC ⊙ (½(1 + tanh u) + ½A(1 − tanh² u)·k(1 + 3c·A²)) */ \
 /*  vectorised: x·σ(2u), as 1 + tanh u = 2σ(2u); dA = dC ⊙ (s + 2A·s·σ(−2u)·k(1 + 3c·A²)), s = σ(2u), as 1 − tanh² u = 4s·σ(−2u) */ \
 ROW(gelu_tanh, GeluTanh, floating, T(0.5) * x * (T(1) + std::tanh(T(gelu_k) * (x + T(gelu_c) * x * x * x))), \

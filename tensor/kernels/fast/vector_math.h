@@ -143,6 +143,16 @@ inline double normal_cdf(double x) {
   return x < 0.0 ? tail : 1.0 - tail;
 }
 
+// GELU's derivative Φ(x) + x·φ(x), the two sharing one exponential: φ(x) = e^{−x²/2}/√(2π), and
+// Φ(−|x|) = ½·erfc(|x|/√2) = ½·e^{−x²/2}·erfcx(|x|/√2).
+inline double gelu_derivative(double x) {
+  constexpr double sqrt_half = 0.7071067811865476, inv_sqrt_2pi = 0.3989422804014327;
+  const double z = std::fabs(x) * sqrt_half;
+  const double e = exp(-z * z);
+  const double tail = 0.5 * e * erfcx(z);  // Φ(−|x|)
+  return (x < 0.0 ? tail : 1.0 - tail) + x * (e * inv_sqrt_2pi);
+}
+
 // tanh(x) (NaN and ±inf included).
 inline double tanh(double x) {
   const double y = 2.0 * std::fabs(x);
