@@ -238,18 +238,12 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
     const Tensor& B = s[1];
     Grads grads(2);
     if (s.needs_grad(0)) grads[0] = matmul(g, B.mT());
-    if (s.needs_grad(1)) {
-      if (B.dim() == 2) {  // a shared weight: the batch folded into one GEMM
-        const Tensor a2 = A.reshape({-1, A.size(-1)}), g2 = g.reshape({-1, g.size(-1)});
-        // dB in B's own layout, as PyTorch's mm backward gives it: for a transposed weight (a
-        // tied head's Wᵀ) the product (dCᵀ·A)ᵀ, so that W's gradient arrives contiguous and sums
-        // in place with the embedding's instead of into a new (vocab, d) tensor.
-        const bool transposed = B.stride(0) == 1 && B.size(1) > 1 && B.stride(1) >= B.size(0);
-        grads[1] = transposed ? matmul(g2.mT(), a2).mT() : matmul(a2.mT(), g2);
-      } else {
-        grads[1] = matmul(A.mT(), g);
-      }
-    }
+    if (s.needs_grad(1) && B.dim() == 2) {  // a shared weight: the batch folded into one GEMM; a
+      // transposed one (a tied head's Wᵀ) gets (dCᵀ·A)ᵀ, in its own layout, to sum in place
+      const Tensor a2 = A.reshape({-1, A.size(-1)}), g2 = g.reshape({-1, g.size(-1)});
+      grads[1] = B.stride(0) == 1 && B.size(1) > 1 ? matmul(g2.mT(), a2).mT() : matmul(a2.mT(), g2);
+    } else if (s.needs_grad(1))
+      grads[1] = matmul(A.mT(), g);
     return grads;
   });
 }
