@@ -94,6 +94,11 @@ TEST_CASE("matmul backward: a transposed weight gets its gradient in its own lay
   Tensor logits = h.matmul(table.t());  // (2, 4, vocab)
   ((logits * dc).sum() + table.index_select(0, tokens).sum()).backward();
   CHECK(table.grad().is_contiguous());
+  // The product's own gradient for the view Wᵀ is laid out as Wᵀ is (columns contiguous).
+  Tensor view = table.detach().requires_grad_().t();
+  const Tensor d_view = autograd::grad({(h.matmul(view) * dc).sum()}, {view})[0];
+  CHECK(d_view.stride(0) == 1);
+  CHECK(test::max_abs_diff(d_view.t(), dc.reshape({-1, 7}).t().matmul(h.reshape({-1, 3}))) < 1e-12);
   Tensor expected = dc.reshape({-1, 7}).t().matmul(h.reshape({-1, 3})).contiguous();  // (vocab, d)
   for (int64_t row : {1, 5, 5, 0}) expected.select(0, row).add_(ones({3}, kFloat64));
   CHECK(test::max_abs_diff(table.grad(), expected) < 1e-12);
