@@ -93,6 +93,12 @@ void blocked_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const In* a
 // into: their rounded copies are kept in the cast cache (tensor/autocast_cache.h).
 void gemm_bf16(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b,
                int64_t ldb, float* c, int64_t ldc, float beta, GemmCut cut, const Tensor* a_of, const Tensor* b_of);
+// A product's name in the profile: autocast's apart, and small products (attention's per-head
+// matrices) apart, as call overhead dominates them.
+inline const char* product_name(bool bf16, int64_t m, int64_t n, int64_t k) {
+  const bool small = m * n * k < 65536;
+  return bf16 ? (small ? "bf16 gemm, small" : "bf16 gemm") : (small ? "blas gemm, small" : "blas gemm");
+}
 // Counts, into autocast's cast_stats, products and roundings made by a kernel that rounds its
 // operands itself (the fused attention's tiles).
 void count_autocast(int64_t products, int64_t operands_rounded, int64_t bytes_rounded);
@@ -106,11 +112,10 @@ void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const T* a, int64_t
           GemmCut cut = GemmCut::Blocks) {
   if constexpr (std::is_same_v<T, float>)
     if (autocast::is_enabled() && autocast::kernel() != autocast::Kernel::Float32) {
-      profile::Scope scope(m * n * k < 65536 ? "bf16 gemm, small" : "bf16 gemm");
+      profile::Scope scope(detail::product_name(true, m, n, k));
       return detail::gemm_bf16(ta, tb, m, n, k, a, lda, b, ldb, c, ldc, beta, cut, a_of, b_of);
     }
-  // Small products (attention's per-head matrices) are reported apart: call overhead dominates them.
-  profile::Scope scope(m * n * k < 65536 ? "blas gemm, small" : "blas gemm");
+  profile::Scope scope(detail::product_name(false, m, n, k));
   if (scope.traced())  // C (m, n) = op(A) (m, k) · op(B) (k, n)
     scope.describe(fmt::format("m={} n={} k={}{}{} {}", m, n, k, ta ? " Aᵀ" : "", tb ? " Bᵀ" : "",
                                sizeof(T) == 4 ? "float32" : "float64"));

@@ -96,20 +96,16 @@ struct Rows {
   T* row(int64_t n, int64_t i) const { return base + slice[static_cast<size_t>(n)] + i * ld; }
 };
 
-// Each leading index's offset from t's element [0, ..., 0], walking the leading dims (all but the
-// last two) like an odometer.
+// Each leading index's offset from t's element [0, ..., 0], in row-major order of the leading
+// dims (all but the last two): the elementwise kernels' odometer (tensor/iterate.h) walks them.
 std::vector<int64_t> slice_offsets(const Tensor& t) {
-  const int64_t lead = t.dim() - 2;
-  std::vector<int64_t> offsets(static_cast<size_t>(numel(Shape(t.shape().begin(), t.shape().end() - 2))));
-  std::vector<int64_t> index(static_cast<size_t>(lead), 0);
-  for (auto& offset : offsets) {
-    offset = 0;
-    for (int64_t a = 0; a < lead; ++a) offset += index[a] * t.strides()[a];
-    for (int64_t a = lead - 1; a >= 0; --a) {
-      if (++index[a] < t.size(a)) break;
-      index[a] = 0;
-    }
-  }
+  const Shape lead(t.shape().begin(), t.shape().end() - 2);
+  std::vector<int64_t> offsets;
+  offsets.reserve(static_cast<size_t>(numel(lead)));
+  StridedLoop<1>(lead, {Strides(t.strides().begin(), t.strides().end() - 2)})
+      .for_each_run([&](const auto& start, int64_t n, const auto& inner) {
+        for (int64_t i = 0; i < n; ++i) offsets.push_back(start[0] + i * inner[0]);
+      });
   return offsets;
 }
 
@@ -143,8 +139,7 @@ Tensor new_laid_out_as(const Tensor& like, Shape shape, bool zeroed) {
 template <class H, class T>
 void tile_product(bool rounds, bool ta, bool tb, int64_t m, int64_t n, int64_t k, const H* a, int64_t lda, const H* b,
                   int64_t ldb, T* c, int64_t ldc, T beta) {
-  const bool small = m * n * k < 65536;  // named as gemm.h names products
-  profile::Scope scope(rounds ? (small ? "bf16 gemm, small" : "bf16 gemm") : (small ? "blas gemm, small" : "blas gemm"));
+  profile::Scope scope(detail::product_name(rounds, m, n, k));
   if constexpr (std::is_same_v<H, bfloat16>)
     hardware_bfloat16_gemm()->gemm(ta, tb, m, n, k, a, lda, b, ldb, c, ldc, beta);
   else
