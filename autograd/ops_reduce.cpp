@@ -5,6 +5,7 @@
 #include "autograd/functions.h"
 #include "autograd/trace.h"
 #include "autograd/softmax.h"
+#include "runtime/reference_mode.h"
 #include "tensor/kernels.h"
 
 namespace cppgrad {
@@ -143,6 +144,11 @@ Tensor Tensor::argmin(int64_t dim, bool keepdim) const {
   return kernels::extremum(kernels::Extremum::Min, *this, dim, keepdim).indices;
 }
 
+Tensor autograd::log_softmax_backward(const Tensor& y, const Tensor& g, int64_t dim) {
+  if (autograd::GradMode::is_enabled() || reference_mode() || g.dtype() != y.dtype()) return {};
+  return kernels::log_softmax_backward(y, g, dim);
+}
+
 // ---- softmax and sum_to -----------------------------------------------------------------------
 
 Tensor autograd::softmax_backward(const Tensor& y, const Tensor& g, int64_t dim) {
@@ -163,9 +169,9 @@ Tensor softmax(const Tensor& t, int64_t dim) {
 Tensor log_softmax(const Tensor& t, int64_t dim) {
   autograd::TraceScope trace;
   Tensor out = kernels::log_softmax(t, dim);
-  // dA = dC - exp(C) ⊙ Σ_dim dC
   out = record("log_softmax", out, {t}, {out}, [dim](const Tensor& g, const Saved& s) -> Grads {
-    return {g - s[0].exp() * g.sum({dim}, /*keepdim=*/true)};
+    if (Tensor fast = autograd::log_softmax_backward(s[0], g, dim); fast.defined()) return {fast};  // one kernel
+    return {g - s[0].exp() * g.sum({dim}, /*keepdim=*/true)};  // dA = dC - exp(C) ⊙ Σ_dim dC
   });
   return trace.note(out, [&] { return autograd::TracedOp{"log_softmax", {t}, {{"dim", dim}}}; });
 }

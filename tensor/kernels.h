@@ -110,6 +110,8 @@ Tensor log_softmax(const Tensor& t, int64_t dim);
 Tensor masked_softmax(const Tensor& scores, const Tensor& mask, bool causal, double scale);
 // y ⊙ (g - Σ_dim g ⊙ y): softmax's backward from its output y.
 Tensor softmax_backward(const Tensor& output, const Tensor& grad, int64_t dim);
+// g - exp(y) ⊙ Σ_dim g: log_softmax's backward from its output y.
+Tensor log_softmax_backward(const Tensor& output, const Tensor& grad, int64_t dim);
 
 // ---- layer norm (tensor/kernels/norm.cpp): rows of the last N elements ---------------------
 struct LayerNormResult {

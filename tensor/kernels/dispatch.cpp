@@ -95,6 +95,10 @@ Tensor softmax_backward(const Tensor& output, const Tensor& grad, int64_t dim) {
   CPPGRAD_PROFILE_SCOPE("softmax_backward");
   return impl::softmax_backward(output, grad, dim);
 }
+Tensor log_softmax_backward(const Tensor& output, const Tensor& grad, int64_t dim) {
+  CPPGRAD_PROFILE_SCOPE("log_softmax_backward");
+  return impl::log_softmax_backward(output, grad, dim);
+}
 LayerNormResult layer_norm(const Tensor& x, int64_t normalized_dims, const Tensor& weight, const Tensor& bias,
                            double eps) {
   CPPGRAD_PROFILE_KERNEL("layer_norm", x, weight, bias);

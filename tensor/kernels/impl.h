@@ -47,6 +47,7 @@ Tensor softmax(const Tensor& t, int64_t dim);
 Tensor log_softmax(const Tensor& t, int64_t dim);
 Tensor masked_softmax(const Tensor& scores, const Tensor& mask, bool causal, double scale);
 Tensor softmax_backward(const Tensor& output, const Tensor& grad, int64_t dim);
+Tensor log_softmax_backward(const Tensor& output, const Tensor& grad, int64_t dim);
 
 LayerNormResult layer_norm(const Tensor& x, int64_t normalized_dims, const Tensor& weight, const Tensor& bias,
                            double eps);

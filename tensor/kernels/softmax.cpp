@@ -11,12 +11,14 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <type_traits>
 
 #include "runtime/reference_mode.h"
 #include "tensor/iterate.h"
 #include "tensor/kernels.h"
 #include "tensor/kernels/fast/exp_rows.h"
 #include "tensor/kernels/impl.h"
+#include "tensor/kernels/pairwise_sum.h"
 
 namespace cppgrad::kernels {
 
@@ -153,34 +155,93 @@ Tensor impl::masked_softmax(const Tensor& scores, const Tensor& mask, bool causa
   return out;
 }
 
+namespace {
+
+// A softmax backward's operands: y and g contiguous, the output made, and the rows along `dim`
+// (as softmax_rows has them). No rows for an empty or 0-d input, whose output is then set.
+struct BackwardRows {
+  Tensor y, g, out;
+  int64_t inner = 1, size = 1, rows = 0;
+};
+BackwardRows backward_rows(const char* op, const Tensor& output, const Tensor& grad, int64_t dim) {
+  CPPGRAD_CHECK(output.shape() == grad.shape() && output.dtype() == grad.dtype() && output.is_floating_point(),
+                "{}: output {} and grad {} differ", op, shape_str(output.shape()), shape_str(grad.shape()));
+  BackwardRows r{contiguous(output), contiguous(grad), empty(output.shape(), output.dtype())};
+  if (r.y.numel() == 0) return r;
+  if (r.y.dim() == 0) {  // a softmax over nothing is the constant 1, a log_softmax the constant 0
+    fill_(r.out, 0.0);
+    return r;
+  }
+  dim = wrap_dim(dim, r.y.dim(), op);
+  for (int64_t d = dim + 1; d < r.y.dim(); ++d) r.inner *= r.y.shape()[d];
+  r.size = r.y.shape()[dim];
+  r.rows = r.y.numel() / r.size;
+  return r;
+}
+int64_t row_start(const BackwardRows& r, int64_t row) { return (row / r.inner) * r.size * r.inner + row % r.inner; }
+
+}  // namespace
+
 // The gradient of softmax along `dim` from its output y: y ⊙ (g - Σ_dim g ⊙ y).
 Tensor impl::softmax_backward(const Tensor& output, const Tensor& grad, int64_t dim) {
-  CPPGRAD_CHECK(output.shape() == grad.shape() && output.dtype() == grad.dtype() && output.is_floating_point(),
-                "softmax_backward: output {} and grad {} differ", shape_str(output.shape()), shape_str(grad.shape()));
-  Tensor y = contiguous(output), g = contiguous(grad);
-  Tensor out = empty(y.shape(), y.dtype());
-  if (y.numel() == 0) return out;
-  if (y.dim() == 0) {  // a softmax over nothing is the constant 1
-    fill_(out, 0.0);
-    return out;
-  }
-  dim = wrap_dim(dim, y.dim(), "softmax_backward");
-  int64_t inner = 1;
-  for (int64_t d = dim + 1; d < y.dim(); ++d) inner *= y.shape()[d];
-  const int64_t size = y.shape()[dim], rows = y.numel() / size;
-  dispatch_floating(y.dtype(), "softmax_backward", [&](auto tag) {
+  const BackwardRows r = backward_rows("softmax_backward", output, grad, dim);
+  const int64_t inner = r.inner, size = r.size;
+  dispatch_floating(r.y.dtype(), "softmax_backward", [&](auto tag) {
     using T = decltype(tag);
-    const T *ys = y.data<T>(), *gs = g.data<T>();
-    T* dx = out.data<T>();
-    parallel_for(rows, size * 4, [&](int64_t r) {
-      const int64_t base = (r / inner) * size * inner + r % inner;  // as in softmax_rows
+    const T *ys = r.y.data<T>(), *gs = r.g.data<T>();
+    T* dx = r.out.data<T>();
+    parallel_for(r.rows, size * 4, [&](int64_t row) {
+      const int64_t base = row_start(r, row);
       double dot = 0;
       for (int64_t j = 0; j < size; ++j) dot += gs[base + j * inner] * ys[base + j * inner];
       const T d = static_cast<T>(dot);
       for (int64_t j = 0; j < size; ++j) dx[base + j * inner] = ys[base + j * inner] * (gs[base + j * inner] - d);
     });
   });
-  return out;
+  return r.out;
+}
+
+// The gradient of log_softmax along `dim` from its output y: g - exp(y) ⊙ Σ_dim g, each row read
+// twice (its sum, then the gradient) where the formula as tensor ops (the create_graph path,
+// autograd/ops_reduce.cpp) makes three tensors of the input's size. The same bits as the formula:
+// each row's sum is reduce.cpp's pairwise sum, in its order (eight rows side by side, each on
+// its own), and exp is the unary table's (std::exp, or in float32 its vector column, as the
+// formula's exp takes).
+Tensor impl::log_softmax_backward(const Tensor& output, const Tensor& grad, int64_t dim) {
+  const BackwardRows r = backward_rows("log_softmax_backward", output, grad, dim);
+  const int64_t inner = r.inner, size = r.size;
+  constexpr int64_t kSideBySide = 8;
+  const bool vector_exp = r.y.dtype() == kFloat32 && !reference_mode();
+  dispatch_floating(r.y.dtype(), "log_softmax_backward", [&](auto tag) {
+    using T = decltype(tag);
+    const T *ys = r.y.data<T>(), *gs = r.g.data<T>();
+    T* dx = r.out.data<T>();
+    const int64_t groups = (r.rows + kSideBySide - 1) / kSideBySide;
+    parallel_for(groups, size * kSideBySide * 8, [&](int64_t group) {
+      const int64_t first = group * kSideBySide, count = std::min(kSideBySide, r.rows - first);
+      int64_t starts[kSideBySide];
+      for (int64_t k = 0; k < count; ++k) starts[k] = row_start(r, first + k);
+      PairwiseSum pairwise(count);  // column k sums row first + k
+      for (int64_t j = 0; j < size; ++j) {
+        double* block = pairwise.block();
+        for (int64_t k = 0; k < count; ++k) block[k] += gs[starts[k] + j * inner];
+        pairwise.end_value();
+      }
+      double totals[kSideBySide];
+      pairwise.totals(totals);
+      for (int64_t k = 0; k < count; ++k) {
+        const T sum = static_cast<T>(totals[k]);
+        const int64_t b = starts[k];
+        if constexpr (std::is_same_v<T, float>)
+          if (vector_exp) {
+            fast::log_softmax_backward_row(ys + b, gs + b, sum, dx + b, size, inner);
+            continue;
+          }
+        for (int64_t j = 0; j < size; ++j) dx[b + j * inner] = gs[b + j * inner] - std::exp(ys[b + j * inner]) * sum;
+      }
+    });
+  });
+  return r.out;
 }
 
 }  // namespace cppgrad::kernels

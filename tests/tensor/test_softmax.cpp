@@ -176,3 +176,28 @@ TEST_CASE("softmax: float results agree with float64 ones, long rows included") 
                         kernels::masked_softmax(x, Tensor(), true, 0.5), 1e-5) == "");
   }
 }
+
+TEST_CASE("log_softmax: the backward's two-pass kernel gives the bits of its formula as tensor ops") {
+  // Without create_graph the backward is kernels::log_softmax_backward (reference mode takes the
+  // formula); with it, the formula g - exp(y)·Σg as differentiable ops. Both dtypes, rows side by
+  // side in groups of eight and a group cut short (13 rows), a long row and strided rows (dim 0),
+  // and a row of -inf (y = -inf, exp(y) = 0).
+  Generator gen(12);
+  for (DType dtype : {kFloat32, kFloat64})
+    for (bool reference : {false, true})
+      for (int64_t dim : {1, 0}) {
+        CAPTURE(dtype_name(dtype));
+        CAPTURE(reference);
+        CAPTURE(dim);
+        ReferenceModeGuard mode(reference);
+        Tensor x = randn({13, 3001}, dtype, gen) * 4.0;
+        x.narrow(0, 2, 1).fill_(-kInf);
+        Tensor g = randn({13, 3001}, dtype, gen);
+        Tensor a = x.detach().requires_grad_(), b = x.detach().requires_grad_();
+        a.log_softmax(dim).backward(g);
+        b.log_softmax(dim).backward(g, /*retain_graph=*/false, /*create_graph=*/true);
+        CHECK(check::max_abs_diff(a.grad(), b.grad().detach()) == 0.0);
+        CHECK(check::max_abs_diff(kernels::log_softmax_backward(x.log_softmax(dim), g, dim),
+                                  g - x.log_softmax(dim).exp() * g.sum({dim}, true)) == 0.0);
+      }
+}

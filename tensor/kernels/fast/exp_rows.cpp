@@ -1,7 +1,9 @@
-// The float row exp of softmax, out of line so that it is compiled once per vector unit.
+// The float rows of softmax's and log_softmax's exps and of log_softmax's backward, out of line
+// so that each is compiled once per vector unit.
 #include "tensor/kernels/fast/exp_rows.h"
 
 #include "runtime/simd_clones.h"
+#include "tensor/kernels/fast/vector_math.h"
 
 namespace cppgrad::kernels::fast {
 
@@ -17,6 +19,28 @@ CPPGRAD_SIMD_CLONES double exp_shifted_row(float* row, int64_t n, float shift) {
     total += block_total;
   }
   return total;
+}
+
+CPPGRAD_SIMD_CLONES double exp_shifted_sum(const float* row, int64_t n, float shift) {
+  constexpr int64_t block = 256;
+  double total = 0;
+  for (int64_t start = 0; start < n; start += block) {
+    const int64_t end = std::min(n, start + block);
+    float block_total = 0;
+#pragma omp simd reduction(+ : block_total)
+    for (int64_t j = start; j < end; ++j) block_total += exp_float(row[j] - shift);
+    total += block_total;
+  }
+  return total;
+}
+
+CPPGRAD_SIMD_CLONES void log_softmax_backward_row(const float* y, const float* g, float sum, float* dx, int64_t n,
+                                                  int64_t step) {
+  auto at = [&](int64_t j) { return g[j] - static_cast<float>(vmath::exp(static_cast<double>(y[j]))) * sum; };
+  if (step == 1)
+    for (int64_t j = 0; j < n; ++j) dx[j] = at(j);
+  else
+    for (int64_t j = 0; j < n; ++j) dx[j * step] = at(j * step);
 }
 
 }  // namespace cppgrad::kernels::fast

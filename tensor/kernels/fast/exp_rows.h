@@ -62,6 +62,21 @@ inline double exp_shifted_row(double* row, int64_t n, double shift) {
   return total;
 }
 
+// Σ_j exp(row[j] - shift) for j < n, the exps not kept (log_softmax needs only their sum): the
+// same blocks as exp_shifted_row. Compiled for each vector unit, in exp_rows.cpp.
+double exp_shifted_sum(const float* row, int64_t n, float shift);
+
+inline double exp_shifted_sum(const double* row, int64_t n, double shift) {
+  double total = 0;
+  for (int64_t j = 0; j < n; ++j) total += std::exp(row[j] - shift);
+  return total;
+}
+
+// dx = g - exp(y)·sum over a float row of n entries `step` apart: log_softmax's backward, exp as
+// the unary table's vector column computes it (in double, rounded once), so the bits of the
+// formula as tensor ops. Compiled for each vector unit, in exp_rows.cpp.
+void log_softmax_backward_row(const float* y, const float* g, float sum, float* dx, int64_t n, int64_t step);
+
 // One contiguous row of softmax (Log false) or log_softmax (Log true), y = f(x): the reference
 // row of softmax.cpp with stride 1 known, so that the compiler vectorises its loops, and with
 // the vectorised exp above. Returns false, writing nothing, for a row whose max is -inf (every
@@ -72,14 +87,13 @@ bool softmax_contiguous_row(const T* x, T* y, int64_t size) {
 #pragma omp simd reduction(max : m)
   for (int64_t j = 0; j < size; ++j) m = std::max(m, x[j]);
   if (m == -std::numeric_limits<T>::infinity()) return false;
-  std::copy(x, x + size, y);
-  const double total = exp_shifted_row(y, size, m);  // log_softmax overwrites y below
-  if (Log) {
-    const T log_total = static_cast<T>(std::log(total));
+  if (Log) {  // y = x - m - log Σ exp(x - m): the exps are summed, not kept
+    const T log_total = static_cast<T>(std::log(exp_shifted_sum(x, size, m)));
 #pragma omp simd
     for (int64_t j = 0; j < size; ++j) y[j] = x[j] - m - log_total;
   } else {
-    const T scale = static_cast<T>(1.0 / total);
+    std::copy(x, x + size, y);
+    const T scale = static_cast<T>(1.0 / exp_shifted_row(y, size, m));
 #pragma omp simd
     for (int64_t j = 0; j < size; ++j) y[j] *= scale;
   }
