@@ -1,8 +1,11 @@
 // bfloat16 autocast learns as well as float32: examples/seq2seq's small copy task (the one
-// check.sh learns) trained twice from the same seed for the same 400 steps, once in float32 and
-// once with every matrix product in bfloat16 (tensor/autocast.h), then judged on the same held-out
-// sequences.
+// check.sh learns) trained twice from each of three seeds for the same 600 steps, once in float32
+// and once with every matrix product in bfloat16 (tensor/autocast.h), then judged on the same
+// held-out sequences.
 #include <doctest/doctest.h>
+
+#include <algorithm>
+#include <vector>
 
 #include "seq2seq/evaluate.h"
 #include "seq2seq/model.h"
@@ -14,8 +17,15 @@ namespace F = cppgrad::nn::functional;
 
 namespace {
 
-HeldOut train_copy_task(bool bf16) {
-  manual_seed(1);  // the same initial weights for both runs
+constexpr int kSteps = 600;
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+HeldOut train_copy_task(bool bf16, uint64_t seed) {
+  manual_seed(seed);  // the same initial weights for both runs of a seed
   ModelConfig config;
   config.vocab = 8;
   config.d_model = 64;
@@ -27,8 +37,8 @@ HeldOut train_copy_task(bool bf16) {
   Seq2SeqModel model(config);
   optim::Adam opt(model.parameters(), optim::AdamOptions(1.0).beta1(0.9).beta2(0.98).eps(1e-9));
   optim::NoamLR schedule(opt, config.d_model, 100, 0.5);
-  Generator data(1);  // the same batches for both runs
-  for (int step = 0; step < 400; ++step) {
+  Generator data(seed);  // the same batches for both runs of a seed
+  for (int step = 0; step < kSteps; ++step) {
     const Batch b = make_batch(Task::Copy, 32, 5, config.vocab, data);
     Tensor loss;
     {
@@ -53,18 +63,28 @@ TEST_CASE("autocast: the copy task trained in bfloat16 reaches float32's held-ou
   // multiply in float32, so the float32 GEMM on rounded inputs (a bfloat16 kernel's products) is asked for.
   if (autocast::kernel() == autocast::Kernel::Float32) autocast::set_kernel(autocast::Kernel::RoundedFloat32);
   MESSAGE("autocast's products: ", autocast::kernel_name(autocast::kernel()));
-  const HeldOut fp32 = train_copy_task(false), bf16 = train_copy_task(true);
-  MESSAGE("held-out after 400 steps: float32 loss ", fp32.loss, ", accuracy ", fp32.accuracy, "%; bf16 autocast loss ",
-          bf16.loss, ", accuracy ", bf16.accuracy, "%");
+  std::vector<double> fp32_accuracy, bf16_accuracy, fp32_loss, bf16_loss;
+  for (uint64_t seed : {1, 2, 3}) {
+    const HeldOut fp32 = train_copy_task(false, seed), bf16 = train_copy_task(true, seed);
+    MESSAGE("seed ", seed, ", held-out after ", kSteps, " steps: float32 loss ", fp32.loss, ", accuracy ", fp32.accuracy,
+            "%; bf16 autocast loss ", bf16.loss, ", accuracy ", bf16.accuracy, "%");
+    fp32_accuracy.push_back(fp32.accuracy);
+    bf16_accuracy.push_back(bf16.accuracy);
+    fp32_loss.push_back(fp32.loss);
+    bf16_loss.push_back(bf16.loss);
+  }
   // The tolerance is the spread that rounding alone gives this run. bfloat16 perturbs every
   // product by up to 2^-8 relative from the first step on, which moves the trajectory; so does a
   // change of summation order: float32 alone, under OpenBLAS's SkylakeX and Haswell kernels,
-  // ended this run at 98.6% and 100% held-out sequence accuracy, losses 0.016 and 0.0002 (the
-  // MESSAGE above prints the figures). So both runs must learn the task (>= 97% of the 500
-  // held-out sequences whole), bfloat16 within 2.5 points of float32's accuracy (12 sequences)
-  // and within 0.05 nats of its loss.
-  CHECK(fp32.accuracy >= 97.0);
-  CHECK(bf16.accuracy >= 97.0);
-  CHECK(std::abs(bf16.accuracy - fp32.accuracy) <= 2.5);
-  CHECK(std::abs(bf16.loss - fp32.loss) <= 0.05);
+  // ended a 400-step run at 98.6% and 100% held-out sequence accuracy, losses 0.016 and 0.0002.
+  // So both precisions must learn the task (>= 97% of the 500 held-out sequences whole),
+  // bfloat16 within 2.5 points of float32's accuracy (12 sequences) and within 0.05 nats of its
+  // loss, judged on the medians of the three seeds: one run in a few lands on a slow trajectory
+  // whatever its precision, and a change of rounding anywhere decides which runs do
+  // (results/2026-11-30-autocast-quality-seeds.md); a median over seeds is not moved by one.
+  const double fp32_acc = median(fp32_accuracy), bf16_acc = median(bf16_accuracy);
+  CHECK(fp32_acc >= 97.0);
+  CHECK(bf16_acc >= 97.0);
+  CHECK(std::abs(bf16_acc - fp32_acc) <= 2.5);
+  CHECK(std::abs(median(bf16_loss) - median(fp32_loss)) <= 0.05);
 }
