@@ -171,7 +171,7 @@ Rows<const H> held_rows(Tensor& t, bool rounds, Tensor& copy) {
     const int64_t slices = static_cast<int64_t>(rows.slice.size()), r = t.size(-2), c = t.size(-1);
     copy = empty({slices * r * c}, std::is_same_v<H, bfloat16> ? kBFloat16 : kFloat32);
     H* to = copy.data<H>();
-    for (int64_t n = 0; n < slices; ++n) round_rows(rows.row(n, 0), r, c, rows.ld, to + n * r * c);
+    parallel_for(slices, r * c, [&](int64_t n) { round_rows(rows.row(n, 0), r, c, rows.ld, to + n * r * c); });
     detail::count_autocast(0, 1, slices * r * c * static_cast<int64_t>(sizeof(H)));
     held = {to, {}, std::max<int64_t>(c, 1)};
     for (int64_t n = 0; n < slices; ++n) held.slice.push_back(n * r * c);
