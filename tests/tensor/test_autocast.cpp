@@ -136,6 +136,7 @@ TEST_CASE("autocast: the product's bits do not depend on the thread count, on ei
   // Large enough to be cut into blocks (gemm.h), and a batch whose matrices go to threads.
   Tensor a = randn({512, 96}, kFloat32, gen), b = randn({96, 160}, kFloat32, gen);
   Tensor a3 = randn({6, 40, 24}, kFloat32, gen), b3 = randn({6, 24, 40}, kFloat32, gen);
+  Tensor a_stored_transposed = randn({96, 512}, kFloat32, gen);
   for (autocast::Kernel kernel : kernels_to_test()) {
     CAPTURE(autocast::kernel_name(kernel));
     KernelGuard use(kernel);
@@ -146,6 +147,10 @@ TEST_CASE("autocast: the product's bits do not depend on the thread count, on ei
     const Tensor two = a.matmul(b), two3 = a3.matmul(b3);
     CHECK(same_bits(one, two));
     CHECK(same_bits(one3, two3));
+    // The operands were rounded in blocks of rows on the threads, a transposed one by its stored
+    // rows: every block where it belongs.
+    CHECK(error_over_bound(two, a, b) <= 1.0);
+    CHECK(error_over_bound(a_stored_transposed.mT().matmul(b), a_stored_transposed.mT(), b) <= 1.0);
     // The batch's products ran on the pool's threads, and were autocast there too.
     CHECK(error_over_bound(two3, a3, b3) <= 1.0);
     CHECK(max_abs_diff(two3, a3.to(kFloat64).matmul(b3.to(kFloat64))) > 1e-4);
