@@ -203,3 +203,16 @@ TEST_CASE("log_softmax: the backward's two-pass kernel gives the bits of its for
                                   g - x.log_softmax(dim).exp() * g.sum({dim}, true)) == 0.0);
       }
 }
+
+TEST_CASE("log_softmax: a gradient of another dtype than the output's takes the formula") {
+  // A root gradient's dtype is not checked against its output's (float64 for a float32 loss is
+  // allowed, as in PyTorch): the kernel, which wants one dtype, steps aside for the formula.
+  Generator gen(13);
+  Tensor x = randn({4, 9}, kFloat32, gen).requires_grad_();
+  Tensor g = randn({4, 9}, kFloat64, gen);
+  x.log_softmax(1).backward(g);
+  Tensor y = x.detach().log_softmax(1);
+  Tensor expected = (g - y.exp() * g.sum({1}, true)).to(kFloat32);
+  CHECK(x.grad().dtype() == kFloat32);
+  CHECK(check::max_abs_diff(x.grad(), expected) <= 1e-6);
+}
