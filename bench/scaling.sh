@@ -8,6 +8,8 @@
 #
 #   bash bench/scaling.sh BENCH_DIR [ROUNDS] [GPT_STEPS]     # scripts/bench --scaling runs it
 #
+# scripts/bench prints the date, commit, load and the CPU's flags first (its header()).
+#
 # The figure asked for is a quiet machine's: on a loaded one the load back-off runs the
 # regions on one thread, and the ratio falls towards 1 by design.
 set -euo pipefail
@@ -16,8 +18,6 @@ rounds="${2:-3}" gpt_steps="${3:-5}"
 [[ "$rounds" =~ ^[1-9][0-9]*$ && "$gpt_steps" =~ ^[1-9][0-9]*$ ]] ||
   { echo "bench/scaling.sh: ROUNDS and GPT_STEPS must be positive counts" >&2; exit 2; }
 
-echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //');" \
-     "flags: $(grep -m1 -o -w -E 'avx2|avx512f|avx512_vnni|avx512_bf16|amx_bf16' /proc/cpuinfo | sort -u | tr '\n' ' ')"
 echo "start: $(date -u '+%H:%M:%S UTC'), load average $(cut -d' ' -f1-3 /proc/loadavg)"
 results="$(mktemp)"
 trap 'rm -f "$results"' EXIT
