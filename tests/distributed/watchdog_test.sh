@@ -8,6 +8,7 @@
 set -uo pipefail
 mpirun_script="$1" program="$2"
 fail() { echo "FAIL: $*" >&2; exit 1; }
+program_name=$(basename "$program" | cut -c1-15)  # as ps shows a command's name
 
 # Runs the program on 3 ranks with its arguments "$@" and checks how the watchdog ended it.
 check_stopped_rank_ends_the_job() {
@@ -31,12 +32,22 @@ check_stopped_rank_ends_the_job() {
   # period (1 s), and 2 s for a rank descheduled on a loaded machine, or under a sanitizer.
   waited=$(grep -o 'has waited [0-9.]* s' <<< "$output" | head -n 1 | grep -o '[0-9.]*')
   awk -v w="$waited" 'BEGIN { exit !(w >= 2 && w <= 5) }' || fail "$*: the watchdog ended the job after $waited s, not within 2 to 5"
-  # mpirun returns once it has reaped its ranks: any still there (other than a zombie) was left behind.
+  # Ending the job, mpirun sends the ranks SIGCONT and SIGTERM and may return before the kernel has
+  # finished tearing a rank down (its check for a dead child takes "not yet reaped" as dead), which
+  # under the sanitizers or on a busy machine can take a while. So a rank still running this
+  # program 30 s after mpirun returned was left behind; one that goes, or is a zombie, was not.
+  # (The pid may also be reused by then: only a process of this program counts.)
+  local state name
   for pid in $(grep -o '^rank [0-2] is pid [0-9]*' <<< "$output" | grep -o '[0-9]*$'); do
-    case "$(ps -o stat= -p "$pid" 2>/dev/null || true)" in
-      '' | Z*) ;;
-      *) fail "$*: a process of the job is still there: pid $pid" ;;
-    esac
+    for ((tenths = 0; ; tenths++)); do
+      read -r state name < <(ps -o stat=,comm= -p "$pid" 2>/dev/null || true)
+      case "${state:-}" in
+        '' | Z*) break ;;
+      esac
+      [ "$name" = "$program_name" ] || break
+      [ "$tenths" -lt 300 ] || fail "$*: a process of the job is still there 30 s after mpirun returned: pid $pid, state $state"
+      sleep 0.1
+    done
   done
   [ "$(grep -c '^rank [0-2] is pid [0-9]*' <<< "$output")" -eq 3 ] || fail "$*: not every rank said its pid"
 }
