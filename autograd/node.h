@@ -196,6 +196,11 @@ std::vector<Tensor> record_outputs(std::string op, std::vector<Tensor> outs, con
                                    const std::vector<Tensor>& inputs, const std::vector<Tensor>& to_save,
                                    OutputsBackwardFn backward);
 
+// ---- for the engine (autograd/engine.cpp) ----------------------------------------------------
+// Saved tensor i of `node` as its backward sees it: refused if modified in place since it was
+// saved; a saved output, under create_graph, again an output of `node` (its grad_fn).
+Tensor unpack(Node& node, size_t i);
+
 }  // namespace cppgrad::autograd
 
 namespace cppgrad {
