@@ -18,12 +18,14 @@
 //   cppgrad2      another cppgrad training, the same step at 2 threads;
 //   intermittent  two threads that each work and sleep in turns of 2-40 ms, as a build or an
 //                 interactive program does.
+#include <dirent.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <csignal>
 #include <cstdio>
 #include <cstring>
@@ -38,6 +40,7 @@
 
 #include "copy_task_row.h"
 #include "harness.h"
+#include "runtime/load.h"
 
 using namespace cppgrad;
 using bench::median;
@@ -66,6 +69,27 @@ std::vector<double> train(int threads, int steps) {
     ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - begin).count());
   }
   return ms;
+}
+
+// What one reading of the load signal costs (runtime/load.h: /proc read at most every 10 ms),
+// in microseconds, median of 5 batches of 1,000, in this process once its threads have started.
+// And how many threads it has.
+std::pair<double, int> load_reading_us() {
+  Tensor x = ones({1 << 20});
+  (void)(x * 2.0);  // starts the parallel loops' threads
+  std::vector<double> batches;
+  for (int b = 0; b < 5; ++b) {
+    const auto begin = std::chrono::steady_clock::now();
+    for (int i = 0; i < 1000; ++i)
+      if (!load::read_proc()) return {NAN, 0};
+    batches.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - begin).count() / 1000);
+  }
+  int threads = 0;
+  if (DIR* tasks = opendir("/proc/self/task")) {
+    while (const dirent* task = readdir(tasks)) threads += task->d_name[0] != '.';
+    closedir(tasks);
+  }
+  return {median(batches), threads};
 }
 
 // ---- this program again, as another process -------------------------------------------------
@@ -200,6 +224,10 @@ int main(int argc, char** argv) {
   std::printf("# CPU: %s\n# OpenBLAS kernel %s (OPENBLAS_CORETYPE %s); %s; load average %.2f at the start\n",
               bench::cpu_description().c_str(), openblas_get_corename(), kernel ? kernel : "unset",
               deterministic_threads() ? "deterministic threads" : "BLAS on its own threads", bench::load_average());
+  const auto [reading_us, threads] = load_reading_us();
+  std::printf("# a reading of the load signal (runtime/load.h): %.1f us in a process of %d threads, at most one "
+              "per 10 ms: %.2f%% of a core\n",
+              reading_us, threads, reading_us / 100.0);
   std::printf("copy-task step, %d rounds of a %d-step run at 1 thread and one at %d (fresh processes, taking turns, "
               "the first of each round alternating); worst = highest median of %d consecutive steps of a run; "
               "ratio = a round's %d-thread median over its 1-thread median, median of the rounds (min-max)\n\n",

@@ -2,8 +2,12 @@
 // decisions are driven with recorded readings and made-up times: no test here measures anything.
 #include <cblas.h>
 #include <omp.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
+#include <atomic>
 #include <cstdlib>
+#include <thread>
 #include <vector>
 
 #include "helpers.h"
@@ -65,6 +69,33 @@ TEST_CASE("load: the readings of /proc are parsed") {
   CHECK(here->runnable_elsewhere >= 0);
 #endif
 }
+
+#ifdef __linux__
+// read_proc keeps its /proc files open between readings; a process made by fork() must count its
+// own threads, not the parent's whose files it inherited. Three threads of the parent spin (each
+// runnable all along), and the child, of one thread, must see them all as another process's.
+TEST_CASE("load: a forked child counts its own threads, not its parent's") {
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> spinners;
+  for (int i = 0; i < 3; ++i)
+    spinners.emplace_back([&stop] {
+      while (!stop.load(std::memory_order_relaxed)) {
+      }
+    });
+  REQUIRE(load::read_proc().has_value());  // opens this process's files
+  const pid_t child = ::fork();
+  if (child == 0) {
+    const std::optional<Reading> r = load::read_proc();
+    ::_exit(r && r->runnable_elsewhere >= 3 ? 0 : 1);
+  }
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  stop = true;
+  for (std::thread& t : spinners) t.join();
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
+}
+#endif
 
 TEST_CASE("load: a quiet machine leaves every core, whatever one reading says") {
   Window w;
