@@ -1,6 +1,7 @@
 // bench_bf16_gemm: autocast's kernels against the float32 product, at gpt-M's shapes
 // (bench_gpt.cpp: rows B·T = 2048, d_model 384, ff 1536, vocabulary 256; attention's per-head
-// products T = 256, d_k = 64). Decides which kernel autocast takes on this CPU (tensor/autocast.h):
+// products T = 256, d_k = 64; fused attention's tiles of 64 rows, where a call's own cost shows).
+// Decides which kernel autocast takes on this CPU (tensor/autocast.h):
 //
 //   fp32        Tensor::matmul outside autocast: OpenBLAS's sgemm
 //   bf16 fp32   autocast on the float32 GEMM: inputs rounded to bfloat16, then sgemm
@@ -34,7 +35,7 @@ int main(int argc, char** argv) {
   const Shape shapes[] = {{"qkv projection", 2048, 384, 1152}, {"attention out", 2048, 384, 384},
                           {"ff up", 2048, 384, 1536},          {"ff down", 2048, 1536, 384},
                           {"logits (tied)", 2048, 384, 256},   {"scores Q·Kᵀ", 256, 64, 256},
-                          {"weights·V", 256, 256, 64}};
+                          {"weights·V", 256, 256, 64},         {"a 64-row tile", 64, 64, 64}};
   fmt::print("{}\nOpenBLAS {} · oneDNN sees {} · autocast's kernel here: {} · load {:.2f}\n",
              bench::cpu_description(), openblas_get_corename(), autocast::onednn_isa_name(),
              autocast::kernel_name(autocast::kernel()), bench::load_average());

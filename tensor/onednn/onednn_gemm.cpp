@@ -15,6 +15,7 @@
 #include <map>
 #include <string_view>
 #include <tuple>
+#include <unordered_map>
 
 #include "runtime/error.h"
 #include "tensor/kernels/bf16_hardware.h"
@@ -37,9 +38,13 @@ dnnl::engine& cpu_engine() {
 
 using Key = std::tuple<bool, bool, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, bool>;
 
+// A shape's primitive, and its operands' memory objects, made once: a call only points them at
+// its buffers. Building three memory objects and the argument map at each call cost as much as
+// a small product: fused attention multiplies thousands of 64-row tiles a step.
 struct Primitive {
   dnnl::matmul matmul;
-  dnnl::memory::desc a, b, c;
+  dnnl::memory a, b, c;
+  std::unordered_map<int, dnnl::memory> args;
 };
 
 Primitive& primitive_for(const Key& key) {
@@ -65,7 +70,10 @@ Primitive& primitive_for(const Key& key) {
     throw Error(fmt::format("bf16 gemm: oneDNN has no bfloat16 matmul for {}x{}x{} on this CPU ({}): {}", m, k, n,
                             onednn_isa_name(), e.what()));
   }
-  return cache.emplace(key, Primitive{dnnl::matmul(pd), a_md, b_md, c_md}).first->second;
+  dnnl::memory a(a_md, cpu_engine(), DNNL_MEMORY_NONE), b(b_md, cpu_engine(), DNNL_MEMORY_NONE),
+      c(c_md, cpu_engine(), DNNL_MEMORY_NONE);
+  std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, a}, {DNNL_ARG_WEIGHTS, b}, {DNNL_ARG_DST, c}};
+  return cache.emplace(key, Primitive{dnnl::matmul(pd), a, b, c, std::move(args)}).first->second;
 }
 
 bool onednn_multiplies_bfloat16() {
@@ -92,11 +100,11 @@ void onednn_gemm_bf16(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const b
   CPPGRAD_CHECK(beta == 0.0f || beta == 1.0f, "bf16 gemm: beta {} (only 0 or 1)", beta);
   Primitive& p = primitive_for({ta, tb, m, n, k, lda, ldb, ldc, beta != 0.0f});
   // oneDNN's handles take non-const pointers; it only reads A and B.
-  dnnl::memory am(p.a, cpu_engine(), const_cast<bfloat16*>(a));
-  dnnl::memory bm(p.b, cpu_engine(), const_cast<bfloat16*>(b));
-  dnnl::memory cm(p.c, cpu_engine(), c);
+  p.a.set_data_handle(const_cast<bfloat16*>(a));
+  p.b.set_data_handle(const_cast<bfloat16*>(b));
+  p.c.set_data_handle(c);
   thread_local dnnl::stream stream(cpu_engine());
-  p.matmul.execute(stream, {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm}});
+  p.matmul.execute(stream, p.args);
   stream.wait();
 }
 
