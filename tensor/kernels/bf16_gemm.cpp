@@ -51,6 +51,7 @@ struct Rounded {
 std::atomic<int64_t> g_products{0}, g_rounded{0}, g_bytes_rounded{0}, g_hits{0};
 
 Rounded rounded(const float* x, bool transposed, int64_t op_rows, int64_t op_cols, int64_t ld, DType as) {
+  CPPGRAD_PROFILE_SCOPE("bf16 rounding");  // what autocast adds to a product, apart in a profile
   const int64_t rows = transposed ? op_cols : op_rows, cols = transposed ? op_rows : op_cols;
   Tensor buffer = empty({rows * cols}, as);
   // Blocks of rows on the threads: a step rounds hundreds of megabytes (gpt2-124M's: 405 MB of

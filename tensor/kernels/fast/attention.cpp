@@ -168,6 +168,7 @@ Rows<const H> held_rows(Tensor& t, bool rounds, Tensor& copy) {
     if (!rounds) return rows;
   Rows<const H> held;
   if constexpr (std::is_same_v<T, float>) {
+    CPPGRAD_PROFILE_SCOPE("bf16 rounding");  // as autocast's products' (bf16_gemm.cpp)
     const int64_t slices = static_cast<int64_t>(rows.slice.size()), r = t.size(-2), c = t.size(-1);
     copy = empty({slices * r * c}, std::is_same_v<H, bfloat16> ? kBFloat16 : kFloat32);
     H* to = copy.data<H>();
