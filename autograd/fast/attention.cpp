@@ -43,12 +43,14 @@ Tensor fused_attention(const Tensor& q, const Tensor& k, const Tensor& v, const 
   // P = softmax(scale·q·kᵀ + mask) ⊙ M (M: dropout's mask), out = P·v;
   // dv = Pᵀ·g,  dz = P̂ ⊙ (g·vᵀ ⊙ M − Σ_row g ⊙ out),  dq = scale·dz·k,  dk = scale·dzᵀ·q  (P̂: before dropout)
   // With shared key/value heads, dk and dv of a head sum over the query heads that read it.
-  return record("fused_attention", r.output, {q, k, v}, {q, k, v, mask, r.output, r.lse},
+  // Under autocast the backward takes the forward's rounded q, k and v (3 of its 4 rounded operands).
+  return record("fused_attention", r.output, {q, k, v},
+                {q, k, v, mask, r.output, r.lse, r.rounded.q, r.rounded.k, r.rounded.v},
                 [is_causal, scale, drop, where, positions](const Tensor& g, const Saved& s) -> Grads {
                   const Tensor &q = s[0], &k = s[1], &v = s[2], &mask = s[3];
                   if (!GradMode::is_enabled()) {
                     kernels::fast::FusedAttentionGrads d = kernels::fast::fused_attention_backward(
-                        g, q, k, v, mask, s[4], s[5], is_causal, scale, drop, where);
+                        g, q, k, v, mask, s[4], s[5], is_causal, scale, drop, where, {s[6], s[7], s[8]});
                     return {d.dq, d.dk, d.dv};
                   }
                   // create_graph: the same formulas with differentiable ops, so they can be

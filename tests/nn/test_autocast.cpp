@@ -6,6 +6,7 @@
 #include "cppgrad.h"
 #include "nn_helpers.h"
 #include "tensor/autocast_cache.h"
+#include "tensor/kernels/fast/attention.h"
 
 using namespace cppgrad;
 using namespace cppgrad::nn;
@@ -201,7 +202,8 @@ TEST_CASE("autocast: the cast cache rounds a weight written in place again, and 
 // products that read it. At T = S = 300 the tiles are 3 query blocks by 2 key blocks (128 × 256),
 // 6 a slice and 12 in all. Forward: 2 products a tile, q, k, v and P rounded. Backward: 5
 // products a tile, q, k, v, dO and each tile's P and dS rounded.
-TEST_CASE("autocast: the fused attention rounds q, k, v once a call and each computed tile once") {
+TEST_CASE("autocast: the fused attention rounds q, k, v once a step (its backward takes the forward's copies), dO "
+          "once, and each computed tile once") {
   RoundedFloat32Products rounded_products;
   nntest::AttentionBackendGuard fused(F::AttentionBackend::Fused);
   const int64_t heads = 2, T = 300, d = 8;
@@ -224,6 +226,33 @@ TEST_CASE("autocast: the fused attention rounds q, k, v once a call and each com
   (out * randn(out.shape(), kFloat32, g_gen)).sum().backward();
   s = autocast::cast_stats();
   CHECK(s.products == 5 * tiles);
-  CHECK(s.rounded == 4 + 2 * tiles);
-  CHECK(s.bytes_rounded == inputs_bytes * 4 / 3 + 2 * weights_bytes);
+  CHECK(s.rounded == 1 + 2 * tiles);  // dO, and the tiles: q, k and v are the forward's
+  CHECK(s.bytes_rounded == inputs_bytes / 3 + 2 * weights_bytes);
+}
+
+TEST_CASE("autocast: the fused attention's backward gives the same bits from the forward's rounded q, k, v as "
+          "from its own") {
+  namespace fk = kernels::fast;
+  for (const autocast::Kernel kernel : {autocast::Kernel::RoundedFloat32, autocast::Kernel::Auto}) {
+    autocast::set_kernel(kernel);
+    CAPTURE(autocast::kernel_name(autocast::kernel()));
+    Generator gen(33);
+    // GQA (4 query heads on 2 key/value heads), causal, q strided as a projection's heads.
+    Tensor q = randn({2, 70, 4, 16}, kFloat32, gen).transpose(1, 2), k = randn({2, 2, 70, 16}, kFloat32, gen),
+           v = randn({2, 2, 70, 16}, kFloat32, gen), g = randn({2, 4, 70, 16}, kFloat32, gen);
+    autocast::Guard bf16(kBFloat16);
+    const fk::FusedAttention r = fk::fused_attention(q, k, v, Tensor(), true, 0.25);
+    // Auto is oneDNN's bfloat16 where the CPU has the instructions, else the float32 product,
+    // which rounds nothing.
+    const bool rounds = autocast::kernel() != autocast::Kernel::Float32;
+    CHECK(r.rounded.q.defined() == rounds);
+    CHECK(r.rounded.v.defined() == rounds);
+    const fk::FusedAttentionGrads given =
+        fk::fused_attention_backward(g, q, k, v, Tensor(), r.output, r.lse, true, 0.25, {}, {}, r.rounded);
+    const fk::FusedAttentionGrads own = fk::fused_attention_backward(g, q, k, v, Tensor(), r.output, r.lse, true, 0.25);
+    CHECK(nntest::max_abs_diff(given.dq, own.dq) == 0.0);
+    CHECK(nntest::max_abs_diff(given.dk, own.dk) == 0.0);
+    CHECK(nntest::max_abs_diff(given.dv, own.dv) == 0.0);
+  }
+  autocast::set_kernel(autocast::Kernel::Auto);
 }

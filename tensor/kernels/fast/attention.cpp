@@ -160,21 +160,27 @@ const H* tile_operand(bool rounds, const T* tile, int64_t rows, int64_t cols, H*
 }
 
 // t's rows as the products read them: in place, or (rounds) rounded once into a dense copy that
-// `copy` keeps.
+// `copy` keeps; or `earlier`, when it is such a copy of t made before (the forward's, given back
+// to the backward).
 template <class H, class T>
-Rows<const H> held_rows(Tensor& t, bool rounds, Tensor& copy) {
+Rows<const H> held_rows(Tensor& t, bool rounds, Tensor& copy, const Tensor& earlier = {}) {
   const Rows<const T> rows = rows_of<const T>(t);
   if constexpr (std::is_same_v<H, T>)
     if (!rounds) return rows;
   Rows<const H> held;
   if constexpr (std::is_same_v<T, float>) {
-    CPPGRAD_PROFILE_SCOPE("bf16 rounding");  // as autocast's products' (bf16_gemm.cpp)
     const int64_t slices = static_cast<int64_t>(rows.slice.size()), r = t.size(-2), c = t.size(-1);
-    copy = empty({slices * r * c}, std::is_same_v<H, bfloat16> ? kBFloat16 : kFloat32);
-    H* to = copy.data<H>();
-    parallel_for(slices, r * c, [&](int64_t n) { round_rows(rows.row(n, 0), r, c, rows.ld, to + n * r * c); });
-    detail::count_autocast(0, 1, slices * r * c * static_cast<int64_t>(sizeof(H)));
-    held = {to, {}, std::max<int64_t>(c, 1)};
+    const DType as = std::is_same_v<H, bfloat16> ? kBFloat16 : kFloat32;
+    if (earlier.defined() && earlier.dtype() == as && earlier.numel() == slices * r * c) {
+      copy = earlier;
+    } else {
+      CPPGRAD_PROFILE_SCOPE("bf16 rounding");  // as autocast's products' (bf16_gemm.cpp)
+      copy = empty({slices * r * c}, as);
+      H* to = copy.data<H>();
+      parallel_for(slices, r * c, [&](int64_t n) { round_rows(rows.row(n, 0), r, c, rows.ld, to + n * r * c); });
+      detail::count_autocast(0, 1, slices * r * c * static_cast<int64_t>(sizeof(H)));
+    }
+    held = {copy.data<H>(), {}, std::max<int64_t>(c, 1)};
     for (int64_t n = 0; n < slices; ++n) held.slice.push_back(n * r * c);
   }
   return held;
@@ -424,7 +430,8 @@ void backward_group(const Problem<T, H>& P, int64_t m, const Rows<const T>& out,
 // Flattens q (..., h, T, d), k (..., g, S, d), v (..., g, S, dv) and the mask into a Problem.
 template <class T, class H>
 Problem<T, H> make_problem(Tensor& q, Tensor& k, Tensor& v, const Tensor& mask, bool causal, double scale,
-                           const FusedDropout& drop, const FusedPositions& positions, bool rounds) {
+                           const FusedDropout& drop, const FusedPositions& positions, bool rounds,
+                           const RoundedOperands& earlier = {}) {
   Problem<T, H> P;
   const int64_t nd = q.dim();
   P.Tq = q.size(-2), P.S = k.size(-2), P.d = q.size(-1), P.dv = v.size(-1);
@@ -437,9 +444,9 @@ Problem<T, H> make_problem(Tensor& q, Tensor& k, Tensor& v, const Tensor& mask, 
                 "fused_attention: q {}, k {}, v {}: k and v must have q's leading dims, or g heads dividing q's h",
                 shape_str(q.shape()), shape_str(k.shape()), shape_str(v.shape()));
   P.rounds = rounds;
-  P.q = held_rows<H, T>(q, rounds, P.q_copy);
-  P.k = held_rows<H, T>(k, rounds, P.k_copy);
-  P.v = held_rows<H, T>(v, rounds, P.v_copy);
+  P.q = held_rows<H, T>(q, rounds, P.q_copy, earlier.q);
+  P.k = held_rows<H, T>(k, rounds, P.k_copy, earlier.k);
+  P.v = held_rows<H, T>(v, rounds, P.v_copy, earlier.v);
   P.causal = causal;
   P.scale = static_cast<T>(scale);
   P.offset = positions.query_offset;
@@ -506,6 +513,7 @@ FusedAttention fused_attention(const Tensor& query, const Tensor& key, const Ten
     using T = decltype(t_tag);
     using H = decltype(h_tag);
     const Problem<T, H> P = make_problem<T, H>(q, k, v, mask, causal, scale, drop, positions, rounds);
+    if (rounds) result.rounded = {P.q_copy, P.k_copy, P.v_copy};
     const int64_t blocks = (P.Tq + kQueryBlock - 1) / kQueryBlock;
     Tensor output = result.output;
     const Rows<T> out = rows_of<T>(output);
@@ -521,7 +529,7 @@ FusedAttention fused_attention(const Tensor& query, const Tensor& key, const Ten
 FusedAttentionGrads fused_attention_backward(const Tensor& grad, const Tensor& query, const Tensor& key,
                                              const Tensor& value, const Tensor& mask, const Tensor& output,
                                              const Tensor& lse, bool causal, double scale, const FusedDropout& drop,
-                                             const FusedPositions& positions) {
+                                             const FusedPositions& positions, const RoundedOperands& rounded) {
   CPPGRAD_PROFILE_KERNEL("fused_attention_backward", grad, query, key, value);  // as the forward's
   CPPGRAD_CHECK(grad.shape() == output.shape() && grad.dtype() == output.dtype(),
                 "fused_attention_backward: grad {} {} differs from the output {} {}", shape_str(grad.shape()),
@@ -533,7 +541,7 @@ FusedAttentionGrads fused_attention_backward(const Tensor& grad, const Tensor& q
   with_tile_operands(q, "fused_attention_backward", [&](auto t_tag, auto h_tag, bool rounds) {
     using T = decltype(t_tag);
     using H = decltype(h_tag);
-    const Problem<T, H> P = make_problem<T, H>(q, k, v, mask, causal, scale, drop, positions, rounds);
+    const Problem<T, H> P = make_problem<T, H>(q, k, v, mask, causal, scale, drop, positions, rounds, rounded);
     const Rows<const T> out = rows_of<const T>(o), dout = rows_of<const T>(g);
     Tensor dout_copy;
     const Rows<const H> dout_held = held_rows<H, T>(g, rounds, dout_copy);

@@ -28,9 +28,16 @@ struct FusedPositions {
   int64_t window = 0;  // 0: no window
   std::vector<double> alibi;
 };
+// Under autocast, q, k and v as the tile products read them: rounded once, each into a dense
+// copy (bfloat16, or float32 for Kernel::RoundedFloat32); undefined otherwise. The forward returns
+// them so that its backward, given them back, does not round the same inputs again.
+struct RoundedOperands {
+  Tensor q, k, v;
+};
 struct FusedAttention {
   Tensor output;  // softmax(scale·q·kᵀ + mask) · v: (..., T, dv)
   Tensor lse;     // each row's log-sum-exp of the masked scores (..., T); -inf for a fully hidden row
+  RoundedOperands rounded;
 };
 // q (..., T, d), k (..., S, d), v (..., S, dv) with the same leading dims, except that k and v
 // may have g heads (dim −3) where q has h, g dividing h: query head i reads key/value head
@@ -46,6 +53,7 @@ struct FusedAttentionGrads {
 FusedAttentionGrads fused_attention_backward(const Tensor& grad, const Tensor& q, const Tensor& k, const Tensor& v,
                                              const Tensor& mask, const Tensor& output, const Tensor& lse, bool causal,
                                              double scale, const FusedDropout& dropout = {},
-                                             const FusedPositions& positions = {});
+                                             const FusedPositions& positions = {},
+                                             const RoundedOperands& rounded = {});
 
 }  // namespace cppgrad::kernels::fast
