@@ -146,18 +146,34 @@ bool runnable_in_stat(std::string_view stat) {
   return name_end != std::string_view::npos && name_end + 2 < stat.size() && stat[name_end + 2] == 'R';
 }
 
+namespace {
+struct OpenProcFiles {
+  std::mutex mutex;
+  ProcFiles files;
+};
+OpenProcFiles& open_proc_files() {
+  static OpenProcFiles open;
+  return open;
+}
+}  // namespace
+
 std::optional<Reading> read_proc() {
-  static std::mutex mutex;
-  static ProcFiles files;
-  std::lock_guard lock(mutex);
-  const std::optional<std::string> loadavg = files.loadavg();
+  OpenProcFiles& open = open_proc_files();
+  std::lock_guard lock(open.mutex);
+  const std::optional<std::string> loadavg = open.files.loadavg();
   if (!loadavg) return std::nullopt;
   const std::optional<int> runnable = runnable_in_loadavg(*loadavg);
   if (!runnable) return std::nullopt;
   // The thread reading, running now, even where its own threads cannot be listed.
-  const int ours = files.runnable_threads().value_or(1);
+  const int ours = open.files.runnable_threads().value_or(1);
   static const int cores = static_cast<int>(std::max(1L, sysconf(_SC_NPROCESSORS_ONLN)));
   return Reading{cores, std::max(0, *runnable - ours)};
+}
+
+std::optional<int> runnable_threads_here() {
+  OpenProcFiles& open = open_proc_files();
+  std::lock_guard lock(open.mutex);
+  return open.files.runnable_threads();
 }
 
 std::optional<Load> machine_load() {

@@ -57,6 +57,9 @@ std::optional<Load> machine_load();
 // One reading from /proc: the fourth field of /proc/loadavg counts the tasks runnable now
 // machine-wide, this process's own (its threads in state R in /proc/self/task/*/stat) are taken off.
 std::optional<Reading> read_proc();
+// The count read_proc takes off: this process's threads running or runnable now (the calling one
+// among them), or nothing where they cannot be listed.
+std::optional<int> runnable_threads_here();
 // Its parsers, apart for tests with recorded text.
 std::optional<int> runnable_in_loadavg(std::string_view loadavg);  // "0.73 1.50 2.26 3/456 12345" -> 3
 bool runnable_in_stat(std::string_view stat);                      // "12 (name) R 1 ..." -> true
