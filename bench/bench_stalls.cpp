@@ -72,11 +72,12 @@ std::vector<double> train(int threads, int steps) {
 }
 
 // What one reading of the load signal costs (runtime/load.h: /proc read at most every 10 ms),
-// in microseconds, median of 5 batches of 1,000, in this process once its threads have started.
-// And how many threads it has.
+// in microseconds, median of 5 batches of 1,000, and how many threads this process has then (a
+// reading reads each one's state): after one parallel loop, which starts the loops' threads
+// where the load leaves it a second core.
 std::pair<double, int> load_reading_us() {
   Tensor x = ones({1 << 20});
-  (void)(x * 2.0);  // starts the parallel loops' threads
+  (void)(x * 2.0);
   std::vector<double> batches;
   for (int b = 0; b < 5; ++b) {
     const auto begin = std::chrono::steady_clock::now();
