@@ -2,6 +2,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -32,46 +33,85 @@ std::optional<Load> Window::load() const {
 
 namespace {
 
+// A /proc file a reading keeps open, and which file it is: the descriptor is read or closed only
+// while it still names that file. A program may close descriptors it did not open (before an
+// exec, say) and get the same numbers for files of its own; those stay untouched.
+class KeptFile {
+ public:
+  explicit KeptFile(const char* path) : fd_(::open(path, O_RDONLY | O_CLOEXEC)) {
+    struct stat st {};
+    if (fd_ >= 0 && ::fstat(fd_, &st) == 0) {
+      dev_ = st.st_dev;
+      ino_ = st.st_ino;
+    } else if (fd_ >= 0) {
+      ::close(fd_);
+      fd_ = -1;
+    }
+  }
+  // The whole file (a few hundred bytes) read from its start, or nothing.
+  std::optional<std::string> read() const {
+    if (!ours()) return std::nullopt;
+    char buffer[1024];
+    const ssize_t n = ::pread(fd_, buffer, sizeof buffer, 0);
+    if (n <= 0) return std::nullopt;
+    return std::string(buffer, static_cast<size_t>(n));
+  }
+  void close() {
+    if (ours()) ::close(fd_);
+    fd_ = -1;
+  }
+  // Whether the descriptor still names the file opened.
+  bool ours() const {
+    struct stat st {};
+    return fd_ >= 0 && ::fstat(fd_, &st) == 0 && st.st_dev == dev_ && st.st_ino == ino_;
+  }
+
+ private:
+  int fd_;
+  dev_t dev_ = 0;
+  ino_t ino_ = 0;
+};
+
 // The /proc files a reading looks at, kept open and read again from the start (a /proc file is
-// made anew at each read from offset 0): opening and closing them took two thirds of a reading's
-// time (bench_stalls prints what a reading costs). A process made by fork() opens its own:
+// made anew at each read from offset 0): opening and closing them took half of a reading's time
+// (bench_stalls prints what a reading costs). The directory of threads is listed afresh each time. A process made by fork() opens its own:
 // /proc/self named the parent when the parent opened them. Used under read_proc's lock.
 class ProcFiles {
  public:
   // The text of /proc/loadavg, or nothing.
   std::optional<std::string> loadavg() {
     renew_after_fork();
-    if (loadavg_ < 0) loadavg_ = ::open("/proc/loadavg", O_RDONLY | O_CLOEXEC);
-    return read_from_start(loadavg_);
+    if (!loadavg_ || !loadavg_->ours()) loadavg_.emplace("/proc/loadavg");  // (a lost one is not closed)
+    return loadavg_->read();
   }
 
   // How many of this process's threads are running or runnable, or nothing where they cannot be
   // listed. The list is read at each call, so a thread started since is counted at once.
   std::optional<int> runnable_threads() {
     renew_after_fork();
-    if (tasks_dir_ == nullptr) tasks_dir_ = opendir("/proc/self/task");
-    if (tasks_dir_ == nullptr) return std::nullopt;
-    rewinddir(tasks_dir_);
-    std::map<long, int> listed;
+    DIR* tasks = opendir("/proc/self/task");  // (kept open, a stream lost as above could not be freed)
+    if (tasks == nullptr) return std::nullopt;
+    std::map<long, KeptFile> listed;
     int runnable = 0;
-    while (const dirent* task = readdir(tasks_dir_)) {
+    while (const dirent* task = readdir(tasks)) {
       if (task->d_name[0] == '.') continue;
       const long id = std::strtol(task->d_name, nullptr, 10);
       auto kept = tasks_.extract(id);
-      int fd = kept ? kept.mapped() : -1;
-      std::optional<std::string> stat = read_from_start(fd);
-      if (!stat) {  // not open yet, or open on a thread that ended and whose id is taken again
-        if (fd >= 0) ::close(fd);
-        fd = ::open(stat_path(task->d_name).c_str(), O_RDONLY | O_CLOEXEC);
-        stat = read_from_start(fd);
+      KeptFile file = kept ? std::move(kept.mapped()) : KeptFile(stat_path(task->d_name).c_str());
+      std::optional<std::string> stat = file.read();
+      if (!stat && kept) {  // open on a thread that ended and whose id is taken again
+        file.close();
+        file = KeptFile(stat_path(task->d_name).c_str());
+        stat = file.read();
       }
       if (stat && runnable_in_stat(*stat)) ++runnable;
       // At most kKeptOpen stay open: a program of many threads keeps its descriptors for itself.
       if (stat && listed.size() < kKeptOpen)
-        listed.emplace(id, fd);
-      else if (fd >= 0)
-        ::close(fd);
+        listed.emplace(id, std::move(file));
+      else
+        file.close();
     }
+    closedir(tasks);
     close_tasks();  // the threads that have ended since the last reading
     tasks_ = std::move(listed);
     return runnable;
@@ -82,16 +122,8 @@ class ProcFiles {
 
   static std::string stat_path(const char* task) { return std::string("/proc/self/task/") + task + "/stat"; }
 
-  static std::optional<std::string> read_from_start(int fd) {
-    if (fd < 0) return std::nullopt;
-    char buffer[1024];
-    const ssize_t n = ::pread(fd, buffer, sizeof buffer, 0);
-    if (n <= 0) return std::nullopt;
-    return std::string(buffer, static_cast<size_t>(n));
-  }
-
   void close_tasks() {
-    for (const auto& [id, fd] : tasks_) ::close(fd);
+    for (auto& [id, file] : tasks_) file.close();
     tasks_.clear();
   }
 
@@ -99,18 +131,15 @@ class ProcFiles {
     const pid_t now = ::getpid();
     if (now == pid_) return;
     // The parent's descriptors, copied by fork(): this process closes its copies only.
-    if (loadavg_ >= 0) ::close(loadavg_);
-    if (tasks_dir_ != nullptr) closedir(tasks_dir_);
+    if (loadavg_) loadavg_->close();
+    loadavg_.reset();
     close_tasks();
-    loadavg_ = -1;
-    tasks_dir_ = nullptr;
     pid_ = now;
   }
 
   pid_t pid_ = 0;
-  int loadavg_ = -1;
-  DIR* tasks_dir_ = nullptr;
-  std::map<long, int> tasks_;  // thread id -> its /proc/self/task/<id>/stat, open
+  std::optional<KeptFile> loadavg_;
+  std::map<long, KeptFile> tasks_;  // thread id -> its /proc/self/task/<id>/stat
 };
 
 int64_t steady_now() {

@@ -1,7 +1,10 @@
 // How the thread count gives way on a busy machine (runtime/parallel.h, runtime/load.h). The
 // decisions are driven with recorded readings and made-up times: no test here measures anything.
 #include <cblas.h>
+#include <dirent.h>
+#include <fcntl.h>
 #include <omp.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -76,12 +79,15 @@ TEST_CASE("load: the readings of /proc are parsed") {
 // runnable all along): the parent counts them and itself, the child, of one thread, itself alone.
 TEST_CASE("load: a forked child counts its own threads, not its parent's") {
   std::atomic<bool> stop{false};
+  std::atomic<int> spinning{0};
   std::vector<std::thread> spinners;
   for (int i = 0; i < 3; ++i)
-    spinners.emplace_back([&stop] {
+    spinners.emplace_back([&stop, &spinning] {
+      ++spinning;
       while (!stop.load(std::memory_order_relaxed)) {
       }
     });
+  while (spinning.load() < 3) std::this_thread::yield();  // each past its start (a sanitizer's may wait)
   const std::optional<int> here = load::runnable_threads_here();  // opens this process's files
   REQUIRE(here.has_value());
   CHECK(*here >= 4);
@@ -93,6 +99,40 @@ TEST_CASE("load: a forked child counts its own threads, not its parent's") {
   for (std::thread& t : spinners) t.join();
   CHECK(WIFEXITED(status));
   CHECK(WEXITSTATUS(status) == 0);
+}
+#endif
+
+#ifdef __linux__
+// A program may close descriptors it did not open and reuse their numbers for files of its own:
+// the readings then open their /proc files again and leave the program's files open.
+TEST_CASE("load: descriptors closed behind the readings' back are opened again, the new owners' files left alone") {
+  REQUIRE(load::read_proc().has_value());  // opens /proc/loadavg and each thread's stat
+  std::vector<int> closed;
+  if (DIR* fds = opendir("/proc/self/fd")) {
+    std::vector<int> numbers;
+    while (const dirent* e = readdir(fds))
+      if (e->d_name[0] != '.') numbers.push_back(std::atoi(e->d_name));
+    closedir(fds);
+    for (int fd : numbers) {
+      char target[256] = {};
+      const ssize_t n = ::readlink(fmt::format("/proc/self/fd/{}", fd).c_str(), target, sizeof target - 1);
+      const std::string path(target, n > 0 ? static_cast<size_t>(n) : 0);
+      if (path == "/proc/loadavg" || (path.rfind("/proc/", 0) == 0 && path.find("/task/") != std::string::npos))
+        if (::close(fd) == 0) closed.push_back(fd);
+    }
+  }
+  REQUIRE(closed.size() >= 2);  // loadavg and the calling thread's stat at least
+  std::vector<int> mine;  // the lowest free numbers: the ones just closed
+  for (size_t i = 0; i < closed.size(); ++i) mine.push_back(::open("/dev/null", O_RDONLY | O_CLOEXEC));
+  CHECK(load::read_proc().has_value());
+  CHECK(load::runnable_threads_here().value_or(0) >= 1);
+  CHECK(load::read_proc().has_value());
+  for (int fd : mine) {
+    struct stat st {};
+    CHECK(::fstat(fd, &st) == 0);  // still open, still /dev/null
+    CHECK(S_ISCHR(st.st_mode));
+    ::close(fd);
+  }
 }
 #endif
 
