@@ -57,7 +57,7 @@ int main(int argc, char** argv) {
     const auto [f2, onednn] = bench::measure_interleaved(fp32, with(autocast::Kernel::OneDnn), budget);
     const auto [f3, taken] = bench::measure_interleaved(fp32, with(autocast::Kernel::Auto), budget);
     // Each ratio is to the fp32 runs timed in turn with it.
-    fmt::print("{:<16} {:>16} {:>10.3f} {:>14.3f} {:>7.2f}x {:>14.3f} {:>7.2f}x {:>12.3f} {:>7.2f}x\n", s.what,
+    fmt::print("{:<16} {:>16} {:>10.4g} {:>14.4g} {:>7.2f}x {:>14.4g} {:>7.2f}x {:>12.4g} {:>7.2f}x\n", s.what,
                fmt::format("{}×{}×{}", s.m, s.k, s.n), f3.median_s * 1e3, rounded.median_s * 1e3,
                rounded.median_s / f.median_s, onednn.median_s * 1e3, onednn.median_s / f2.median_s,
                taken.median_s * 1e3, taken.median_s / f3.median_s);
