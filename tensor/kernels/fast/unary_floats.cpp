@@ -2,8 +2,8 @@
 // erf, gelu, gelu_tanh) and of their backwards, made from the rows' vector columns
 // (tensor/op_tables.h): loops over contiguous floats built on vector_math.h, compiled once per
 // vector unit and chosen when the program starts (runtime/simd_clones.h). Every clone does the
-// same IEEE operations in the same order (no fused multiply-add: -ffp-contract=off), so each
-// gives the same bits as the others.
+// same IEEE operations in the same order (a multiply-add is fused only where vector_math.h writes
+// std::fma, in every clone alike), so each gives the same bits as the others.
 //
 // The scalar reference (the row's forward column, std::erf and friends in float) stays what
 // reference mode runs. The two differ by the reference's own rounding: both are within 2 ulp of

@@ -2,6 +2,10 @@
 // branch, only arithmetic, comparisons that select, and bit manipulation. The float32 forms of the
 // unary ops (vector_math.cpp) are built on them. A first reading skips this file.
 //
+// The series are evaluated with std::fma: one rounding per step instead of two, and one
+// instruction instead of two on the vector units that have it (x86-64-v3 and v4; the baseline
+// clone calls libm's fma, which rounds alike). Measured in bench/bench_unary.
+//
 // A float32 result is computed in double and rounded once, so its error is that rounding (half an
 // ulp) plus the approximations' error, which is ~1e-11 relative: within 1 ulp of the exact value
 // on the whole float range. Composite functions are rearranged where the plain float formula
@@ -36,18 +40,18 @@ struct ExpParts {
 inline ExpParts exp_parts(double x) {
   constexpr double log2e = 1.4426950408889634, ln2_hi = 0.6931471803691238, ln2_lo = 1.9082149292705877e-10;
   constexpr double shifter = 6755399441055744.0;  // 1.5·2⁵²: adding it rounds to an integer in the low bits
-  const double shifted = x * log2e + shifter;
+  const double shifted = std::fma(x, log2e, shifter);
   const double n = shifted - shifter;
-  const double r = (x - n * ln2_hi) - n * ln2_lo;
+  const double r = std::fma(-n, ln2_lo, std::fma(-n, ln2_hi, x));
   double p = 1.0 / 362880;  // q = r + r²/2! + … + r⁹/9!
-  p = p * r + 1.0 / 40320;
-  p = p * r + 1.0 / 5040;
-  p = p * r + 1.0 / 720;
-  p = p * r + 1.0 / 120;
-  p = p * r + 1.0 / 24;
-  p = p * r + 1.0 / 6;
-  p = p * r + 0.5;
-  const double q = p * r * r + r;
+  p = std::fma(p, r, 1.0 / 40320);
+  p = std::fma(p, r, 1.0 / 5040);
+  p = std::fma(p, r, 1.0 / 720);
+  p = std::fma(p, r, 1.0 / 120);
+  p = std::fma(p, r, 1.0 / 24);
+  p = std::fma(p, r, 1.0 / 6);
+  p = std::fma(p, r, 0.5);
+  const double q = std::fma(p * r, r, r);
   // n sits in the shifter's low mantissa bits; the exponent field of 2ⁿ is n + 1023.
   const int64_t n_bits = std::bit_cast<int64_t>(shifted) - std::bit_cast<int64_t>(shifter);
   const double two_to_n = std::bit_cast<double>((n_bits + 1023) << 52);
@@ -78,12 +82,12 @@ inline double log(float x) {
   e = high ? e + 1.0 : e;
   const double s = (m - 1.0) / (m + 1.0), s2 = s * s;
   double p = 1.0 / 13;
-  p = p * s2 + 1.0 / 11;
-  p = p * s2 + 1.0 / 9;
-  p = p * s2 + 1.0 / 7;
-  p = p * s2 + 1.0 / 5;
-  p = p * s2 + 1.0 / 3;
-  const double y = e * ln2 + (2.0 * s + 2.0 * s * s2 * p);
+  p = std::fma(p, s2, 1.0 / 11);
+  p = std::fma(p, s2, 1.0 / 9);
+  p = std::fma(p, s2, 1.0 / 7);
+  p = std::fma(p, s2, 1.0 / 5);
+  p = std::fma(p, s2, 1.0 / 3);
+  const double y = std::fma(e, ln2, std::fma(2.0 * s * s2, p, 2.0 * s));
   double out = x == 0.0f ? -INFINITY : y;
   out = x < 0.0f ? NAN : out;
   out = x == INFINITY ? INFINITY : out;
@@ -107,13 +111,14 @@ inline double erfcx(double z) {
   // division, as a division costs the vector unit more than the series' multiply-adds.
   const double r = 1.0 / (2.0 + clamped);
   const double t = 2.0 * r;
-  const double u = r * (4.0 / (1.0 - t_min)) - (1.0 + t_min) / (1.0 - t_min);
+  const double u = std::fma(r, 4.0 / (1.0 - t_min), -(1.0 + t_min) / (1.0 - t_min));
   const double u2 = u * u, u4 = u2 * u2, u8 = u4 * u4;
-  const double p01 = a[0] + a[1] * u, p23 = a[2] + a[3] * u, p45 = a[4] + a[5] * u, p67 = a[6] + a[7] * u;
-  const double p89 = a[8] + a[9] * u, p1011 = a[10] + a[11] * u, p1213 = a[12] + a[13] * u;
-  const double p0to3 = p01 + p23 * u2, p4to7 = p45 + p67 * u2, p8to11 = p89 + p1011 * u2;
-  const double p0to7 = p0to3 + p4to7 * u4, p8to13 = p8to11 + p1213 * u4;
-  return t * (p0to7 + p8to13 * u8);
+  const double p01 = std::fma(a[1], u, a[0]), p23 = std::fma(a[3], u, a[2]), p45 = std::fma(a[5], u, a[4]);
+  const double p67 = std::fma(a[7], u, a[6]), p89 = std::fma(a[9], u, a[8]), p1011 = std::fma(a[11], u, a[10]);
+  const double p1213 = std::fma(a[13], u, a[12]);
+  const double p0to3 = std::fma(p23, u2, p01), p4to7 = std::fma(p67, u2, p45), p8to11 = std::fma(p1011, u2, p89);
+  const double p0to7 = std::fma(p4to7, u4, p0to3), p8to13 = std::fma(p1213, u4, p8to11);
+  return t * std::fma(p8to13, u8, p0to7);
 }
 
 // erf(z) (NaN and ±inf included).
@@ -122,17 +127,17 @@ inline double erf(double z) {
   // Taylor: erf z = 2/√π · Σ (−1)ᵏ z^{2k+1} / (k!(2k+1)), to k = 11 (error < 1e-17 below 0.5)
   const double z2 = z * z;
   double p = -1.0 / (39916800.0 * 23);
-  p = p * z2 + 1.0 / (3628800.0 * 21);
-  p = p * z2 - 1.0 / (362880.0 * 19);
-  p = p * z2 + 1.0 / (40320.0 * 17);
-  p = p * z2 - 1.0 / (5040.0 * 15);
-  p = p * z2 + 1.0 / (720.0 * 13);
-  p = p * z2 - 1.0 / (120.0 * 11);
-  p = p * z2 + 1.0 / (24.0 * 9);
-  p = p * z2 - 1.0 / (6.0 * 7);
-  p = p * z2 + 1.0 / (2.0 * 5);
-  p = p * z2 - 1.0 / 3;
-  const double small = 1.1283791670955126 * (z + z * z2 * p);
+  p = std::fma(p, z2, 1.0 / (3628800.0 * 21));
+  p = std::fma(p, z2, -1.0 / (362880.0 * 19));
+  p = std::fma(p, z2, 1.0 / (40320.0 * 17));
+  p = std::fma(p, z2, -1.0 / (5040.0 * 15));
+  p = std::fma(p, z2, 1.0 / (720.0 * 13));
+  p = std::fma(p, z2, -1.0 / (120.0 * 11));
+  p = std::fma(p, z2, 1.0 / (24.0 * 9));
+  p = std::fma(p, z2, -1.0 / (6.0 * 7));
+  p = std::fma(p, z2, 1.0 / (2.0 * 5));
+  p = std::fma(p, z2, -1.0 / 3);
+  const double small = 1.1283791670955126 * std::fma(z * z2, p, z);
   const double large = std::copysign(1.0 - exp(-a * a) * erfcx(a), z);
   const double y = a < 0.5 ? small : large;
   return z != z ? z : y;
