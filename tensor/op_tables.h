@@ -52,7 +52,7 @@ ROW(sqrt,      Sqrt,     floating, std::sqrt(x),                               O
 ROW(rsqrt,     Rsqrt,    floating, T(1) / std::sqrt(x),                        Output,  -0.5 * g * C * C * C,                   Positive) \
 ROW(tanh,      Tanh,     floating, std::tanh(x),                               Output,  g * (1.0 - C * C),                      Any, vmath::tanh(a)) \
 ROW(sigmoid,   Sigmoid,  floating, T(1) / (T(1) + std::exp(-x)),               Output,  g * C * (1.0 - C),                      Any, vmath::sigmoid(a)) \
-ROW(silu,      Silu,     floating, x / (T(1) + std::exp(-x)),                  Input,   g * A.sigmoid() * (1.0 + A * (1.0 - A.sigmoid())), Any, a * vmath::sigmoid(a), g * (vmath::sigmoid(a) * (1.0 + a * vmath::sigmoid(-a)))) \
+ROW(silu,      Silu,     floating, x / (T(1) + std::exp(-x)),                  Input,   g * A.sigmoid() * (1.0 + A * (1.0 - A.sigmoid())), Any, a * vmath::sigmoid(a), g * vmath::silu_derivative(a)) \
 ROW(relu,      Relu,     floating, x <= T(0) ? T(0) : x,                       Output,  g.masked_fill(C <= 0.0, 0.0),           AwayFromZero) \
 ROW(erf,       Erf,      floating, std::erf(x),                                Input,   g * two_over_sqrtpi * (-(A * A)).exp(), Any, vmath::erf(a), g * (two_over_sqrtpi * vmath::exp(-(a * a)))) \
 ROW(sin,       Sin,      floating, std::sin(x),                                Input,   g * A.cos(),                            Any) \
@@ -62,12 +62,11 @@ ROW(gelu,      Gelu,     floating, T(0.5) * x * (T(1) + std::erf(x * T(sqrt_half
     Input, g * (0.5 * (1.0 + (A * sqrt_half).erf()) + A * ((-0.5 * A * A).exp() * inv_sqrt_2pi)), Any, \
     a * vmath::normal_cdf(a), g * vmath::gelu_derivative(a)) \
 /*  PyTorch's tanh approximation: ½x(1 + tanh u), u = k(x + c·x³); dA = dC ⊙ (½(1 + tanh u) + ½A(1 − tanh² u)·k(1 + 3c·A²)) */ \
-/*  vectorised: x·σ(2u), as 1 + tanh u = 2σ(2u); dA = dC ⊙ (s + 2A·s·σ(−2u)·k(1 + 3c·A²)), s = σ(2u), as 1 − tanh² u = 4s·σ(−2u) */ \
+/*  vectorised: x·σ(2u), as 1 + tanh u = 2σ(2u); dA = dC ⊙ (s + 2A·s·(1 − s)·k(1 + 3c·A²)), s = σ(2u), as 1 − tanh² u = 4s(1 − s) */ \
 ROW(gelu_tanh, GeluTanh, floating, T(0.5) * x * (T(1) + std::tanh(T(gelu_k) * (x + T(gelu_c) * x * x * x))), \
     Input, g * (0.5 * (1.0 + (gelu_k * (A + gelu_c * A * A * A)).tanh()) \
                 + 0.5 * A * (1.0 - (gelu_k * (A + gelu_c * A * A * A)).tanh().square()) * gelu_k * (1.0 + 3.0 * gelu_c * A * A)), Any, \
-    a * vmath::sigmoid(2.0 * (gelu_k * (a + gelu_c * a * a * a))), g * (vmath::sigmoid(2.0 * (gelu_k * (a + gelu_c * a * a * a))) \
-    + 2.0 * a * vmath::sigmoid(2.0 * (gelu_k * (a + gelu_c * a * a * a))) * vmath::sigmoid(-2.0 * (gelu_k * (a + gelu_c * a * a * a))) * gelu_k * (1.0 + 3.0 * gelu_c * a * a)))
+    a * vmath::sigmoid(2.0 * (gelu_k * (a + gelu_c * a * a * a))), g * vmath::gelu_tanh_derivative(a, gelu_k, gelu_c))
 
 // The columns of a binary row (the operands broadcast, NumPy's way, and promote to a common dtype,
 // PyTorch's way; div of integers divides in float32, as torch.div):

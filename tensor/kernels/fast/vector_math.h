@@ -173,4 +173,21 @@ inline double tanh(double x) {
 // σ(x) = 1/(1 + e^{−x}) and 1 − σ(x) = σ(−x), each without cancellation.
 inline double sigmoid(double x) { return 1.0 / (1.0 + exp(-x)); }
 
+// The derivatives below take 1 − σ as 1 − s from the one σ they compute, instead of a second
+// exponential: in double, the digits 1 − s loses (where s is near 1) are ones a float result
+// beside 1 + … cannot hold.
+
+// SiLU's derivative σ(x)·(1 + x·(1 − σ(x))).
+inline double silu_derivative(double x) {
+  const double s = sigmoid(x);
+  return s * (1.0 + x * (1.0 - s));
+}
+
+// tanh-GELU's derivative s + 2x·s·(1 − s)·k(1 + 3c·x²), s = σ(2u), u = k(x + c·x³), with k and c
+// the approximation's constants (tensor/op_tables.h).
+inline double gelu_tanh_derivative(double x, double k, double c) {
+  const double s = sigmoid(2.0 * (k * (x + c * x * x * x)));
+  return s + 2.0 * x * s * (1.0 - s) * k * (1.0 + 3.0 * c * x * x);
+}
+
 }  // namespace cppgrad::kernels::fast::vmath
