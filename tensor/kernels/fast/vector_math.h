@@ -1,6 +1,6 @@
 // Transcendental functions written so that a loop over them vectorises: no call into libm, no
 // branch, only arithmetic, comparisons that select, and bit manipulation. The float32 forms of the
-// unary ops (vector_math.cpp) are built on them. A first reading skips this file.
+// unary ops (unary_floats.cpp) are built on them. A first reading skips this file.
 //
 // The series are evaluated with std::fma: one rounding per step instead of two, and one
 // instruction instead of two on the vector units that have it (x86-64-v3 and v4; the baseline
