@@ -389,7 +389,7 @@ TEST_CASE("gpt: a Llama whose config.json gives head_dim (8 heads of 4 on d_mode
   CHECK(refusal("  \"head_dim\": 4,\n").empty());
 }
 
-TEST_CASE("gpt: a llama of gpt's own with heads of their own width saves and reads back; a gpt2 refuses head_dim") {
+TEST_CASE("gpt: a llama of gpt's own with heads of their own width saves and reads back, a gpt2 refuses head_dim") {
   ModelConfig c;
   c.arch = Arch::Llama, c.vocab = 13, c.layers = 2, c.d_model = 12, c.heads = 4, c.kv_heads = 2, c.head_dim = 6;
   c.ff = 20, c.seq_len = 10;

@@ -11,7 +11,7 @@
 
 using namespace lessons;
 
-TEST_CASE("lesson 11: no positions cannot tell a sequence from its permutation; RoPE is relative; added positions learn reverse") {
+TEST_CASE("lesson 11: no positions cannot tell a sequence from its permutation, RoPE is relative, added positions learn reverse") {
   const Lesson11 r = run_lesson11();
   REQUIRE(r.permutation_gap.size() == 4);
   CHECK(r.permutation_changed > 0);

@@ -242,7 +242,7 @@ TEST_CASE("lesson 5: large scores overflow without max subtraction and the scale
   CHECK(r.unscaled.k_gradient_norm > 3.0 * r.scaled.k_gradient_norm);
 }
 
-TEST_CASE("lesson 5: without the scale, more rows pass no usable gradient as d_k grows; a masked NaN") {
+TEST_CASE("lesson 5: without the scale, more rows pass no usable gradient as d_k grows, a masked NaN") {
   const Lesson5 r = run_lesson5();
   REQUIRE(r.sweep.size() == 5);
   CHECK(r.sweep.front().d_k == 64);

@@ -253,7 +253,7 @@ TEST_CASE("engine: autograd::grad runs only what reaches its inputs") {
 
 // PyTorch's AccumulateGrad: later gradients are added into .grad in place (without
 // create_graph), so a handle on it stays current and a loop of micro-batches reuses one buffer.
-TEST_CASE("engine: .grad accumulates in place; a kept handle stays valid") {
+TEST_CASE("engine: .grad accumulates in place, a kept handle stays valid") {
   Tensor w = f64({1, 2, 3});
   (w * 2.0).sum().backward();
   Tensor kept = w.grad();

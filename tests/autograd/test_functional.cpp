@@ -166,7 +166,7 @@ TEST_CASE("a small MLP of several tensors: every Jacobian and the Hessian agains
   }
 }
 
-TEST_CASE("create_graph makes the results differentiable; without it they are plain and inputs are untouched") {
+TEST_CASE("create_graph makes the results differentiable, without it they are plain and inputs are untouched") {
   Tensor x = tensor({0.5, -1.0, 2.0}, TensorOptions(kFloat64).requires_grad());
   AF::Function cube = [](const std::vector<Tensor>& in) { return std::vector<Tensor>{in[0].pow(3.0).sum()}; };
   AF::Product plain = AF::vjp(cube, {x});

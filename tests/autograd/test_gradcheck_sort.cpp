@@ -36,7 +36,7 @@ TEST_CASE("gradcheck logsumexp: every dim list, with and without keepdim, and it
   CHECK(check1([](const Tensor& a) { return a.logsumexp(0) * a; }, s));
 }
 
-TEST_CASE("logsumexp backward: softmax along the dim; a row that is -inf throughout gets 0") {
+TEST_CASE("logsumexp backward: softmax along the dim, a row that is -inf throughout gets 0") {
   const double inf = std::numeric_limits<double>::infinity();
   Tensor x = tensor({{0.0, std::log(3.0)}, {-inf, -inf}}, TensorOptions(kFloat64).requires_grad());
   Tensor y = x.logsumexp(1);

@@ -19,7 +19,7 @@ TEST_CASE("Example: tensors by name and by position, set replaces, a missing nam
   CHECK_THROWS_AS(e.at(3), Error);
 }
 
-TEST_CASE("TensorDataset: example i is row i of every tensor; first dims must agree") {
+TEST_CASE("TensorDataset: example i is row i of every tensor, first dims must agree") {
   auto ds = numbered_dataset(5);
   CHECK(ds->size() == 5);
   Example e = ds->get(3);
@@ -52,7 +52,7 @@ TEST_CASE("MapDataset and Subset: a transform on each example, a chosen subset o
   CHECK_THROWS_AS(subset.get(3), Error);
 }
 
-TEST_CASE("TextDataset: (input, target) windows, the target shifted by one; size counts whole windows") {
+TEST_CASE("TextDataset: (input, target) windows, the target shifted by one, size counts whole windows") {
   std::vector<int64_t> tokens;
   for (int64_t i = 0; i < 11; ++i) tokens.push_back(100 + i);
   TextDataset chunks(tokens, 3);  // stride = seq_len: starts 0, 3, 6 (9 + 3 + 1 > 11)

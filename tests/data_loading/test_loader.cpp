@@ -60,7 +60,7 @@ TEST_CASE("DataLoader: with shuffle every epoch is a permutation, each a differe
   }
 }
 
-TEST_CASE("DataLoader: the same seed gives the same batches on 1 and 2 threads; another seed others") {
+TEST_CASE("DataLoader: the same seed gives the same batches on 1 and 2 threads, another seed others") {
   const int before = get_num_threads();
   auto batches_at = [](int threads, uint64_t seed) {
     set_num_threads(threads);
@@ -80,7 +80,7 @@ TEST_CASE("DataLoader: the same seed gives the same batches on 1 and 2 threads; 
   CHECK(run_epochs(a, 2) == run_epochs(b, 2));
 }
 
-TEST_CASE("DataLoader: next() rolls into the next epoch; a for that begins mid-epoch begins the next one") {
+TEST_CASE("DataLoader: next() rolls into the next epoch, a for that begins mid-epoch begins the next one") {
   DataLoader loader(numbered_dataset(6), DataLoaderOptions(4));
   CHECK(ids_of(loader.next()) == std::vector<int64_t>{0, 1, 2, 3});
   CHECK(ids_of(loader.next()) == std::vector<int64_t>{4, 5});
@@ -114,7 +114,7 @@ TEST_CASE("DataLoader: a second for after a break is a new epoch with a new shuf
   }
 }
 
-TEST_CASE("DataLoader: the first for after load_state_dict continues the loaded epoch; the next is whole") {
+TEST_CASE("DataLoader: the first for after load_state_dict continues the loaded epoch, the next is whole") {
   for (int64_t prefetch : {0, 2}) {
     CAPTURE(prefetch);
     auto options = DataLoaderOptions(3).shuffle(true).seed(5).prefetch(prefetch);

@@ -76,7 +76,7 @@ TEST_CASE("DistributedSampler: disjoint shares covering the epoch, padded by rep
   }
 }
 
-TEST_CASE("DistributedSampler: PyTorch's order without shuffle; rank r takes r, r + R, ...; padding from the start") {
+TEST_CASE("DistributedSampler: PyTorch's order without shuffle, rank r takes r, r + R, ..., padding from the start") {
   Generator unused;
   // 10 indices over 4 ranks: padded to 12 with 0, 1; rank 1 takes positions 1, 5, 9.
   CHECK(DistributedSampler(10, 4, 1, false).indices(0, unused) == std::vector<int64_t>{1, 5, 9});

@@ -121,7 +121,7 @@ TEST_CASE("BatchNorm1d with momentum None keeps the cumulative average of the ba
   CHECK(bn.num_batches_tracked.item() == 0);
 }
 
-TEST_CASE("BatchNorm1d's state_dict has PyTorch's names; without running statistics eval uses the batch's") {
+TEST_CASE("BatchNorm1d's state_dict has PyTorch's names, without running statistics eval uses the batch's") {
   BatchNorm1d bn(3);
   std::vector<std::string> names;
   for (const auto& [name, t] : bn.state_dict()) names.push_back(name);

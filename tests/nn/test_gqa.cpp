@@ -136,7 +136,7 @@ TEST_CASE("a sliding window equals its explicit mask, causal or not, on both pat
   }
 }
 
-TEST_CASE("ALiBi adds minus slope times distance to each head's scores; the paper's slopes") {
+TEST_CASE("ALiBi adds minus slope times distance to each head's scores, the paper's slopes") {
   // 8 heads: 1/2, 1/4, ..., 1/256. 6 heads: those of 4 (1/4, 1/16, 1/64, 1/256), then the
   // 1st and 3rd of 8's (1/2, 1/8).
   nntest::check_values(F::alibi_slopes(8), {0.5, 0.25, 0.125, 0.0625, 1.0 / 32, 1.0 / 64, 1.0 / 128, 1.0 / 256});

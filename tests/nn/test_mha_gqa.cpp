@@ -36,7 +36,7 @@ Tensor sum_head_rows(const Tensor& w, int64_t kv_heads, int64_t r) {
 
 }  // namespace
 
-TEST_CASE("num_kv_heads: separate q/k/v weights of the grouped widths; the default is today's layer") {
+TEST_CASE("num_kv_heads: separate q/k/v weights of the grouped widths, the default is today's layer") {
   MultiheadAttention plain(MultiheadAttentionOptions(8, 4).num_kv_heads(4));
   CHECK(plain.in_proj_weight.defined());
   CHECK(plain.named_parameters().size() == 4);  // in_proj_weight, in_proj_bias, out_proj.{weight,bias}

@@ -52,7 +52,7 @@ struct Doubler : nn::UnaryModule {
 
 }  // namespace
 
-TEST_CASE("onnx export: initializers carry the state_dict names, a tied weight once; axes stay symbolic") {
+TEST_CASE("onnx export: initializers carry the state_dict names, a tied weight once, axes stay symbolic") {
   manual_seed(3);
   {
     auto decoder = std::make_shared<nn::Decoder>(nn::DecoderOptions(11, 8, 2, 2).num_kv_heads(1).tie_embeddings(true));
@@ -75,7 +75,7 @@ TEST_CASE("onnx export: initializers carry the state_dict names, a tied weight o
   }
 }
 
-TEST_CASE("onnx graph: a graph that ONNX's checker rejects is refused; a tensor the module does not own is no parameter") {
+TEST_CASE("onnx graph: a graph that ONNX's checker rejects is refused, a tensor the module does not own is no parameter") {
   nn::Linear linear(6, 4);
   // (B, 6) · W (4, 6) without the transpose: strict shape inference finds 6 ≠ 4.
   ox::Graph wrong(linear);

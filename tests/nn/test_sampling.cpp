@@ -57,7 +57,7 @@ TEST_CASE("sampling: top-k keeps the k highest scores (ties with the k-th too), 
   CHECK(nntest::values(F::top_k_top_p_filter(batch, 1, 1.0)) == V{-kInf, l5, -kInf, -kInf, -kInf, -kInf, l5, -kInf});
 }
 
-TEST_CASE("sampling: the draws follow the filtered softmax at the temperature; temperature 0 is argmax") {
+TEST_CASE("sampling: the draws follow the filtered softmax at the temperature, temperature 0 is argmax") {
   Generator gen(2750);
   constexpr int64_t kDraws = 40000;
   Tensor s = scores();
@@ -86,7 +86,7 @@ TEST_CASE("sampling: the draws follow the filtered softmax at the temperature; t
   CHECK(F::sample_next_token(s, F::SamplingOptions().temperature(0)).shape() == Shape{1});
 }
 
-TEST_CASE("sampling: the same seed draws the same tokens; no graph is recorded") {
+TEST_CASE("sampling: the same seed draws the same tokens, no graph is recorded") {
   Generator a(2751), b(2751);
   Tensor logits = randn({3, 50}, TensorOptions(kFloat64).requires_grad());
   const auto options = F::SamplingOptions().temperature(0.7).top_k(20).top_p(0.9);

@@ -52,7 +52,7 @@ TEST_CASE("ExponentialMovingAverage with decay 0 keeps the last values, so swap 
   check_values(w, {5.0}, 0.0);
 }
 
-TEST_CASE("ExponentialMovingAverage state saves and loads; bad input is a clear error") {
+TEST_CASE("ExponentialMovingAverage state saves and loads, bad input is a clear error") {
   Tensor a = param({1.0, 2.0}), b = param({3.0});
   optim::ExponentialMovingAverage average({a, b}, 0.9);
   {

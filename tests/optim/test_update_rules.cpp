@@ -206,7 +206,7 @@ TEST_CASE("AdamW defaults to PyTorch's weight decay of 0.01") {
 // p·(1 - lr·λ) - lr·g / (|g| + ε) (m̂ = g, v̂ = g² after one step); the literals are PyTorch 1.13's
 // p after torch.optim.AdamW([p], lr=0.1) (then weight_decay=0) and one step(), float64,
 // p = [1.5, -2.0, 0.25], p.grad = [0.3, -0.7, 2.0].
-TEST_CASE("AdamW with options that set only the rate decays by 0.01; weight_decay(0) does not decay") {
+TEST_CASE("AdamW with options that set only the rate decays by 0.01, weight_decay(0) does not decay") {
   const std::vector<double> start = {1.5, -2.0, 0.25}, grad = {0.3, -0.7, 2.0};
   auto one_step = [&](const AdamWOptions& options) {
     Tensor p = tensor(start, {3}).requires_grad_();

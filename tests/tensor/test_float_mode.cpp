@@ -36,7 +36,7 @@ int64_t nonzeros(const Tensor& t) {
 
 }  // namespace
 
-TEST_CASE("flush denormal: off by default, subnormal values stay; on, they read as zero on every thread") {
+TEST_CASE("flush denormal: off by default, subnormal values stay, on, they read as zero on every thread") {
   FloatModeGuard guard;
   SmallParallelGrain threaded;  // so the loops below run on the worker thread too
   set_num_threads(2);

@@ -46,7 +46,7 @@ void expect_shares(const std::vector<double>& got, const std::vector<double>& ex
 }
 }  // namespace
 
-TEST_CASE("multinomial: with replacement, frequencies follow unnormalised weights; weight 0 never drawn") {
+TEST_CASE("multinomial: with replacement, frequencies follow unnormalised weights, weight 0 never drawn") {
   Generator gen(2701);
   Tensor w = tensor({1.0, 0.0, 2.0, 3.0, 4.0, 0.0});  // sums to 10: shares 0.1, 0, 0.2, 0.3, 0.4, 0
   Tensor samples = multinomial(w, kDraws, /*replacement=*/true, gen);

@@ -70,7 +70,7 @@ TEST_CASE("t[i] selects along the first dim, a view, negative from the end") {
   CHECK(mismatch(w.grad(), {2, 2}, {0, 0, 3, 3}) == "");
 }
 
-TEST_CASE("tensor(std::vector<int>, shape) gives int64; element types a tensor cannot hold do not compile") {
+TEST_CASE("tensor(std::vector<int>, shape) gives int64, element types a tensor cannot hold do not compile") {
   Tensor t = tensor(std::vector<int>{3, -1, 4, 1}, {2, 2});
   CHECK(t.dtype() == kInt64);
   CHECK(mismatch(t, {2, 2}, {3, -1, 4, 1}) == "");

@@ -101,7 +101,7 @@ TEST_CASE("softmax: a row of all -inf gives zeros and not NaN") {
 
 // A diverging model must not go silent: std::max skips a NaN, so a row that is NaN throughout
 // used to look fully masked and came out as zeros. Only a row that is -inf throughout gives zeros.
-TEST_CASE("softmax: NaN anywhere in a row makes the row NaN; only all -inf rows give zeros") {
+TEST_CASE("softmax: NaN anywhere in a row makes the row NaN, only all -inf rows give zeros") {
   const double nan = std::numeric_limits<double>::quiet_NaN();
   for (DType dtype : {kFloat32, kFloat64}) {
     CAPTURE(dtype_name(dtype));

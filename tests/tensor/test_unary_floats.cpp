@@ -183,7 +183,7 @@ TEST_CASE("unary floats: the vectorised backwards are within 2 ulp of the exact 
   }
 }
 
-TEST_CASE("unary floats: reference mode runs the scalar rows; other layouts and float64 run them too") {
+TEST_CASE("unary floats: reference mode runs the scalar rows, other layouts and float64 run them too") {
   // 0.5·x·(1 + erf(x/√2)) in float at x = -5 has lost most digits to cancellation; the fast form
   // has not. Which one ran shows in the result.
   const Tensor x = tensor({-5.0, 1.0}, kFloat32);

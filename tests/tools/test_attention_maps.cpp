@@ -63,7 +63,7 @@ TEST_CASE("attention_grid: a row per attention layer, a map per head whose rows 
   CHECK(grid.rows[0].heads[1] == expected);
 }
 
-TEST_CASE("attention_grid: a labeller names the rows and cuts the maps; the grid draws") {
+TEST_CASE("attention_grid: a labeller names the rows and cuts the maps, the grid draws") {
   auto model = two_layers();
   const Tensor x = randn({1, 5, 8});
   auto label = [](const std::string& module, int64_t queries, int64_t keys) {
