@@ -5,11 +5,13 @@
 // under/overflows). The bound is the issue's: within 2 ulp. The exact value is the function
 // computed in double (std::exp, std::erfc, ... have ~1e-16 relative error) and rounded once.
 #include <bit>
+#include <cstdio>
 #include <cmath>
 #include <cstdint>
 #include <limits>
 
 #include "helpers.h"
+#include "tensor/kernels/fast/exp_rows.h"
 #include "tensor/kernels/fast/unary_floats.h"
 #include "tensor/op_tables.h"
 
@@ -35,10 +37,11 @@ int64_t ulps(float a, float b) {
   return std::abs(ordered(a) - ordered(b));
 }
 
-std::vector<float> sweep() {
+// Every `stride`-th bit pattern, then [-20, 20] in steps of 2.5e-4 · `step`, then the edges.
+std::vector<float> sweep(uint64_t stride = 12289, int step = 1) {
   std::vector<float> x;
-  for (uint64_t bits = 0; bits < (uint64_t{1} << 32); bits += 12289) x.push_back(std::bit_cast<float>(uint32_t(bits)));
-  for (int i = -80000; i <= 80000; ++i) x.push_back(static_cast<float>(i) * 2.5e-4f);
+  for (uint64_t bits = 0; bits < (uint64_t{1} << 32); bits += stride) x.push_back(std::bit_cast<float>(uint32_t(bits)));
+  for (int i = -80000; i <= 80000; i += step) x.push_back(static_cast<float>(i) * 2.5e-4f);
   const float m = std::numeric_limits<float>::max(), tiny = std::numeric_limits<float>::denorm_min(),
               least_normal = std::numeric_limits<float>::min();
   for (float e : {0.0f, tiny, least_normal, 1e-30f, 1e-8f, 1e-4f, 0.5f, 1.0f, 3.92f, 9.02f, 14.2f, 17.0f, 87.33f,
@@ -222,4 +225,39 @@ TEST_CASE("unary floats: the threaded blocks give the same bits as one thread") 
   const Tensor serial = kernels::unary(Unary::Gelu, x);
   set_num_threads(threads);
   CHECK(mismatch_with(threaded, serial, 0.0) == "");
+}
+
+// The clone of the cloned loops this CPU runs (runtime/simd_clones.h), by its vector units.
+const char* clone_run() {
+  return __builtin_cpu_supports("avx512f") ? "x86-64-v4" : __builtin_cpu_supports("avx2") ? "x86-64-v3" : "baseline";
+}
+
+// Every clone gives the same bits (runtime/simd_clones.h): this prints a digest of the
+// vectorised rows, forward and backward, over a sparser sweep, and of softmax's exps, with the
+// clone that ran.
+// tests/portable/same_bits_in_every_clone.sh runs it natively and under emulated CPUs with fewer
+// vector units, and compares the digests; alone it checks nothing, so a plain run skips it.
+TEST_CASE("unary floats: a digest of the vectorised rows, for comparing clones" * doctest::skip()) {
+  const std::vector<float> x = sweep(12289 * 4, 2);  // a quarter of the bit patterns: emulated runs are slow
+  std::vector<float> g(x.size());
+  for (size_t i = 0; i < g.size(); ++i) g[i] = 0.5f + static_cast<float>(i % 7) * 0.25f;
+  const Tensor input = floats(x), grad = floats(g);
+  uint64_t digest = 14695981039346656037ull;  // FNV-1a over the results' bits
+  auto add = [&](const Tensor& t) {
+    for (float v : t.to_vector<float>()) {
+      const uint32_t bits = std::isnan(v) ? 0x7fc00000u : std::bit_cast<uint32_t>(v);  // NaN payloads may differ
+      digest = (digest ^ bits) * 1099511628211ull;
+    }
+  };
+  for (Unary op : kVectorised) add(kernels::unary(op, input));
+  for (Unary op : {Unary::Erf, Unary::Silu, Unary::Gelu, Unary::GeluTanh}) add(kernels::unary_backward_fast(op, grad, input));
+  // softmax's float exp (fast/exp_rows.h) on rows of the dense part of the sweep: the exps, not
+  // their sum, which a wider vector adds in another order
+  std::vector<float> exps;
+  for (int i = -80000; i < 80000; i += 2) exps.push_back(static_cast<float>(i) * 2.5e-3f);
+  for (size_t row = 0; row < exps.size(); row += 80) kernels::fast::exp_shifted_row(exps.data() + row, 80, 1.5f);
+  add(floats(exps));
+  std::printf("unary floats: clone %s digest %016llx over %zu values\n", clone_run(),
+              static_cast<unsigned long long>(digest), x.size());
+  CHECK(x.size() > 100000);
 }
