@@ -33,7 +33,7 @@ std::vector<int64_t> RandomSampler::indices(int64_t, Generator& gen) const {
 
 DistributedSampler::DistributedSampler(int64_t n, int64_t num_replicas, int64_t rank, bool shuffle, uint64_t seed,
                                        bool drop_last)
-    : n_(n), num_replicas_(num_replicas), rank_(rank), shuffle_(shuffle), seed_(seed), drop_last_(drop_last) {
+    : n_(n), num_replicas_(num_replicas), rank_(rank), shuffle_(shuffle), seed_(seed) {
   CPPGRAD_CHECK(n >= 0, "DistributedSampler: expected a dataset size >= 0, got {}", n);
   CPPGRAD_CHECK(num_replicas >= 1, "DistributedSampler: num_replicas must be >= 1, got {}", num_replicas);
   CPPGRAD_CHECK(rank >= 0 && rank < num_replicas, "DistributedSampler: rank {} out of range [0, {})", rank,

@@ -8,19 +8,14 @@
 namespace cppgrad::nn {
 
 namespace {
-Tensor activate(Activation a, const Tensor& x) {
-  switch (a) {
-    case Activation::ReLU: return x.relu();
-    case Activation::GELU: return x.gelu();
-    case Activation::GELUTanh: return x.gelu("tanh");
-  }
-  throw Error("TransformerLayer: unknown activation");
-}
-
 // The feed-forward block's activation, then its dropout (after ReLU, as one op: relu_forward).
 Tensor activate_and_drop(Activation a, const Tensor& x, Dropout& dropout) {
-  if (a == Activation::ReLU) return dropout.relu_forward(x);  // = dropout.forward(x.relu())
-  return dropout.forward(activate(a, x));
+  switch (a) {
+    case Activation::ReLU: return dropout.relu_forward(x);  // = dropout.forward(x.relu())
+    case Activation::GELU: return dropout.forward(x.gelu());
+    case Activation::GELUTanh: return dropout.forward(x.gelu("tanh"));
+  }
+  throw Error("TransformerLayer: unknown activation");
 }
 
 void check_layer_options(const TransformerLayerOptions& o, std::string_view who) {
