@@ -7,7 +7,9 @@ set -euo pipefail
 bad=0 listed=0
 for binary in "$@"; do
   names=$("$binary" --list-test-cases --no-version 2>&1 | grep -v -e '^\[doctest\]' -e '^=\+$') || true
-  listed=$((listed + $(grep -c . <<<"$names" || true)))
+  count=$(grep -c . <<<"$names" || true)
+  [ "$count" -gt 0 ] || { echo "check_test_names: $binary lists no test case"; bad=1; }
+  listed=$((listed + count))
   while IFS= read -r name; do
     [ -n "$name" ] || continue
     echo "$(basename "$binary"): a test case name CTest would split at ';': $name"
