@@ -9,11 +9,11 @@ binary=$1
 command -v qemu-x86_64 >/dev/null || { echo "qemu-x86_64 not found: install qemu-user (scripts/setup does)"; exit 1; }
 args=("--test-case=unary floats: a digest*" --no-skip)
 lines=()
-run() {  # run NAME COMMAND...: the digest line the binary prints
+run() {  # run COMMAND...: the binary run under COMMAND; keeps the digest line it prints
   local out
-  out=$("$@" "$binary" "${args[@]}" 2>&1) || { echo "$out"; echo "same_bits_in_every_clone: $1 failed"; exit 1; }
+  out=$("$@" "$binary" "${args[@]}" 2>&1) || { echo "$out"; echo "same_bits_in_every_clone: the run under '$*' failed"; exit 1; }
   local line
-  line=$(grep -m1 '^unary floats: clone ' <<<"$out") || { echo "$out"; echo "same_bits_in_every_clone: no digest from $1"; exit 1; }
+  line=$(grep -m1 '^unary floats: clone ' <<<"$out") || { echo "$out"; echo "same_bits_in_every_clone: no digest from the run under '$*'"; exit 1; }
   echo "$line"
   lines+=("$line")
 }
