@@ -11,8 +11,10 @@
 #include <cstdio>
 #include <cstdlib>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <string>
+#include <utility>
 
 namespace cppgrad::load {
 
@@ -33,9 +35,10 @@ std::optional<Load> Window::load() const {
 
 namespace {
 
-// A /proc file a reading keeps open, and which file it is: the descriptor is read or closed only
-// while it still names that file. A program may close descriptors it did not open (before an
-// exec, say) and get the same numbers for files of its own; those stay untouched.
+// A /proc file a reading keeps open, and which file it is: the descriptor is read, and closed
+// (when the KeptFile goes), only while it still names that file. A program may close descriptors
+// it did not open (before an exec, say) and get the same numbers for files of its own; those stay
+// untouched.
 class KeptFile {
  public:
   explicit KeptFile(const char* path) : fd_(::open(path, O_RDONLY | O_CLOEXEC)) {
@@ -48,6 +51,19 @@ class KeptFile {
       fd_ = -1;
     }
   }
+  KeptFile(KeptFile&& other) noexcept
+      : fd_(std::exchange(other.fd_, -1)), dev_(other.dev_), ino_(other.ino_) {}
+  KeptFile& operator=(KeptFile&& other) noexcept {
+    if (this != &other) {
+      close();
+      fd_ = std::exchange(other.fd_, -1);
+      dev_ = other.dev_;
+      ino_ = other.ino_;
+    }
+    return *this;
+  }
+  ~KeptFile() { close(); }
+
   // The whole file (a few hundred bytes) read from its start, or nothing.
   std::optional<std::string> read() const {
     if (!ours()) return std::nullopt;
@@ -56,10 +72,6 @@ class KeptFile {
     if (n <= 0) return std::nullopt;
     return std::string(buffer, static_cast<size_t>(n));
   }
-  void close() {
-    if (ours()) ::close(fd_);
-    fd_ = -1;
-  }
   // Whether the descriptor still names the file opened.
   bool ours() const {
     struct stat st {};
@@ -67,6 +79,11 @@ class KeptFile {
   }
 
  private:
+  void close() {
+    if (ours()) ::close(fd_);
+    fd_ = -1;
+  }
+
   int fd_;
   dev_t dev_ = 0;
   ino_t ino_ = 0;
@@ -74,14 +91,15 @@ class KeptFile {
 
 // The /proc files a reading looks at, kept open and read again from the start (a /proc file is
 // made anew at each read from offset 0): opening and closing them took half of a reading's time
-// (bench_stalls prints what a reading costs). The directory of threads is listed afresh each time. A process made by fork() opens its own:
-// /proc/self named the parent when the parent opened them. Used under read_proc's lock.
+// (bench_stalls prints what a reading costs). The directory of threads is listed afresh each
+// time. A process made by fork() opens its own: /proc/self named the parent when the parent
+// opened them. Used under read_proc's lock.
 class ProcFiles {
  public:
   // The text of /proc/loadavg, or nothing.
   std::optional<std::string> loadavg() {
     renew_after_fork();
-    if (!loadavg_ || !loadavg_->ours()) loadavg_.emplace("/proc/loadavg");  // (a lost one is not closed)
+    if (!loadavg_ || !loadavg_->ours()) loadavg_.emplace("/proc/loadavg");
     return loadavg_->read();
   }
 
@@ -89,31 +107,28 @@ class ProcFiles {
   // listed. The list is read at each call, so a thread started since is counted at once.
   std::optional<int> runnable_threads() {
     renew_after_fork();
-    DIR* tasks = opendir("/proc/self/task");  // (kept open, a stream lost as above could not be freed)
+    // (Not kept open: a stream whose descriptor a program closed could not be freed.)
+    const std::unique_ptr<DIR, int (*)(DIR*)> tasks(opendir("/proc/self/task"), closedir);
     if (tasks == nullptr) return std::nullopt;
     std::map<long, KeptFile> listed;
     int runnable = 0;
-    while (const dirent* task = readdir(tasks)) {
+    while (const dirent* task = readdir(tasks.get())) {
       if (task->d_name[0] == '.') continue;
       const long id = std::strtol(task->d_name, nullptr, 10);
+      const std::string path = stat_path(task->d_name);
       auto kept = tasks_.extract(id);
-      KeptFile file = kept ? std::move(kept.mapped()) : KeptFile(stat_path(task->d_name).c_str());
+      KeptFile file = kept ? std::move(kept.mapped()) : KeptFile(path.c_str());
       std::optional<std::string> stat = file.read();
       if (!stat && kept) {  // open on a thread that ended and whose id is taken again
-        file.close();
-        file = KeptFile(stat_path(task->d_name).c_str());
+        file = KeptFile(path.c_str());
         stat = file.read();
       }
       if (stat && runnable_in_stat(*stat)) ++runnable;
-      // At most kKeptOpen stay open: a program of many threads keeps its descriptors for itself.
-      if (stat && listed.size() < kKeptOpen)
-        listed.emplace(id, std::move(file));
-      else
-        file.close();
+      // At most kKeptOpen stay open (the others close here): a program of many threads keeps its
+      // descriptors for itself.
+      if (stat && listed.size() < kKeptOpen) listed.emplace(id, std::move(file));
     }
-    closedir(tasks);
-    close_tasks();  // the threads that have ended since the last reading
-    tasks_ = std::move(listed);
+    tasks_ = std::move(listed);  // closing the files of the threads that have ended since
     return runnable;
   }
 
@@ -122,18 +137,12 @@ class ProcFiles {
 
   static std::string stat_path(const char* task) { return std::string("/proc/self/task/") + task + "/stat"; }
 
-  void close_tasks() {
-    for (auto& [id, file] : tasks_) file.close();
-    tasks_.clear();
-  }
-
   void renew_after_fork() {
     const pid_t now = ::getpid();
     if (now == pid_) return;
     // The parent's descriptors, copied by fork(): this process closes its copies only.
-    if (loadavg_) loadavg_->close();
     loadavg_.reset();
-    close_tasks();
+    tasks_.clear();
     pid_ = now;
   }
 
