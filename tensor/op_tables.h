@@ -66,7 +66,7 @@ ROW(gelu,      Gelu,     floating, T(0.5) * x * (T(1) + std::erf(x * T(sqrt_half
 ROW(gelu_tanh, GeluTanh, floating, T(0.5) * x * (T(1) + std::tanh(T(gelu_k) * (x + T(gelu_c) * x * x * x))), \
     Input, g * (0.5 * (1.0 + (gelu_k * (A + gelu_c * A * A * A)).tanh()) \
                 + 0.5 * A * (1.0 - (gelu_k * (A + gelu_c * A * A * A)).tanh().square()) * gelu_k * (1.0 + 3.0 * gelu_c * A * A)), Any, \
-    a * vmath::sigmoid(2.0 * (gelu_k * (a + gelu_c * a * a * a))), g * vmath::gelu_tanh_derivative(a, gelu_k, gelu_c))
+    a * vmath::gelu_tanh_gate(a, gelu_k, gelu_c), g * vmath::gelu_tanh_derivative(a, gelu_k, gelu_c))
 
 // The columns of a binary row (the operands broadcast, NumPy's way, and promote to a common dtype,
 // PyTorch's way; div of integers divides in float32, as torch.div):

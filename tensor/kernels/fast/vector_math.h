@@ -183,10 +183,13 @@ inline double silu_derivative(double x) {
   return s * (1.0 + x * (1.0 - s));
 }
 
-// tanh-GELU's derivative s + 2x·s·(1 − s)·k(1 + 3c·x²), s = σ(2u), u = k(x + c·x³), with k and c
-// the approximation's constants (tensor/op_tables.h).
+// tanh-GELU's gate σ(2u), u = k(x + c·x³), with k and c the approximation's constants
+// (tensor/op_tables.h): the forward is x·σ(2u), as 1 + tanh u = 2σ(2u).
+inline double gelu_tanh_gate(double x, double k, double c) { return sigmoid(2.0 * (k * (x + c * x * x * x))); }
+
+// tanh-GELU's derivative s + 2x·s·(1 − s)·k(1 + 3c·x²), s the gate.
 inline double gelu_tanh_derivative(double x, double k, double c) {
-  const double s = sigmoid(2.0 * (k * (x + c * x * x * x)));
+  const double s = gelu_tanh_gate(x, k, c);
   return s + 2.0 * x * s * (1.0 - s) * k * (1.0 + 3.0 * c * x * x);
 }
 
