@@ -54,7 +54,7 @@ ROW(tanh,      Tanh,     floating, std::tanh(x),                               O
 ROW(sigmoid,   Sigmoid,  floating, T(1) / (T(1) + std::exp(-x)),               Output,  g * C * (1.0 - C),                      Any, vmath::sigmoid(a)) \
 ROW(silu,      Silu,     floating, x / (T(1) + std::exp(-x)),                  Input,   g * A.sigmoid() * (1.0 + A * (1.0 - A.sigmoid())), Any, a * vmath::sigmoid(a), g * vmath::silu_derivative(a)) \
 ROW(relu,      Relu,     floating, x <= T(0) ? T(0) : x,                       Output,  g.masked_fill(C <= 0.0, 0.0),           AwayFromZero) \
-ROW(erf,       Erf,      floating, std::erf(x),                                Input,   g * two_over_sqrtpi * (-(A * A)).exp(), Any, vmath::erf(a), g * (two_over_sqrtpi * vmath::exp(-(a * a)))) \
+ROW(erf,       Erf,      floating, std::erf(x),                                Input,   g * two_over_sqrtpi * (-(A * A)).exp(), Any, vmath::erf(a), g * (two_over_sqrtpi * vmath::exp_of_nonpositive(-(a * a)))) \
 ROW(sin,       Sin,      floating, std::sin(x),                                Input,   g * A.cos(),                            Any) \
 ROW(cos,       Cos,      floating, std::cos(x),                                Input,   -(g * A.sin()),                         Any) \
 /*  GELU(x) = x·Φ(x), Φ the normal CDF; dA = dC ⊙ (Φ(A) + A·φ(A)), φ the normal density */ \

@@ -68,6 +68,14 @@ inline double exp(double x) {
   return x != x ? x : y;
 }
 
+// e^x for x ≤ 0, and NaN for a NaN: exp without its checks at the top of the range and for NaN,
+// which an argument −z² never needs (they cost GELU's rows a tenth of their time: bench_unary).
+// The same bits as exp(x) for every x ≤ 0.
+inline double exp_of_nonpositive(double x) {
+  const ExpParts e = exp_parts(x < -700.0 ? -700.0 : x);
+  return x < -700.0 ? 0.0 : e.two_to_n * (1.0 + e.q);  // a NaN's q is NaN
+}
+
 // ln x of a float x (NaN, ±0, subnormals and infinities included).
 inline double log(float x) {
   constexpr double ln2 = 0.6931471805599453, sqrt2 = 1.4142135623730951;
@@ -138,7 +146,7 @@ inline double erf(double z) {
   p = std::fma(p, z2, 1.0 / (2.0 * 5));
   p = std::fma(p, z2, -1.0 / 3);
   const double small = 1.1283791670955126 * std::fma(z * z2, p, z);
-  const double large = std::copysign(1.0 - exp(-a * a) * erfcx(a), z);
+  const double large = std::copysign(1.0 - exp_of_nonpositive(-a * a) * erfcx(a), z);
   const double y = a < 0.5 ? small : large;
   return z != z ? z : y;
 }
@@ -147,7 +155,7 @@ inline double erf(double z) {
 inline double normal_cdf(double x) {
   constexpr double sqrt_half = 0.7071067811865476;
   const double z = std::fabs(x) * sqrt_half;
-  const double tail = 0.5 * exp(-z * z) * erfcx(z);  // Φ(−|x|)
+  const double tail = 0.5 * exp_of_nonpositive(-z * z) * erfcx(z);  // Φ(−|x|)
   return x < 0.0 ? tail : 1.0 - tail;
 }
 
@@ -156,7 +164,7 @@ inline double normal_cdf(double x) {
 inline double gelu_derivative(double x) {
   constexpr double sqrt_half = 0.7071067811865476, inv_sqrt_2pi = 0.3989422804014327;
   const double z = std::fabs(x) * sqrt_half;
-  const double e = exp(-z * z);
+  const double e = exp_of_nonpositive(-z * z);
   const double tail = 0.5 * e * erfcx(z);  // Φ(−|x|)
   return (x < 0.0 ? tail : 1.0 - tail) + x * (e * inv_sqrt_2pi);
 }
