@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 
+#include "autograd/fast/log_softmax_nll.h"
 #include "autograd/functions.h"
 #include "autograd/trace.h"
 #include "runtime/reference_mode.h"
@@ -89,6 +90,14 @@ void check_cross_entropy(const Tensor& logits, const Tensor& target, const Cross
     CPPGRAD_CHECK(t == options.ignore_index() || (t >= 0 && t < classes), "cross_entropy: target {} is out of range for {} classes",
           t, classes);
 }
+
+// −log softmax(logits)[target] of (M, C) logits in one kernel each way (autograd/fast/
+// log_softmax_nll.h); undefined where log_softmax and gather run instead: reference mode, and
+// while an ONNX export traces the forward.
+Tensor fused_log_softmax_nll(const Tensor& logits, const Tensor& target) {
+  if (reference_mode() || autograd::trace_running()) return {};
+  return cppgrad::fast::log_softmax_nll(logits, target);
+}
 }  // namespace
 
 // ---- cross_entropy: -log softmax(logits)[target], averaged ------------------------------------
@@ -107,9 +116,10 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, const CrossEntr
   Tensor flat_target = target.reshape({-1});
   Tensor valid = flat_target.ne(scalar_tensor(static_cast<double>(options.ignore_index()), kInt64));
   Tensor safe_target = where(valid, flat_target, zeros({}, kInt64));  // ignored targets read class 0
-
-  Tensor log_probs = flat_logits.log_softmax(1);                                  // (M, C)
-  Tensor nll = -log_probs.gather(1, safe_target.unsqueeze(1)).squeeze(1);        // (M)
+  // −log softmax(logits)[target] (M), log_softmax's rows kept (M, C) only where smoothing reads them
+  Tensor nll = options.label_smoothing() > 0.0 ? Tensor() : fused_log_softmax_nll(flat_logits, safe_target);
+  Tensor log_probs = nll.defined() ? Tensor() : flat_logits.log_softmax(1);
+  if (!nll.defined()) nll = -log_probs.gather(1, safe_target.unsqueeze(1)).squeeze(1);
   Tensor loss = nll;
   if (options.label_smoothing() > 0.0) {
     // The target distribution is (1-ε)·one_hot + ε/C: its cross-entropy adds ε·mean_c(-log p_c).

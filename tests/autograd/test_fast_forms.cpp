@@ -3,10 +3,13 @@
 // forms whichever mode CTest runs the suite in.
 #include <doctest/doctest.h>
 
+#include <cmath>
 #include <functional>
+#include <limits>
 #include <utility>
 #include <vector>
 
+#include "autograd/fast/log_softmax_nll.h"
 #include "cppgrad.h"
 #include "helpers.h"
 
@@ -148,4 +151,48 @@ TEST_CASE("fast forms: softmax's vectorised exp is within float32 rounding of st
   Tensor added = randn({1, 300}, kFloat32, gen);
   check_forms_agree({x, added}, [](const std::vector<Tensor>& in) { return masked_softmax(in[0], in[1], true, 0.5); },
                     1e-6);
+}
+
+// Cross-entropy's −log softmax(x)[target] in one kernel each way (autograd/fast/log_softmax_nll.h)
+// against log_softmax then gather, both in fast mode: the shift from the same row functions, y
+// made again as log_softmax writes it, and a row sum of one non-zero term: the same bits, for
+// the value and the gradient, whatever that gradient is (zeros of both signs included, as an
+// ignored target's row gets).
+TEST_CASE("fast forms: cross-entropy's fused log_softmax and gather give their bits, forward and backward") {
+  ReferenceModeGuard fast_mode(false);
+  auto same_bits = [](const Tensor& a, const Tensor& b) {
+    const std::vector<double> x = a.to(kFloat64).to_vector<double>(), y = b.to(kFloat64).to_vector<double>();
+    if (x.size() != y.size()) return false;
+    for (size_t i = 0; i < x.size(); ++i)
+      if (std::signbit(x[i]) != std::signbit(y[i]) || !(x[i] == y[i] || (std::isnan(x[i]) && std::isnan(y[i]))))
+        return false;
+    return true;
+  };
+  Generator gen(5);
+  for (DType dtype : {kFloat32, kFloat64}) {
+    INFO("dtype ", dtype_name(dtype));
+    // 9 rows of 1,000 classes (the vectorised rows' blocks, and a tail), one of them far below the rest
+    Tensor x = randn({9, 1000}, dtype, gen) * 4.0;
+    x.narrow(0, 3, 1).sub_(full({}, 1e4, dtype));
+    Tensor target = randint(0, 1000, {9}, gen);
+    Tensor g = randn({9}, dtype, gen);
+    g.narrow(0, 1, 1).fill_(0.0);
+    g.narrow(0, 2, 1).fill_(-0.0);
+    Tensor fused_x = x.detach().requires_grad_(), formula_x = x.detach().requires_grad_();
+    Tensor fused = fast::log_softmax_nll(fused_x, target);
+    REQUIRE(fused.defined());
+    Tensor formula = -formula_x.log_softmax(1).gather(1, target.unsqueeze(1)).squeeze(1);
+    CHECK(same_bits(fused, formula));
+    fused.backward(g);
+    formula.backward(g);
+    CHECK(same_bits(fused_x.grad(), formula_x.grad()));
+  }
+  // Declined where log_softmax's reference row must run: a row of −inf, or logits that are not
+  // one contiguous matrix.
+  Tensor masked = zeros({2, 5});
+  masked.narrow(0, 1, 1).fill_(-std::numeric_limits<double>::infinity());
+  CHECK_FALSE(fast::log_softmax_nll(masked, zeros({2}, kInt64)).defined());
+  CHECK_FALSE(fast::log_softmax_nll(randn({5, 2}, kFloat32, gen).t(), zeros({2}, kInt64)).defined());
+  CHECK_THROWS_WITH_AS(fast::log_softmax_nll(zeros({2, 5}), full({2}, 5.0, kInt64)),
+                       doctest::Contains("target 5 of row 0 is out of range for 5 classes"), Error);
 }

@@ -4,6 +4,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <string>
+#include <tuple>
+#include <vector>
 
 #include "cppgrad.h"
 #include "nn_helpers.h"
@@ -95,6 +98,53 @@ TEST_CASE("cross_entropy label_smoothing mixes in the uniform distribution") {
   check_values(all, {smoothed(kRows[0], 2, 1.0), smoothed(kRows[1], 0, 1.0), std::log(3.0)});
   CHECK(contains(error_message([&] { F::cross_entropy(logits(), t, with(Reduction::Mean, -100, 1.5)); }),
                  "label_smoothing"));
+}
+
+// Without label smoothing, cross_entropy takes log_softmax and gather as one kernel each way
+// (autograd/fast/log_softmax_nll.h; its bits against the two ops: tests/autograd/test_fast_forms.cpp),
+// and so gives the loss and gradient that log_softmax then gather give. Label smoothing, which
+// reads the whole log_softmax, and reference mode take the two ops.
+TEST_CASE("cross_entropy takes the fused log_softmax and gather where it can, with their numbers") {
+  Generator gen(8);
+  Tensor x = randn({6, 2, 40}, kFloat32, gen) * 3.0;  // (N, C, d): the class dim moved last first
+  Tensor t = randint(0, 2, {6, 40}, gen);
+  t.narrow(0, 1, 1).fill_(-100.0);  // a row of ignored targets
+  auto kernels_run = [&](const CrossEntropyOptions& options, bool reference) {
+    ReferenceModeGuard mode(reference);
+    Tensor leaf = x.detach().requires_grad_();
+    profile::set_enabled(true);
+    profile::reset();
+    Tensor loss = F::cross_entropy(leaf, t, options);
+    (loss.dim() == 0 ? loss : loss.sum()).backward();
+    std::vector<std::string> names;
+    for (const profile::Entry& e : profile::entries()) names.push_back(e.name);
+    profile::set_enabled(false);
+    auto ran = [&](const char* name) { return std::find(names.begin(), names.end(), name) != names.end(); };
+    return std::make_tuple(ran("log_softmax_nll") && ran("log_softmax_nll_backward"), ran("log_softmax"),
+                           loss.detach(), leaf.grad());
+  };
+  for (Reduction r : {Reduction::Mean, Reduction::Sum, Reduction::None}) {
+    auto [fused, two_ops, loss, grad] = kernels_run(with(r), false);
+    CHECK(fused);
+    CHECK_FALSE(two_ops);
+    // The same numbers as the two ops: label smoothing's formula at ε → 0 is not the same ops, so
+    // the reference is log_softmax then gather written out here.
+    Tensor leaf = x.detach().requires_grad_();
+    Tensor flat = leaf.permute({0, 2, 1}).reshape({-1, 2});
+    Tensor flat_t = t.reshape({-1});
+    Tensor valid = flat_t.ne(scalar_tensor(-100.0, kInt64));
+    Tensor nll = -flat.log_softmax(1).gather(1, where(valid, flat_t, zeros({}, kInt64)).unsqueeze(1)).squeeze(1);
+    Tensor per_row = nll.masked_fill(valid.logical_not(), 0.0);
+    Tensor expected = r == Reduction::None ? per_row.reshape(t.shape())
+                      : r == Reduction::Sum ? per_row.sum()
+                                            : per_row.sum() / static_cast<double>(valid.sum().item<int64_t>());
+    (r == Reduction::None ? expected.sum() : expected).backward();
+    CHECK(max_abs_diff(loss, expected.detach()) == 0.0);
+    CHECK(max_abs_diff(grad, leaf.grad()) == 0.0);
+  }
+  CHECK_FALSE(std::get<0>(kernels_run(with(Reduction::Mean, -100, 0.1), false)));
+  CHECK(std::get<1>(kernels_run(with(Reduction::Mean, -100, 0.1), false)));
+  CHECK_FALSE(std::get<0>(kernels_run(with(Reduction::Mean), true)));
 }
 
 TEST_CASE("cross_entropy over (N C d) logits with (N d) targets") {

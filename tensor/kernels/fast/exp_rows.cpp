@@ -43,4 +43,12 @@ CPPGRAD_SIMD_CLONES void log_softmax_backward_row(const float* y, const float* g
     for (int64_t j = 0; j < n; ++j) dx[j * step] = at(j * step);
 }
 
+CPPGRAD_SIMD_CLONES void log_softmax_backward_of_zero_row(const float* x, float m, float log_total, float sum,
+                                                          float* dx, int64_t n) {
+  for (int64_t j = 0; j < n; ++j) {
+    const float y = x[j] - m - log_total;
+    dx[j] = 0.0f - static_cast<float>(vmath::exp(static_cast<double>(y))) * sum;
+  }
+}
+
 }  // namespace cppgrad::kernels::fast

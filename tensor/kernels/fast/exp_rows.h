@@ -77,18 +77,37 @@ inline double exp_shifted_sum(const double* row, int64_t n, double shift) {
 // formula as tensor ops. Compiled for each vector unit, in exp_rows.cpp.
 void log_softmax_backward_row(const float* y, const float* g, float sum, float* dx, int64_t n, int64_t step);
 
+// dx = 0 − exp(x − m − log_total)·sum over a float row of n entries: log_softmax's backward
+// (the row above) where the gradient is zero, with y = x − m − log_total made again as
+// log_softmax makes it: the fused cross-entropy's backward (log_softmax_nll.cpp), with the bits
+// of log_softmax then gather. Compiled for each vector unit, in exp_rows.cpp.
+void log_softmax_backward_of_zero_row(const float* x, float m, float log_total, float sum, float* dx, int64_t n);
+
+// A contiguous row's max, or -inf for a row of -inf (or NaN: std::max skips it).
+template <class T>
+T contiguous_row_max(const T* x, int64_t size) {
+  T m = -std::numeric_limits<T>::infinity();
+#pragma omp simd reduction(max : m)
+  for (int64_t j = 0; j < size; ++j) m = std::max(m, x[j]);
+  return m;
+}
+
+// log Σ_j exp(x_j − m) of a contiguous row and its max m: log_softmax's row is x − m − that.
+template <class T>
+T log_total_of_row(const T* x, int64_t size, T m) {
+  return static_cast<T>(std::log(exp_shifted_sum(x, size, m)));
+}
+
 // One contiguous row of softmax (Log false) or log_softmax (Log true), y = f(x): the reference
 // row of softmax.cpp with stride 1 known, so that the compiler vectorises its loops, and with
 // the vectorised exp above. Returns false, writing nothing, for a row whose max is -inf (every
 // entry masked, or a NaN), which the reference handles.
 template <class T, bool Log>
 bool softmax_contiguous_row(const T* x, T* y, int64_t size) {
-  T m = -std::numeric_limits<T>::infinity();
-#pragma omp simd reduction(max : m)
-  for (int64_t j = 0; j < size; ++j) m = std::max(m, x[j]);
+  const T m = contiguous_row_max(x, size);
   if (m == -std::numeric_limits<T>::infinity()) return false;
   if (Log) {  // y = x - m - log Σ exp(x - m): the exps are summed, not kept
-    const T log_total = static_cast<T>(std::log(exp_shifted_sum(x, size, m)));
+    const T log_total = log_total_of_row(x, size, m);
 #pragma omp simd
     for (int64_t j = 0; j < size; ++j) y[j] = x[j] - m - log_total;
   } else {
