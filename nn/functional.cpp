@@ -116,7 +116,7 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, const CrossEntr
   Tensor flat_target = target.reshape({-1});
   Tensor valid = flat_target.ne(scalar_tensor(static_cast<double>(options.ignore_index()), kInt64));
   Tensor safe_target = where(valid, flat_target, zeros({}, kInt64));  // ignored targets read class 0
-  // −log softmax(logits)[target] (M), log_softmax's rows kept (M, C) only where smoothing reads them
+  // −log softmax(logits)[target] (M); log_softmax's (M, C) rows are made where smoothing reads them
   Tensor nll = options.label_smoothing() > 0.0 ? Tensor() : fused_log_softmax_nll(flat_logits, safe_target);
   Tensor log_probs = nll.defined() ? Tensor() : flat_logits.log_softmax(1);
   if (!nll.defined()) nll = -log_probs.gather(1, safe_target.unsqueeze(1)).squeeze(1);

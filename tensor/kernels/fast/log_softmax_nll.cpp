@@ -74,7 +74,8 @@ Tensor log_softmax_nll_backward(const Tensor& grad, const Tensor& logits, const 
     const int64_t* t = target.data<int64_t>();
     T* out = dx.data<T>();
     parallel_for(rows, classes * 8, [&](int64_t i) {
-      const T *row = x + i * classes, m = sh[2 * i], log_total = sh[2 * i + 1];
+      const T* row = x + i * classes;
+      const T m = sh[2 * i], log_total = sh[2 * i + 1];
       T* d = out + i * classes;
       // G's row: gather's backward adds −g_i into zeros (so −0 arrives as +0); its sum, of one
       // non-zero term, is that term.
