@@ -153,7 +153,7 @@ class Duties {
   // node.backward(grads, saved) in a trace span, in the autocast state its forward ran in,
   // checked under detect_anomaly; then, without retain_graph, the node frees what it saved.
   Grads call_backward(Node& node, const Grads& grads) {
-    if (adds_slice_in_place(node)) {  // added_as_slice adds the gradient in where the slice was cut
+    if (adds_where_taken(node)) {  // added_where_taken adds the gradient in where it was taken
       release(node);
       return {grads[0]};
     }
@@ -175,12 +175,15 @@ class Duties {
   }
 
   // ---- sums: the fast forms ------------------------------------------------------------------
-  // A slice's gradient added straight into its input's at the sliced positions
-  // (autograd/fast/accumulate.h), unless it must be differentiable again or checked for NaN as
-  // the backward's own result. Returns whether it did.
-  bool added_as_slice(const Node& node, size_t i, Tensor& slot, const Tensor& g) const {
-    if (!adds_slice_in_place(node)) return false;
-    fast::add_slice(slot, g, node.input_shapes[i], *slice_of(node));
+  // A slice's gradient added straight into its input's at the sliced positions, and selected
+  // rows' into the rows they came from (autograd/fast/accumulate.h), unless it must be
+  // differentiable again or checked for NaN as the backward's own result. Returns whether it did.
+  bool added_where_taken(const Node& node, size_t i, Tensor& slot, const Tensor& g) const {
+    if (!adds_where_taken(node)) return false;
+    if (std::optional<SliceOf> at = slice_of(node))
+      fast::add_slice(slot, g, node.input_shapes[i], *at);
+    else
+      fast::add_rows(slot, g, node.input_shapes[i], *rows_of(node));
     return true;
   }
 
@@ -263,8 +266,8 @@ class Duties {
     }
   }
 
-  bool adds_slice_in_place(const Node& node) const {
-    return !create_graph_ && !AnomalyMode::is_enabled() && !reference_mode() && slice_of(node);
+  bool adds_where_taken(const Node& node) const {
+    return !create_graph_ && !AnomalyMode::is_enabled() && !reference_mode() && (slice_of(node) || rows_of(node));
   }
 
   // Without retain_graph, a node frees what it saved once its backward has run.
@@ -415,7 +418,7 @@ class Engine {
   void send(const Node& node, size_t i, Tensor g) {
     const Edge& edge = node.next[i];
     Tensor& slot = edge.node ? pending_at(*edge.node)[edge.output] : duties_.leaf_slot(edge.leaf);
-    if (duties_.added_as_slice(node, i, slot, g)) return;
+    if (duties_.added_where_taken(node, i, slot, g)) return;
     // Broadcasting and dtype promotion in the forward are undone here, once for every op.
     if (g.shape() != node.input_shapes[i]) g = sum_to(g, node.input_shapes[i]);
     if (g.dtype() != node.input_dtypes[i]) g = g.to(node.input_dtypes[i]);

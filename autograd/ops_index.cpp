@@ -1,5 +1,6 @@
 // Differentiable joining and indexing: cat, stack, index_select, gather and their adjoints.
 #include "autograd/functions.h"
+#include "autograd/side_tables.h"
 #include "autograd/trace.h"
 #include "tensor/kernels.h"
 
@@ -55,6 +56,7 @@ Tensor Tensor::index_select(int64_t dim, const Tensor& index) const {
                         kernels::index_add_(grad, dim, s[0], g);
                         return {grad};
                       });
+  if (out.grad_fn() && dim == 0 && index.dim() == 1) autograd::note_rows(*out.grad_fn(), {index.contiguous()});
   return trace.note(out, [&] { return TracedOp{"index_select", {*this, index}, {{"dim", dim}}}; });
 }
 

@@ -47,6 +47,10 @@ SideTable<SliceOf>& slices() {
   static auto* table = new SideTable<SliceOf>;
   return *table;
 }
+SideTable<RowsOf>& selected_rows() {
+  static auto* table = new SideTable<RowsOf>;
+  return *table;
+}
 
 }  // namespace
 
@@ -59,9 +63,13 @@ autocast::State forward_autocast(const Node& node) { return autocast_states().lo
 void note_slice(const Node& node, SliceOf at) { slices().put(&node, at); }
 std::optional<SliceOf> slice_of(const Node& node) { return slices().lookup(&node); }
 
+void note_rows(const Node& node, RowsOf rows) { selected_rows().put(&node, rows); }
+std::optional<RowsOf> rows_of(const Node& node) { return selected_rows().lookup(&node); }
+
 void forget_side_tables(const Node* node) {
   autocast_states().drop(node);
   slices().drop(node);
+  selected_rows().drop(node);
 }
 
 }  // namespace cppgrad::autograd

@@ -20,4 +20,13 @@ bool add_in_place(Tensor& slot, const Tensor& g);
 // projection) share one gradient instead of each padding its own with zeros.
 void add_slice(Tensor& slot, const Tensor& piece, const Shape& shape, const SliceOf& at);
 
+// The gradient `rows` (n, ...) of index_select along dim 0, added into the gradient `slot` of
+// the input (of `shape`): dA[index[i]] += dC[i]. Where a gradient has arrived in slot already
+// (a tied embedding's, from the output layer), only the selected rows are read and written:
+// each row's contributions are summed first, in index order, and then added to slot's row, the
+// additions index_select's backward (zeros with the rows added in index order) followed by
+// slot + that would make, so the same bits, without a table of zeros the input's size. A fresh
+// slot is that backward's table.
+void add_rows(Tensor& slot, const Tensor& rows, const Shape& shape, const RowsOf& at);
+
 }  // namespace cppgrad::autograd::fast

@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <cstring>
 #include <functional>
 #include <limits>
 #include <utility>
@@ -195,4 +196,30 @@ TEST_CASE("fast forms: cross-entropy's fused log_softmax and gather give their b
   CHECK_FALSE(fast::log_softmax_nll(randn({5, 2}, kFloat32, gen).t(), zeros({2}, kInt64)).defined());
   CHECK_THROWS_WITH_AS(fast::log_softmax_nll(zeros({2, 5}), full({2}, 5.0, kInt64)),
                        doctest::Contains("target 5 of row 0 is out of range for 5 classes"), Error);
+}
+
+// A tied table (an embedding whose weight is also the output layer's): index_select's rows add
+// into the gradient that has already arrived, each row's contributions summed first in index
+// order (autograd/fast/accumulate.h), which is what index_select's backward (a table of zeros
+// with the rows added in index order) followed by the sum gives, bit for bit, without that
+// table of zeros. Checked against that formula's bits, and by the memory the backward takes.
+TEST_CASE("fast forms: a tied table's selected rows add into its gradient, with the bits of index_select's backward") {
+  ReferenceModeGuard fast_mode(false);
+  Generator gen(6);
+  const int64_t rows = 4096, width = 64;  // 1 MiB of float32
+  Tensor index = tensor({3, 7, 3, 3, 4095, 0, 7}, kInt64);
+  Tensor dense = randn({rows, width}, kFloat32, gen), picked = randn({7, width}, kFloat32, gen);
+  Tensor w = randn({rows, width}, kFloat32, gen).requires_grad_();
+  // The output layer's term is nearer the loss, so its gradient reaches w first.
+  Tensor selected = w.index_select(0, index);
+  Tensor loss = ((selected * picked).sum() * 1.0 * 1.0) + (w * dense).sum();
+  reset_peak_allocated();
+  const int64_t before = allocator_stats().in_use_bytes;
+  loss.backward();
+  const int64_t backward_peak = allocator_stats().peak_bytes - before;
+  Tensor expected = dense + index_add(zeros({rows, width}, kFloat32), 0, index, picked);
+  std::vector<float> got = w.grad().to_vector<float>(), want = expected.to_vector<float>();
+  CHECK(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)) == 0);
+  // The gradient itself (1 MiB) and the rows, but no second table: under 1.5 MiB at the peak.
+  CHECK(backward_peak < rows * width * 4 * 3 / 2);
 }
