@@ -154,6 +154,7 @@ class Duties {
   // checked under detect_anomaly; then, without retain_graph, the node frees what it saved.
   Grads call_backward(Node& node, const Grads& grads) {
     if (adds_where_taken(node)) {  // added_where_taken adds the gradient in where it was taken
+      for (size_t i = 0; i < node.saved.size(); ++i) unpack(node, i);  // refuses an index changed in place
       release(node);
       return {grads[0]};
     }

@@ -222,4 +222,11 @@ TEST_CASE("fast forms: a tied table's selected rows add into its gradient, with 
   CHECK(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)) == 0);
   // The gradient itself (1 MiB) and the rows, but no second table: under 1.5 MiB at the peak.
   CHECK(backward_peak < rows * width * 4 * 3 / 2);
+  // An index changed in place after the forward fails the backward, as index_select's own
+  // backward, which reads the index it saved, does.
+  Tensor changed = tensor({1, 2}, kInt64);
+  Tensor v = randn({4, 3}, kFloat32, gen).requires_grad_();
+  Tensor twice = (v.index_select(0, changed) * 1.0).sum() + v.sum();
+  changed.add_(full({}, 1.0, kInt64));
+  CHECK_THROWS_WITH_AS(twice.backward(), doctest::Contains("modified by an in-place operation"), Error);
 }
