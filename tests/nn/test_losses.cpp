@@ -145,6 +145,11 @@ TEST_CASE("cross_entropy takes the fused log_softmax and gather where it can, wi
   CHECK_FALSE(std::get<0>(kernels_run(with(Reduction::Mean, -100, 0.1), false)));
   CHECK(std::get<1>(kernels_run(with(Reduction::Mean, -100, 0.1), false)));
   CHECK_FALSE(std::get<0>(kernels_run(with(Reduction::Mean), true)));
+  // Its backward reads the logits: changing them in place before backward() is refused.
+  Tensor scaled = randn({4, 10}, kFloat32, gen).requires_grad_() * 1.0;
+  Tensor loss = F::cross_entropy(scaled, tensor({1, 2, 3, 4}, kInt64));
+  scaled.add_(full({}, 1.0, kFloat32));
+  CHECK_THROWS_WITH_AS(loss.backward(), doctest::Contains("modified by an in-place operation"), Error);
 }
 
 TEST_CASE("cross_entropy over (N C d) logits with (N d) targets") {
