@@ -210,9 +210,10 @@ TEST_CASE("fast forms: a tied table's selected rows add into its gradient, with 
   Tensor index = tensor({3, 7, 3, 3, 4095, 0, 7}, kInt64);
   Tensor dense = randn({rows, width}, kFloat32, gen), picked = randn({7, width}, kFloat32, gen);
   Tensor w = randn({rows, width}, kFloat32, gen).requires_grad_();
-  // The output layer's term is nearer the loss, so its gradient reaches w first.
+  // The engine retraces the forward in reverse creation order: the output layer's term, made
+  // after the rows as in a model, gives w its gradient first.
   Tensor selected = w.index_select(0, index);
-  Tensor loss = ((selected * picked).sum() * 1.0 * 1.0) + (w * dense).sum();
+  Tensor loss = (selected * picked).sum() + (w * dense).sum();
   reset_peak_allocated();
   const int64_t before = allocator_stats().in_use_bytes;
   loss.backward();
@@ -222,6 +223,17 @@ TEST_CASE("fast forms: a tied table's selected rows add into its gradient, with 
   CHECK(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)) == 0);
   // The gradient itself (1 MiB) and the rows, but no second table: under 1.5 MiB at the peak.
   CHECK(backward_peak < rows * width * 4 * 3 / 2);
+  // A gradient that arrived shared (an add hands one tensor to both its inputs) is not written
+  // in place: the rows go into a copy, and the other input's gradient stays what it was.
+  Tensor u = randn({rows, width}, kFloat32, gen).requires_grad_();
+  Tensor w2 = w.detach().requires_grad_();
+  Tensor selected_again = w2.index_select(0, index);  // made first, so its backward runs last
+  Tensor shared_loss = (selected_again * picked).sum() + ((w2 + u) * dense).sum();
+  shared_loss.backward();
+  std::vector<float> got_w = w2.grad().to_vector<float>(), got_u = u.grad().to_vector<float>(),
+                     want_u = dense.to_vector<float>();
+  CHECK(std::memcmp(got_w.data(), want.data(), got_w.size() * sizeof(float)) == 0);
+  CHECK(std::memcmp(got_u.data(), want_u.data(), got_u.size() * sizeof(float)) == 0);
   // An index changed in place after the forward fails the backward, as index_select's own
   // backward, which reads the index it saved, does.
   Tensor changed = tensor({1, 2}, kInt64);
