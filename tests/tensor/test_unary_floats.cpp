@@ -233,8 +233,8 @@ const char* clone_run() {
 }
 
 // Every clone gives the same bits (runtime/simd_clones.h): this prints a digest of the
-// vectorised rows, forward and backward, over a sparser sweep, and of softmax's exps, with the
-// clone that ran.
+// vectorised rows, forward and backward, over a sparser sweep, and of softmax's exps and
+// log_softmax's backward rows, with the clone that ran.
 // tests/portable/same_bits_in_every_clone.sh runs it natively and under emulated CPUs with fewer
 // vector units, and compares the digests; alone it checks nothing, so a plain run skips it.
 TEST_CASE("unary floats: a digest of the vectorised rows, for comparing clones" * doctest::skip()) {
@@ -257,6 +257,16 @@ TEST_CASE("unary floats: a digest of the vectorised rows, for comparing clones" 
   for (int i = -80000; i < 80000; i += 2) exps.push_back(static_cast<float>(i) * 2.5e-3f);
   for (size_t row = 0; row < exps.size(); row += 80) kernels::fast::exp_shifted_row(exps.data() + row, 80, 1.5f);
   add(floats(exps));
+  // log_softmax's backward rows, which take exp in double from the same series: the formula's
+  // (dx = g − exp(y)·sum) and the fused cross-entropy's, where g is zero (log_softmax_nll.cpp)
+  std::vector<float> y, dx(exps.size()), dx_of_zero(exps.size());
+  for (int i = -80000; i < 80000; i += 2) y.push_back(-std::abs(static_cast<float>(i)) * 2.5e-3f);
+  for (size_t row = 0; row < y.size(); row += 80) {
+    kernels::fast::log_softmax_backward_row(y.data() + row, g.data() + row, 0.75f, dx.data() + row, 80, 1);
+    kernels::fast::log_softmax_backward_of_zero_row(y.data() + row, -0.5f, 0.25f, -0.75f, dx_of_zero.data() + row, 80);
+  }
+  add(floats(dx));
+  add(floats(dx_of_zero));
   std::printf("unary floats: clone %s digest %016llx over %zu values\n", clone_run(),
               static_cast<unsigned long long>(digest), x.size());
   CHECK(x.size() > 100000);
