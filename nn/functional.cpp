@@ -178,10 +178,8 @@ AttentionOutput attention(const Tensor& q, const Tensor& k, const Tensor& v, con
 namespace {
 std::atomic<AttentionBackend> g_attention_backend{AttentionBackend::Auto};
 // From this many scores per head the fused path is as fast as the materialising one and smaller;
-// below, the materialising path's few BLAS calls win by a little. bench/bench_attention at B 1,
-// 8 heads, d 64, forward+backward, 1 thread, materialised time / fused time (not causal, causal):
-// T = 64 0.89, 0.86; 128 0.92, 0.91; 256 0.96, 1.03; 512 1.07, 0.99; 1024 1.05, 1.76. So the
-// threshold stays at T = S = 256, where memory is already 3x smaller (5 MB against 14 MB).
+// below, the materialising path's few BLAS calls win by a little (bench/bench_attention;
+// results/2026-11-23-attention.md).
 constexpr int64_t kFusedMinSize = 256 * 256;
 
 // grouped: k and v have g heads where q has h (enable_gqa, already checked); the fused kernel

@@ -102,11 +102,11 @@ constexpr size_t kMaxHeaderObjectKeys = 65'536;
 
 // Reads the header from nlohmann-json's SAX events, in time linear in the header, one top-level
 // entry at a time: as soon as an entry's value is complete, it goes to `on_entry` and is dropped
-// from the tree, so the tree never holds more than one entry's fields (on a 90 MB header of 1M
-// tensors the whole tree took more memory than the tensors read from it). nlohmann-json's own
-// DOM parser keeps the last of duplicate keys silently, and its callback parser scans the
-// enclosing object after each nested one ends (quadratic: 11 s for a 2.3 MB header of 40,000
-// tensors). Here each key goes straight into its object's map, so a duplicate is seen on
+// from the tree, so the tree never holds more than one entry's fields (a whole tree can take
+// more memory than the tensors read from it). nlohmann-json's own DOM parser keeps the last of
+// duplicate keys silently, and its callback parser scans the enclosing object after each nested
+// one ends, which is quadratic in the entries (results/2026-11-23-safetensors-load.md). Here
+// each key goes straight into its object's map, so a duplicate is seen on
 // insertion (the top level keeps its keys, with null values, for that); nesting deeper than a
 // valid header's is refused.
 class HeaderBuilder {

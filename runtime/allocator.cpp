@@ -20,8 +20,8 @@ constexpr size_t kAlign = 64;
 
 // The default limit, 1 GiB, grows to the most bytes the process has had in use at once: the
 // cache pays off by serving the next step the same temporaries, so it must hold one step's working
-// set (gpt2-124M's step peaks at 2.7 GB: under a fixed 1 GiB cap it gave back and faulted in again
-// its largest blocks every step), yet never keeps idle more than a step has shown it needs.
+// set (a cap below it gives back and faults in again the largest blocks every step), yet never
+// keeps idle more than a step has shown it needs.
 // set_cache_limit() to any other value makes it fixed (0 turns caching off).
 
 // Sizes are rounded so that nearly equal requests share a free list: to 64 bytes while small,

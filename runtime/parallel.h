@@ -13,8 +13,8 @@ int get_num_threads();  // the count set (or the default), even while a busy mac
 
 // Below this much work (elements × work per element) a loop runs on one thread. Each parallel
 // region is a fork and a barrier: on a busy machine a barrier can wait a whole scheduler slice
-// for a thread that lost its core. With a grain of 32768, seq2seq at 2 threads on a loaded
-// 2-core machine ran 9x slower than on one thread; with 262144 it runs faster than on one.
+// for a thread that lost its core, so small loops are not worth it (the grain was set on a loaded
+// 2-core machine: results/2026-11-23-suite-quiet.md).
 int64_t parallel_grain();
 void set_parallel_grain(int64_t work);  // tests lower it to exercise the threaded paths
 
@@ -34,8 +34,9 @@ void set_deterministic_threads(bool on);
 // ---- Busy machines ----------------------------------------------------------------------------
 // When another program takes a core, a parallel region waits at its end for the thread that
 // lost it, and OpenMP's waiting threads spin (libgomp: ~300,000 rounds, milliseconds) on the
-// cores that are left. A training step is hundreds of regions (ours and OpenBLAS's): with one
-// busy loop beside it on 2 cores, a copy-task step took 1,560 ms at 2 threads, 45 ms at 1.
+// cores that are left. A training step is hundreds of regions (ours and OpenBLAS's), so one
+// busy program beside it can make 2 threads many times slower than 1
+// (results/2026-11-23-suite-busy-machine.md).
 //
 // So each region runs on the cores that other programs leave free, at least 1 and at most the
 // count set: runtime/load.h counts other processes' runnable tasks over the last 100 ms (a count

@@ -104,8 +104,7 @@ void parallel_for(int64_t n, int64_t work_per_item, F&& f) {
     autocast::Guard same_autocast(caller_autocast);
     // Each thread calls its own copy of f. Called through the shared one, the compiler must
     // assume that the loop's stores (to a float array, say) may change f's captured values (a
-    // float scale, say), so it reloads them every element and gives up vectorising: dropout's
-    // loop ran 4x slower on 2 threads than on 1.
+    // float scale, say), so it reloads them every element and gives up vectorising.
     auto body = f;
     for (int64_t i = (n * part + parts - 1) / parts; i < (n * (part + 1) + parts - 1) / parts; ++i) body(i);
   });

@@ -61,14 +61,11 @@ namespace cppgrad::kernels::fast {
 namespace {
 
 // The tile: 128 queries by 256 keys. Small tiles spend their time in BLAS's per-call packing,
-// large ones fall out of the cache; measured at B 1, 8 heads, d 64, forward+backward, 1 thread
-// (CPU ms for 4 steps, T = 1024 / 4096 not causal): 64×256 514 / 7285, 128×128 547 / 7376,
-// 128×256 514 / 6813, 128×512 525 / 6848, 256×128 525 / 8007, 256×256 521 / 6892.
+// large ones fall out of the cache (the sizes tried: results/2026-11-23-attention.md).
 constexpr int64_t kQueryBlock = 128, kKeyBlock = 256;
 
 // A block's scratch tiles, from the caching allocator: a heap block this large would be mapped
-// fresh from the kernel at every block and its pages faulted in (at T = 128 that took 85% of
-// the time, 30 µs a fault in a virtual machine).
+// fresh from the kernel at every block and its pages faulted in.
 template <class T>
 class Scratch {
  public:
@@ -358,8 +355,8 @@ void forward_block(const Problem<T, H>& P, int64_t n, int64_t i0, int64_t i1, co
 // each query slice runs every key block against every query block that sees it, as a slice of
 // multi-head attention would, its dQ its own, while dK and dV of the shared slice sum the r
 // contributions in place without a race. (A query slice at a time keeps its Q, dO and dQ in
-// the cache across key blocks; running the r slices inside each key block instead took 1.18
-// times multi-head's time at T = 1024: bench/README.md, bench_gqa.)
+// the cache across key blocks, which running the r slices inside each key block did not:
+// results/2026-11-26-gqa.md.)
 // dout: the output's gradient as read for D; dout_held: as the products read it.
 template <class T, class H>
 void backward_group(const Problem<T, H>& P, int64_t m, const Rows<const T>& out, const T* lse, const Rows<const T>& dout,
