@@ -436,9 +436,11 @@ TEST_CASE("lesson 8: on mirror-sum, each model's heads are read one by one and t
 }
 
 // The lesson's answer on its default task and run (mirror-sum, 3 seeds, 1000 steps), for one
-// head against eight: eight heads learn it better by more than the seeds' spread. Measured on an
-// AMD Zen 5 at 1 thread: 65.6% ± 9.5 against 47.4% ± 8.6 (Haswell), 68.5% ± 12.5 against
-// 46.1% ± 4.9 (Cooperlake). The 2 and 4 heads of the default run are left out for time.
+// head against eight: eight heads learn it better by more than the seeds' spread, under the
+// kernels CI pins. Three seeds decide little: under another kernel the spread may exceed the gap
+// (it did under Nehalem's, of the eleven tried: results/2026-11-30-lesson8-under-eleven-kernels.md),
+// so there the test asks only that eight heads' mean is the higher, and says so. The 2 and 4 heads
+// of the default run are left out for time.
 TEST_CASE("lesson 8: on mirror-sum eight heads beat one by more than the seeds' spread") {
   Lesson8Options o;
   o.head_counts = {1, 8};
@@ -449,8 +451,15 @@ TEST_CASE("lesson 8: on mirror-sum eight heads beat one by more than the seeds' 
   INFO("1 head " << summary[0].accuracy << "% ± " << summary[0].spread << ", 8 heads " << summary[1].accuracy << "% ± "
                  << summary[1].spread);
   CHECK(summary[0].seeds == 3);
-  CHECK(beats(summary[1], summary[0]));
   CHECK(!beats(summary[0], summary[1]));
+  const bool pinned_by_ci = r.blas_kernel == "Haswell" || r.blas_kernel == "SkylakeX" || r.blas_kernel == "Cooperlake";
+  if (pinned_by_ci) {
+    CHECK(beats(summary[1], summary[0]));
+  } else {
+    MESSAGE("OpenBLAS's " << r.blas_kernel << " kernel is not one CI pins: checked only that eight heads' mean is "
+            "the higher, not that the gap exceeds the seeds' spread");
+    CHECK(summary[1].accuracy > summary[0].accuracy);
+  }
 }
 
 TEST_CASE("lesson 8: a winner only beyond the spread, and a head's reading from its two weights") {
