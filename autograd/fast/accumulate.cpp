@@ -12,12 +12,6 @@ namespace {
 bool owned(const Tensor& t) {
   return t.impl_ptr().use_count() == 1 && t.storage().use_count() == 1 && t.is_contiguous() && !t.requires_grad();
 }
-
-Tensor int64_tensor(const std::vector<int64_t>& values) {
-  Tensor t = empty({static_cast<int64_t>(values.size())}, kInt64);
-  std::copy(values.begin(), values.end(), t.data<int64_t>());
-  return t;
-}
 }  // namespace
 
 bool add_in_place(Tensor& slot, const Tensor& g) {
@@ -61,8 +55,8 @@ void add_rows(Tensor& slot, const Tensor& rows, const Shape& shape, const RowsOf
   Shape summed_shape = shape;
   summed_shape[0] = static_cast<int64_t>(distinct.size());
   Tensor summed = zeros(summed_shape, rows.dtype());
-  kernels::index_add_(summed, 0, int64_tensor(to_distinct), rows);  // 0 + dC[i] + dC[j] + ... per row
-  kernels::index_add_(slot, 0, int64_tensor(distinct), summed);     // slot's row + that sum
+  kernels::index_add_(summed, 0, tensor(to_distinct, {n}), rows);               // 0 + dC[i] + dC[j] + ... per row
+  kernels::index_add_(slot, 0, tensor(distinct, {summed_shape[0]}), summed);  // slot's row + that sum
 }
 
 }  // namespace cppgrad::autograd::fast

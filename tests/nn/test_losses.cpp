@@ -112,13 +112,14 @@ TEST_CASE("cross_entropy takes the fused log_softmax and gather where it can, wi
   auto kernels_run = [&](const CrossEntropyOptions& options, bool reference) {
     ReferenceModeGuard mode(reference);
     Tensor leaf = x.detach().requires_grad_();
+    const bool profiling = profile::enabled();  // (CPPGRAD_PROFILE=1 keeps its profile on)
     profile::set_enabled(true);
     profile::reset();
     Tensor loss = F::cross_entropy(leaf, t, options);
     (loss.dim() == 0 ? loss : loss.sum()).backward();
     std::vector<std::string> names;
     for (const profile::Entry& e : profile::entries()) names.push_back(e.name);
-    profile::set_enabled(false);
+    profile::set_enabled(profiling);
     auto ran = [&](const char* name) { return std::find(names.begin(), names.end(), name) != names.end(); };
     return std::make_tuple(ran("log_softmax_nll") && ran("log_softmax_nll_backward"), ran("log_softmax"),
                            loss.detach(), leaf.grad());

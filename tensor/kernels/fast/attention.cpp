@@ -277,15 +277,6 @@ struct Problem {
   }
 };
 
-// The largest of a row; a NaN may or may not win (the caller looks for NaN apart).
-template <class T>
-T row_max(const T* row, int64_t n) {
-  T best = -std::numeric_limits<T>::infinity();
-#pragma omp simd reduction(max : best)
-  for (int64_t c = 0; c < n; ++c) best = row[c] > best ? row[c] : best;
-  return best;
-}
-
 template <class T>
 bool has_nan(const T* row, int64_t n) {
   for (int64_t c = 0; c < n; ++c)
@@ -315,7 +306,7 @@ void forward_block(const Problem<T, H>& P, int64_t n, int64_t i0, int64_t i1, co
     P.scores(n, i0, rows, j0, cols, s.data());
     for (int64_t r = 0; r < rows; ++r) {
       T* row = s.data() + r * cols;
-      T new_max = std::max(m[r], row_max(row, cols));
+      T new_max = std::max(m[r], contiguous_row_max(row, cols));  // NaN skipped: looked for apart
       if (m[r] != m[r]) new_max = m[r];
       if (new_max == kMinusInf) {
         if (!has_nan(row, cols)) {  // every key so far hidden
