@@ -36,7 +36,8 @@
 // materialising path does six, it keeps S) are BLAS calls on 128 × 256 tiles, which run near
 // sgemm's peak; the exp of each tile is the vectorised float exp of softmax (exp_rows.h); a
 // causal forward stops each query block at its last visible key, and a causal backward starts
-// each key block's queries at its first key, so tiles above the diagonal are never computed.
+// each key block's queries at its first key and stops each query block's keys at its last
+// query's, so no tile, nor any part of a tile, above the diagonal is computed.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -365,22 +366,27 @@ void backward_group(const Problem<T, H>& P, int64_t m, const Rows<const T>& out,
       D[static_cast<size_t>(i)] = static_cast<T>(acc);
     }
     for (int64_t j0 = 0; j0 < P.S; j0 += kb) {
-      const int64_t cols = std::min(kb, P.S - j0);
-      const H* k = P.k.row(m, j0);
-      const H* v = P.v.row(m, j0);
-      T* dk_j = dk.row(m, j0);
-      T* dv_j = dv.row(m, j0);
+      const int64_t block_end = std::min(P.S, j0 + kb);
       // Only the queries that may see these keys: causal, none before j0 (+ offset); a window, a band.
-      const auto [query_begin, query_end] = P.query_range(j0, j0 + cols);
+      const auto [query_begin, query_end] = P.query_range(j0, block_end);
       for (int64_t i0 = query_begin; i0 < query_end; i0 += qb) {
         const int64_t rows = std::min(qb, query_end - i0);
+        // And of the block, only the keys these queries may see, as in the forward: a causal
+        // query block ends at its last query's key, so no tile part above the diagonal is computed.
+        const auto [seen_begin, seen_end] = P.key_range(i0, i0 + rows);
+        const int64_t jb = std::max(j0, seen_begin), cols = std::min(block_end, seen_end) - jb;
+        if (cols <= 0) continue;
+        const H* k = P.k.row(m, jb);
+        const H* v = P.v.row(m, jb);
+        T* dk_j = dk.row(m, jb);
+        T* dv_j = dv.row(m, jb);
         const H* q = P.q.row(n, i0);
         const H* g = dout_held.row(n, i0);
         tile_product(P.rounds, false, true, rows, cols, P.d, q, P.q.ld, k, P.k.ld, p.data(), cols,
                      T(0));  // S = Q_i·K_jᵀ
         tile_product(P.rounds, false, true, rows, cols, P.dv, g, dout_held.ld, v, P.v.ld, dp.data(), cols,
                      T(0));  // dP' = dO_i·V_jᵀ
-        P.scores(n, i0, rows, j0, cols, p.data());
+        P.scores(n, i0, rows, jb, cols, p.data());
         for (int64_t r = 0; r < rows; ++r) {
           T* w = p.data() + r * cols;
           T* dw = dp.data() + r * cols;
@@ -395,7 +401,7 @@ void backward_group(const Problem<T, H>& P, int64_t m, const Rows<const T>& out,
             for (int64_t c = 0; c < cols; ++c) dw[c] = w[c] * (dw[c] - Di) * scale;  // scale · dS = scale · P ⊙ (dP − D)
             continue;
           }
-          P.dropout_row(n, i0 + r, j0, cols, factors.data());
+          P.dropout_row(n, i0 + r, jb, cols, factors.data());
           for (int64_t c = 0; c < cols; ++c) {
             // dP = dP' ⊙ M (dropout's mask), dS = P ⊙ (dP − D); V was multiplied by P ⊙ M
             dw[c] = w[c] * (dw[c] * factors[c] - Di) * scale;
