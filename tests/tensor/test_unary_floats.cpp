@@ -227,6 +227,30 @@ TEST_CASE("unary floats: the threaded blocks give the same bits as one thread") 
   CHECK(mismatch_with(threaded, serial, 0.0) == "");
 }
 
+// Fused attention hands softmax's exp row the count of keys a causal row may see: the hidden
+// tail is written 0, exp's value there, without computing it (a tail of zeros, not -inf, shows
+// that), and the row's sum has the bits of the full row's.
+TEST_CASE("exp rows: a hidden tail is written 0 without an exp, and the sum keeps the full row's bits") {
+  Generator gen(7);
+  for (int64_t n : {1, 7, 80, 256, 300, 600}) {
+    for (int64_t visible : {int64_t(0), int64_t(1), n / 3, n - 1, n}) {
+      CAPTURE(n);
+      CAPTURE(visible);
+      std::vector<float> values = (randn({n}, kFloat32, gen) * 3.0).to_vector<float>();
+      std::vector<float> full = values, part = values;
+      for (int64_t j = visible; j < n; ++j) full[j] = -kInf, part[j] = 0.0f;
+      std::vector<double> full64(full.begin(), full.end()), part64(part.begin(), part.end());
+      const double full_sum = kernels::fast::exp_shifted_row(full.data(), n, 1.5f);
+      const double part_sum = kernels::fast::exp_shifted_row(part.data(), n, 1.5f, visible);
+      CHECK(std::bit_cast<uint64_t>(part_sum) == std::bit_cast<uint64_t>(full_sum));
+      CHECK(mismatch_with(floats(part), floats(full), 0.0) == "");
+      CHECK(kernels::fast::exp_shifted_row(part64.data(), n, 1.5, visible) ==
+            kernels::fast::exp_shifted_row(full64.data(), n, 1.5));
+      CHECK(part64 == full64);
+    }
+  }
+}
+
 // The clone of the cloned loops this CPU runs (runtime/simd_clones.h), by its vector units.
 const char* clone_run() {
   return __builtin_cpu_supports("avx512f") ? "x86-64-v4" : __builtin_cpu_supports("avx2") ? "x86-64-v3" : "baseline";

@@ -238,14 +238,25 @@ struct Problem {
         for (int64_t c = 0; c < cols; ++c)
           if (hidden[c * mask_stride_s]) row[c] = kMinusInf;
       }
-      // Visible keys j: first ≤ j < last (causal: j ≤ position; window: |position − j| < window).
-      int64_t first = j0, last = j0 + cols;
-      if (causal) last = std::min(last, position + 1);
-      if (window > 0) first = std::max(first, position - window + 1), last = std::min(last, position + window);
-      last = std::max(last, first);
+      const auto [visible_first, visible_last] = visible_keys(i);
+      const int64_t first = std::max(j0, visible_first), last = std::max(first, std::min(j0 + cols, visible_last));
       for (int64_t c = 0; c < std::min(cols, first - j0); ++c) row[c] = kMinusInf;
       for (int64_t c = std::max<int64_t>(0, last - j0); c < cols; ++c) row[c] = kMinusInf;
     }
+  }
+  // The keys query i may see by position, [first, last): causal, j ≤ i + offset; a window,
+  // |i + offset − j| < window (a mask or ALiBi then hides or weighs keys inside it).
+  std::pair<int64_t, int64_t> visible_keys(int64_t i) const {
+    const int64_t position = i + offset;
+    int64_t first = 0, last = S;
+    if (causal) last = std::min(last, position + 1);
+    if (window > 0) first = std::max(first, position - window + 1), last = std::min(last, position + window);
+    return {first, std::max(first, last)};
+  }
+  // How many of a tile row's keys j0, …, j0 + cols − 1 come before the last one query i may see:
+  // the rest of the row is hidden (-inf), so its weights are 0 without an exp or a dropout draw.
+  int64_t visible_prefix(int64_t i, int64_t j0, int64_t cols) const {
+    return std::clamp<int64_t>(visible_keys(i).second - j0, 0, cols);
   }
   // The dropout factors of weights (n, i, j0), …, (n, i, j0 + cols − 1) into `factors`: 0 or
   // 1/(1 − p), as dropout_mask on (N, Tq, S), or keyed by example, as example_dropout_mask: words
@@ -317,10 +328,11 @@ void forward_block(const Problem<T, H>& P, int64_t n, int64_t i0, int64_t i1, co
         new_max = std::numeric_limits<T>::quiet_NaN();  // a NaN score makes the whole row NaN
       }
       const T rescale = std::exp(m[r] - new_max);  // exp(-inf) = 0 on the first visible block
-      const double block_sum = exp_shifted_row(row, cols, new_max);
+      const int64_t live = P.visible_prefix(i0 + r, j0, cols);
+      const double block_sum = exp_shifted_row(row, cols, new_max, live);
       if (P.dropout) {  // the normaliser counts dropped weights too
-        P.dropout_row(n, i0 + r, j0, cols, factors.data());
-        for (int64_t c = 0; c < cols; ++c) row[c] *= factors[c];
+        P.dropout_row(n, i0 + r, j0, live, factors.data());
+        for (int64_t c = 0; c < live; ++c) row[c] *= factors[c];
       }
       l[r] = l[r] * rescale + block_sum;
       m[r] = new_max;
@@ -396,13 +408,15 @@ void backward_group(const Problem<T, H>& P, int64_t m, const Rows<const T>& out,
             std::fill(dw, dw + cols, T(0));
             continue;
           }
-          exp_shifted_row(w, cols, L);  // P = exp(S − L)
+          const int64_t live = P.visible_prefix(i0 + r, jb, cols);  // P and dS are 0 from there on
+          exp_shifted_row(w, cols, L, live);                         // P = exp(S − L)
+          std::fill(dw + live, dw + cols, T(0));
           if (!P.dropout) {
-            for (int64_t c = 0; c < cols; ++c) dw[c] = w[c] * (dw[c] - Di) * scale;  // scale · dS = scale · P ⊙ (dP − D)
+            for (int64_t c = 0; c < live; ++c) dw[c] = w[c] * (dw[c] - Di) * scale;  // scale · dS = scale · P ⊙ (dP − D)
             continue;
           }
-          P.dropout_row(n, i0 + r, jb, cols, factors.data());
-          for (int64_t c = 0; c < cols; ++c) {
+          P.dropout_row(n, i0 + r, jb, live, factors.data());
+          for (int64_t c = 0; c < live; ++c) {
             // dP = dP' ⊙ M (dropout's mask), dS = P ⊙ (dP − D); V was multiplied by P ⊙ M
             dw[c] = w[c] * (dw[c] * factors[c] - Di) * scale;
             w[c] *= factors[c];

@@ -2,17 +2,20 @@
 // so that each is compiled once per vector unit.
 #include "tensor/kernels/fast/exp_rows.h"
 
+#include <algorithm>
+
 #include "runtime/simd_clones.h"
 #include "tensor/kernels/fast/vector_math.h"
 
 namespace cppgrad::kernels::fast {
 
-CPPGRAD_SIMD_CLONES double exp_shifted_row(float* row, int64_t n, float shift) {
+CPPGRAD_SIMD_CLONES double exp_shifted_row(float* row, int64_t n, float shift, int64_t visible) {
   constexpr int64_t block = 256;
   double total = 0;
   for (int64_t start = 0; start < n; start += block) {
-    const int64_t end = std::min(n, start + block);
-    for (int64_t j = start; j < end; ++j) row[j] = exp_float(row[j] - shift);
+    const int64_t end = std::min(n, start + block), computed = std::clamp(visible, start, end);
+    for (int64_t j = start; j < computed; ++j) row[j] = exp_float(row[j] - shift);
+    std::fill(row + computed, row + end, 0.0f);
     float block_total = 0;
 #pragma omp simd reduction(+ : block_total)
     for (int64_t j = start; j < end; ++j) block_total += row[j];

@@ -50,16 +50,21 @@ inline float exp_float(float x) {
 // output pointers that may be equal, the compiler guards its vector loop with an overlap check,
 // which equal pointers fail, and runs the scalar loop instead.
 // Compiled for each vector unit (runtime/simd_clones.h), in exp_rows.cpp.
-double exp_shifted_row(float* row, int64_t n, float shift);
+// With `visible` < n, entries from `visible` on are known to be -inf (keys a causal mask hides
+// from this row): they are written 0, exp's result for them, without computing it, and summed
+// as before, so the same bits as the full row.
+double exp_shifted_row(float* row, int64_t n, float shift, int64_t visible);
+inline double exp_shifted_row(float* row, int64_t n, float shift) { return exp_shifted_row(row, n, shift, n); }
 
-inline double exp_shifted_row(double* row, int64_t n, double shift) {
+inline double exp_shifted_row(double* row, int64_t n, double shift, int64_t visible) {
   double total = 0;
   for (int64_t j = 0; j < n; ++j) {
-    row[j] = std::exp(row[j] - shift);
+    row[j] = j < visible ? std::exp(row[j] - shift) : 0.0;
     total += row[j];
   }
   return total;
 }
+inline double exp_shifted_row(double* row, int64_t n, double shift) { return exp_shifted_row(row, n, shift, n); }
 
 // Σ_j exp(row[j] - shift) for j < n, the exps not kept (log_softmax needs only their sum): the
 // same blocks as exp_shifted_row. Compiled for each vector unit, in exp_rows.cpp.
@@ -82,12 +87,14 @@ void log_softmax_backward_row(const float* y, const float* g, float sum, float* 
 // of log_softmax then gather. Compiled for each vector unit, in exp_rows.cpp.
 void log_softmax_backward_of_zero_row(const float* x, float m, float log_total, float sum, float* dx, int64_t n);
 
-// A contiguous row's max, or -inf for a row of -inf (or NaN: std::max skips it).
+// A contiguous row's max, or -inf for a row of -inf (or NaN: x > m is false for it, so it is
+// skipped). Written as the compare-and-select a vector max instruction does, which the compiler
+// turns into one; std::max's form it left a scalar loop, an element per cycle of latency.
 template <class T>
 T contiguous_row_max(const T* x, int64_t size) {
   T m = -std::numeric_limits<T>::infinity();
 #pragma omp simd reduction(max : m)
-  for (int64_t j = 0; j < size; ++j) m = std::max(m, x[j]);
+  for (int64_t j = 0; j < size; ++j) m = x[j] > m ? x[j] : m;
   return m;
 }
 
