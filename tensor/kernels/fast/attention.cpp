@@ -54,6 +54,7 @@
 #include "tensor/kernels/fast/bf16_round.h"
 #include "tensor/kernels/fast/dropout.h"
 #include "tensor/kernels/fast/exp_rows.h"
+#include "tensor/kernels/fast/row_sum.h"
 #include "tensor/kernels/gemm.h"
 #include "tensor/kernels/traced.h"
 
@@ -371,16 +372,9 @@ void backward_group(const Problem<T, H>& P, int64_t m, const Rows<const T>& out,
   Scratch<H> p_held(P.rounds ? qb * kb : 1), dp_held(P.rounds ? qb * kb : 1);
   std::vector<T> factors(P.dropout ? static_cast<size_t>(kb) : 0);
   for (int64_t n = m * P.group; n < (m + 1) * P.group; ++n) {
-    for (int64_t i = 0; i < P.Tq; ++i) {  // D_i = Σ_c dO_ic·O_ic
-      // In double, in four sums of every fourth term: one running sum made each term wait for
-      // the addition before it, and the loop ran at the adder's latency.
+    for (int64_t i = 0; i < P.Tq; ++i) {  // D_i = Σ_c dO_ic·O_ic, in double with eight partial sums
       const T *g = dout.row(n, i), *o = out.row(n, i);
-      double part[4] = {0, 0, 0, 0};
-      int64_t c = 0;
-      for (; c + 4 <= P.dv; c += 4)
-        for (int64_t k = 0; k < 4; ++k) part[k] += double(g[c + k]) * o[c + k];
-      for (; c < P.dv; ++c) part[0] += double(g[c]) * o[c];
-      D[static_cast<size_t>(i)] = static_cast<T>((part[0] + part[1]) + (part[2] + part[3]));
+      D[static_cast<size_t>(i)] = static_cast<T>(row_sum(P.dv, [&](int64_t c) { return double(g[c]) * o[c]; }));
     }
     for (int64_t j0 = 0; j0 < P.S; j0 += kb) {
       const int64_t block_end = std::min(P.S, j0 + kb);

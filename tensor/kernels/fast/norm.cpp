@@ -1,8 +1,8 @@
 // The fast form of layer_norm: its row loops, forward and backward (skip it on a first reading:
 // the reference is the formula as tensor ops, autograd/ops_nn.cpp, which autograd differentiates;
 // tests/autograd/test_fast_forms.cpp checks these loops against it). The one place layer_norm's
-// derivative is written. Each sum keeps eight partial sums, so the additions no longer wait on
-// each other and the loop vectorises; each loop is compiled once per vector unit
+// derivative is written. Each sum keeps eight partial sums (row_sum.h), so the additions no longer
+// wait on each other and the loop vectorises; each loop is compiled once per vector unit
 // (runtime/simd_clones.h), every version adding in the same order.
 #include "tensor/kernels/fast/norm.h"
 
@@ -14,23 +14,11 @@
 
 #include "runtime/simd_clones.h"
 #include "tensor/iterate.h"
+#include "tensor/kernels/fast/row_sum.h"
 
 namespace cppgrad::kernels::fast {
 
 namespace {
-
-// Σ f(j) over a row with eight partial sums: the additions no longer wait on each other, so the
-// loop vectorises. The order is fixed, so the result does not depend on the thread count.
-// Always inlined, so that each vector unit's copy of a caller (below) gets its own vectorised copy.
-template <class F>
-[[gnu::always_inline]] inline double row_sum(int64_t width, F f) {
-  double part[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-  int64_t j = 0;
-  for (; j + 8 <= width; j += 8)
-    for (int k = 0; k < 8; ++k) part[k] += f(j + k);
-  for (; j < width; ++j) part[0] += f(j);
-  return ((part[0] + part[1]) + (part[2] + part[3])) + ((part[4] + part[5]) + (part[6] + part[7]));
-}
 
 // The mean and 1/std of a row of finite float64 values whose squares pass the double range
 // (|x| beyond about 1e154): computed on the row scaled by a power of two, exactly, so that its

@@ -14,6 +14,7 @@
 
 #include "tensor/iterate.h"
 #include "tensor/kernels.h"
+#include "tensor/kernels/fast/row_sum.h"
 
 namespace cppgrad::kernels::fast {
 
@@ -39,8 +40,7 @@ RMSNormResult rms_norm(const Tensor& input, int64_t width, const Tensor& weight,
     T* rs = result.rstd.data<T>();
     parallel_for(rows, width * 4, [=](int64_t i) {
       const T* xr = xs + i * width;
-      double squares = 0;
-      for (int64_t j = 0; j < width; ++j) squares += double(xr[j]) * xr[j];
+      const double squares = row_sum(width, [&](int64_t j) { return double(xr[j]) * xr[j]; });
       const double r = 1.0 / std::sqrt(squares / static_cast<double>(width) + eps);
       rs[i] = static_cast<T>(r);
       T* yr = ys + i * width;
@@ -65,8 +65,8 @@ RMSNormGrads rms_norm_backward(const Tensor& grad, const Tensor& input, const Te
       parallel_for(rows, width * 6, [=](int64_t i) {
         const T *xr = xs + i * width, *gr = gs + i * width;
         const double r = rs[i];
-        double dot = 0;  // Σ ĝ ⊙ x̂
-        for (int64_t j = 0; j < width; ++j) dot += double(gr[j]) * (ws ? double(ws[j]) : 1.0) * xr[j] * r;
+        const double dot =  // Σ ĝ ⊙ x̂
+            row_sum(width, [&](int64_t j) { return double(gr[j]) * (ws ? double(ws[j]) : 1.0) * xr[j] * r; });
         const double mean_dot = dot / static_cast<double>(width);
         T* dxr = dxs + i * width;
         for (int64_t j = 0; j < width; ++j)
