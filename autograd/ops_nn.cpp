@@ -95,9 +95,9 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b) {
     const Tensor& X = s[0];
     const Tensor& W = s[1];
     Tensor rows = g.reshape({-1, g.size(-1)});  // (N, out)
+    Tensor db = s.needs_grad(2) ? rows.sum({0}) : Tensor();  // first, while dY is in the cache
     return {s.needs_grad(0) ? g.matmul(W) : Tensor(),
-            s.needs_grad(1) ? rows.mT().matmul(X.reshape({-1, X.size(-1)})) : Tensor(),
-            s.needs_grad(2) ? rows.sum({0}) : Tensor()};
+            s.needs_grad(1) ? rows.mT().matmul(X.reshape({-1, X.size(-1)})) : Tensor(), db};
   });
 }
 
