@@ -163,7 +163,7 @@ Tensor impl::linear(const Tensor& x, const Tensor& w, const Tensor& b) {
       Tensor bias = contiguous(b);
       const T* bp = bias.data<T>();
       T* o = out.data<T>();
-      for (int64_t r = 0; r < rows; ++r) std::copy(bp, bp + out_features, o + r * out_features);
+      parallel_for(rows, out_features, [&](int64_t r) { std::copy(bp, bp + out_features, o + r * out_features); });
     }
     gemm<T>(lx.transposed, lw.transposed, rows, out_features, in, x2.data<T>(), lx.ld, wt.data<T>(), lw.ld,
             out.data<T>(), out_features, b.defined() ? T(1) : T(0), &x2, &wt);

@@ -29,22 +29,23 @@ class PairwiseSum {
   void end_value() {                         // one value of every column has been added
     if (++in_block_ == kBlock) carry();
   }
-  // Adds rows of a (rows, width) matrix, each row one value of every column, in order.
-  // add_rows_into(x, n, width, acc) adds n whole rows into the accumulators acc[0..width): a plain
-  // loop here, vectorised in the fast form (fast/reduce.cpp), the same additions either way.
+  // Adds rows of a (rows, width) matrix, each row one value of every column, in order; row i
+  // starts at x + i·ld (ld = width: the rows one after the other; more: columns of a wider one).
+  // add_rows_into(x, n, width, ld, acc) adds n such rows into the accumulators acc[0..width): a
+  // plain loop here, vectorised in the fast form (fast/reduce.cpp), the same additions either way.
   template <class T>
   void add_rows(const T* x, int64_t rows) {
-    add_rows(x, rows, [](const T* r, int64_t n, int64_t width, double* acc) {
+    add_rows(x, rows, width_, [](const T* r, int64_t n, int64_t width, int64_t ld, double* acc) {
       for (int64_t i = 0; i < n; ++i)
-        for (int64_t j = 0; j < width; ++j) acc[j] += r[i * width + j];
+        for (int64_t j = 0; j < width; ++j) acc[j] += r[i * ld + j];
     });
   }
   template <class T, class AddRows>
-  void add_rows(const T* x, int64_t rows, AddRows add_rows_into) {
+  void add_rows(const T* x, int64_t rows, int64_t ld, AddRows add_rows_into) {
     while (rows > 0) {
       const int64_t take = std::min(rows, kBlock - in_block_);
-      add_rows_into(x, take, width_, block_.data());
-      x += take * width_;
+      add_rows_into(x, take, width_, ld, block_.data());
+      x += take * ld;
       rows -= take;
       in_block_ += take;
       if (in_block_ == kBlock) carry();

@@ -133,7 +133,7 @@ void reduce_sets(const ReducePlan& p, const Tensor& t, const Tensor& out, Shift 
           inner.for_each_run([&](const auto& roff, int64_t len, const auto& rst) {
             const T* x = base + roff[0];
             if (rst[0] == 1) {  // a contiguous run: rows of width 1
-              pairwise.add_rows(x, len, [&](const T* r, int64_t rows, int64_t, double* acc) {
+              pairwise.add_rows(x, len, 1, [&](const T* r, int64_t rows, int64_t, int64_t, double* acc) {
                 for (int64_t i = 0; i < rows; ++i) acc[0] += term(static_cast<V>(r[i]), m);
               });
               return;

@@ -91,15 +91,15 @@ CPPGRAD_SIMD_CLONES void layer_norm_backward_rows(int64_t begin, int64_t end, in
   }
 }
 
-// dw += Σ_rows dy ⊙ x̂ and db += Σ_rows dy, the rows added in order (one thread: the same bits at
-// any thread count).
+// dw += Σ_rows dy ⊙ x̂ and db += Σ_rows dy over `width` columns of rows `ld` apart, the rows added
+// in order (a column on one thread: the same bits at any thread count).
 template <class T>
-CPPGRAD_SIMD_CLONES void layer_norm_weight_grads(int64_t rows, int64_t width, const T* __restrict xs,
+CPPGRAD_SIMD_CLONES void layer_norm_weight_grads(int64_t rows, int64_t width, int64_t ld, const T* __restrict xs,
                                                  const T* __restrict gs, const T* __restrict mu,
                                                  const T* __restrict rs, double* __restrict dw,
                                                  double* __restrict db) {
   for (int64_t row = 0; row < rows; ++row) {
-    const T *xr = xs + row * width, *gr = gs + row * width;
+    const T *xr = xs + row * ld, *gr = gs + row * ld;
     const T m = mu[row], s = rs[row];
     for (int64_t j = 0; j < width; ++j) {
       dw[j] += gr[j] * ((xr[j] - m) * s);
@@ -140,7 +140,12 @@ void layer_norm_input_grad(int64_t rows, int64_t width, const T* x, const T* g, 
 template <class T>
 void layer_norm_affine_grads(int64_t rows, int64_t width, const T* x, const T* g, const T* mean, const T* rstd,
                              double* dw, double* db) {
-  layer_norm_weight_grads<T>(rows, width, x, g, mean, rstd, dw, db);
+  constexpr int64_t columns = 128;  // per task
+  parallel_for((width + columns - 1) / columns, rows * columns * 4, [&](int64_t i) {
+    const int64_t first = i * columns;
+    layer_norm_weight_grads<T>(rows, std::min(columns, width - first), width, x + first, g + first, mean, rstd,
+                               dw + first, db + first);
+  });
 }
 
 #define CPPGRAD_LAYER_NORM_INSTANCES(T)                                                                             \

@@ -1,11 +1,13 @@
 // The fast form of a sum or a mean (the rows of tensor/reduction_table.h that add their elements as
 // they are) over leading dims of a contiguous tensor (a bias gradient: the rows of (N, out)
-// summed): whole rows added into a row of accumulators, in a loop compiled once per vector unit.
+// summed): whole rows added into a row of accumulators, in a loop compiled once per vector unit,
+// a block of columns per task on the threads.
 // The same additions in the same order as the reference (reduce.cpp's reduce_sets, both pairwise:
 // pairwise_sum.h), so the same bits. A first reading skips this file.
 #include <algorithm>
 
 #include "runtime/simd_clones.h"
+#include "tensor/iterate.h"
 #include "tensor/kernels.h"
 #include "tensor/kernels/impl.h"
 #include "tensor/kernels/pairwise_sum.h"
@@ -14,13 +16,19 @@ namespace cppgrad::kernels::fast {
 
 namespace {
 
-// acc[j] += x[r, j] for every row r in order. Compiled once per vector unit (simd_clones.h):
-// each acc[j] adds the same values in the same order in every version, so the same bits.
+// acc[j] += x[r, j] for every row r in order, row r at x + r·ld. Compiled once per vector unit
+// (simd_clones.h): each acc[j] adds the same values in the same order in every version, so the
+// same bits.
 template <class T>
-CPPGRAD_SIMD_CLONES void add_rows_into(const T* __restrict x, int64_t rows, int64_t width, double* __restrict acc) {
+CPPGRAD_SIMD_CLONES void add_rows_into(const T* __restrict x, int64_t rows, int64_t width, int64_t ld,
+                                       double* __restrict acc) {
   for (int64_t r = 0; r < rows; ++r)
-    for (int64_t j = 0; j < width; ++j) acc[j] += x[r * width + j];
+    for (int64_t j = 0; j < width; ++j) acc[j] += x[r * ld + j];
 }
+
+// Columns per task: each block of columns is summed on one thread, its columns' rows in order,
+// so a column's sum is the same at any thread count; 1 KiB of double accumulators stays in L1.
+constexpr int64_t kColumns = 128;
 
 }  // namespace
 
@@ -46,12 +54,19 @@ Tensor reduce_leading_dims(Reduction op, const Tensor& t, const std::vector<int6
   const double divisor = mean ? static_cast<double>(rows) : 1.0;
   dispatch_floating(t.dtype(), reduction_name(op), [&](auto tag) {
     using T = decltype(tag);
-    PairwiseSum acc(width);
-    acc.add_rows(t.data<T>(), rows, [](const T* x, int64_t n, int64_t w, double* a) { add_rows_into<T>(x, n, w, a); });
-    std::vector<double> totals(static_cast<size_t>(width));
-    acc.totals(totals.data());
+    const T* x = t.data<T>();
     T* o = out.data<T>();
-    for (int64_t j = 0; j < width; ++j) o[j] = static_cast<T>(divisor == 1.0 ? totals[j] : totals[j] / divisor);
+    parallel_for((width + kColumns - 1) / kColumns, rows * kColumns, [&](int64_t block) {
+      const int64_t first = block * kColumns, columns = std::min(kColumns, width - first);
+      PairwiseSum acc(columns);
+      acc.add_rows(x + first, rows, width, [](const T* r, int64_t n, int64_t w, int64_t ld, double* a) {
+        add_rows_into<T>(r, n, w, ld, a);
+      });
+      std::vector<double> totals(static_cast<size_t>(columns));
+      acc.totals(totals.data());
+      for (int64_t j = 0; j < columns; ++j)
+        o[first + j] = static_cast<T>(divisor == 1.0 ? totals[j] : totals[j] / divisor);
+    });
   });
   return out;
 }
