@@ -87,6 +87,31 @@ TEST_CASE("deterministic threads: a product's blocks depend on its shape alone")
   set_num_threads(saved);
 }
 
+TEST_CASE("deterministic threads: a bias gradient's and layer norm's column sums, a block of columns a task") {
+  // Rows of 300 columns: three blocks of columns, each summed on one thread, its rows in order;
+  // the sums must not depend on which thread took a block.
+  const int saved = get_num_threads();
+  const int64_t saved_grain = parallel_grain();
+  set_parallel_grain(4096);
+  Generator gen(2604);
+  const Tensor x0 = randn({700, 300}, kFloat32, gen), g = randn({700, 300}, kFloat32, gen);
+  const Tensor w0 = randn({300}, kFloat32, gen), b0 = randn({300}, kFloat32, gen);
+  auto run = [&](int threads) {
+    set_num_threads(threads);
+    Tensor x = x0.detach().requires_grad_(), w = w0.detach().requires_grad_(), b = b0.detach().requires_grad_();
+    Tensor bias_grad = g.sum({0});
+    (F::layer_norm(x, {300}, w, b) * g).sum().backward();
+    return std::vector<Tensor>{bias_grad, x.grad(), w.grad(), b.grad()};
+  };
+  const std::vector<Tensor> one = run(1), two = run(2);
+  for (size_t i = 0; i < one.size(); ++i) {
+    CAPTURE(i);
+    CHECK(std::memcmp(one[i].raw_data(), two[i].raw_data(), one[i].numel() * 4) == 0);
+  }
+  set_parallel_grain(saved_grain);
+  set_num_threads(saved);
+}
+
 TEST_CASE("deterministic threads: the switch, and the back-off forced on, read back") {
   const int saved = get_num_threads();
   set_num_threads(2);
