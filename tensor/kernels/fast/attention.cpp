@@ -245,14 +245,15 @@ struct Problem {
       for (int64_t c = std::max<int64_t>(0, last - j0); c < cols; ++c) row[c] = kMinusInf;
     }
   }
-  // The keys query i may see by position, [first, last): causal, j ≤ i + offset; a window,
-  // |i + offset − j| < window (a mask or ALiBi then hides or weighs keys inside it).
+  // The keys query i may see by position, first ≤ j < last (none where last ≤ first): causal,
+  // j ≤ i + offset; a window, |i + offset − j| < window (a mask or ALiBi then hides or weighs keys
+  // inside it). Both bounds grow with i.
   std::pair<int64_t, int64_t> visible_keys(int64_t i) const {
     const int64_t position = i + offset;
     int64_t first = 0, last = S;
     if (causal) last = std::min(last, position + 1);
     if (window > 0) first = std::max(first, position - window + 1), last = std::min(last, position + window);
-    return {first, std::max(first, last)};
+    return {first, last};
   }
   // How many of a tile row's keys j0, …, j0 + cols − 1 come before the last one query i may see:
   // the rest of the row is hidden (-inf), so its weights are 0 without an exp or a dropout draw.
@@ -275,10 +276,8 @@ struct Problem {
   // The keys queries i0..i1 − 1 may see, [begin, end): the tiles above the diagonal (causal) and
   // outside the window are skipped.
   std::pair<int64_t, int64_t> key_range(int64_t i0, int64_t i1) const {
-    int64_t begin = 0, end = S;
-    if (causal) end = std::min(end, i1 - 1 + offset + 1);
-    if (window > 0) begin = std::max<int64_t>(0, i0 + offset - window + 1), end = std::min(end, i1 - 1 + offset + window);
-    return {begin, std::max(begin, end)};
+    const int64_t begin = visible_keys(i0).first;
+    return {begin, std::max(begin, visible_keys(i1 - 1).second)};
   }
   // The queries that may see some key of j0..j1 − 1, [begin, end).
   std::pair<int64_t, int64_t> query_range(int64_t j0, int64_t j1) const {
