@@ -110,4 +110,18 @@ void parallel_for(int64_t n, int64_t work_per_item, F&& f) {
   });
 }
 
+// Runs f(first, count) over the columns [0, width) of a sum down columns, in as many blocks as
+// there are threads (each a multiple of 16 columns): a column's sum is the same however the
+// columns are split, and few wide blocks read each row in long runs (narrow ones each made a
+// pass over every page of the rows, which the prefetcher restarts at every page).
+template <class F>
+void parallel_for_columns(int64_t width, int64_t work_per_column, F&& f) {
+  const int64_t parts = std::max(1, get_num_threads());
+  const int64_t block = std::max<int64_t>(16, ((width + parts - 1) / parts + 15) / 16 * 16);
+  parallel_for((width + block - 1) / block, block * work_per_column, [&](int64_t b) {
+    const int64_t first = b * block;
+    f(first, std::min(block, width - first));
+  });
+}
+
 }  // namespace cppgrad

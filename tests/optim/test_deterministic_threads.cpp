@@ -88,8 +88,8 @@ TEST_CASE("deterministic threads: a product's blocks depend on its shape alone")
 }
 
 TEST_CASE("deterministic threads: a bias gradient's and layer norm's column sums, a block of columns a task") {
-  // Rows of 300 columns: three blocks of columns, each summed on one thread, its rows in order;
-  // the sums must not depend on which thread took a block.
+  // Rows of 300 columns: one block of columns at 1 thread, two at 2, each summed on one thread,
+  // its rows in order; the sums must not depend on how the columns were split.
   const int saved = get_num_threads();
   const int64_t saved_grain = parallel_grain();
   set_parallel_grain(4096);

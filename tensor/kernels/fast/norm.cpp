@@ -140,11 +140,8 @@ void layer_norm_input_grad(int64_t rows, int64_t width, const T* x, const T* g, 
 template <class T>
 void layer_norm_affine_grads(int64_t rows, int64_t width, const T* x, const T* g, const T* mean, const T* rstd,
                              double* dw, double* db) {
-  constexpr int64_t columns = 128;  // per task
-  parallel_for((width + columns - 1) / columns, rows * columns * 4, [&](int64_t i) {
-    const int64_t first = i * columns;
-    layer_norm_weight_grads<T>(rows, std::min(columns, width - first), width, x + first, g + first, mean, rstd,
-                               dw + first, db + first);
+  parallel_for_columns(width, rows * 4, [&](int64_t first, int64_t columns) {
+    layer_norm_weight_grads<T>(rows, columns, width, x + first, g + first, mean, rstd, dw + first, db + first);
   });
 }
 

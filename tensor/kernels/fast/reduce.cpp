@@ -1,7 +1,7 @@
 // The fast form of a sum or a mean (the rows of tensor/reduction_table.h that add their elements as
 // they are) over leading dims of a contiguous tensor (a bias gradient: the rows of (N, out)
 // summed): whole rows added into a row of accumulators, in a loop compiled once per vector unit,
-// a block of columns per task on the threads.
+// a block of columns per thread.
 // The same additions in the same order as the reference (reduce.cpp's reduce_sets, both pairwise:
 // pairwise_sum.h), so the same bits. A first reading skips this file.
 #include <algorithm>
@@ -26,9 +26,6 @@ CPPGRAD_SIMD_CLONES void add_rows_into(const T* __restrict x, int64_t rows, int6
     for (int64_t j = 0; j < width; ++j) acc[j] += x[r * ld + j];
 }
 
-// Columns per task: each block of columns is summed on one thread, its columns' rows in order,
-// so a column's sum is the same at any thread count; 1 KiB of double accumulators stays in L1.
-constexpr int64_t kColumns = 128;
 
 }  // namespace
 
@@ -56,8 +53,7 @@ Tensor reduce_leading_dims(Reduction op, const Tensor& t, const std::vector<int6
     using T = decltype(tag);
     const T* x = t.data<T>();
     T* o = out.data<T>();
-    parallel_for((width + kColumns - 1) / kColumns, rows * kColumns, [&](int64_t block) {
-      const int64_t first = block * kColumns, columns = std::min(kColumns, width - first);
+    parallel_for_columns(width, rows, [&](int64_t first, int64_t columns) {  // a column's rows in order
       PairwiseSum acc(columns);
       acc.add_rows(x + first, rows, width, [](const T* r, int64_t n, int64_t w, int64_t ld, double* a) {
         add_rows_into<T>(r, n, w, ld, a);
