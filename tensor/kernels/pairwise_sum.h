@@ -31,15 +31,9 @@ class PairwiseSum {
   }
   // Adds rows of a (rows, width) matrix, each row one value of every column, in order; row i
   // starts at x + i·ld (ld = width: the rows one after the other; more: columns of a wider one).
-  // add_rows_into(x, n, width, ld, acc) adds n such rows into the accumulators acc[0..width): a
-  // plain loop here, vectorised in the fast form (fast/reduce.cpp), the same additions either way.
-  template <class T>
-  void add_rows(const T* x, int64_t rows) {
-    add_rows(x, rows, width_, [](const T* r, int64_t n, int64_t width, int64_t ld, double* acc) {
-      for (int64_t i = 0; i < n; ++i)
-        for (int64_t j = 0; j < width; ++j) acc[j] += r[i * ld + j];
-    });
-  }
+  // add_rows_into(x, n, width, ld, acc) adds n such rows into the accumulators acc[0..width): the
+  // reference's loop over a contiguous run (reduce.cpp), the fast form's vectorised one
+  // (fast/reduce.cpp), the same additions either way.
   template <class T, class AddRows>
   void add_rows(const T* x, int64_t rows, int64_t ld, AddRows add_rows_into) {
     while (rows > 0) {

@@ -26,7 +26,6 @@ CPPGRAD_SIMD_CLONES void add_rows_into(const T* __restrict x, int64_t rows, int6
     for (int64_t j = 0; j < width; ++j) acc[j] += x[r * ld + j];
 }
 
-
 }  // namespace
 
 Tensor reduce_leading_dims(Reduction op, const Tensor& t, const std::vector<int64_t>& dims, bool keepdim) {
