@@ -118,7 +118,8 @@ template <class F>
 void parallel_for_columns(int64_t width, int64_t work_per_column, F&& f) {
   const int64_t parts = std::max(1, get_num_threads());
   const int64_t block = std::max<int64_t>(16, ((width + parts - 1) / parts + 15) / 16 * 16);
-  parallel_for((width + block - 1) / block, block * work_per_column, [&](int64_t b) {
+  // f is captured by value, so that each thread's copy of the loop holds its own (see parallel_for).
+  parallel_for((width + block - 1) / block, block * work_per_column, [f, block, width](int64_t b) {
     const int64_t first = b * block;
     f(first, std::min(block, width - first));
   });
