@@ -37,7 +37,9 @@
 // sgemm's peak; the exp of each tile is the vectorised float exp of softmax (exp_rows.h); a
 // causal forward stops each query block at its last visible key, and a causal backward starts
 // each key block's queries at its first key and stops each query block's keys at its last
-// query's, so no tile, nor any part of a tile, above the diagonal is computed.
+// query's, so no tile, nor any part of a tile, above the diagonal is computed. The block loops
+// are compiled once per vector unit (runtime/simd_clones.h) and give the same bits in each: their
+// row loops are elementwise, a max, or sums in a fixed order (row_sum.h).
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -45,6 +47,7 @@
 
 #include "runtime/allocator.h"
 #include "runtime/profile.h"
+#include "runtime/simd_clones.h"
 #include "tensor/autocast.h"
 #include "tensor/iterate.h"
 #include "tensor/kernels.h"
@@ -298,7 +301,8 @@ bool has_nan(const T* row, int64_t n) {
 
 // Queries i0..i1 of slice n against every key they may see, a key block at a time.
 template <class T, class H>
-void forward_block(const Problem<T, H>& P, int64_t n, int64_t i0, int64_t i1, const Rows<T>& out, T* lse) {
+CPPGRAD_SIMD_CLONES void forward_block(const Problem<T, H>& P, int64_t n, int64_t i0, int64_t i1, const Rows<T>& out,
+                                       T* lse) {
   constexpr T kMinusInf = -std::numeric_limits<T>::infinity();
   const int64_t rows = i1 - i0, kb = kKeyBlock;
   Scratch<T> s(rows * kb);
@@ -363,8 +367,9 @@ void forward_block(const Problem<T, H>& P, int64_t n, int64_t i0, int64_t i1, co
 // results/2026-11-26-gqa.md.)
 // dout: the output's gradient as read for D; dout_held: as the products read it.
 template <class T, class H>
-void backward_group(const Problem<T, H>& P, int64_t m, const Rows<const T>& out, const T* lse, const Rows<const T>& dout,
-                    const Rows<const H>& dout_held, const Rows<T>& dq, const Rows<T>& dk, const Rows<T>& dv) {
+CPPGRAD_SIMD_CLONES void backward_group(const Problem<T, H>& P, int64_t m, const Rows<const T>& out, const T* lse,
+                                        const Rows<const T>& dout, const Rows<const H>& dout_held, const Rows<T>& dq,
+                                        const Rows<T>& dk, const Rows<T>& dv) {
   const int64_t qb = kQueryBlock, kb = kKeyBlock;
   std::vector<T> D(static_cast<size_t>(P.Tq));
   Scratch<T> p(qb * kb), dp(qb * kb);
