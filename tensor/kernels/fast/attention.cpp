@@ -38,8 +38,9 @@
 // causal forward stops each query block at its last visible key, and a causal backward starts
 // each key block's queries at its first key and stops each query block's keys at its last
 // query's, so no tile, nor any part of a tile, above the diagonal is computed. The block loops
-// are compiled once per vector unit (runtime/simd_clones.h) and give the same bits in each: their
-// row loops are elementwise, a max, or sums in a fixed order (row_sum.h).
+// are compiled once per vector unit (runtime/simd_clones.h), alike in each: their row loops are
+// elementwise, a max, or sums in a fixed order (row_sum.h). (A row's sum of exps is exp_rows.h's,
+// added in the order of the vector unit's width, as softmax's is.)
 #include <algorithm>
 #include <cmath>
 #include <limits>
