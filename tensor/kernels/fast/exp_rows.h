@@ -50,9 +50,9 @@ inline float exp_float(float x) {
 // output pointers that may be equal, the compiler guards its vector loop with an overlap check,
 // which equal pointers fail, and runs the scalar loop instead.
 // Compiled for each vector unit (runtime/simd_clones.h), in exp_rows.cpp.
-// With `visible` < n, entries from `visible` on are known to be -inf (keys a causal mask hides
-// from this row): they are written 0, exp's result for them, without computing it, and summed
-// as before, so the same bits as the full row.
+// With `visible` < n, entries from `visible` on are known to be -inf (keys a causal mask or a
+// window hides from this row, in fused attention): they are written 0, exp's result for them,
+// without computing it, and summed as before, so the same bits as the full row.
 double exp_shifted_row(float* row, int64_t n, float shift, int64_t visible);
 inline double exp_shifted_row(float* row, int64_t n, float shift) { return exp_shifted_row(row, n, shift, n); }
 
