@@ -199,14 +199,15 @@ TEST_CASE("autocast: the cast cache rounds a weight written in place again, and 
 }
 
 // The fused attention rounds its inputs once a call and each computed tile (P, dS) once for the
-// products that read it. At T = S = 300 the tiles are 3 query blocks by 2 key blocks (128 × 256),
-// 6 a slice and 12 in all. Forward: 2 products a tile, q, k, v and P rounded. Backward: 5
-// products a tile, q, k, v, dO and each tile's P and dS rounded.
-TEST_CASE("autocast: the fused attention rounds q, k, v once a step (its backward takes the forward's copies), dO "
-          "once, and each computed tile once") {
-  RoundedFloat32Products rounded_products;
-  nntest::AttentionBackendGuard fused(F::AttentionBackend::Fused);
-  const int64_t heads = 2, T = 300, d = 8;
+// products that read it. At T = S = 300 the tiles are 3 query blocks by 2 key blocks (128 × 256).
+// Forward: 2 products a tile, q, k, v and P rounded. Backward: 5 products a tile, q, k, v, dO and
+// each tile's P and dS rounded. check_attention_rounding's `tiles` and `area` are the tiles
+// computed and their elements, all heads together.
+namespace {
+struct AttentionRounding {
+  autocast::CastStats forward, backward;
+};
+AttentionRounding attention_rounding(int64_t heads, int64_t T, int64_t d, bool causal) {
   Generator gen(31);
   Tensor q = randn({1, heads, T, d}, kFloat32, gen).requires_grad_(), k = randn({1, heads, T, d}, kFloat32, gen),
          v = randn({1, heads, T, d}, kFloat32, gen);
@@ -214,20 +215,46 @@ TEST_CASE("autocast: the fused attention rounds q, k, v once a step (its backwar
   autocast::reset_cast_stats();
   {
     autocast::Guard bf16(kBFloat16);
-    out = F::scaled_dot_product_attention(q, k, v).output;
+    out = F::scaled_dot_product_attention(q, k, v, F::AttentionOptions().is_causal(causal)).output;
   }
-  const int64_t tiles = heads * 3 * 2, inputs_bytes = 3 * heads * T * d * 4, weights_bytes = heads * T * T * 4;
-  autocast::CastStats s = autocast::cast_stats();
-  CHECK(s.products == 2 * tiles);
-  CHECK(s.rounded == 3 + tiles);
-  CHECK(s.bytes_rounded == inputs_bytes + weights_bytes);  // held as float32 by this kernel
+  AttentionRounding r;
+  r.forward = autocast::cast_stats();
   autocast::reset_cast_stats();
   Generator g_gen(32);
   (out * randn(out.shape(), kFloat32, g_gen)).sum().backward();
-  s = autocast::cast_stats();
-  CHECK(s.products == 5 * tiles);
-  CHECK(s.rounded == 1 + 2 * tiles);  // dO, and the tiles: q, k and v are the forward's
-  CHECK(s.bytes_rounded == inputs_bytes / 3 + 2 * weights_bytes);
+  r.backward = autocast::cast_stats();
+  return r;
+}
+void check_attention_rounding(const AttentionRounding& r, int64_t heads, int64_t T, int64_t d, int64_t tiles,
+                              int64_t area) {
+  const int64_t inputs_bytes = 3 * heads * T * d * 4, weights_bytes = area * 4;  // held as float32 by this kernel
+  CHECK(r.forward.products == 2 * tiles);
+  CHECK(r.forward.rounded == 3 + tiles);
+  CHECK(r.forward.bytes_rounded == inputs_bytes + weights_bytes);
+  CHECK(r.backward.products == 5 * tiles);
+  CHECK(r.backward.rounded == 1 + 2 * tiles);  // dO, and the tiles: q, k and v are the forward's
+  CHECK(r.backward.bytes_rounded == inputs_bytes / 3 + 2 * weights_bytes);
+}
+}  // namespace
+
+TEST_CASE("autocast: the fused attention rounds q, k, v once a step (its backward takes the forward's copies), dO "
+          "once, and each computed tile once") {
+  RoundedFloat32Products rounded_products;
+  nntest::AttentionBackendGuard fused(F::AttentionBackend::Fused);
+  const int64_t heads = 2, T = 300, d = 8;
+  check_attention_rounding(attention_rounding(heads, T, d, false), heads, T, d, heads * 3 * 2, heads * T * T);
+}
+
+// Causal, a tile holds only the keys its query block may see, in the backward as in the forward:
+// queries 0-127 see keys 0-127, 128-255 keys 0-255 (one tile each), 256-299 keys 0-299 (two
+// tiles, 256 and 44 keys wide). Nothing above the block's last query's key is computed or rounded.
+TEST_CASE("autocast: the causal fused attention computes and rounds only the tiles' visible keys, backward as "
+          "forward") {
+  RoundedFloat32Products rounded_products;
+  nntest::AttentionBackendGuard fused(F::AttentionBackend::Fused);
+  const int64_t heads = 2, T = 300, d = 8;
+  const int64_t area = heads * (128 * 128 + 128 * 256 + 44 * (256 + 44));
+  check_attention_rounding(attention_rounding(heads, T, d, true), heads, T, d, heads * 4, area);
 }
 
 TEST_CASE("autocast: the fused attention's backward gives the same bits from the forward's rounded q, k, v as "
