@@ -69,6 +69,7 @@ int64_t check_options(const Options& o) {
   // 4 times (weights, gradient, AdamW's two moments).
   const double d = static_cast<double>(o.model.d_model), ff = static_cast<double>(o.model.ff);
   examples::check_memory("the model", 4.0 * (256.0 * d + static_cast<double>(o.model.layers) * (4.0 * d * d + 2.0 * d * ff)));
+  examples::check_sizes(o.model);
   const int64_t rank_batch = examples::per_rank_batch("--batch", o.batch);
   if (o.threads > 0) set_num_threads(o.threads);
   return rank_batch;
@@ -141,10 +142,10 @@ data::DataLoader training_loader(const Options& o, const Text& text, int64_t ran
 }
 
 void print_run_line(const Options& o, const Text& text, int64_t parameters, int64_t rank_batch, int world_size) {
-  fmt::print("{}: {} characters, vocabulary {} · {} parameters · d_model {} · {} heads · {} layers · "
-             "batch {} × {}{} · {} threads{}\n",
-             o.data, text.ids.size(), text.vocab.size(), parameters, o.model.d_model, o.model.heads, o.model.layers,
-             o.batch, o.model.seq_len, world_size > 1 ? fmt::format(" ({} a process)", rank_batch) : "",
-             get_num_threads(), world_size > 1 ? fmt::format(" · {} processes", world_size) : "");
+  fmt::print("{}: {} characters, vocabulary {} · {} parameters · d_model {} · {} · {} · batch {} × {}{} · {}{}\n",
+             o.data, text.ids.size(), text.vocab.size(), parameters, o.model.d_model,
+             examples::counted(o.model.heads, "head"), examples::counted(o.model.layers, "layer"), o.batch,
+             o.model.seq_len, world_size > 1 ? fmt::format(" ({} a process)", rank_batch) : "",
+             examples::counted(get_num_threads(), "thread"), world_size > 1 ? fmt::format(" · {} processes", world_size) : "");
 }
 }  // namespace char_lm

@@ -29,6 +29,9 @@ inline constexpr int kExitRefused = 2;
 inline constexpr int kExitOutOfMemory = 3;
 inline constexpr int kExitDiverged = 4;
 
+// "1 thread", "2 threads": a count and its noun, for the lines a program prints.
+inline std::string counted(int64_t n, const char* noun) { return fmt::format("{} {}{}", n, noun, n == 1 ? "" : "s"); }
+
 // What a training program throws when a step's loss, gradient norm or a weight is NaN or infinite
 // (run_state.h, stop_if_non_finite): training on would only train on nonsense, and no checkpoint
 // is written from such a state. PyTorch users know the stop from anomaly detection and from

@@ -7,6 +7,7 @@
 #include <CLI/CLI.hpp>
 
 #include "common/cli.h"
+#include "runtime/error.h"
 
 namespace examples {
 
@@ -19,6 +20,13 @@ void add_size_options(CLI::App& app, ModelConfig& model, const std::string& laye
   app.add_option("--layers", model.layers, layers_help)->check(CLI::Range(1, 1000));
   app.add_option("--ff", model.ff, "feed-forward width")->check(CLI::Range(1, 1 << 20));
   app.add_option("--dropout", model.dropout, "dropout probability")->check(number_in(0.0, 0.99));
+}
+
+// The rule between those sizes, checked once they are parsed: the program's words, not the layer's.
+template <class ModelConfig>
+void check_sizes(const ModelConfig& model) {
+  CPPGRAD_CHECK(model.d_model % model.heads == 0, "--d-model {} is not divisible by --heads {}", model.d_model,
+                model.heads);
 }
 
 }  // namespace examples

@@ -572,13 +572,14 @@ std::string schedule_line(const Options& o, int64_t step) {
 
 void print_run_line(const Options& o, const Corpus& corpus, int64_t parameters, int64_t rank_batch, int world_size) {
   const ModelConfig& m = o.model;
-  fmt::print("{}: {} bytes, {} tokens ({} tokenizer, vocabulary {}) · {} {} · {} parameters · {} layers · d_model {} · "
-             "{} heads{} · ff {} · batch {} × {}{}{} · {} threads{}{}\n",
+  fmt::print("{}: {} bytes, {} tokens ({} tokenizer, vocabulary {}) · {} {} · {} parameters · {} · d_model {} · "
+             "{}{} · ff {} · batch {} × {}{}{} · {}{}{}\n",
              o.data, corpus.bytes, corpus.train.size() + corpus.held_out.size(), o.tokenizer,
-             corpus.tokenizer.vocab_size(), o.arch, o.size, parameters, m.layers, m.d_model, m.heads,
+             corpus.tokenizer.vocab_size(), o.arch, o.size, parameters, examples::counted(m.layers, "layer"), m.d_model,
+             examples::counted(m.heads, "head"),
              m.kv_heads != m.heads ? fmt::format(" ({} key/value)", m.kv_heads) : "", m.ff, o.batch, o.window,
              o.accum > 1 ? fmt::format(" × {} accumulated", o.accum) : "",
-             world_size > 1 ? fmt::format(" ({} a process)", rank_batch) : "", get_num_threads(),
+             world_size > 1 ? fmt::format(" ({} a process)", rank_batch) : "", examples::counted(get_num_threads(), "thread"),
              world_size > 1 ? fmt::format(" · {} processes", world_size) : "",
              o.dtype == "bf16" ? fmt::format(" · bf16 autocast ({})", autocast::kernel_name(autocast::kernel())) : "");
 }

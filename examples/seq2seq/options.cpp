@@ -59,6 +59,7 @@ int64_t check_options(Options& o) {
   examples::check_memory("the model", 5.0 * (2.0 * vocab * d + layers * (12.0 * d * d + 4.0 * d * ff)));
   const int64_t rank_batch = examples::per_rank_batch("--batch", o.batch);
   CPPGRAD_CHECK(o.train_size >= o.batch, "--train-size {} is smaller than one --batch of {}", o.train_size, o.batch);
+  examples::check_sizes(o.model);
   if (o.threads > 0) set_num_threads(o.threads);
   o.model.vocab = o.vocab;
   o.model.max_len = o.seq_len + 2;
@@ -102,9 +103,10 @@ data::DataLoader training_loader(const Options& o, Task task, int64_t rank_batch
 }
 
 void print_run_line(const Options& o, int64_t parameters, int64_t rank_batch, int world_size) {
-  fmt::print("task {} · {} parameters · d_model {} · {} heads · {}+{} layers · batch {}{} · length ≤ {} · {} threads{}\n",
-             o.task, parameters, o.model.d_model, o.model.heads, o.model.layers, o.model.layers, o.batch,
-             world_size > 1 ? fmt::format(" ({} a process)", rank_batch) : "", o.seq_len, get_num_threads(),
+  fmt::print("task {} · {} parameters · d_model {} · {} · {}+{} layers · batch {}{} · length ≤ {} · {}{}\n",
+             o.task, parameters, o.model.d_model, examples::counted(o.model.heads, "head"), o.model.layers,
+             o.model.layers, o.batch, world_size > 1 ? fmt::format(" ({} a process)", rank_batch) : "", o.seq_len,
+             examples::counted(get_num_threads(), "thread"),
              world_size > 1 ? fmt::format(" · {} processes", world_size) : "");
 }
 }  // namespace seq2seq
