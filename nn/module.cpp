@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <ostream>
 #include <set>
 #include <typeinfo>
 #include <string_view>
@@ -285,6 +286,8 @@ std::string Module::str() const {
   str_into(out, 0);
   return out;
 }
+
+std::ostream& operator<<(std::ostream& os, const Module& module) { return os << module.str(); }
 
 void Module::str_into(std::string& out, int indent) const {
   out += type_name() + "(" + extra_repr();

@@ -164,4 +164,16 @@ void save(const Module& module, const std::string& path, const Metadata& metadat
           NonFinite non_finite = NonFinite::Refuse);
 void load(Module& module, const std::string& path, bool strict = true);
 
+// std::cout << model and fmt::print("{}", model) print model.str(), as print(model) in PyTorch.
+std::ostream& operator<<(std::ostream& os, const Module& module);
+
 }  // namespace cppgrad::nn
+
+template <std::derived_from<cppgrad::nn::Module> M>
+struct fmt::formatter<M> : fmt::formatter<std::string_view> {
+  template <class FormatContext>
+  auto format(const M& module, FormatContext& ctx) const {
+    std::string s = module.str();
+    return fmt::formatter<std::string_view>::format(s, ctx);
+  }
+};

@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <sstream>
 
 #include "cppgrad.h"
 #include "nn_helpers.h"
@@ -209,6 +210,11 @@ TEST_CASE("Sequential built in one expression by make_shared, as the README show
   CHECK(y.shape() == Shape{5, 1});
   CHECK(contains(seq->str(), "(1): Tanh()"));
   CHECK(contains(seq->str(), "(3): Sigmoid()"));
+  std::ostringstream printed;  // print(model): a module prints its tree by << and by fmt
+  printed << *seq;
+  CHECK(printed.str() == seq->str());
+  CHECK(fmt::format("{}", *seq) == seq->str());
+  CHECK(fmt::format("{}", Tanh()) == "Tanh()");
 }
 
 // torch.nn.GELU(approximate="tanh"): ½x(1 + tanh(√(2/π)(x + 0.044715x³))). The references are
