@@ -312,7 +312,14 @@ void save(const Module& module, const std::string& path, const Metadata& metadat
 }
 
 void load(Module& module, const std::string& path, bool strict) {
-  module.load_state_dict(load_safetensors(path).tensors, strict);
+  NamedTensors state = load_safetensors(path).tensors;  // its errors name the file already
+  try {
+    module.load_state_dict(state, strict);
+  } catch (const OutOfMemoryError&) {
+    throw;
+  } catch (const Error& e) {  // a checkpoint of another model: say which file
+    throw Error(fmt::format("load '{}': {}", excerpt(path), e.what()));
+  }
 }
 
 }  // namespace cppgrad::nn

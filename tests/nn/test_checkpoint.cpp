@@ -108,7 +108,7 @@ TEST_CASE("loading a checkpoint of another shape is one clear error") {
   const Tensor& decoder_w = (*one.decoder->layers)[0]->linear1->weight;
   std::vector<double> untouched = values(decoder_w);
   std::string msg = error_message([&] { load(one, path); });
-  CHECK(contains(msg, "load_state_dict"));
+  CHECK(contains(msg, "load '" + path + "': load_state_dict"));  // which file, then what differs
   CHECK(contains(msg, "unexpected keys"));
   // Names in order, at most eight of them (a hostile file may hold millions), then a count.
   CHECK(contains(msg, "encoder.layers.1.linear1.bias"));
