@@ -116,7 +116,7 @@ Tensor merge_heads(const Tensor& x) {
   return x.transpose(1, 2).reshape({x.size(0), x.size(2), x.size(1) * x.size(3)});
 }
 
-// ---- self-attention as the paper draws it -------------------------------------------------------
+// ---- self-attention, the fused path: one projection for q, k and v ------------------------------
 
 // MultiheadAttention's forward on x (B, T, E) when none of its options is in play (one projection
 // for Q, K and V, as many key/value heads as query heads, no positions, padding or weights
@@ -225,7 +225,7 @@ AttentionOutput MultiheadAttention::forward(const Tensor& query, const Tensor& k
   const bool plain = fused() && batch_first && query.dim() == 3 && query.size(2) == E && query.is_same(key) &&
                      key.is_same(value) && G == H && !options.rotary() && !options.window() && !options.alibi() &&
                      !args.key_padding_mask.defined() && !args.need_weights && !store_attention;
-  if (plain) {  // self-attention as the paper draws it (above)
+  if (plain) {  // self-attention, the fused path (above)
     const int64_t B = query.size(0), T = query.size(1);
     Tensor mask = merge_attention_masks({}, args.attn_mask, B, H, T, T, query.dtype());  // checked, additive
     return {self_attention(*this, query, mask, args.is_causal), Tensor()};
