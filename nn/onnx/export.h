@@ -50,8 +50,11 @@ struct ExportOptions {
 //
 // The example's dynamic axes tell sizes apart by their values: give two symbols that can differ
 // (batch, length) different sizes in the example (batch 2, length 3).
+//
+// As torch.onnx.export, the forward runs in eval mode (dropout off, batch norm's running
+// statistics, which it leaves as they were), and every submodule's mode is given back after.
 using Forward = std::function<std::vector<Tensor>(const std::vector<Tensor>&)>;
-void export_module(const nn::Module& module, const Forward& forward, const std::vector<Tensor>& example_inputs,
+void export_module(nn::Module& module, const Forward& forward, const std::vector<Tensor>& example_inputs,
                    const std::string& path, const ExportOptions& options = {});
 
 // The same for a module whose forward takes the example inputs as tensors and returns one.

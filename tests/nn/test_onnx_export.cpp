@@ -263,3 +263,30 @@ TEST_CASE("onnx export_module: einsum is one Einsum node, its equation spelt fro
 TEST_CASE("onnx export_module: every elementwise row of the op tables has an ONNX form") {
   CHECK(ox::ops_without_onnx_form().empty());
 }
+
+// As torch.onnx.export: a model left in training mode is traced in eval mode (its dropout the
+// identity, batch norm by its running statistics, which the two traced forwards leave as they
+// were), and each submodule gets its own mode back, a child set to eval inside a training model
+// included.
+TEST_CASE("onnx export_module: traces in eval mode and gives every submodule its mode back") {
+  manual_seed(7);
+  TempDir dir;
+  auto norm = std::make_shared<nn::BatchNorm1d>(4);
+  auto drop = std::make_shared<nn::Dropout>(0.5);
+  auto frozen = std::make_shared<nn::Dropout>(0.5);
+  auto net = std::make_shared<nn::Sequential>(std::make_shared<nn::Linear>(4, 4), norm, drop, frozen);
+  net->train();
+  frozen->eval();
+  const std::vector<double> mean_before = values(norm->running_mean);
+  ox::export_module(*net, {randn({3, 4})}, dir.file("bn.onnx"), {.input_names = {"x"}});
+  CHECK(values(norm->running_mean) == mean_before);
+  CHECK(net->is_training());
+  CHECK(norm->is_training());
+  CHECK(drop->is_training());
+  CHECK_FALSE(frozen->is_training());  // and the file exists: a dropout in training mode has no ONNX form
+  CHECK(read_model(dir.file("bn.onnx")).graph().node_size() > 0);
+  // A throw inside the export gives the modes back too.
+  CHECK_THROWS_AS(ox::export_module(*net, {randn({3, 4})}, dir.file("bn.onnx"), {.opset_version = 18}), Error);
+  CHECK(net->is_training());
+  CHECK_FALSE(frozen->is_training());
+}
