@@ -289,6 +289,18 @@ std::string Module::str() const {
 
 std::ostream& operator<<(std::ostream& os, const Module& module) { return os << module.str(); }
 
+EvalModeGuard::EvalModeGuard(Module& module) {
+  for (const auto& [name, held] : module.named_modules()) {
+    Module* m = modes_.empty() ? &module : held.get();  // the first is `module` (null if not held)
+    modes_.emplace_back(m, m->is_training());
+  }
+  module.eval();
+}
+
+EvalModeGuard::~EvalModeGuard() {  // train() sets a whole subtree: parents first, each child's own mode last
+  for (auto& [m, training] : modes_) m->train(training);
+}
+
 void Module::str_into(std::string& out, int indent) const {
   out += type_name() + "(" + extra_repr();
   if (children_.empty()) {

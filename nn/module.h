@@ -164,6 +164,20 @@ void save(const Module& module, const std::string& path, const Metadata& metadat
           NonFinite non_finite = NonFinite::Refuse);
 void load(Module& module, const std::string& path, bool strict = true);
 
+// The module and every submodule in eval mode while the guard lives (a traced export, a picture of
+// the attention), each given back its own mode after, a throw included: a child set to eval inside
+// a training model stays in eval.
+class EvalModeGuard {
+ public:
+  explicit EvalModeGuard(Module& module);
+  ~EvalModeGuard();
+  EvalModeGuard(const EvalModeGuard&) = delete;
+  EvalModeGuard& operator=(const EvalModeGuard&) = delete;
+
+ private:
+  std::vector<std::pair<Module*, bool>> modes_;  // depth first, each parent before its children
+};
+
 // std::cout << model and fmt::print("{}", model) print model.str(), as print(model) in PyTorch.
 std::ostream& operator<<(std::ostream& os, const Module& module);
 

@@ -28,18 +28,14 @@ AttentionGrid attention_grid(nn::Module& model, const std::function<void()>& for
     }
   CPPGRAD_CHECK(!layers.empty(), "attention_grid: {} holds no MultiheadAttention", model.type_name());
   {
-    const bool was_training = model.is_training();
-    struct Restore {  // the model as it was, also when forward throws
-      nn::Module& model;
-      bool training;
+    struct Restore {  // the layers as they were, also when forward throws
       std::vector<std::pair<std::string, std::shared_ptr<nn::MultiheadAttention>>>& layers;
       ~Restore() {
         for (auto& [name, attention] : layers) attention->store_attention = false;
-        model.train(training);
       }
-    } restore{model, was_training, layers};
+    } restore{layers};
+    nn::EvalModeGuard eval_mode(model);  // each submodule's own mode back after
     NoGradGuard no_grad;
-    model.eval();
     forward();
   }
 

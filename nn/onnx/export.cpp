@@ -51,26 +51,6 @@ Tensor resized(const std::string& name, const Tensor& example, const std::vector
   return t.contiguous();
 }
 
-// The module and its submodules in eval mode while it lives, each given back its own mode after.
-class EvalModeDuring {
- public:
-  explicit EvalModeDuring(nn::Module& module) {
-    for (const auto& [name, held] : module.named_modules()) {  // depth first, each parent before its children
-      nn::Module* m = modes_.empty() ? &module : held.get();  // the first is `module` (null if not held)
-      modes_.emplace_back(m, m->is_training());
-    }
-    module.eval();
-  }
-  ~EvalModeDuring() {  // train() sets a whole subtree: parents first, so each child's own mode comes last
-    for (auto& [m, training] : modes_) m->train(training);
-  }
-  EvalModeDuring(const EvalModeDuring&) = delete;
-  EvalModeDuring& operator=(const EvalModeDuring&) = delete;
-
- private:
-  std::vector<std::pair<nn::Module*, bool>> modes_;
-};
-
 // The ops a forward runs, written down (in eval mode, without a graph for backward).
 std::vector<autograd::TracedOp> trace(const Forward& forward, const std::vector<Tensor>& inputs,
                                       std::vector<Tensor>& outputs) {
@@ -98,7 +78,7 @@ std::string module_near(const std::vector<autograd::TracedOp>& ops, size_t index
 
 void export_module(nn::Module& module, const Forward& forward, const std::vector<Tensor>& example_inputs,
                    const std::string& path, const ExportOptions& options) {
-  EvalModeDuring eval_mode(module);
+  nn::EvalModeGuard eval_mode(module);  // as torch.onnx.export
   CPPGRAD_CHECK(options.opset_version == Graph::kOpset, "export_module: opset_version {}: only opset {} is written",
                 options.opset_version, Graph::kOpset);
   CPPGRAD_CHECK(!example_inputs.empty(), "export_module: no example inputs");
