@@ -15,6 +15,7 @@
 #include <utility>
 #include <vector>
 
+#include "../runtime/scoped_flag.h"
 #include "../tensor/tensor.h"
 
 namespace cppgrad::autograd {
@@ -105,28 +106,11 @@ class GradMode {
 };
 
 // Within its scope no graph is recorded (inference, optimizer updates, initialisation).
-class NoGradGuard {
- public:
-  NoGradGuard() : previous_(GradMode::is_enabled()) { GradMode::set_enabled(false); }
-  ~NoGradGuard() { GradMode::set_enabled(previous_); }
-  NoGradGuard(const NoGradGuard&) = delete;
-  NoGradGuard& operator=(const NoGradGuard&) = delete;
-
- private:
-  bool previous_;
+struct NoGradGuard : ScopedFlag<GradMode::is_enabled, GradMode::set_enabled> {
+  NoGradGuard() : ScopedFlag(false) {}
 };
-
 // Sets grad mode to a given value for its scope (the engine enables it for create_graph).
-class GradModeGuard {
- public:
-  explicit GradModeGuard(bool enabled) : previous_(GradMode::is_enabled()) { GradMode::set_enabled(enabled); }
-  ~GradModeGuard() { GradMode::set_enabled(previous_); }
-  GradModeGuard(const GradModeGuard&) = delete;
-  GradModeGuard& operator=(const GradModeGuard&) = delete;
-
- private:
-  bool previous_;
-};
+using GradModeGuard = ScopedFlag<GradMode::is_enabled, GradMode::set_enabled>;
 
 class AnomalyMode {
  public:
@@ -135,15 +119,8 @@ class AnomalyMode {
 };
 
 // Within its scope, a backward step that produces NaN or Inf throws, naming the forward op.
-class AnomalyModeGuard {
- public:
-  AnomalyModeGuard() : previous_(AnomalyMode::is_enabled()) { AnomalyMode::set_enabled(true); }
-  ~AnomalyModeGuard() { AnomalyMode::set_enabled(previous_); }
-  AnomalyModeGuard(const AnomalyModeGuard&) = delete;
-  AnomalyModeGuard& operator=(const AnomalyModeGuard&) = delete;
-
- private:
-  bool previous_;
+struct AnomalyModeGuard : ScopedFlag<AnomalyMode::is_enabled, AnomalyMode::set_enabled> {
+  AnomalyModeGuard() : ScopedFlag(true) {}
 };
 
 // ---- recording an op -------------------------------------------------------------------------

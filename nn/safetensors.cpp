@@ -55,9 +55,8 @@ constexpr std::string_view kUnsupportedDTypes[] = {
     "I8",  "U8",  "I16",     "U16",     "I32",     "U32",     "U64",     "C64"};
 
 std::string_view safetensors_dtype_name(DType dtype) {
-  for (const DTypeName& d : kSupportedDTypes) {
+  for (const DTypeName& d : kSupportedDTypes)
     if (d.dtype == dtype) return d.name;
-  }
   throw Error("safetensors: unknown cppgrad dtype");
 }
 
@@ -181,9 +180,8 @@ class HeaderBuilder {
     *entry_slot_ = nullptr;
   }
   bool open(Json::value_t type) {
-    if (open_.size() == kMaxHeaderNesting) {
+    if (open_.size() == kMaxHeaderNesting)
       faults_.fail("header nests containers more than {} deep, which no safetensors header does", kMaxHeaderNesting);
-    }
     // A container is only pushed to while it is the innermost open one, so the pointers to the
     // open containers stay valid (an array's elements move only when it grows).
     open_.push_back(place(Json(type)));
@@ -212,9 +210,7 @@ uint64_t read_index(const Json& value, const Faults& faults, const std::string& 
     if (signed_value == 0) return 0;  // written "-0"
     faults.fail("{} is negative ({})", what, signed_value);
   }
-  if (value.is_number_float()) {
-    faults.fail("{} is not an integer within 64 bits ({})", what, value.dump());
-  }
+  if (value.is_number_float()) faults.fail("{} is not an integer within 64 bits ({})", what, value.dump());
   faults.fail("{} is a JSON {}, not an integer", what, value.type_name());
 }
 
@@ -229,12 +225,10 @@ struct Entry {
 DType read_dtype(const Json& value, const Faults& faults, const std::string& name) {
   if (!value.is_string()) faults.fail("tensor {}: dtype is a JSON {}, not a string", quote(name), value.type_name());
   const auto& text = value.get_ref<const std::string&>();
-  for (const DTypeName& d : kSupportedDTypes) {
+  for (const DTypeName& d : kSupportedDTypes)
     if (d.name == text) return d.dtype;
-  }
-  if (std::find(std::begin(kUnsupportedDTypes), std::end(kUnsupportedDTypes), text) != std::end(kUnsupportedDTypes)) {
+  if (std::find(std::begin(kUnsupportedDTypes), std::end(kUnsupportedDTypes), text) != std::end(kUnsupportedDTypes))
     faults.fail("tensor {}: unsupported dtype {} (cppgrad reads F32, F64, BF16, I64 and BOOL)", quote(name), text);
-  }
   faults.fail("tensor {}: unknown dtype {}", quote(name), quote(text));
 }
 
@@ -248,15 +242,13 @@ uint64_t byte_size(const Shape& shape, DType dtype, const Faults& faults, const 
       has_zero = true;
       continue;
     }
-    if (__builtin_mul_overflow(product, static_cast<uint64_t>(size), &product) || product > kInt64Max) {
+    if (__builtin_mul_overflow(product, static_cast<uint64_t>(size), &product) || product > kInt64Max)
       faults.fail("tensor {}: the sizes of shape {} multiply past the int64 range", quote(name), shape_str(shape));
-    }
   }
   const uint64_t numel = has_zero ? 0 : product;
   uint64_t bytes = 0;
-  if (__builtin_mul_overflow(numel, dtype_size(dtype), &bytes)) {
+  if (__builtin_mul_overflow(numel, dtype_size(dtype), &bytes))
     faults.fail("tensor {}: {} elements of {} overflow a 64-bit byte count", quote(name), numel, dtype_name(dtype));
-  }
   return bytes;
 }
 
@@ -270,9 +262,8 @@ Entry read_entry(const std::string& name, const Json& value, const Faults& fault
                   quote(key));
     }
   }
-  for (const char* field : {"dtype", "shape", "data_offsets"}) {
+  for (const char* field : {"dtype", "shape", "data_offsets"})
     if (!value.contains(field)) faults.fail("tensor {}: entry lacks the field \"{}\"", q, field);
-  }
 
   Entry entry{name, read_dtype(value["dtype"], faults, name), {}, 0, 0};
 
@@ -291,9 +282,8 @@ Entry read_entry(const std::string& name, const Json& value, const Faults& fault
   }
   entry.begin = read_index(offsets[0], faults, fmt::format("tensor {}: data_offsets[0]", q));
   entry.end = read_index(offsets[1], faults, fmt::format("tensor {}: data_offsets[1]", q));
-  if (entry.begin > entry.end) {
+  if (entry.begin > entry.end)
     faults.fail("tensor {}: data_offsets [{}, {}] begin after they end", q, entry.begin, entry.end);
-  }
 
   const uint64_t needed = byte_size(entry.shape, entry.dtype, faults, name);
   if (needed != entry.end - entry.begin) {
@@ -308,9 +298,8 @@ Metadata read_metadata(const Json& value, const Faults& faults) {
   if (!value.is_object()) faults.fail("__metadata__ is a JSON {}, not an object", value.type_name());
   Metadata metadata;
   for (const auto& [key, item] : value.items()) {
-    if (!item.is_string()) {
+    if (!item.is_string())
       faults.fail("__metadata__ value for key {} is a JSON {}, not a string", quote(key), item.type_name());
-    }
     metadata.emplace(key, item.get<std::string>());
   }
   return metadata;
@@ -333,9 +322,8 @@ void check_layout(std::vector<Entry>& entries, uint64_t data_size, const Faults&
     }
     expected = e.end;
   }
-  if (expected > data_size) {
+  if (expected > data_size)
     faults.fail("the tensors need {} bytes of data, but the data block holds only {}", expected, data_size);
-  }
   if (expected < data_size) {
     faults.fail("the data block holds {} bytes, {} more than the tensors' {}", data_size, data_size - expected,
                 expected);
@@ -346,9 +334,8 @@ SafetensorsContents parse(std::span<const uint8_t> bytes, const Faults& faults) 
   // 1. the length prefix
   if (bytes.size() < 8) faults.fail("the file has {} bytes, too few for the 8-byte header length", bytes.size());
   const uint64_t header_size = read_u64_le(bytes.data());
-  if (header_size > kMaxSafetensorsHeader) {
+  if (header_size > kMaxSafetensorsHeader)
     faults.fail("header length {} is over the limit of {} bytes", header_size, kMaxSafetensorsHeader);
-  }
   if (header_size > bytes.size() - 8) {
     faults.fail("header length {} runs past the end of the file ({} bytes after the length)", header_size,
                 bytes.size() - 8);
@@ -357,9 +344,8 @@ SafetensorsContents parse(std::span<const uint8_t> bytes, const Faults& faults) 
   const std::span<const uint8_t> data = bytes.subspan(8 + header_size);
 
   // 2. UTF-8, then JSON
-  if (size_t bad = first_invalid_utf8(header); bad != std::string_view::npos) {
+  if (size_t bad = first_invalid_utf8(header); bad != std::string_view::npos)
     faults.fail("header is not valid UTF-8 (byte {} of the header)", bad);
-  }
   // 3. the entries, each read as soon as the parser has it
   SafetensorsContents contents;
   std::vector<Entry> entries;
@@ -371,9 +357,8 @@ SafetensorsContents parse(std::span<const uint8_t> bytes, const Faults& faults) 
     }
   });
   if (!Json::sax_parse(header.begin(), header.end(), &builder)) faults.fail("header is not valid JSON");
-  if (!builder.root().is_object()) {
+  if (!builder.root().is_object())
     faults.fail("header's top level is a JSON {}, not an object", builder.root().type_name());
-  }
 
   // 4. the layout
   check_layout(entries, data.size(), faults);
@@ -461,9 +446,8 @@ bool SafetensorsContents::contains(const std::string& name) const {
 }
 
 const Tensor& SafetensorsContents::at(const std::string& name) const {
-  for (const auto& [key, t] : tensors) {
+  for (const auto& [key, t] : tensors)
     if (key == name) return t;
-  }
   throw Error(fmt::format("SafetensorsContents::at: no tensor named {} among the {} loaded", quote(name),
                           tensors.size()));
 }

@@ -8,21 +8,16 @@
 //
 // The switch starts from the environment (CPPGRAD_REFERENCE=1 turns it on) and is changed by
 // set_reference_mode. Flip it between steps, not while another thread runs an op.
+#include "scoped_flag.h"
+
 namespace cppgrad {
 
 bool reference_mode();
 void set_reference_mode(bool on);
 
 // Reference mode on (or off) for a scope, then back to what it was.
-class ReferenceModeGuard {
- public:
-  explicit ReferenceModeGuard(bool on = true) : previous_(reference_mode()) { set_reference_mode(on); }
-  ~ReferenceModeGuard() { set_reference_mode(previous_); }
-  ReferenceModeGuard(const ReferenceModeGuard&) = delete;
-  ReferenceModeGuard& operator=(const ReferenceModeGuard&) = delete;
-
- private:
-  bool previous_;
+struct ReferenceModeGuard : ScopedFlag<reference_mode, set_reference_mode> {
+  explicit ReferenceModeGuard(bool on = true) : ScopedFlag(on) {}
 };
 
 }  // namespace cppgrad

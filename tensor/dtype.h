@@ -3,6 +3,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <iterator>
 #include <string_view>
 
 #include "../runtime/error.h"
@@ -20,42 +21,26 @@ inline constexpr DType kInt64 = DType::Int64;
 inline constexpr DType kBool = DType::Bool;
 inline constexpr DType kBFloat16 = DType::BFloat16;
 
-constexpr size_t dtype_size(DType d) {
-  switch (d) {
-    case DType::Float32: return 4;
-    case DType::Float64: return 8;
-    case DType::Int64: return 8;
-    case DType::Bool: return 1;
-    case DType::BFloat16: return 2;
-  }
-  return 0;
+// Each dtype's name, bytes an element, and rank in PyTorch's promotion order (the result type of
+// a binary op: bool < int64 < bfloat16 < float32 < float64), in the enum's order.
+struct DTypeInfo {
+  std::string_view name;
+  size_t size;
+  int promotion_rank;
+};
+inline constexpr DTypeInfo kDTypeInfo[] = {
+    {"float32", 4, 3}, {"float64", 8, 4}, {"int64", 8, 1}, {"bool", 1, 0}, {"bfloat16", 2, 2}};
+// A DType made from a file's number may be out of range: it reads as "?", of size 0.
+constexpr DTypeInfo dtype_info(DType d) {
+  return static_cast<size_t>(d) < std::size(kDTypeInfo) ? kDTypeInfo[static_cast<size_t>(d)] : DTypeInfo{"?", 0, 0};
 }
-
-constexpr std::string_view dtype_name(DType d) {
-  switch (d) {
-    case DType::Float32: return "float32";
-    case DType::Float64: return "float64";
-    case DType::Int64: return "int64";
-    case DType::Bool: return "bool";
-    case DType::BFloat16: return "bfloat16";
-  }
-  return "?";
-}
+constexpr size_t dtype_size(DType d) { return dtype_info(d).size; }
+constexpr std::string_view dtype_name(DType d) { return dtype_info(d).name; }
 
 // As torch.is_floating_point: bfloat16 is a floating type (though a storage type here).
 constexpr bool is_floating(DType d) { return d == DType::Float32 || d == DType::Float64 || d == DType::BFloat16; }
 
-// The result type of a binary op, as PyTorch promotes: bool < int64 < bfloat16 < float32 < float64.
-constexpr int promotion_rank(DType d) {
-  switch (d) {
-    case DType::Bool: return 0;
-    case DType::Int64: return 1;
-    case DType::BFloat16: return 2;
-    case DType::Float32: return 3;
-    case DType::Float64: return 4;
-  }
-  return 0;
-}
+constexpr int promotion_rank(DType d) { return dtype_info(d).promotion_rank; }
 constexpr DType promote(DType a, DType b) { return promotion_rank(a) >= promotion_rank(b) ? a : b; }
 
 template <class T> constexpr DType dtype_of();

@@ -6,6 +6,7 @@
 // reading; reference mode (runtime/reference_mode.h) runs without them.
 #pragma once
 
+#include <array>
 #include <vector>
 
 #include "tensor.h"
@@ -38,19 +39,18 @@ Tensor to(const Tensor& t, DType dtype);
 void fill_(const Tensor& t, double value);
 
 // ---- elementwise (tensor/kernels/elementwise.cpp) ------------------------------------------
-// One enumerator per row of CPPGRAD_UNARY_OPS (tensor/op_tables.h): Unary::Neg, ..., Unary::Sin.
-#define CPPGRAD_UNARY_ENUM(name, Enum, ...) Enum,
-enum class Unary { CPPGRAD_UNARY_OPS(CPPGRAD_UNARY_ENUM) };
-#undef CPPGRAD_UNARY_ENUM
-const char* unary_name(Unary op);  // the row's name: "sin"
+// One enumerator per row of CPPGRAD_UNARY_OPS (tensor/op_tables.h): Unary::Neg, ..., Unary::Sin;
+// unary_name gives the row's name ("sin"), from the rows in the enum's order (likewise below).
+#define CPPGRAD_ROW_ENUM(name, Enum, ...) Enum,
+#define CPPGRAD_ROW_NAME(name, ...) #name,
+enum class Unary { CPPGRAD_UNARY_OPS(CPPGRAD_ROW_ENUM) };
+inline const char* unary_name(Unary op) { return std::array{CPPGRAD_UNARY_OPS(CPPGRAD_ROW_NAME)}[size_t(op)]; }
 Tensor unary(Unary op, const Tensor& t);
 Tensor pow(const Tensor& t, double exponent);
 
 // One enumerator per row of CPPGRAD_BINARY_OPS: Binary::Add, ..., Binary::Minimum.
-#define CPPGRAD_BINARY_ENUM(name, Enum, ...) Enum,
-enum class Binary { CPPGRAD_BINARY_OPS(CPPGRAD_BINARY_ENUM) };
-#undef CPPGRAD_BINARY_ENUM
-const char* binary_name(Binary op);  // the row's name: "add"
+enum class Binary { CPPGRAD_BINARY_OPS(CPPGRAD_ROW_ENUM) };
+inline const char* binary_name(Binary op) { return std::array{CPPGRAD_BINARY_OPS(CPPGRAD_ROW_NAME)}[size_t(op)]; }
 Tensor binary(Binary op, const Tensor& a, const Tensor& b);
 // In place: a = a (op) b, with b broadcast to a's shape; a keeps its dtype.
 void binary_(Binary op, const Tensor& a, const Tensor& b);
@@ -61,10 +61,8 @@ void binary_(Binary op, const Tensor& a, const Tensor& b);
 Tensor unary_backward_fast(Unary op, const Tensor& grad, const Tensor& saved);
 
 // One enumerator per row of CPPGRAD_COMPARE_OPS: Compare::Eq, ..., Compare::Ge.
-#define CPPGRAD_COMPARE_ENUM(name, Enum, ...) Enum,
-enum class Compare { CPPGRAD_COMPARE_OPS(CPPGRAD_COMPARE_ENUM) };
-#undef CPPGRAD_COMPARE_ENUM
-const char* compare_name(Compare op);  // the row's name: "lt"
+enum class Compare { CPPGRAD_COMPARE_OPS(CPPGRAD_ROW_ENUM) };
+inline const char* compare_name(Compare op) { return std::array{CPPGRAD_COMPARE_OPS(CPPGRAD_ROW_NAME)}[size_t(op)]; }
 Tensor compare(Compare op, const Tensor& a, const Tensor& b);  // bool
 Tensor logical_not(const Tensor& t);
 
@@ -74,10 +72,12 @@ void masked_fill_(const Tensor& t, const Tensor& mask, double value);
 
 // ---- reductions (tensor/kernels/reduce.cpp); an empty dim list means every dim -------------
 // One enumerator per row of CPPGRAD_REDUCTION_OPS (tensor/reduction_table.h): Reduction::Sum, ...
-#define CPPGRAD_REDUCTION_ENUM(name, Enum, ...) Enum,
-enum class Reduction { CPPGRAD_REDUCTION_OPS(CPPGRAD_REDUCTION_ENUM) };
-#undef CPPGRAD_REDUCTION_ENUM
-const char* reduction_name(Reduction op);  // the row's name: "logsumexp"
+enum class Reduction { CPPGRAD_REDUCTION_OPS(CPPGRAD_ROW_ENUM) };
+inline const char* reduction_name(Reduction op) {
+  return std::array{CPPGRAD_REDUCTION_OPS(CPPGRAD_ROW_NAME)}[size_t(op)];
+}
+#undef CPPGRAD_ROW_NAME
+#undef CPPGRAD_ROW_ENUM
 Tensor reduce(Reduction op, const Tensor& t, const std::vector<int64_t>& dims, bool keepdim);
 inline Tensor sum(const Tensor& t, const std::vector<int64_t>& dims, bool keepdim) {
   return reduce(Reduction::Sum, t, dims, keepdim);

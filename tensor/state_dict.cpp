@@ -46,16 +46,13 @@ void check_finite(const NamedTensors& state, const std::string& owner) {
 }
 
 bool Bounds::contains(double v) const {
-  return (min_open ? v > min : v >= min) && (max_open ? v < max : v <= max);  // false for NaN
+  return (min_open ? v > min : v >= min) && v <= max;  // false for NaN
 }
 
 std::string Bounds::str() const {
   constexpr double kLargest = std::numeric_limits<double>::max();
-  const bool no_min = min <= -kLargest, no_max = max >= kLargest;
-  if (no_min && no_max) return std::isinf(min) || std::isinf(max) ? "a number" : "finite";
-  if (no_max) return fmt::format("{} {}", min_open ? ">" : ">=", min);
-  if (no_min) return fmt::format("{} {}", max_open ? "<" : "<=", max);
-  return fmt::format("in {}{}, {}{}", min_open ? "(" : "[", min, max, max_open ? ")" : "]");
+  if (min <= -kLargest) return std::isinf(min) || std::isinf(max) ? "a number" : "finite";
+  return fmt::format("{} {}", min_open ? ">" : ">=", min);
 }
 
 StateReader::StateReader(const NamedTensors& state, std::string owner) : state_(state), owner_(std::move(owner)) {}

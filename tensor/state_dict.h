@@ -36,21 +36,19 @@ NamedTensors with_prefix(const std::string& prefix, const NamedTensors& tensors)
 // The entries whose names start with `prefix`, with it removed.
 NamedTensors under_prefix(const std::string& prefix, const NamedTensors& tensors);
 
-// The values a number may take: [min, max], either end open. A NaN is in no bounds, and an
-// infinity only in bounds that reach it.
+// The values a number may take: [min, max], or (min, max] when min is open. A NaN is in no
+// bounds, and an infinity only in bounds that reach it.
 struct Bounds {
   double min = -std::numeric_limits<double>::infinity();
   double max = std::numeric_limits<double>::infinity();
-  bool min_open = false, max_open = false;
+  bool min_open = false;
 
   static Bounds finite() { return {-std::numeric_limits<double>::max(), std::numeric_limits<double>::max()}; }
   static Bounds at_least(double v) { return {v, std::numeric_limits<double>::max()}; }
-  static Bounds above(double v) { return {v, std::numeric_limits<double>::max(), true, false}; }
-  static Bounds between(double lo, double hi) { return {lo, hi}; }
-  static Bounds from_up_to(double lo, double hi_excluded) { return {lo, hi_excluded, false, true}; }
+  static Bounds above(double v) { return {v, std::numeric_limits<double>::max(), true}; }
 
   bool contains(double v) const;
-  std::string str() const;  // "[0, 1)", "> 0", "finite"
+  std::string str() const;  // ">= 0", "> 0", "finite"
 };
 
 // The flat index (row-major) of the first NaN or infinity in `t`, or -1 when every element is

@@ -46,16 +46,6 @@ void zip_into(const Tensor& out, const Tensor& a, const Tensor& b, F f) {
 
 // ---- unary: one case per row of CPPGRAD_UNARY_OPS (tensor/op_tables.h) ----------------------
 
-const char* unary_name(Unary op) {
-  switch (op) {
-#define CPPGRAD_UNARY_NAME(name, Enum, ...) \
-    case Unary::Enum: return #name;
-    CPPGRAD_UNARY_OPS(CPPGRAD_UNARY_NAME)
-#undef CPPGRAD_UNARY_NAME
-  }
-  return "unary";
-}
-
 // out = forward(x) for each element x, by map_into above, in the dtypes the row allows
 // (dispatch_floating or dispatch_numeric names the op when given another): one case a row,
 // CPPGRAD_UNARY_LOOP (kernels/impl.h), which the fast form expands with its own loop.
@@ -66,16 +56,6 @@ Tensor impl::unary(Unary op, const Tensor& t) {
 }
 
 // ---- binary: one case per row of CPPGRAD_BINARY_OPS ------------------------------------------
-
-const char* binary_name(Binary op) {
-  switch (op) {
-#define CPPGRAD_BINARY_NAME(name, Enum, ...) \
-    case Binary::Enum: return #name;
-    CPPGRAD_BINARY_OPS(CPPGRAD_BINARY_NAME)
-#undef CPPGRAD_BINARY_NAME
-  }
-  return "binary";
-}
 
 // a and b in the result's dtype (PyTorch's rule, result_type), expanded to the broadcast shape.
 Operands broadcast_operands(const Tensor& a, const Tensor& b, DType dtype, std::string_view op) {
@@ -160,17 +140,6 @@ Tensor impl::pow(const Tensor& t, double exponent) {
       map_into_either<T, T>(out, t, [p](T x) { return std::pow(x, p); });
   });
   return out;
-}
-
-
-const char* compare_name(Compare op) {
-  switch (op) {
-#define CPPGRAD_COMPARE_NAME(name, Enum, ...) \
-    case Compare::Enum: return #name;
-    CPPGRAD_COMPARE_OPS(CPPGRAD_COMPARE_NAME)
-#undef CPPGRAD_COMPARE_NAME
-  }
-  return "compare";
 }
 
 // out = (x op y) for each pair of elements, in their common dtype; out is bool.

@@ -79,16 +79,6 @@ void reduce_into(const ReducePlan& p, const Tensor& t, const Tensor& out, Acc in
 
 // ---- the rows of CPPGRAD_REDUCTION_OPS (tensor/reduction_table.h) -------------------------------
 
-const char* reduction_name(Reduction op) {
-  switch (op) {
-#define CPPGRAD_REDUCTION_NAME(name, Enum, ...) \
-    case Reduction::Enum: return #name;
-    CPPGRAD_REDUCTION_OPS(CPPGRAD_REDUCTION_NAME)
-#undef CPPGRAD_REDUCTION_NAME
-  }
-  return "reduction";
-}
-
 namespace {
 
 enum class Shift { None, Max };
