@@ -293,13 +293,15 @@ Lesson4 run_lesson4(const Lesson4Options& options) {
     r.negated_output_diff = max_abs_diff(out, out_negated);
   }
 
-  // Must d_model split evenly into h heads? Here, yes: the split is a reshape of the fused
-  // projection's d_model outputs into (h, d_k).
+  // Must d_model split evenly into h heads? Only for the default d_k = d_model / h: the split is a
+  // reshape of the fused projection's outputs into (h, d_k). A d_k of its own (head_dim) lifts it.
   try {
     nn::MultiheadAttention(30, 4);
   } catch (const Error& e) {
     r.indivisible_error = e.what();
   }
+  nn::MultiheadAttention own_width(nn::MultiheadAttentionOptions(30, 4).head_dim(8));
+  for (const Tensor& p : own_width.parameters()) r.own_width_parameters += p.numel();
   return r;
 }
 
@@ -427,8 +429,7 @@ void print(const Lesson4& r) {
   fmt::print("     seed   identical heads at step {:<5}   accuracy: random start   identical start   identical maps\n",
              o.steps);
   int64_t random_better = 0, identical_better = 0;
-  double random_mean = 0.0, identical_mean = 0.0;
-  const auto n_runs = static_cast<double>(r.seed_runs.size());
+  std::vector<double> random, identical;  // accuracy per seed
   for (const auto& run : r.seed_runs) {
     const char* verdict = symmetry_of(run.apart) == Symmetry::ExactCopies     ? "exact copies"
                           : symmetry_of(run.apart) == Symmetry::RoundingLevel ? "rounding apart"
@@ -437,9 +438,10 @@ void print(const Lesson4& r) {
                verdict, run.random_accuracy, run.identical_accuracy, fmt::format("1 - {:.1g}", 1.0 - run.identical_maps));
     random_better += run.random_accuracy > run.identical_accuracy + 1.0;
     identical_better += run.identical_accuracy > run.random_accuracy + 1.0;
-    random_mean += run.random_accuracy / n_runs;
-    identical_mean += run.identical_accuracy / n_runs;
+    random.push_back(run.random_accuracy);
+    identical.push_back(run.identical_accuracy);
   }
+  const double random_mean = mean(random), identical_mean = mean(identical);
   fmt::print("   Mean accuracy {:.1f}% from random heads, {:.1f}% from identical ones; random better on {} seed(s),\n",
              random_mean, identical_mean, random_better);
   fmt::print("   identical better on {} (by more than one point).\n", identical_better);
@@ -466,10 +468,15 @@ void print(const Lesson4& r) {
                least);
   }
   fmt::print("    Nothing in the loss asks heads to differ; each follows the gradient of its own weights.\n");
-  fmt::print("  - Must d_model split evenly into h heads? Here, yes, because the split is a reshape:\n");
+  fmt::print("  - Must d_model split evenly into h heads? Only when each head's width d_k is d_model / h,\n");
+  fmt::print("    the paper's choice and the default, because the split is then a reshape:\n");
   fmt::print("    MultiheadAttention(30, 4) says \"{}\".\n", r.indivisible_error);
   fmt::print("    The paper's d_k = d_model / h keeps the parameters (lesson 3 counts them) and the\n");
   fmt::print("    multiply-adds the same for any h: h heads of d_k columns do the work of one of d_model.\n");
+  fmt::print("    A width of its own (head_dim, as Gemma's heads have) needs no division: the projections map\n");
+  fmt::print("    d_model to h·d_k and back, so MultiheadAttention(30, 4) with head_dim 8 builds, with {}\n",
+             r.own_width_parameters);
+  fmt::print("    parameters (4·30·32 weights and 3·32 + 30 biases), and its cost now grows with h.\n");
 
   int64_t exact = 0, rounding = 0, broken = 0;
   for (const auto& run : r.seed_runs) {
@@ -493,17 +500,18 @@ void print(const Lesson4& r) {
              r.threads, exact, rounding);
   fmt::print("were pushed apart (a gap above 1e-3) on {}: a figure of this kernel, not of the model.\n", broken);
   std::string counts = fmt::format("random better on {} seed(s), identical on {}", random_better, identical_better);
-  if (random_mean > identical_mean + 1.0)
-    fmt::print("Random starts learned {} better: {:.1f}% against {:.1f}% from identical heads ({}).\n", o.task,
-               random_mean, identical_mean, counts);
-  else if (identical_mean > random_mean + 1.0)
-    fmt::print("On {} at {} steps identical heads did not hurt: {:.1f}% against {:.1f}% from random ones ({}).\n",
-               o.task, o.steps, identical_mean, random_mean, counts);
+  if (clearly_higher(random, identical))
+    fmt::print("Random starts learned {} better, on every seed and by more than the seeds' spread: {:.1f}% against\n"
+               "{:.1f}% from identical heads ({}).\n", o.task, random_mean, identical_mean, counts);
+  else if (clearly_higher(identical, random))
+    fmt::print("Identical heads learned {} better, on every seed and by more than the seeds' spread: {:.1f}% against\n"
+               "{:.1f}% from random ones ({}).\n", o.task, identical_mean, random_mean, counts);
   else
-    fmt::print("On {} at {} steps the two starts learned about as well: {:.1f}% and {:.1f}% ({}).\n", o.task, o.steps,
-               random_mean, identical_mean, counts);
+    fmt::print("On {} at {} steps neither start learned better on every seed and by more than the seeds' spread:\n"
+               "{:.1f}% from random heads, {:.1f}% from identical ones ({}).\n", o.task, o.steps, random_mean,
+               identical_mean, counts);
   fmt::print("(Float32 accuracies, which move with the kernel and the threads{}.)\n",
-             r.seed_runs.size() < 3 ? "; one or two seeds decide little: try --seeds 4" : "");
+             r.seed_runs.size() < 2 ? "; one seed has no spread and names no winner: try --seeds 4" : "");
 }
 
 Symmetry symmetry_of(const std::vector<Lesson4::Apart>& apart) {

@@ -120,7 +120,8 @@ void print(const Lesson6& r) {
   fmt::print("  max |dW - dW_out|           = {:.3g}   nor is the output layer's\n\n", r.tied_vs_output_use);
 
   fmt::print("An optimizer given W twice (from embed and from out), lr = 0.1:\n");
-  fmt::print("  SGD keeps {} distinct parameters of the 4 listed\n", r.sgd_parameters);
+  fmt::print("  SGD keeps {} distinct parameters of the 4 tensors it was given (W among them twice)\n",
+             r.sgd_parameters);
   fmt::print("  max |step - lr·dW|   = {:.1e}   (updated once)\n", r.sgd_step_vs_once);
   fmt::print("  max |step - 2·lr·dW| = {:.3g}   (what updating twice would have done)\n", r.sgd_step_vs_twice);
   fmt::print("  Adam's first step moves an element by at most {:.4f} (lr = 0.1; twice would be 0.2)\n\n",

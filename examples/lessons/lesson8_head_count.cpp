@@ -131,31 +131,25 @@ std::vector<HeadCountSummary> summarise(const Lesson8& r) {
   std::vector<HeadCountSummary> out;
   for (int64_t heads : r.options.head_counts) {
     HeadCountSummary s{heads};
-    double steps = 0.0, squares = 0.0;
+    double steps = 0.0;
     for (const auto& run : r.runs) {
       if (run.heads != heads) continue;
-      s.accuracy += run.accuracy;
-      squares += run.accuracy * run.accuracy;
-      ++s.seeds;
+      s.per_seed.push_back(run.accuracy);
       if (run.steps_to_99 >= 0) {
         steps += static_cast<double>(run.steps_to_99);
         ++s.reached_99;
       }
     }
-    if (s.seeds > 0) s.accuracy /= static_cast<double>(s.seeds);
-    if (s.seeds > 1) {
-      const double n = static_cast<double>(s.seeds);
-      s.spread = std::sqrt(std::max(0.0, (squares - n * s.accuracy * s.accuracy) / (n - 1.0)));
-    }
+    s.seeds = static_cast<int64_t>(s.per_seed.size());
+    if (s.seeds > 0) s.accuracy = mean(s.per_seed);
+    s.spread = spread(s.per_seed);
     if (s.reached_99 > 0) s.steps_to_99 = steps / static_cast<double>(s.reached_99);
     out.push_back(s);
   }
   return out;
 }
 
-bool beats(const HeadCountSummary& a, const HeadCountSummary& b) {
-  return a.seeds > 1 && b.seeds > 1 && a.accuracy - b.accuracy > std::max(a.spread, b.spread);
-}
+bool beats(const HeadCountSummary& a, const HeadCountSummary& b) { return clearly_higher(a.per_seed, b.per_seed); }
 
 Reads reads(double same_weight, double mirrored_weight) {
   if (same_weight >= 2.0 * mirrored_weight) return Reads::SamePosition;
@@ -266,7 +260,8 @@ void print(const Lesson8& r) {
     }
   }
 
-  // The conclusion: a head count is named better than another only by more than the seeds' spread.
+  // The conclusion: a head count is named better than another only when it is higher on every seed
+  // and by more than the seeds' spread.
   fmt::print("\nAnswer: with the parameters and the work the same, on {} after {} steps ({} seed(s)):\n", o.task, o.steps,
              o.seeds);
   std::vector<std::string> wins;
@@ -278,11 +273,13 @@ void print(const Lesson8& r) {
   if (o.seeds < 2)
     fmt::print("one seed has no spread, so no head count is named better: run --heads-seeds 3 or more.\n");
   else if (wins.empty())
-    fmt::print("no head count learned better than another by more than the seeds' spread.\n");
+    fmt::print("no head count learned better than another on every seed and by more than the seeds' spread.\n");
   else
     for (const auto& w : wins) fmt::print("  {};\n", w);
   if (!wins.empty())
-    fmt::print("every other difference is within the seeds' spread, which says nothing either way.\n");
+    fmt::print("each higher on every seed and by more than the seeds' spread; {} seeds are still few, and\n"
+               "every other difference, which a seed reverses or the spread covers, says nothing either way.\n",
+               o.seeds);
 }
 
 }  // namespace lessons

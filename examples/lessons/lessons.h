@@ -6,6 +6,7 @@
 // program, main.cpp). The computation and its explanation live in lessonN_<topic>.cpp.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <string>
 #include <utility>
@@ -173,6 +174,7 @@ struct Lesson4 {
   std::vector<SeedRun> seed_runs;  // [0] is options.seed, the model measured in full above
   double identical_heads_weight_size = 0.0;  // the largest |weight| of in_proj_weight, for scale
   std::string indivisible_error;             // what MultiheadAttention(30, 4) says
+  int64_t own_width_parameters = 0;          // MultiheadAttention(30, 4) with head_dim 8: it builds
 };
 // What training did to heads started as copies, read from their gap at the last step:
 // exactly 0 (this kernel rounds every head alike), still at float32 rounding (below 1e-3), or
@@ -325,17 +327,18 @@ struct Lesson8 {
 };
 Lesson8 run_lesson8(const Lesson8Options& options = {});
 void print(const Lesson8& r);
-// For each head count in order: mean accuracy over the seeds and its spread (the seeds'
+// For each head count in order: the accuracy on each seed, their mean and spread (the seeds'
 // standard deviation, 0 for one seed), and the mean steps to 99% over the seeds that got there
 // (-1 if none) with how many did.
 struct HeadCountSummary {
   int64_t heads = 0;
+  std::vector<double> per_seed;  // in seed order, the same seeds for every head count
   double accuracy = 0.0, spread = 0.0, steps_to_99 = -1.0;
   int64_t reached_99 = 0, seeds = 0;
 };
 std::vector<HeadCountSummary> summarise(const Lesson8& r);
-// Whether a learned better than b by more than the seeds' scatter: the difference of the mean
-// accuracies exceeds the larger of the two spreads. Never with one seed, whose spread is unknown.
+// Whether a learned better than b: clearly_higher (measure.h) over their seeds, higher on every
+// seed and by more than the larger spread.
 bool beats(const HeadCountSummary& a, const HeadCountSummary& b);
 
 // ---- 9. "My Transformer doesn't learn": a checklist, each item measured (lesson9_checklist.cpp) --
@@ -348,9 +351,10 @@ struct Lesson9 {
   // Overfit one batch first: the small seq2seq model on one fixed copy batch, 150 steps.
   double one_batch_loss_start = 0.0, one_batch_loss_end = 0.0;
   int64_t vocab = 0;  // its output's classes: a uniform guess scores ln vocab, where a start belongs
-  // Learning rate: the same model and batches, 150 steps, the recipe (factor 1, warm-up 100)
-  // against factor 10 and no warm-up: the loss at the end.
-  double recipe_loss = 0.0, hot_loss = 0.0;
+  // Warm-up: the same model and batches, 150 steps, the recipe (warm-up 100) against its schedule
+  // with no warm-up: the loss at the end, and the learning rate at step 1 and at its largest.
+  double recipe_loss = 0.0, no_warmup_loss = 0.0;
+  std::array<double, 2> recipe_rates{}, no_warmup_rates{};
   // Gradient norms per part of the model at initialisation, one batch: (name, norm).
   std::vector<std::pair<std::string, double>> gradient_norms;
 };

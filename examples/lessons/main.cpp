@@ -7,6 +7,7 @@
 //   lesson all
 #include <CLI/CLI.hpp>
 #include <chrono>
+#include <cstdlib>
 #include <fmt/core.h>
 
 #include "common/cli.h"
@@ -31,23 +32,42 @@ int main(int argc, char** argv) {
   app.add_option("--task", lesson4.task, "lesson 4: copy, reverse, sort or mirror-sum")
       ->check(CLI::IsMember({"copy", "reverse", "sort", "mirror-sum"}));
   app.add_option("--steps", lesson4.steps, "lesson 4: training steps")->check(CLI::Range(1, 1'000'000));
-  app.add_option("--seed", lesson4.seed, "lesson 4: random seed (weights and data)");
+  app.add_option("--seed", lesson4.seed, "lesson 4: random seed (weights and data), 0 or more")
+      ->check(CLI::Validator([](std::string& s) { return s.starts_with('-') ? "a seed is 0 or more, not " + s : ""; },
+                             "SEED"));
   app.add_option("--seeds", lesson4.seeds, "lesson 4: compare identical and random starts on this many seeds")
       ->check(CLI::Range(1, 100));
   app.add_option("--heads-task", lesson8.task, "lesson 8: reverse, sort, copy or mirror-sum")
       ->check(CLI::IsMember({"copy", "reverse", "sort", "mirror-sum"}));
   app.add_option("--heads-steps", lesson8.steps, "lesson 8: training steps per model")->check(CLI::Range(1, 1'000'000));
   app.add_option("--heads-seeds", lesson8.seeds, "lesson 8: seeds per head count")->check(CLI::Range(1, 100));
-  app.add_option("--heads-symbols", lesson8.vocab, "lesson 8: number of distinct symbols (plus 3 special tokens)")
-      ->check(CLI::Range(2, 1000))
-      ->transform([](std::string s) { return std::to_string(std::stoll(s) + 3); });
-  app.add_option("--heads-d-model", lesson8.d_model, "lesson 8: d_model (divisible by every head count)")
-      ->check(CLI::Range(8, 1024));
+  int64_t symbols = lesson8.vocab - 3;  // the 3 special tokens: padding, start, end
+  app.add_option("--heads-symbols", symbols, "lesson 8: number of distinct symbols")->check(CLI::Range(2, 1000));
+  app.add_option("--heads-d-model", lesson8.d_model, "lesson 8: d_model, a multiple of 8 (every head count divides it)")
+      ->check(CLI::Range(8, 1024))
+      ->check(CLI::Validator(
+          [](std::string& s) {
+            if (std::atoll(s.c_str()) % 8 == 0) return std::string();
+            return s + " is not a multiple of 8: lesson 8 trains 1, 2, 4 and 8 heads of d_model / h columns each";
+          },
+          "a multiple of 8"));
   app.add_option("--positions-steps", lesson11.max_steps, "lesson 11: most training steps per model")
       ->check(CLI::Range(1, 1'000'000));
   app.add_option("--positions-seeds", lesson11.seeds, "lesson 11: seeds per position scheme")->check(CLI::Range(1, 100));
   app.add_option("--threads", threads, "threads for BLAS and cppgrad's loops")->check(CLI::Range(1, 256));
   CLI11_PARSE(app, argc, argv);
+  lesson8.vocab = symbols + 3;
+  // An option of one lesson given to another would be ignored without a word: refuse it.
+  const std::pair<const char*, const char*> owners[] = {
+      {"--checkpoint", "4"},   {"--seq-len", "4"},     {"--task", "4"},         {"--steps", "4"},
+      {"--seed", "4"},         {"--seeds", "4"},       {"--heads-task", "8"},   {"--heads-steps", "8"},
+      {"--heads-seeds", "8"},  {"--heads-symbols", "8"}, {"--heads-d-model", "8"}, {"--positions-steps", "11"},
+      {"--positions-seeds", "11"}};
+  for (const auto& [option, lesson] : owners)
+    if (which != "all" && which != lesson && app.get_option(option)->count() > 0) {
+      fmt::print(stderr, "lesson: {} is lesson {}'s option; lesson {} does not take it\n", option, lesson, which);
+      return 2;
+    }
   cppgrad::set_num_threads(threads);
 
   auto timed = [&](const std::string& number, auto run) {

@@ -56,4 +56,25 @@ double norm(const Tensor& t) {
   return std::sqrt(total);
 }
 
+double mean(const std::vector<double>& scores) {
+  double total = 0.0;
+  for (double v : scores) total += v;
+  return scores.empty() ? std::nan("") : total / static_cast<double>(scores.size());
+}
+
+double spread(const std::vector<double>& scores) {
+  if (scores.size() < 2) return 0.0;
+  const double m = mean(scores);
+  double squares = 0.0;
+  for (double v : scores) squares += (v - m) * (v - m);
+  return std::sqrt(squares / static_cast<double>(scores.size() - 1));
+}
+
+bool clearly_higher(const std::vector<double>& a, const std::vector<double>& b) {
+  if (a.size() < 2 || a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i)
+    if (!(a[i] > b[i])) return false;
+  return mean(a) - mean(b) > std::max(spread(a), spread(b));
+}
+
 }  // namespace lessons

@@ -1,5 +1,6 @@
 // The few measurements the lessons share: how far apart two tensors are, how alike two
-// tensors point, and whether anything in a tensor is NaN or infinite.
+// tensors point, whether anything in a tensor is NaN or infinite, and when one set of runs
+// learned better than another.
 #pragma once
 
 #include <cmath>
@@ -33,5 +34,16 @@ int64_t count_nonfinite(const cppgrad::Tensor& t);
 
 // √(Σ x²) of all elements.
 double norm(const cppgrad::Tensor& t);
+
+// The mean of the scores, and their sample standard deviation (0 for a single score): a lesson's
+// figure over seeds and its "spread".
+double mean(const std::vector<double>& scores);
+double spread(const std::vector<double>& scores);
+
+// Whether the scores a (one per seed) beat b's on the same seeds clearly: higher on every seed,
+// and the means apart by more than the larger of the two spreads. Never with one seed, whose
+// spread is unknown. A mean beyond the spread alone is not enough: on three seeds a single
+// lucky seed makes one, and which seed is lucky moves with the BLAS kernel.
+bool clearly_higher(const std::vector<double>& a, const std::vector<double>& b);
 
 }  // namespace lessons
