@@ -15,6 +15,7 @@
 #include <sstream>
 
 #include "cppgrad.h"
+#include "lessons/measure.h"
 
 namespace lessons {
 
@@ -117,11 +118,8 @@ Lesson10 run_lesson10() {
       lm.eval();
       losses.push_back(F::cross_entropy(lm.forward(held_x).reshape({-1, r.vocab}), held_y.reshape({-1})).item<double>());
     }
-    double mean = 0.0, squares = 0.0;
-    for (double l : losses) mean += l / static_cast<double>(losses.size());
-    for (double l : losses) squares += (l - mean) * (l - mean);
-    r.held_out_loss.push_back(mean);
-    r.held_out_spread.push_back(losses.size() > 1 ? std::sqrt(squares / static_cast<double>(losses.size() - 1)) : 0.0);
+    r.held_out_loss.push_back(mean(losses));
+    r.held_out_spread.push_back(spread(losses));
   }
   return r;
 }
@@ -145,25 +143,32 @@ void print(const Lesson10& r) {
              "attention (one shared head against it repeated to all {}: max |diff| {:.1e}). GQA is in between.\n\n",
              r.gqa_g_equals_h_vs_mha, r.g_equals_h_is_the_fused_layer ? "yes" : "no", r.heads, r.mqa_vs_repeated);
   fmt::print("The cost, on a task where it can show: a character-level decoder (d_model 64, {} query heads,\n"
-             "2 layers) trained {} steps on {} ({} characters; uniform guess {:.2f} nats/char):\n",
+             "2 layers) trained {} steps on {} ({} distinct characters; uniform guess {:.2f} nats/char):\n",
              r.lm_heads, r.lm_steps, r.text_path, r.vocab, r.uniform_loss);
   for (size_t i = 0; i < r.lm_kv_heads.size(); ++i)
     fmt::print("  g = {}: {:>7} parameters, held-out loss {:.3f} ± {:.3f} nats/char (mean ± spread of {} seeds)\n",
                r.lm_kv_heads[i], r.lm_parameters[i], r.held_out_loss[i], r.held_out_spread[i], r.lm_seeds);
   const size_t full = 0, fewest = r.lm_kv_heads.size() - 1;
   const double gap = r.held_out_loss[fewest] - r.held_out_loss[full];
-  const double spread = std::max(r.held_out_spread[full], r.held_out_spread[fewest]);
-  if (std::abs(gap) <= spread)
-    fmt::print("g = {} and g = {} differ by {:.3f} nats, within the seeds' spread ({:.3f}): at this size and length\n"
-               "of training, sharing keys and values cost no quality these seeds can measure.\n",
-               r.lm_kv_heads[fewest], r.lm_kv_heads[full], std::abs(gap), spread);
-  else if (gap > 0)
-    fmt::print("g = {} learned less than g = {} in the same steps: {:.3f} nats more, beyond the seeds' spread ({:.3f}).\n",
-               r.lm_kv_heads[fewest], r.lm_kv_heads[full], gap, spread);
+  const double larger_spread = std::max(r.held_out_spread[full], r.held_out_spread[fewest]);
+  // A lower loss is the better: clearly_higher (measure.h) of the losses negated.
+  auto negated = [](std::vector<double> losses) {
+    for (double& l : losses) l = -l;
+    return losses;
+  };
+  const auto full_scores = negated(r.held_out_by_seed[full]), fewest_scores = negated(r.held_out_by_seed[fewest]);
+  if (clearly_higher(full_scores, fewest_scores))
+    fmt::print("g = {} learned less than g = {} in the same steps: {:.3f} nats more, on every seed and beyond the\n"
+               "seeds' spread ({:.3f}).\n",
+               r.lm_kv_heads[fewest], r.lm_kv_heads[full], gap, larger_spread);
+  else if (clearly_higher(fewest_scores, full_scores))
+    fmt::print("g = {} did better than g = {} in the same steps: {:.3f} nats less, on every seed and beyond the\n"
+               "seeds' spread ({:.3f}); fewer parameters to fit in few steps, a gap that may turn with longer training.\n",
+               r.lm_kv_heads[fewest], r.lm_kv_heads[full], -gap, larger_spread);
   else
-    fmt::print("g = {} did better than g = {} in the same steps: {:.3f} nats less, beyond the seeds' spread ({:.3f});\n"
-               "fewer parameters to fit in few steps, a gap that may turn with longer training.\n",
-               r.lm_kv_heads[fewest], r.lm_kv_heads[full], -gap, spread);
+    fmt::print("g = {} and g = {} differ by {:.3f} nats, not on every seed and beyond the seeds' spread ({:.3f}): at\n"
+               "this size and length of training, sharing keys and values cost no quality these seeds can measure.\n",
+               r.lm_kv_heads[fewest], r.lm_kv_heads[full], std::abs(gap), larger_spread);
 }
 
 }  // namespace lessons
