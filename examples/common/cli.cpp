@@ -47,6 +47,17 @@ CLI::Validator digits_only() {
       "NON-NEGATIVE INTEGER");
 }
 
+int64_t metadata_size(const cppgrad::nn::Metadata& metadata, const std::string& key, const std::string& path) {
+  const auto found = metadata.find(key);
+  CPPGRAD_CHECK(found != metadata.end(), "{} has no '{}' in its metadata (not from seq2seq --save?)", path, key);
+  const std::string& text = found->second;
+  int64_t value = 0;
+  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+  CPPGRAD_CHECK(error == std::errc() && end == text.data() + text.size() && value >= 1,
+                "{}: its metadata's '{}' is '{}', not a size of at least 1", path, key, excerpt(text, 40));
+  return value;
+}
+
 std::string KeptOptions::key_of(const std::string& option) {
   std::string key = option.substr(option.find_first_not_of('-'));
   for (char& c : key)

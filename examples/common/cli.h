@@ -102,6 +102,9 @@ class KeptOptions {
 CLI::Validator number_in(double min, double max);
 // A CLI11 check: the option is written as digits only (an unsigned option would wrap "-1").
 CLI::Validator digits_only();
+// A model size from a checkpoint's metadata ("d_model": "32"): a cppgrad::Error naming the file
+// and the key when it is missing or not a whole number of at least 1.
+int64_t metadata_size(const cppgrad::nn::Metadata& metadata, const std::string& key, const std::string& path);
 
 // Throws cppgrad::Error naming `option` unless `path` can be written: an existing regular file
 // that opens for writing, or a new name in a writable directory. Leaves no file behind.

@@ -21,7 +21,7 @@ expect "Value abc not in range 2 to 1000" 8 --heads-symbols abc
 expect "Value 99999999999999999999 not in range 2 to 1000" 8 --heads-symbols 99999999999999999999
 expect "Value 1 not in range 2 to 1000" 8 --heads-symbols 1
 expect "30 is not a multiple of 8" 8 --heads-d-model 30
-expect "a seed is 0 or more, not -5" 4 --seed -5
+expect "-5 is not a non-negative whole number" 4 --seed -5
 expect "--steps is lesson 4's option; lesson 8 does not take it" 8 --steps 5
 expect "--positions-seeds is lesson 11's option; lesson 1 does not take it" 1 --positions-seeds 2
 expect "lesson: 0 not in" 0

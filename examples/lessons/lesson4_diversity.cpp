@@ -31,6 +31,7 @@
 #include <cmath>
 #include <functional>
 
+#include "common/cli.h"
 #include "lessons/lessons.h"
 #include "lessons/measure.h"
 #include "lessons/training.h"
@@ -155,11 +156,7 @@ Diversity measure(Seq2SeqModel& model, const Batch& held_out, Task task) {
 // A `seq2seq --save` checkpoint: the model's sizes come from its metadata and tensor shapes.
 std::shared_ptr<Seq2SeqModel> load_checkpoint(Lesson4Options& o, Task& task) {
   auto ckpt = nn::load_safetensors(o.checkpoint);
-  auto number = [&](const std::string& key) {
-    CPPGRAD_CHECK(ckpt.metadata.count(key), "lesson 4: {} has no '{}' in its metadata (not from seq2seq --save?)",
-                  o.checkpoint, key);
-    return std::stoll(ckpt.metadata.at(key));
-  };
+  auto number = [&](const std::string& key) { return examples::metadata_size(ckpt.metadata, key, o.checkpoint); };
   task = parse_task(ckpt.metadata.count("task") ? ckpt.metadata.at("task") : "copy");
   o.d_model = number("d_model");
   o.heads = number("heads");

@@ -32,9 +32,7 @@ int main(int argc, char** argv) {
   app.add_option("--task", lesson4.task, "lesson 4: copy, reverse, sort or mirror-sum")
       ->check(CLI::IsMember({"copy", "reverse", "sort", "mirror-sum"}));
   app.add_option("--steps", lesson4.steps, "lesson 4: training steps")->check(CLI::Range(1, 1'000'000));
-  app.add_option("--seed", lesson4.seed, "lesson 4: random seed (weights and data), 0 or more")
-      ->check(CLI::Validator([](std::string& s) { return s.starts_with('-') ? "a seed is 0 or more, not " + s : ""; },
-                             "SEED"));
+  app.add_option("--seed", lesson4.seed, "lesson 4: random seed (weights and data)")->check(examples::digits_only());
   app.add_option("--seeds", lesson4.seeds, "lesson 4: compare identical and random starts on this many seeds")
       ->check(CLI::Range(1, 100));
   app.add_option("--heads-task", lesson8.task, "lesson 8: reverse, sort, copy or mirror-sum")
