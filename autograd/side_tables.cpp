@@ -38,19 +38,16 @@ class SideTable {
   std::atomic<size_t> size_{0};
 };
 
-// Never destroyed: nodes may still die while the program exits.
-SideTable<autocast::State>& autocast_states() {
-  static auto* table = new SideTable<autocast::State>;
-  return *table;
+// The table of T's, one per type: the autocast state a node was recorded under, the slice a node
+// took, the rows it selected. Never destroyed: nodes may still die while the program exits.
+template <class T>
+SideTable<T>& table() {
+  static auto* instance = new SideTable<T>;
+  return *instance;
 }
-SideTable<SliceOf>& slices() {
-  static auto* table = new SideTable<SliceOf>;
-  return *table;
-}
-SideTable<RowsOf>& selected_rows() {
-  static auto* table = new SideTable<RowsOf>;
-  return *table;
-}
+auto& autocast_states() { return table<autocast::State>(); }
+auto& slices() { return table<SliceOf>(); }
+auto& selected_rows() { return table<RowsOf>(); }
 
 }  // namespace
 
