@@ -44,13 +44,13 @@ void fill_(const Tensor& t, double value);
 #define CPPGRAD_ROW_ENUM(name, Enum, ...) Enum,
 #define CPPGRAD_ROW_NAME(name, ...) #name,
 enum class Unary { CPPGRAD_UNARY_OPS(CPPGRAD_ROW_ENUM) };
-inline const char* unary_name(Unary op) { return std::array{CPPGRAD_UNARY_OPS(CPPGRAD_ROW_NAME)}[size_t(op)]; }
+inline const char* unary_name(Unary op) { return std::array{CPPGRAD_UNARY_OPS(CPPGRAD_ROW_NAME)}.at(size_t(op)); }
 Tensor unary(Unary op, const Tensor& t);
 Tensor pow(const Tensor& t, double exponent);
 
 // One enumerator per row of CPPGRAD_BINARY_OPS: Binary::Add, ..., Binary::Minimum.
 enum class Binary { CPPGRAD_BINARY_OPS(CPPGRAD_ROW_ENUM) };
-inline const char* binary_name(Binary op) { return std::array{CPPGRAD_BINARY_OPS(CPPGRAD_ROW_NAME)}[size_t(op)]; }
+inline const char* binary_name(Binary op) { return std::array{CPPGRAD_BINARY_OPS(CPPGRAD_ROW_NAME)}.at(size_t(op)); }
 Tensor binary(Binary op, const Tensor& a, const Tensor& b);
 // In place: a = a (op) b, with b broadcast to a's shape; a keeps its dtype.
 void binary_(Binary op, const Tensor& a, const Tensor& b);
@@ -62,7 +62,7 @@ Tensor unary_backward_fast(Unary op, const Tensor& grad, const Tensor& saved);
 
 // One enumerator per row of CPPGRAD_COMPARE_OPS: Compare::Eq, ..., Compare::Ge.
 enum class Compare { CPPGRAD_COMPARE_OPS(CPPGRAD_ROW_ENUM) };
-inline const char* compare_name(Compare op) { return std::array{CPPGRAD_COMPARE_OPS(CPPGRAD_ROW_NAME)}[size_t(op)]; }
+inline const char* compare_name(Compare op) { return std::array{CPPGRAD_COMPARE_OPS(CPPGRAD_ROW_NAME)}.at(size_t(op)); }
 Tensor compare(Compare op, const Tensor& a, const Tensor& b);  // bool
 Tensor logical_not(const Tensor& t);
 
@@ -74,7 +74,7 @@ void masked_fill_(const Tensor& t, const Tensor& mask, double value);
 // One enumerator per row of CPPGRAD_REDUCTION_OPS (tensor/reduction_table.h): Reduction::Sum, ...
 enum class Reduction { CPPGRAD_REDUCTION_OPS(CPPGRAD_ROW_ENUM) };
 inline const char* reduction_name(Reduction op) {
-  return std::array{CPPGRAD_REDUCTION_OPS(CPPGRAD_ROW_NAME)}[size_t(op)];
+  return std::array{CPPGRAD_REDUCTION_OPS(CPPGRAD_ROW_NAME)}.at(size_t(op));
 }
 #undef CPPGRAD_ROW_NAME
 #undef CPPGRAD_ROW_ENUM

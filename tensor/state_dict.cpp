@@ -51,8 +51,11 @@ bool Bounds::contains(double v) const {
 
 std::string Bounds::str() const {
   constexpr double kLargest = std::numeric_limits<double>::max();
-  if (min <= -kLargest) return std::isinf(min) || std::isinf(max) ? "a number" : "finite";
-  return fmt::format("{} {}", min_open ? ">" : ">=", min);
+  const bool no_min = min <= -kLargest, no_max = max >= kLargest;
+  if (no_min && no_max) return std::isinf(min) || std::isinf(max) ? "a number" : "finite";
+  if (no_max) return fmt::format("{} {}", min_open ? ">" : ">=", min);
+  if (no_min) return fmt::format("<= {}", max);
+  return fmt::format("in {}{}, {}]", min_open ? "(" : "[", min, max);
 }
 
 StateReader::StateReader(const NamedTensors& state, std::string owner) : state_(state), owner_(std::move(owner)) {}

@@ -48,7 +48,7 @@ struct Bounds {
   static Bounds above(double v) { return {v, std::numeric_limits<double>::max(), true}; }
 
   bool contains(double v) const;
-  std::string str() const;  // ">= 0", "> 0", "finite"
+  std::string str() const;  // ">= 0", "> 0", "in [0, 1]", "finite"
 };
 
 // The flat index (row-major) of the first NaN or infinity in `t`, or -1 when every element is

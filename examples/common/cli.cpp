@@ -21,6 +21,18 @@ using cppgrad::excerpt;
 
 namespace examples {
 
+std::optional<int> parse_options(CLI::App& app, int argc, char** argv, const std::string& program,
+                                 bool print_help) {
+  try {
+    app.parse(argc, argv);
+    return std::nullopt;
+  } catch (const CLI::ParseError& e) {
+    if (e.get_exit_code() == 0) return print_help ? app.exit(e) : 0;  // --help
+    fmt::print(stderr, "{}: {}\n", program, excerpt(e.what(), 400));
+    return kExitRefused;
+  }
+}
+
 CLI::Validator number_in(double min, double max) {
   return CLI::Validator(
       [min, max](const std::string& text) -> std::string {
@@ -47,14 +59,16 @@ CLI::Validator digits_only() {
       "NON-NEGATIVE INTEGER");
 }
 
-int64_t metadata_size(const cppgrad::nn::Metadata& metadata, const std::string& key, const std::string& path) {
+int64_t metadata_count(const cppgrad::nn::Metadata& metadata, const std::string& key, const std::string& where,
+                       const std::string& writer, int64_t least) {
   const auto found = metadata.find(key);
-  CPPGRAD_CHECK(found != metadata.end(), "{} has no '{}' in its metadata (not from seq2seq --save?)", path, key);
+  CPPGRAD_CHECK(found != metadata.end(), "{} has no '{}' in its metadata (not written by {}?)", where, key, writer);
   const std::string& text = found->second;
   int64_t value = 0;
   const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
-  CPPGRAD_CHECK(error == std::errc() && end == text.data() + text.size() && value >= 1,
-                "{}: its metadata's '{}' is '{}', not a size of at least 1", path, key, excerpt(text, 40));
+  CPPGRAD_CHECK(error == std::errc() && end == text.data() + text.size() && value >= least,
+                "{} has '{}' = '{}' in its metadata, not a whole number of at least {}", where, key,
+                excerpt(text, 40), least);
   return value;
 }
 

@@ -98,13 +98,21 @@ class KeptOptions {
   std::vector<Kept> kept_;
 };
 
+// Parses the command line. Returns the exit code when the program must end now: 0 after --help
+// (printed when print_help), kExitRefused after a refused option, with one line on stderr naming
+// the program ("lesson: --steps: Value 0 not in range 1 to 1000000"), as for any refusal.
+std::optional<int> parse_options(CLI::App& app, int argc, char** argv, const std::string& program,
+                                 bool print_help = true);
+
 // A CLI11 check: the option is a number in [min, max] (NaN and inf are refused).
 CLI::Validator number_in(double min, double max);
 // A CLI11 check: the option is written as digits only (an unsigned option would wrap "-1").
 CLI::Validator digits_only();
-// A model size from a checkpoint's metadata ("d_model": "32"): a cppgrad::Error naming the file
-// and the key when it is missing or not a whole number of at least 1.
-int64_t metadata_size(const cppgrad::nn::Metadata& metadata, const std::string& key, const std::string& path);
+// A whole number of at least `least` from a checkpoint's metadata ("d_model": "32"): a
+// cppgrad::Error naming the checkpoint (`where`), the key and the text when it is missing or not
+// one; `writer` names the program whose checkpoints have it ("seq2seq --save").
+int64_t metadata_count(const cppgrad::nn::Metadata& metadata, const std::string& key, const std::string& where,
+                       const std::string& writer, int64_t least = 0);
 
 // Throws cppgrad::Error naming `option` unless `path` can be written: an existing regular file
 // that opens for writing, or a new name in a writable directory. Leaves no file behind.

@@ -163,18 +163,18 @@ TEST_CASE("checkpoint: a file of another format is refused, naming both formats 
 TEST_CASE("checkpoint: a model size in the metadata is a whole number of at least 1, or refused by name") {
   auto read = [](const std::map<std::string, std::string>& metadata) {
     try {
-      return std::to_string(examples::metadata_size(metadata, "d_model", "run.safetensors"));
+      return std::to_string(examples::metadata_count(metadata, "d_model", "run.safetensors", "seq2seq --save", 1));
     } catch (const Error& e) {
       return std::string(e.what());
     }
   };
   CHECK(read({{"d_model", "32"}}) == "32");
-  CHECK(read({}) == "run.safetensors has no 'd_model' in its metadata (not from seq2seq --save?)");
+  CHECK(read({}) == "run.safetensors has no 'd_model' in its metadata (not written by seq2seq --save?)");
   // Each was an uncaught std::stoll exception ("stoll"), an accepted prefix or a size of 0 before.
   for (const std::string garbled : {"abc", "32abc", "0", "-4", "", "99999999999999999999"}) {
     CAPTURE(garbled);
     CHECK(read({{"d_model", garbled}}) ==
-          "run.safetensors: its metadata's 'd_model' is '" + garbled + "', not a size of at least 1");
+          "run.safetensors has 'd_model' = '" + garbled + "' in its metadata, not a whole number of at least 1");
   }
 }
 

@@ -55,19 +55,12 @@ void apply_preset(const CLI::App& app, Options& o) {
 
 std::string metadata_at(const Checkpoint& c, const std::string& key) {
   auto it = c.metadata.find(key);
-  CPPGRAD_CHECK(it != c.metadata.end(), "--resume: the checkpoint has no '{}' in its metadata: not written by gpt", key);
+  CPPGRAD_CHECK(it != c.metadata.end(), "--resume: the checkpoint has no '{}' in its metadata (not written by gpt?)", key);
   return it->second;
 }
 
 int64_t metadata_int(const Checkpoint& c, const std::string& key) {
-  const std::string text = metadata_at(c, key);
-  try {
-    size_t used = 0;
-    const int64_t value = std::stoll(text, &used);
-    if (used == text.size() && value >= 0) return value;
-  } catch (const std::exception&) {
-  }
-  throw Error(fmt::format("--resume: the checkpoint's {} is '{}', not a count", key, excerpt(text)));
+  return examples::metadata_count(c.metadata, key, "--resume: the checkpoint", "gpt");
 }
 
 // A constant of the model kept in the metadata (norm_eps, rope_theta), in the range a

@@ -166,9 +166,11 @@ void print(const Lesson10& r) {
                "seeds' spread ({:.3f}); fewer parameters to fit in few steps, a gap that may turn with longer training.\n",
                r.lm_kv_heads[fewest], r.lm_kv_heads[full], -gap, larger_spread);
   else
-    fmt::print("g = {} and g = {} differ by {:.3f} nats, not on every seed and beyond the seeds' spread ({:.3f}): at\n"
-               "this size and length of training, sharing keys and values cost no quality these seeds can measure.\n",
-               r.lm_kv_heads[fewest], r.lm_kv_heads[full], std::abs(gap), larger_spread);
+    fmt::print("g = {} and g = {} differ by {:.3f} nats, {} the seeds' spread ({:.3f}){}: at this size and length\n"
+               "of training, sharing keys and values cost no quality these seeds can measure.\n",
+               r.lm_kv_heads[fewest], r.lm_kv_heads[full], std::abs(gap),
+               std::abs(gap) > larger_spread ? "beyond" : "within", larger_spread,
+               std::abs(gap) > larger_spread ? " but not the same way on every seed" : "");
 }
 
 }  // namespace lessons

@@ -260,7 +260,7 @@ void print(const Lesson11& r) {
   if (mean_steps[rotary] > mean_steps[fastest])
     fmt::print("   Rotary positions are relative: reversing needs the absolute position (token i goes to n - 1 - i),\n"
                "   which a RoPE encoder must infer from where the sequence ends; the added schemes hand it over.\n");
-  fmt::print("   (One seed decides little: `lesson 11 --positions-seeds 5` runs more.)\n");
+  if (o.seeds == 1) fmt::print("   (One seed decides little: `lesson 11 --positions-seeds 5` runs more.)\n");
 }
 
 }  // namespace lessons

@@ -156,7 +156,9 @@ Diversity measure(Seq2SeqModel& model, const Batch& held_out, Task task) {
 // A `seq2seq --save` checkpoint: the model's sizes come from its metadata and tensor shapes.
 std::shared_ptr<Seq2SeqModel> load_checkpoint(Lesson4Options& o, Task& task) {
   auto ckpt = nn::load_safetensors(o.checkpoint);
-  auto number = [&](const std::string& key) { return examples::metadata_size(ckpt.metadata, key, o.checkpoint); };
+  auto number = [&](const std::string& key) {
+    return examples::metadata_count(ckpt.metadata, key, o.checkpoint, "seq2seq --save", 1);
+  };
   task = parse_task(ckpt.metadata.count("task") ? ckpt.metadata.at("task") : "copy");
   o.d_model = number("d_model");
   o.heads = number("heads");
@@ -503,12 +505,15 @@ void print(const Lesson4& r) {
   else if (clearly_higher(identical, random))
     fmt::print("Identical heads learned {} better, on every seed and by more than the seeds' spread: {:.1f}% against\n"
                "{:.1f}% from random ones ({}).\n", o.task, identical_mean, random_mean, counts);
+  else if (random.size() < 2)
+    fmt::print("On {} at {} steps one seed has no spread, so neither start is named better: {:.1f}% from random\n"
+               "heads, {:.1f}% from identical ones.\n", o.task, o.steps, random_mean, identical_mean);
   else
-    fmt::print("On {} at {} steps neither start learned better on every seed and by more than the seeds' spread:\n"
+    fmt::print("On {} at {} steps neither start learned better both on every seed and beyond the seeds' spread:\n"
                "{:.1f}% from random heads, {:.1f}% from identical ones ({}).\n", o.task, o.steps, random_mean,
                identical_mean, counts);
   fmt::print("(Float32 accuracies, which move with the kernel and the threads{}.)\n",
-             r.seed_runs.size() < 2 ? "; one seed has no spread and names no winner: try --seeds 4" : "");
+             r.seed_runs.size() < 2 ? "; try --seeds 4" : "");
 }
 
 Symmetry symmetry_of(const std::vector<Lesson4::Apart>& apart) {

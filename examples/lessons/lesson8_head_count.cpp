@@ -199,10 +199,10 @@ void print(const Lesson8& r) {
   for (int64_t heads : o.head_counts) {
     fmt::print("     {} head(s)", heads);
     for (size_t i = stride - 1; i < steps_measured.size(); i += stride) {
-      double mean = 0.0;
+      std::vector<double> at_step;
       for (const auto& run : r.runs)
-        if (run.heads == heads) mean += run.accuracy_at[i].second / static_cast<double>(o.seeds);
-      fmt::print("{:>6.1f}%", mean);
+        if (run.heads == heads) at_step.push_back(run.accuracy_at[i].second);
+      fmt::print("{:>6.1f}%", mean(at_step));
     }
     fmt::print("\n");
   }
@@ -273,7 +273,7 @@ void print(const Lesson8& r) {
   if (o.seeds < 2)
     fmt::print("one seed has no spread, so no head count is named better: run --heads-seeds 3 or more.\n");
   else if (wins.empty())
-    fmt::print("no head count learned better than another on every seed and by more than the seeds' spread.\n");
+    fmt::print("no head count learned better than another both on every seed and beyond the seeds' spread.\n");
   else
     for (const auto& w : wins) fmt::print("  {};\n", w);
   if (!wins.empty())

@@ -180,9 +180,9 @@ void print(const Lesson9& r) {
              r.no_warmup_loss, r.no_warmup_rates[0], r.no_warmup_rates[1]);
   fmt::print("   Without the warm-up the rate starts {:.0f} times as high, its peak {:.0f} times the recipe's, and\n",
              r.no_warmup_rates[0] / r.recipe_rates[0], r.no_warmup_rates[1] / r.recipe_rates[1]);
-  fmt::print("   from step 100 on the two are the same: {}\n",
+  fmt::print("   from step 100 on the two are the same. The loss: {}\n",
              r.no_warmup_loss > 2.0 * r.recipe_loss
-                 ? "worse: the harm is done in the first steps,\n   which Adam takes as large as the rate allows."
+                 ? "worse, so the harm is done in the first steps,\n   which Adam takes as large as the rate allows."
                  : "no worse here.");
 
   fmt::print("\n5. Gradient norms by part of the model, at initialisation, one batch:\n");

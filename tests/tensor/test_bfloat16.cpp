@@ -81,6 +81,27 @@ TEST_CASE("bfloat16: the dtype's name, size, promotion and floating-ness") {
   CHECK(promote(kBFloat16, kFloat64) == kFloat64);
 }
 
+TEST_CASE("dtype: every dtype's name, size and promotion rank, and a number no dtype has") {
+  // The table in tensor/dtype.h is in the enum's order: a row out of place shows here.
+  CHECK(dtype_name(kFloat32) == "float32");
+  CHECK(dtype_size(kFloat32) == sizeof(float));
+  CHECK(dtype_name(kFloat64) == "float64");
+  CHECK(dtype_size(kFloat64) == sizeof(double));
+  CHECK(dtype_name(kInt64) == "int64");
+  CHECK(dtype_size(kInt64) == sizeof(int64_t));
+  CHECK(dtype_name(kBool) == "bool");
+  CHECK(dtype_size(kBool) == sizeof(bool));
+  CHECK(dtype_size(kBFloat16) == sizeof(bfloat16));
+  CHECK(promotion_rank(kBool) < promotion_rank(kInt64));
+  CHECK(promotion_rank(kInt64) < promotion_rank(kBFloat16));
+  CHECK(promotion_rank(kBFloat16) < promotion_rank(kFloat32));
+  CHECK(promotion_rank(kFloat32) < promotion_rank(kFloat64));
+  // A DType made from a file's number (distributed/zero.cpp reads one) may be none of them.
+  const auto stray = static_cast<DType>(5);
+  CHECK(dtype_name(stray) == "?");
+  CHECK(dtype_size(stray) == 0);
+}
+
 TEST_CASE("bfloat16: Tensor::to rounds every element, and back to float32 is exact") {
   Generator gen(7);
   Tensor x = randn({3, 50}, kFloat32, gen) * 100.0;
