@@ -36,6 +36,10 @@ bool write_picture(const std::string& dir, const std::string& stem, const std::s
 
 int main(int argc, char** argv) {
   const std::string dir = argc > 1 ? argv[1] : ".";
+  if (argc > 2 || dir.empty()) {  // "" would put the pictures in /
+    fmt::print(stderr, "usage: graph_picture [DIR], the folder the pictures go to (. by default)\n");
+    return 2;
+  }
   manual_seed(0);
 
   // A two-layer MLP and its mean squared error.

@@ -27,14 +27,9 @@ std::string name_in_job(const std::string& program) {
 }
 
 std::optional<int> parse_command_line(CLI::App& app, int argc, char** argv, const std::string& program) {
-  try {
-    app.parse(argc, argv);
-    return std::nullopt;
-  } catch (const CLI::ParseError& e) {
-    if (e.get_exit_code() == 0) return distributed::rank() == 0 ? app.exit(e) : 0;  // --help
-    fmt::print(stderr, "{}: {}\n", name_in_job(program), excerpt(e.what(), 400));
-    return exit_job(kExitRefused);
-  }
+  const auto code = parse_options(app, argc, argv, name_in_job(program), distributed::rank() == 0);
+  if (code && *code != 0) return exit_job(*code);
+  return code;
 }
 
 int run_program(const std::string& program, const std::string& smaller, const std::function<int()>& body) {

@@ -47,7 +47,7 @@ int main(int argc, char** argv) {
   app.add_option("--seed", o.seed, "random seed (weights, data)")->check(examples::digits_only())->capture_default_str();
   app.add_option("--out", o.out, "the HTML page to write")->capture_default_str();
   app.add_option("--numbers", o.numbers, "also write the page's numbers (every head's weights) as JSON here");
-  CLI11_PARSE(app, argc, argv);
+  if (auto code = examples::parse_options(app, argc, argv, "explorer")) return *code;
   return examples::run_main("explorer", [&] {
     // An option the chosen model does not read is refused, never ignored.
     auto only_for = [&](const std::string& option, std::initializer_list<std::string> models, const std::string& why) {

@@ -9,25 +9,29 @@
 using namespace cppgrad;
 namespace F = cppgrad::nn::functional;
 
-// One NaN or infinity in the data trains the whole model on nonsense (NaN weights, a loss of nan):
-// refused at load, naming the file and the row, as a PyTorch script would with torch.isfinite.
-void require_finite(const Tensor& rows, const std::string& file) {
+// Rows of features: 2-D, at least one row, every number finite. One NaN or infinity trains the
+// whole model on nonsense (NaN weights, a loss of nan), and so do no rows at all: refused at load,
+// naming the file, as a PyTorch script would check its arrays (torch.isfinite).
+void require_rows(const Tensor& rows, const std::string& file) {
+  if (rows.dim() != 2 || rows.size(0) == 0)
+    throw Error(fmt::format("{}: shape {}, where (samples, features) with at least one sample is expected", file,
+                            shape_str(rows.shape())));
   const int64_t at = first_non_finite(rows);
   if (at < 0) return;
-  const int64_t row_size = rows.numel() / rows.size(0);
   throw Error(fmt::format("{}: row {} (column {}) is not a finite number: data with a NaN or an infinity "
                           "would train the model on nonsense",
-                          file, at / row_size, at % row_size));
+                          file, at / rows.size(1), at % rows.size(1)));
 }
 
 int main(int argc, char** argv) try {
   const std::string dir = argc > 1 ? argv[1] : ".";
+  if (argc > 2 || dir.empty()) throw Error("usage: from_numpy [DIR], the folder of x.npy and y.npy (. by default)");
   Tensor x = data::load_npy(dir + "/x.npy");  // (512, 2) float32
   fmt::print("x.npy: {} {}\n", shape_str(x.shape()), dtype_name(x.dtype()));
   Tensor y = data::load_npy(dir + "/y.npy");  // (512, 1) float32
   fmt::print("y.npy: {} {}\n", shape_str(y.shape()), dtype_name(y.dtype()));
-  require_finite(x, dir + "/x.npy");
-  require_finite(y, dir + "/y.npy");
+  require_rows(x, dir + "/x.npy");
+  require_rows(y, dir + "/y.npy");
   auto dataset = std::make_shared<data::TensorDataset>(data::NamedTensors{{"x", x}, {"y", y}});
   data::DataLoader loader(dataset, data::DataLoaderOptions(32).shuffle(true).seed(0));
 

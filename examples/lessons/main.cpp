@@ -7,13 +7,13 @@
 //   lesson all
 #include <CLI/CLI.hpp>
 #include <chrono>
-#include <cstdlib>
 #include <fmt/core.h>
 
 #include "common/cli.h"
 #include "lessons/lessons.h"
 #include "lessons/lesson10_sharing.h"
 #include "lessons/lesson11_positions.h"
+#include "seq2seq/tasks.h"
 
 int main(int argc, char** argv) {
   std::string which = "all";
@@ -22,7 +22,7 @@ int main(int argc, char** argv) {
   lessons::Lesson11Options lesson11;
   int threads = 1;
   CLI::App app{"The attention lessons: each answers one learner's question with numbers (see README.md)."};
-  app.add_option("lesson", which, "1 to 11, or all")
+  app.add_option("number", which, "the lesson: 1 to 11, or all")
       ->check(CLI::IsMember({"1", "2", "3", "4", "5", "6", "7", "8", "9", "10", "11", "all"}));
   app.add_option("--checkpoint", lesson4.checkpoint,
                  "lesson 4: a seq2seq --save checkpoint to use as the trained model")
@@ -39,13 +39,14 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"copy", "reverse", "sort", "mirror-sum"}));
   app.add_option("--heads-steps", lesson8.steps, "lesson 8: training steps per model")->check(CLI::Range(1, 1'000'000));
   app.add_option("--heads-seeds", lesson8.seeds, "lesson 8: seeds per head count")->check(CLI::Range(1, 100));
-  int64_t symbols = lesson8.vocab - 3;  // the 3 special tokens: padding, start, end
+  int64_t symbols = lesson8.vocab - seq2seq::FIRST_SYMBOL;  // less the special tokens: padding, start, end
   app.add_option("--heads-symbols", symbols, "lesson 8: number of distinct symbols")->check(CLI::Range(2, 1000));
   app.add_option("--heads-d-model", lesson8.d_model, "lesson 8: d_model, a multiple of 8 (every head count divides it)")
       ->check(CLI::Range(8, 1024))
       ->check(CLI::Validator(
           [](std::string& s) {
-            if (std::atoll(s.c_str()) % 8 == 0) return std::string();
+            int64_t d_model = 0;
+            if (CLI::detail::lexical_cast(s, d_model) && d_model % 8 == 0) return std::string();
             return s + " is not a multiple of 8: lesson 8 trains 1, 2, 4 and 8 heads of d_model / h columns each";
           },
           "a multiple of 8"));
@@ -53,8 +54,8 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 1'000'000));
   app.add_option("--positions-seeds", lesson11.seeds, "lesson 11: seeds per position scheme")->check(CLI::Range(1, 100));
   app.add_option("--threads", threads, "threads for BLAS and cppgrad's loops")->check(CLI::Range(1, 256));
-  CLI11_PARSE(app, argc, argv);
-  lesson8.vocab = symbols + 3;
+  if (auto code = examples::parse_options(app, argc, argv, "lesson")) return *code;
+  lesson8.vocab = seq2seq::FIRST_SYMBOL + symbols;
   // An option of one lesson given to another would be ignored without a word: refuse it.
   const std::pair<const char*, const char*> owners[] = {
       {"--checkpoint", "4"},   {"--seq-len", "4"},     {"--task", "4"},         {"--steps", "4"},
@@ -64,7 +65,7 @@ int main(int argc, char** argv) {
   for (const auto& [option, lesson] : owners)
     if (which != "all" && which != lesson && app.get_option(option)->count() > 0) {
       fmt::print(stderr, "lesson: {} is lesson {}'s option; lesson {} does not take it\n", option, lesson, which);
-      return 2;
+      return examples::kExitRefused;
     }
   cppgrad::set_num_threads(threads);
 

@@ -282,7 +282,7 @@ std::vector<Case> example_cases() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 2) {
+  if (argc != 2 || argv[1][0] == '\0') {  // "" would put the files in /
     std::fprintf(stderr, "usage: onnx_export_cases DIR\n");
     return 2;
   }
