@@ -36,6 +36,9 @@ case "$what" in
     refused "the rope model reverses 8 digits" --model rope --text 123
     refused "symbol 12 in --text is past the model's last, 9" --model seq2seq --text "3 12"
     refused "--text holds 31 symbols; seq2seq reads 1 to 30" --model seq2seq --text "1234567890123456789012345678901"
+    # ...and the 30 it allows are read: the decoding stays within the decoder's 32 positions.
+    "$explorer" --model seq2seq --steps 2 --text "123456789012345678901234567890" --out longest.html >out.txt 2>err.txt ||
+      { echo "FAILED: explorer --text of 30 symbols, the most the refusal above allows: $(cat err.txt)"; exit 1; }
     refused "--kv-heads 3 must divide --heads 8" --model gqa --kv-heads 3
     refused "--kv-heads is not read by --model gpt" --model gpt --kv-heads 2
     refused "--steps is the checkpoint's" --model seq2seq --checkpoint "$0" --steps 10

@@ -180,7 +180,9 @@ Exploration explore_seq2seq(const Options& o) {
   std::vector<int64_t> src = source_symbols(o.text, vocab, model->config.max_len);
   const auto S = static_cast<int64_t>(src.size());
   Tensor src_t = tensor(src, Shape{1, S}), src_pad = zeros({1, S}, kBool);
-  Tensor decoded = model->greedy_decode(src_t, src_pad, S + 2);
+  // Two tokens past the source's length, but no more than the decoder's positions hold with the
+  // start token before them.
+  Tensor decoded = model->greedy_decode(src_t, src_pad, std::min(S + 2, model->config.max_len - 1));
   std::vector<int64_t> tgt_in = {BOS};
   for (int64_t t = 0; t < decoded.size(1) && decoded.at<int64_t>({0, t}) != EOS; ++t)
     tgt_in.push_back(decoded.at<int64_t>({0, t}));
