@@ -118,6 +118,9 @@ std::string newest_checkpoint(const std::string& resume, const CheckpointOptions
   std::error_code ignored;  // a path that cannot be read as a directory is a file for the loader to judge
   if (!latest && !fs::is_directory(resume, ignored)) return resume;
   const std::string dir = latest ? c.save_dir : resume;
+  // A --save-dir not made yet is a first run; one that is a file is a mistake to say, not to start over on.
+  CPPGRAD_CHECK(!latest || !fs::exists(dir, ignored) || fs::is_directory(dir, ignored),
+                "--resume latest: --save-dir '{}' is not a directory", excerpt(dir));
   // Rank 0's answer on every rank: all must load the same checkpoint.
   int64_t newest = -1;
   if (distributed::rank() == 0) {

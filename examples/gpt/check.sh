@@ -157,6 +157,17 @@ PY
     gzip -c "$data" | head -c 300 > cut.gz   # a gzip stream that stops short
     expect_usage_error "not a readable gzip file" --data cut.gz
     expect_usage_error "--gpt2-vocab" "${tiny[@]}" --gpt2-vocab .   # no encoder.json here
+    expect_usage_error "--gpt2-vocab is GPT-2's tokenizer: --tokenizer char asks for another" \
+      "${tiny[@]}" --gpt2-vocab . --tokenizer char   # was overridden without a word
+    touch not_a_dir
+    expect_usage_error "--save-dir 'not_a_dir' is not a directory" "${tiny[@]}" --resume latest --save-dir not_a_dir
+    # A resumed run's first line names the checkpoint's size, not --size's default (small): the
+    # preset its sizes are, or custom (run.safetensors is tiny with d_model 32 and T 32).
+    "$gpt" --data "$data" --threads 1 --steps 6 --resume run.safetensors --sample-len 0 > resumed.log
+    grep -q "gpt2 custom · " resumed.log || fail "a resumed custom run names a size: $(grep -m1 parameters resumed.log)"
+    "$gpt" --data "$data" --threads 1 --bpe-vocab 320 --size tiny --steps 1 --save tiny.safetensors --sample-len 0 > tiny.log
+    "$gpt" --data "$data" --threads 1 --steps 2 --resume tiny.safetensors --sample-len 0 > resumed.log
+    grep -q "gpt2 tiny · " resumed.log || fail "a resumed tiny run names another size: $(grep -m1 parameters resumed.log)"
     expect_usage_error "--save" "${tiny[@]}" --save /nonexistent-dir/run.safetensors
     expect_usage_error "memory\|GB" --data "$data" --d-model 65536 --ff 1048576 --heads 1 --layers 100
     ;;

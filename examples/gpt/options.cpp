@@ -274,11 +274,19 @@ void init_from(LanguageModel& model, const HFCheckpoint& file, bool say) {
   if (say) fmt::print("weights from {} ({} under Hugging Face's names)\n", file.path, arch_name(model.config.arch));
 }
 
+// --gpt2-vocab is the gpt2 tokenizer: another given with it is refused, not overridden.
+void take_gpt2_vocab(const CLI::App& app, Options& o) {
+  if (o.gpt2_vocab.empty()) return;
+  CPPGRAD_CHECK(app.count("--tokenizer") == 0, "--gpt2-vocab is GPT-2's tokenizer: --tokenizer {} asks for another",
+                o.tokenizer);
+  o.tokenizer = "gpt2";
+}
+
 int64_t finish_options(const CLI::App& app, Options& o, const Checkpoint* resumed, const HFCheckpoint* pretrained) {
   const bool size_given = app.count("--size") > 0;
   if (pretrained) {
     take_pretrained(app, o, *pretrained);
-    if (!o.gpt2_vocab.empty()) o.tokenizer = "gpt2";
+    take_gpt2_vocab(app, o);
     if (o.decay_steps == 0) o.decay_steps = std::max<int64_t>(o.steps, 1);
     if (app.count("--warmup") == 0) o.warmup = std::min<int64_t>(o.warmup, o.decay_steps / 10);
   } else if (resumed) {
@@ -299,6 +307,14 @@ int64_t finish_options(const CLI::App& app, Options& o, const Checkpoint* resume
       o.model.*s.field = saved;
     }
     o.window = window;
+    // The size the run's first line names: the preset whose sizes the checkpoint has, if one.
+    if (!size_given) {
+      o.size = "custom";
+      for (const auto& p : kSizes)
+        if (o.model.layers == p.layers && o.model.d_model == p.d_model && o.model.heads == p.heads &&
+            o.model.ff == p.ff && window == p.seq_len)
+          o.size = p.name;
+    }
     o.model.vocab = metadata_int(*resumed, "vocab");  // a pretrained model's (--init-from), or the tokenizer's
     o.model.norm_eps = metadata_number(*resumed, kNormEpsRange);
     o.model.rope_theta = metadata_number(*resumed, kRopeThetaRange);
@@ -318,7 +334,7 @@ int64_t finish_options(const CLI::App& app, Options& o, const Checkpoint* resume
   } else {
     apply_preset(app, o);
     o.window = o.model.seq_len;
-    if (!o.gpt2_vocab.empty()) o.tokenizer = "gpt2";
+    take_gpt2_vocab(app, o);
     if (o.decay_steps == 0) o.decay_steps = std::max<int64_t>(o.steps, 1);
     if (app.count("--warmup") == 0) o.warmup = std::min<int64_t>(o.warmup, o.decay_steps / 10);  // short runs
   }
@@ -491,7 +507,8 @@ void check_vocabularies_agree(const Options& o, const Tokenizer& tokenizer) {
   throw Error(fmt::format("{}: the {} tokenizer has {} tokens and {} has a vocabulary of {}: a token id is a "
                           "row of its embedding, so the two must be the same size (give the model's own tokenizer{})",
                           option, tokenizer.kind, tokens, model, rows,
-                          o.tokenizer == "bpe" && o.resume.empty() ? fmt::format(", or --bpe-vocab {}", rows) : ""));
+                          o.tokenizer == "bpe" && o.resume.empty() && rows >= 256 ? fmt::format(", or --bpe-vocab {}", rows)
+                                                                                   : ""));
 }
 
 void choose_checkpoint_to_resume(Options& o, bool lead) {
