@@ -41,13 +41,15 @@ void add_options(CLI::App& app, Options& o) {
   app.add_option("--seed", o.seed, "random seed (weights, windows, dropout, sampling)")->check(examples::digits_only());
   app.add_option("--threads", o.threads, "threads for BLAS and cppgrad's loops (default: all cores)")
       ->check(CLI::Range(1, 256));
-  app.add_option("--save", o.save, "write a checkpoint (model, optimizer, schedule, step, RNG, vocabulary) at the end");
+  app.add_option("--save", o.save, "write a checkpoint (model, optimizer, schedule, step, RNG, vocabulary) at the end")
+      ->check(examples::names_a_path());
   app.add_option("--resume", o.resume, "continue from a checkpoint written by --save, or by --save-every: latest (the newest in --save-dir; none yet: a new run) or a directory (its newest)")
+      ->check(examples::names_a_path())
       ->check(examples::resume_target());
   examples::add_checkpoint_options(app, o.checkpoints);
   app.add_option("--eval-every", o.eval_every, "steps between held-out evaluations")
       ->check(CLI::Range(1, 100'000'000));
-  app.add_option("--plot", o.plot, "write the train and held-out loss curves as SVG");
+  app.add_option("--plot", o.plot, "write the train and held-out loss curves as SVG")->check(examples::names_a_path());
   examples::add_trace_option(app, o.trace);
   examples::add_log_dir_option(app, o.log_dir);
   app.add_option("--sample-len", o.sample.length, "characters to sample after training")

@@ -81,7 +81,8 @@ void add_checkpoint_options(CLI::App& app, CheckpointOptions& c) {
                  "into --save-dir; 0: none")->check(CLI::Range(int64_t{0}, int64_t{100'000'000}));
   app.add_option("--keep-last", c.keep_last, "keep only the K newest checkpoints of --save-every (0: every one)")
       ->check(CLI::Range(int64_t{0}, int64_t{1'000'000}));
-  app.add_option("--save-dir", c.save_dir, "the directory of --save-every's checkpoints, and of --resume latest");
+  app.add_option("--save-dir", c.save_dir, "the directory of --save-every's checkpoints, and of --resume latest")
+      ->check(names_a_path());
 }
 
 CLI::Validator resume_target() {

@@ -44,6 +44,11 @@ CLI::Validator number_in(double min, double max) {
       fmt::format("NUMBER in [{}, {}]", min, max));
 }
 
+CLI::Validator names_a_path() {
+  return CLI::Validator([](const std::string& text) { return text.empty() ? "an empty string names no path" : ""; },
+                        "PATH");
+}
+
 CLI::Validator digits_only() {
   return CLI::Validator(
       [](const std::string& text) -> std::string {

@@ -106,6 +106,9 @@ std::optional<int> parse_options(CLI::App& app, int argc, char** argv, const std
 
 // A CLI11 check: the option is a number in [min, max] (NaN and inf are refused).
 CLI::Validator number_in(double min, double max);
+// A CLI11 check: the option is not empty. An option that names a file or a directory is unset
+// when empty, so `--save ""` would be ignored without a word.
+CLI::Validator names_a_path();
 // A CLI11 check: the option is written as digits only (an unsigned option would wrap "-1").
 CLI::Validator digits_only();
 // A whole number of at least `least` from a checkpoint's metadata ("d_model": "32"): a

@@ -66,7 +66,7 @@ void StepTrace::write() {
 
 void add_log_dir_option(CLI::App& app, std::string& dir) {
   app.add_option("--log-dir", dir, "write the training log there: metrics.jsonl and a TensorBoard event file "
-                                   "(tensorboard --logdir DIR)");
+                                   "(tensorboard --logdir DIR)")->check(names_a_path());
 }
 
 void open_log(TrainingLog& log, const std::string& dir) {

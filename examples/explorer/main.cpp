@@ -46,7 +46,8 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--seed", o.seed, "random seed (weights, data)")->check(examples::digits_only())->capture_default_str();
   app.add_option("--out", o.out, "the HTML page to write")->capture_default_str();
-  app.add_option("--numbers", o.numbers, "also write the page's numbers (every head's weights) as JSON here");
+  app.add_option("--numbers", o.numbers, "also write the page's numbers (every head's weights) as JSON here")
+      ->check(examples::names_a_path());
   if (auto code = examples::parse_options(app, argc, argv, "explorer")) return *code;
   return examples::run_main("explorer", [&] {
     // An option the chosen model does not read is refused, never ignored.

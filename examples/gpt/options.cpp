@@ -193,11 +193,13 @@ void add_options(CLI::App& app, Options& o) {
   app.add_option("--init-from", o.init_from, "hf:PATH: start from a Hugging Face GPT-2 or Llama model.safetensors (or "
                                              "its directory, with config.json); the sizes are its own");
   app.add_option("--export-onnx", o.export_onnx, "at the end, write the model as an ONNX inference graph: input "
-                                                 "tokens (batch, sequence), output logits");
+                                                 "tokens (batch, sequence), output logits")
+      ->check(examples::names_a_path());
   app.add_option("--save-hf", o.save_hf, "at the end, write the model to DIR/model.safetensors under Hugging Face's "
                                          "names, DIR/config.json, and its tokenizer: a BPE's vocab.json and merges.txt "
                                          "(GPT-2's byte-level format), or characters' vocab.json (each byte -> its id), "
-                                         "with tokenizer_config.json naming the kind; --init-from hf:DIR reads them back");
+                                         "with tokenizer_config.json naming the kind; --init-from hf:DIR reads them back")
+      ->check(examples::names_a_path());
   app.add_option("--steps", o.steps, "training steps in all (a resumed run continues up to this; 0 with --resume: "
                                      "only sample)")->check(CLI::Range(0, 100'000'000));
   app.add_option("--batch", o.batch, "windows per micro-batch, over all processes")->check(CLI::Range(1, 65536));
@@ -221,19 +223,22 @@ void add_options(CLI::App& app, Options& o) {
       ->check(CLI::IsMember({"fp32", "bf16"}));
   app.add_option("--threads", o.threads, "threads for BLAS and cppgrad's loops (default: all cores)")
       ->check(CLI::Range(1, 256));
-  app.add_option("--save", o.save, "write a checkpoint (model, tokenizer, optimizer, schedule, step, RNG) at the end");
+  app.add_option("--save", o.save, "write a checkpoint (model, tokenizer, optimizer, schedule, step, RNG) at the end")
+      ->check(examples::names_a_path());
   app.add_option("--resume", o.resume, "continue from a checkpoint written by --save (its model and tokenizer), or by --save-every: latest (the newest in --save-dir; none yet: a new run) or a directory (its newest)")
+      ->check(examples::names_a_path())
       ->check(examples::resume_target());
   examples::add_checkpoint_options(app, o.checkpoints);
   app.add_option("--eval-every", o.eval_every, "steps between held-out evaluations")->check(CLI::Range(1, 100'000'000));
   app.add_option("--eval-windows", o.eval_windows, "held-out windows evaluated (spread evenly over the held-out part)")
       ->check(CLI::Range(1, 1'000'000));
   app.add_flag("--checkpoint", o.checkpoint, "activation checkpointing: recompute each block's activations in backward");
-  app.add_option("--plot", o.plot, "write the train and held-out loss curves as SVG");
+  app.add_option("--plot", o.plot, "write the train and held-out loss curves as SVG")->check(examples::names_a_path());
   examples::add_trace_option(app, o.trace);
   examples::add_log_dir_option(app, o.log_dir);
   app.add_option("--write-tokens", o.write_tokens, "write the training and held-out token ids to PREFIX.train.npy and "
-                                                   "PREFIX.held_out.npy (int64), as the PyTorch twin reads them");
+                                                   "PREFIX.held_out.npy (int64), as the PyTorch twin reads them")
+      ->check(examples::names_a_path());
   app.add_option("--sample-len", o.sample.length, "tokens to sample after training")->check(CLI::Range(0, 10'000'000));
   app.add_option("--temperature", o.sample.temperature, "sampling temperature (0: always the most likely token)")
       ->check(examples::number_in(0.0, 100.0));

@@ -23,8 +23,10 @@ void add_options(CLI::App& app, Options& o) {
   app.add_option("--warmup", o.warmup, "warm-up steps of the schedule")->check(CLI::Range(1, 100'000'000));
   app.add_option("--seed", o.seed, "random seed (weights, data, dropout)")->check(examples::digits_only());
   app.add_option("--threads", o.threads, "threads for BLAS and cppgrad's loops (default: all cores)")->check(CLI::Range(1, 256));
-  app.add_option("--save", o.save, "write a checkpoint (model, optimizer, schedule, step, RNG, averaged weights) at the end");
+  app.add_option("--save", o.save, "write a checkpoint (model, optimizer, schedule, step, RNG, averaged weights) at the end")
+      ->check(examples::names_a_path());
   app.add_option("--resume", o.resume, "continue from a checkpoint written by --save, or by --save-every: latest (the newest in --save-dir; none yet: a new run) or a directory (its newest)")
+      ->check(examples::names_a_path())
       ->check(examples::resume_target());
   examples::add_checkpoint_options(app, o.checkpoints);
   app.add_option("--eval-every", o.eval_every, "steps between held-out evaluations")->check(CLI::Range(1, 100'000'000));
@@ -33,12 +35,14 @@ void add_options(CLI::App& app, Options& o) {
       ->check(examples::number_in(0.0, 100.0));
   app.add_flag("--checkpoint", o.checkpoint_layers,
                "recompute each layer's activations in backward instead of keeping them (less memory, more time)");
-  app.add_option("--plot", o.plot, "write the train and held-out loss curves as SVG");
+  app.add_option("--plot", o.plot, "write the train and held-out loss curves as SVG")->check(examples::names_a_path());
   examples::add_trace_option(app, o.trace);
   examples::add_log_dir_option(app, o.log_dir);
   app.add_option("--export-onnx", o.export_onnx, "write the trained model (the weights decoding uses) as an ONNX "
-                                                 "inference graph: inputs src, tgt_in, src_pad, tgt_pad; output logits");
-  app.add_option("--attention", o.attention, "write every head's attention for one held-out example as an SVG grid");
+                                                 "inference graph: inputs src, tgt_in, src_pad, tgt_pad; output logits")
+      ->check(examples::names_a_path());
+  app.add_option("--attention", o.attention, "write every head's attention for one held-out example as an SVG grid")
+      ->check(examples::names_a_path());
   app.add_option("--attention-example", o.attention_example,
                  "which held-out example --attention draws (default: the longest)")
       ->check(CLI::Range(int64_t{0}, o.eval_size - 1));
