@@ -65,6 +65,7 @@ void add_options(CLI::App& app, Options& o) {
 }
 
 int64_t check_options(const Options& o) {
+  CPPGRAD_CHECK(o.steps > 0 || !o.resume.empty(), "--steps 0 trains nothing: it is for sampling from --resume's model");
   if (!o.save.empty()) examples::check_writable("--save", o.save);
   if (!o.plot.empty()) examples::check_writable("--plot", o.plot);
   // Parameters: 4 d² + 2 d·ff per layer and the embedding (at most 256 rows); each float is kept

@@ -289,6 +289,8 @@ void take_gpt2_vocab(const CLI::App& app, Options& o) {
 
 int64_t finish_options(const CLI::App& app, Options& o, const Checkpoint* resumed, const HFCheckpoint* pretrained) {
   const bool size_given = app.count("--size") > 0;
+  CPPGRAD_CHECK(o.steps > 0 || resumed || pretrained,
+                "--steps 0 trains nothing: it is for sampling from the model of --resume or --init-from");
   if (pretrained) {
     take_pretrained(app, o, *pretrained);
     take_gpt2_vocab(app, o);
