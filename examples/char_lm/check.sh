@@ -50,7 +50,6 @@ case "$mode" in
     grep -q '^step' sample.log && fail "--steps 0 --resume trained"
     expect_usage_error --heads 3 --steps 1                      # does not divide d_model 128
     expect_usage_error --temperature -1
-    expect_usage_error "${tiny[@]}" --steps 0                    # trains nothing: --resume's, to sample
     expect_usage_error --top-p 1.5
     expect_usage_error --data does-not-exist.txt
     expect_usage_error "${tiny[@]}" --prompt $'\x01'             # not a character of the text

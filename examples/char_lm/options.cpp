@@ -24,8 +24,10 @@ void add_options(CLI::App& app, Options& o) {
   app.add_option("--data", o.data, "the text to learn (its last 10% is held out)")->check(CLI::ExistingFile);
   app.add_option("--max-data-mb", o.max_data_mb, "largest --data file read, in MB (each byte takes 9 in memory)")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
-  app.add_option("--steps", o.steps, "training steps in all (a resumed run continues up to this; 0 with --resume: "
-                                     "only sample)")->check(CLI::Range(0, 100'000'000));
+  app.add_option("--steps", o.steps, "training steps in all (a resumed run continues up to this); 0: train nothing, "
+                                     "print the run's figures and sample the model as it starts (--resume's or "
+                                     "untrained)")
+      ->check(CLI::Range(0, 100'000'000));
   app.add_option("--batch", o.batch, "windows per step, over all processes")->check(CLI::Range(1, 65536));
   app.add_option("--seq-len", o.model.seq_len, "characters per window, and the longest context")->check(CLI::Range(1, 4096));
   examples::add_size_options(app, o.model, "Transformer layers");
@@ -65,7 +67,6 @@ void add_options(CLI::App& app, Options& o) {
 }
 
 int64_t check_options(const Options& o) {
-  CPPGRAD_CHECK(o.steps > 0 || !o.resume.empty(), "--steps 0 trains nothing: it is for sampling from --resume's model");
   if (!o.save.empty()) examples::check_writable("--save", o.save);
   if (!o.plot.empty()) examples::check_writable("--plot", o.plot);
   // Parameters: 4 d² + 2 d·ff per layer and the embedding (at most 256 rows); each float is kept

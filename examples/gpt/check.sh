@@ -160,7 +160,6 @@ PY
     expect_usage_error "--gpt2-vocab is GPT-2's tokenizer: --tokenizer char asks for another" \
       "${tiny[@]}" --gpt2-vocab . --tokenizer char   # was overridden without a word
     expect_usage_error "--save: an empty string names no path" "${tiny[@]}" --save ""   # was ignored
-    expect_usage_error "--steps 0 trains nothing" "${tiny[@]}" --steps 0
     touch not_a_dir
     expect_usage_error "--save-dir 'not_a_dir' is not a directory" "${tiny[@]}" --resume latest --save-dir not_a_dir
     # A resumed run's first line names the checkpoint's size, not --size's default (small): the

@@ -200,8 +200,10 @@ void add_options(CLI::App& app, Options& o) {
                                          "(GPT-2's byte-level format), or characters' vocab.json (each byte -> its id), "
                                          "with tokenizer_config.json naming the kind; --init-from hf:DIR reads them back")
       ->check(examples::names_a_path());
-  app.add_option("--steps", o.steps, "training steps in all (a resumed run continues up to this; 0 with --resume: "
-                                     "only sample)")->check(CLI::Range(0, 100'000'000));
+  app.add_option("--steps", o.steps, "training steps in all (a resumed run continues up to this); 0: train nothing, "
+                                     "print the run's figures and sample the model as it starts (--resume's, "
+                                     "--init-from's or untrained)")
+      ->check(CLI::Range(0, 100'000'000));
   app.add_option("--batch", o.batch, "windows per micro-batch, over all processes")->check(CLI::Range(1, 65536));
   app.add_option("--accum", o.accum, "micro-batches whose gradients one step sums (gradient accumulation)")
       ->check(CLI::Range(1, 65536));
@@ -289,8 +291,6 @@ void take_gpt2_vocab(const CLI::App& app, Options& o) {
 
 int64_t finish_options(const CLI::App& app, Options& o, const Checkpoint* resumed, const HFCheckpoint* pretrained) {
   const bool size_given = app.count("--size") > 0;
-  CPPGRAD_CHECK(o.steps > 0 || resumed || pretrained,
-                "--steps 0 trains nothing: it is for sampling from the model of --resume or --init-from");
   if (pretrained) {
     take_pretrained(app, o, *pretrained);
     take_gpt2_vocab(app, o);
