@@ -64,6 +64,13 @@ CLI::Validator digits_only() {
       "NON-NEGATIVE INTEGER");
 }
 
+void require_writer(const cppgrad::nn::Metadata& metadata, const std::string& program, const std::string& where) {
+  const auto writer = metadata.find("program");
+  CPPGRAD_CHECK(writer == metadata.end() || writer->second == program,
+                "{}: this is a {} checkpoint (its metadata's program), not {}'s", where,
+                excerpt(writer->second, 40), program);
+}
+
 int64_t metadata_count(const cppgrad::nn::Metadata& metadata, const std::string& key, const std::string& where,
                        const std::string& writer, int64_t least) {
   const auto found = metadata.find(key);
@@ -97,8 +104,7 @@ std::vector<std::string> KeptOptions::resume_from(const std::map<std::string, st
   check_checkpoint_format(metadata);  // first: another format's metadata may not mean the same
   const auto writer = metadata.find("program");
   CPPGRAD_CHECK(writer != metadata.end(), "--resume: the checkpoint's metadata names no program");
-  CPPGRAD_CHECK(writer->second == program_, "--resume: this is a {} checkpoint (its metadata's program), not {}'s: a "
-                "checkpoint resumes in the program that wrote it", excerpt(writer->second, 40), program_);
+  require_writer(metadata, program_, "--resume");
   std::vector<std::string> notices;
   for (const Kept& k : kept_) {
     const std::string key = key_of(k.option);

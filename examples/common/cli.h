@@ -111,6 +111,10 @@ CLI::Validator number_in(double min, double max);
 CLI::Validator names_a_path();
 // A CLI11 check: the option is written as digits only (an unsigned option would wrap "-1").
 CLI::Validator digits_only();
+// Refuses a checkpoint that another program wrote (its metadata's "program"; one that names none
+// is let through), naming both: "<where>: this is a gpt checkpoint (its metadata's program), not
+// seq2seq's".
+void require_writer(const cppgrad::nn::Metadata& metadata, const std::string& program, const std::string& where);
 // A whole number of at least `least` from a checkpoint's metadata ("d_model": "32"): a
 // cppgrad::Error naming the checkpoint (`where`), the key and the text when it is missing or not
 // one; `writer` names the program whose checkpoints have it ("seq2seq --save").

@@ -101,6 +101,7 @@ std::string symbol_label(int64_t token) {
 // The model's sizes and task from a `seq2seq --save` checkpoint, and the weights it decodes with.
 std::shared_ptr<seq2seq::Seq2SeqModel> load_seq2seq(const std::string& path, std::string& task) {
   auto file = nn::load_safetensors(path);
+  examples::require_writer(file.metadata, "seq2seq", path);
   auto number = [&](const std::string& key) { return examples::metadata_count(file.metadata, key, path, "seq2seq --save", 1); };
   task = file.metadata.count("task") ? file.metadata.at("task") : "copy";
   seq2seq::ModelConfig c;

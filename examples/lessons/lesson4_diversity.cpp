@@ -156,6 +156,7 @@ Diversity measure(Seq2SeqModel& model, const Batch& held_out, Task task) {
 // A `seq2seq --save` checkpoint: the model's sizes come from its metadata and tensor shapes.
 std::shared_ptr<Seq2SeqModel> load_checkpoint(Lesson4Options& o, Task& task) {
   auto ckpt = nn::load_safetensors(o.checkpoint);
+  examples::require_writer(ckpt.metadata, "seq2seq", o.checkpoint);
   auto number = [&](const std::string& key) {
     return examples::metadata_count(ckpt.metadata, key, o.checkpoint, "seq2seq --save", 1);
   };
