@@ -1,7 +1,7 @@
 // Pictures of backward graphs, as micrograd's draw_dot: plot::to_dot writes the graph of a
 // two-layer MLP's loss and of one attention layer's, with the parameters named as in
 // named_parameters(), and Graphviz renders them:
-//   build/release/examples/graph_picture [out_dir]   -> mlp_graph.{dot,svg}, attention_graph.{dot,svg}
+//   build/release/examples/graph_picture [DIR]   -> mlp_graph.{dot,svg}, attention_graph.{dot,svg}
 // (`dot` comes with Debian's graphviz package, which scripts/setup installs.)
 #include <fmt/core.h>
 

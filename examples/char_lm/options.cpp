@@ -46,7 +46,6 @@ void add_options(CLI::App& app, Options& o) {
   app.add_option("--save", o.save, "write a checkpoint (model, optimizer, schedule, step, RNG, vocabulary) at the end")
       ->check(examples::names_a_path());
   app.add_option("--resume", o.resume, "continue from a checkpoint written by --save, or by --save-every: latest (the newest in --save-dir; none yet: a new run) or a directory (its newest)")
-      ->check(examples::names_a_path())
       ->check(examples::resume_target());
   examples::add_checkpoint_options(app, o.checkpoints);
   app.add_option("--eval-every", o.eval_every, "steps between held-out evaluations")

@@ -45,7 +45,7 @@ CLI::Validator number_in(double min, double max) {
 }
 
 CLI::Validator names_a_path() {
-  return CLI::Validator([](const std::string& text) { return text.empty() ? "an empty string names no path" : ""; },
+  return CLI::Validator([](const std::string& text) { return text.empty() ? "'' names no file or directory" : ""; },
                         "PATH");
 }
 
@@ -79,7 +79,7 @@ int64_t metadata_count(const cppgrad::nn::Metadata& metadata, const std::string&
   int64_t value = 0;
   const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
   CPPGRAD_CHECK(error == std::errc() && end == text.data() + text.size() && value >= least,
-                "{} has '{}' = '{}' in its metadata, not a whole number of at least {}", where, key,
+                "{} has '{}' = '{}' in its metadata, not a whole number of {} or more", where, key,
                 excerpt(text, 40), least);
   return value;
 }

@@ -42,7 +42,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   const std::string path = argv[1];
-  if (!std::filesystem::is_regular_file(path)) fail(path, "not a file");
+  if (std::filesystem::exists(path) && !std::filesystem::is_regular_file(path)) fail(path, "not a file");
   std::ifstream file(path, std::ios::binary);
   if (!file) fail(path, "cannot open");
   const std::vector<unsigned char> data{std::istreambuf_iterator<char>(file), std::istreambuf_iterator<char>()};

@@ -73,6 +73,8 @@ if [ "$program" = gpt ]; then  # the model's constants: each in the range a conf
   row refuse "rope_theta is 1e+300, not in [2, 10000000000]" meta rope_theta 1e300
   row refuse "rope_theta is 1e-300, not in [2, 10000000000]" meta rope_theta 1e-300
   row refuse "the checkpoint's norm_eps is '1e999', not a number a double holds" meta norm_eps 1e999
+  # a size of 0 once divided by zero (SIGFPE) where the heads are checked against d_model
+  row refuse "has 'heads' = '0' in its metadata, not a whole number of 1 or more" meta heads 0
 fi
 # ---- size: a width or a length in the metadata that the file's tensors cannot back ----------------
 # Resumed with no size option given (each is then the checkpoint's), the model the edited metadata

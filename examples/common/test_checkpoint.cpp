@@ -160,6 +160,20 @@ TEST_CASE("checkpoint: a file of another format is refused, naming both formats 
   }
 }
 
+TEST_CASE("checkpoint: another program's checkpoint is refused by name where one program's is read") {
+  auto read = [](const std::map<std::string, std::string>& metadata) {
+    try {
+      examples::require_writer(metadata, "seq2seq", "run.safetensors");
+      return std::string("accepted");
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+  };
+  CHECK(read({{"program", "seq2seq"}}) == "accepted");
+  CHECK(read({}) == "accepted");  // names none: the tensors and sizes are checked next
+  CHECK(read({{"program", "gpt"}}) == "run.safetensors: this is a gpt checkpoint (its metadata's program), not seq2seq's");
+}
+
 TEST_CASE("checkpoint: a model size in the metadata is a whole number of at least 1, or refused by name") {
   auto read = [](const std::map<std::string, std::string>& metadata) {
     try {
@@ -174,7 +188,7 @@ TEST_CASE("checkpoint: a model size in the metadata is a whole number of at leas
   for (const std::string garbled : {"abc", "32abc", "0", "-4", "", "99999999999999999999"}) {
     CAPTURE(garbled);
     CHECK(read({{"d_model", garbled}}) ==
-          "run.safetensors has 'd_model' = '" + garbled + "' in its metadata, not a whole number of at least 1");
+          "run.safetensors has 'd_model' = '" + garbled + "' in its metadata, not a whole number of 1 or more");
   }
 }
 

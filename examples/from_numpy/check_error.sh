@@ -41,20 +41,24 @@ done
 code=$?
 [ "$code" -eq 1 ] && grep -q '^from_numpy: usage: from_numpy \[DIR\]' err.log || fail "an empty DIR: exit code $code: $(cat err.log)"
 
-# npy_no_rows FILE COLUMNS: a version-1 .npy of float32 of shape (0, COLUMNS), its header padded
-# with spaces to a multiple of 64 bytes as NumPy writes it.
-npy_no_rows() {
-  local dict="{'descr': '<f4', 'fortran_order': False, 'shape': (0, $2), }"
+# npy_zeros FILE SHAPE COUNT: a version-1 .npy of COUNT float32 zeros of shape SHAPE ("(0, 2)",
+# "(5,)"), its header padded with spaces to a multiple of 64 bytes as NumPy writes it.
+npy_zeros() {
+  local dict="{'descr': '<f4', 'fortran_order': False, 'shape': $2, }"
   local pad=$((63 - (10 + ${#dict}) % 64)) length
   length=$((${#dict} + pad + 1))
   { printf '\x93NUMPY\x01\x00'; printf "\\x$(printf %02x $((length % 256)))\\x$(printf %02x $((length / 256)))"
-    printf '%s%*s\n' "$dict" "$pad" ''; } > "$1"
+    printf '%s%*s\n' "$dict" "$pad" ''; head -c $((4 * $3)) /dev/zero; } > "$1"
 }
-rm -rf none && mkdir none && npy_no_rows none/x.npy 2 && npy_no_rows none/y.npy 1
-(cd none && "$program" . > out.log 2> err.log)
-code=$?
-[ "$code" -eq 1 ] || fail "arrays of no rows: exit code $code, expected 1: $(cat none/err.log)"
-grep -q '^from_numpy: ./x.npy: shape \[0, *2\], where (samples, features)' none/err.log ||
-  fail "arrays of no rows: the error does not say so: $(cat none/err.log)"
-[ ! -e none/from_numpy.safetensors ] || fail "arrays of no rows: a model was written"
+# Arrays of no rows, and a 1-D x: refused naming the file and its shape, no model written.
+for case in "(0, 2)|0|(0, 1)|0|shape \[0, *2\]" "(5,)|5|(5, 1)|5|shape \[5\]"; do
+  IFS='|' read -r x_shape x_count y_shape y_count said <<< "$case"
+  rm -rf odd && mkdir odd && npy_zeros odd/x.npy "$x_shape" "$x_count" && npy_zeros odd/y.npy "$y_shape" "$y_count"
+  (cd odd && "$program" . > out.log 2> err.log)
+  code=$?
+  [ "$code" -eq 1 ] || fail "x of shape $x_shape: exit code $code, expected 1: $(cat odd/err.log)"
+  grep -q "^from_numpy: ./x.npy: $said, where (samples, features)" odd/err.log ||
+    fail "x of shape $x_shape: the error does not say so: $(cat odd/err.log)"
+  [ ! -e odd/from_numpy.safetensors ] || fail "x of shape $x_shape: a model was written"
+done
 echo "ok"

@@ -159,7 +159,8 @@ PY
     expect_usage_error "--gpt2-vocab" "${tiny[@]}" --gpt2-vocab .   # no encoder.json here
     expect_usage_error "--gpt2-vocab is GPT-2's tokenizer: --tokenizer char asks for another" \
       "${tiny[@]}" --gpt2-vocab . --tokenizer char   # was overridden without a word
-    expect_usage_error "--save: an empty string names no path" "${tiny[@]}" --save ""   # was ignored
+    expect_usage_error "--save: '' names no file or directory" "${tiny[@]}" --save ""   # was ignored
+    expect_usage_error "--init-from: '' names no file or directory" "${tiny[@]}" --init-from ""
     touch not_a_dir
     expect_usage_error "--save-dir 'not_a_dir' is not a directory" "${tiny[@]}" --resume latest --save-dir not_a_dir
     # A resumed run's first line names the checkpoint's size, not --size's default (small): the

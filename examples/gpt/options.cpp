@@ -59,8 +59,10 @@ std::string metadata_at(const Checkpoint& c, const std::string& key) {
   return it->second;
 }
 
-int64_t metadata_int(const Checkpoint& c, const std::string& key) {
-  return examples::metadata_count(c.metadata, key, "--resume: the checkpoint", "gpt");
+// A size or a step count from the checkpoint's metadata: 1 or more (a size of 0 would divide by
+// zero below), 0 or more where `least` says so.
+int64_t metadata_int(const Checkpoint& c, const std::string& key, int64_t least = 1) {
+  return examples::metadata_count(c.metadata, key, "--resume: the checkpoint", "gpt", least);
 }
 
 // A constant of the model kept in the metadata (norm_eps, rope_theta), in the range a
@@ -191,7 +193,8 @@ void add_options(CLI::App& app, Options& o) {
                                                "(or the Hub's vocab.json and merges.txt)")
       ->check(CLI::ExistingDirectory);
   app.add_option("--init-from", o.init_from, "hf:PATH: start from a Hugging Face GPT-2 or Llama model.safetensors (or "
-                                             "its directory, with config.json); the sizes are its own");
+                                             "its directory, with config.json); the sizes are its own")
+      ->check(examples::names_a_path());
   app.add_option("--export-onnx", o.export_onnx, "at the end, write the model as an ONNX inference graph: input "
                                                  "tokens (batch, sequence), output logits")
       ->check(examples::names_a_path());
@@ -228,7 +231,6 @@ void add_options(CLI::App& app, Options& o) {
   app.add_option("--save", o.save, "write a checkpoint (model, tokenizer, optimizer, schedule, step, RNG) at the end")
       ->check(examples::names_a_path());
   app.add_option("--resume", o.resume, "continue from a checkpoint written by --save (its model and tokenizer), or by --save-every: latest (the newest in --save-dir; none yet: a new run) or a directory (its newest)")
-      ->check(examples::names_a_path())
       ->check(examples::resume_target());
   examples::add_checkpoint_options(app, o.checkpoints);
   app.add_option("--eval-every", o.eval_every, "steps between held-out evaluations")->check(CLI::Range(1, 100'000'000));
@@ -337,7 +339,7 @@ int64_t finish_options(const CLI::App& app, Options& o, const Checkpoint* resume
     const int64_t saved_decay = metadata_int(*resumed, "decay_steps");
     CPPGRAD_CHECK(o.decay_steps >= saved_decay, "--decay-steps {}: the checkpoint's run decays over {} steps; a resumed "
                   "run may extend its schedule, not shorten it", o.decay_steps, saved_decay);
-    if (app.count("--warmup") == 0) o.warmup = metadata_int(*resumed, "warmup");
+    if (app.count("--warmup") == 0) o.warmup = metadata_int(*resumed, "warmup", 0);
   } else {
     apply_preset(app, o);
     o.window = o.model.seq_len;

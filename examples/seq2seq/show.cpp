@@ -22,8 +22,8 @@ std::string show_tokens(const std::vector<int64_t>& tokens) {
   std::string s;
   for (int64_t t : tokens) {
     if (t == EOS || t == PAD) break;
-    // A model may decode the start token too: by name, not as the symbol -2.
-    s += fmt::format("{}{}", s.empty() ? "" : " ", t == BOS ? "<start>" : std::to_string(t - FIRST_SYMBOL));
+    // A model may decode the start token too: by name (as token_labels below), not as the symbol -2.
+    s += fmt::format("{}{}", s.empty() ? "" : " ", t == BOS ? "<s>" : std::to_string(t - FIRST_SYMBOL));
   }
   return s;
 }
