@@ -19,6 +19,16 @@ echo "exit code $code"; echo "-- stdout:"; cat out.log; echo "-- stderr:"; cat e
 grep -qx 'x.npy: \[512, *2\] float32' out.log || fail "the line printed before the error is missing"
 [ "$(grep -c '^from_numpy: .*only_x/y\.npy' err.log)" -eq 1 ] || fail "expected one error line naming only_x/y.npy"
 
+# refused_data DIR WHAT PATTERN: from_numpy run on DIR exits 1 with an error line matching PATTERN
+# and writes no model (WHAT names the case in a failure).
+refused_data() {
+  (cd "$1" && "$program" . > out.log 2> err.log)
+  local code=$?
+  [ "$code" -eq 1 ] || fail "$2: exit code $code, expected 1: $(cat "$1/err.log")"
+  grep -q "^from_numpy: $3" "$1/err.log" || fail "$2: the error does not say so: $(cat "$1/err.log")"
+  [ ! -e "$1/from_numpy.safetensors" ] || fail "$2: a model was written"
+}
+
 # set_float32 FILE INDEX HEX: the INDEX-th float32 of a version-1 .npy file's data becomes the
 # little-endian bytes HEX (its header: 10 bytes, then as many as bytes 8-9 say).
 set_float32() {
@@ -30,12 +40,7 @@ for case in "x 15 \\x00\\x00\\xc0\\x7f 7 1" "y 300 \\x00\\x00\\x80\\x7f 300 0"; 
   read -r name index bytes row column <<< "$case"
   rm -rf bad && mkdir bad && cp "$data/x.npy" "$data/y.npy" bad/
   set_float32 "bad/$name.npy" "$index" "$bytes"
-  (cd bad && "$program" . > out.log 2> err.log)
-  code=$?
-  [ "$code" -eq 1 ] || fail "a non-finite value in $name.npy: exit code $code, expected 1"
-  grep -q "^from_numpy: ./$name.npy: row $row (column $column) is not a finite number" bad/err.log ||
-    fail "a non-finite value in $name.npy: the error does not name its row: $(cat bad/err.log)"
-  [ ! -e bad/from_numpy.safetensors ] || fail "a non-finite value in $name.npy: a model was written"
+  refused_data bad "a non-finite value in $name.npy" "./$name.npy: row $row (column $column) is not a finite number"
 done
 "$program" "" > /dev/null 2> err.log
 code=$?
@@ -54,11 +59,6 @@ npy_zeros() {
 for case in "(0, 2)|0|(0, 1)|0|shape \[0, *2\]" "(5,)|5|(5, 1)|5|shape \[5\]"; do
   IFS='|' read -r x_shape x_count y_shape y_count said <<< "$case"
   rm -rf odd && mkdir odd && npy_zeros odd/x.npy "$x_shape" "$x_count" && npy_zeros odd/y.npy "$y_shape" "$y_count"
-  (cd odd && "$program" . > out.log 2> err.log)
-  code=$?
-  [ "$code" -eq 1 ] || fail "x of shape $x_shape: exit code $code, expected 1: $(cat odd/err.log)"
-  grep -q "^from_numpy: ./x.npy: $said, where (samples, features)" odd/err.log ||
-    fail "x of shape $x_shape: the error does not say so: $(cat odd/err.log)"
-  [ ! -e odd/from_numpy.safetensors ] || fail "x of shape $x_shape: a model was written"
+  refused_data odd "x of shape $x_shape" "./x.npy: $said, where (samples, features)"
 done
 echo "ok"
