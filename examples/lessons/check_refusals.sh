@@ -20,8 +20,8 @@ expect() {  # TEXT ARGS...: exit code 2 (a refusal, as every example program's),
 expect "Value abc not in range 2 to 1000" 8 --heads-symbols abc
 expect "Value 99999999999999999999 not in range 2 to 1000" 8 --heads-symbols 99999999999999999999
 expect "Value 1 not in range 2 to 1000" 8 --heads-symbols 1
-expect "30 is not a multiple of 8" 8 --heads-d-model 30
-expect "0x0c is not a multiple of 8" 8 --heads-d-model 0x0c
+expect "--heads-d-model 30 is not a multiple of 8" 8 --heads-d-model 30
+expect "--heads-d-model 12 is not a multiple of 8" 8 --heads-d-model 0x0c
 expect "-5 is not a non-negative whole number" 4 --seed -5
 expect "--steps is lesson 4's option; lesson 8 does not take it" 8 --steps 5
 expect "--positions-seeds is lesson 11's option; lesson 1 does not take it" 1 --positions-seeds 2

@@ -6,6 +6,8 @@
 // other rounds twice: the results are compared bit for bit, NaN included.
 #include <cstring>
 #include <limits>
+#include <stdexcept>
+#include <string>
 
 #include "helpers.h"
 #include "tensor/kernels/fast/unary_floats.h"
@@ -51,6 +53,14 @@ std::vector<Tensor> layouts(DType dtype, uint64_t seed) {
 }
 
 }  // namespace
+
+TEST_CASE("elementwise forms: a row's name from its table, and no name past the table") {
+  CHECK(std::string(kernels::unary_name(kernels::Unary::Gelu)) == "gelu");
+  CHECK(std::string(kernels::binary_name(kernels::Binary::Maximum)) == "maximum");
+  CHECK(std::string(kernels::compare_name(kernels::Compare::Ge)) == "ge");
+  CHECK(std::string(kernels::reduction_name(kernels::Reduction::Sum)) == "sum");
+  CHECK_THROWS_AS(kernels::unary_name(static_cast<kernels::Unary>(1000)), std::out_of_range);
+}
 
 TEST_CASE("elementwise forms: every unary row, every dtype it takes, every layout") {
   const std::vector<DType> dtypes{kFloat32, kFloat64, kInt64};
