@@ -68,6 +68,19 @@ case "$mode" in
     expect_usage_error "${tiny[@]}" --steps 5 --resume fifo
     head -c 2000000 /dev/zero | tr '\0' 'a' > big.txt
     expect_usage_error --data big.txt --max-data-mb 1           # beyond the limit asked for
+    # a gzip-compressed text is read uncompressed (it was once learnt as its compressed bytes),
+    # by its name or by its first bytes; a cut one is refused
+    gzip -c "$data" > text.gz && cp text.gz text_without_suffix
+    "$char_lm" "${tiny[@]}" --steps 0 --sample-len 0 > plain.log
+    for compressed in text.gz text_without_suffix; do
+      "$char_lm" --data "$compressed" "${tiny[@]:2}" --steps 0 --sample-len 0 > gz.log   # tiny without its --data
+      [ "$(sed -n 1p gz.log | cut -d: -f2-)" = "$(sed -n 1p plain.log | cut -d: -f2-)" ] \
+        || fail "--data $compressed is not read as the text: $(sed -n 1p gz.log)"
+    done
+    head -c 300 text.gz > cut.gz
+    expect_usage_error --data cut.gz
+    grep -q "'cut.gz' is not a readable gzip file: unexpected end of file" bad.err || fail "cut.gz: $(cat bad.err)"
+    expect_usage_error --data big.txt --max-data-mb 1           # beyond the limit asked for
     expect_usage_error "${tiny[@]}" --steps 5 --save /nonexistent-dir/run.safetensors
     expect_usage_error "${tiny[@]}" --steps 5 --save /proc/run.safetensors  # as root: once failed after training
     expect_usage_error "${tiny[@]}" --steps 5 --plot /nonexistent-dir/loss.svg

@@ -21,8 +21,8 @@ std::vector<std::pair<std::string, int64_t>> sizes(const Options& o) {
 }  // namespace
 
 void add_options(CLI::App& app, Options& o) {
-  app.add_option("--data", o.data, "the text to learn (its last 10% is held out)")->check(CLI::ExistingFile);
-  app.add_option("--max-data-mb", o.max_data_mb, "largest --data file read, in MB (each byte takes 9 in memory)")
+  app.add_option("--data", o.data, "the text to learn, plain or .gz (its last 10% is held out)")->check(CLI::ExistingFile);
+  app.add_option("--max-data-mb", o.max_data_mb, "largest --data read, in MB uncompressed (each byte takes 9 in memory)")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
   app.add_option("--steps", o.steps, "training steps in all (a resumed run continues up to this); 0: train nothing, "
                                      "print the run's figures and sample the model as it starts (--resume's or "

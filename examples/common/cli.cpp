@@ -4,7 +4,9 @@
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <zlib.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <charconv>
 #include <cmath>
@@ -171,12 +173,50 @@ void check_memory(const std::string& what, double floats) {
                 "machine has {:.1f} GB", what, needed / 1e9, available / 1e9);
 }
 
+namespace {
+
+// The bytes a gzip stream on `fd` uncompresses to, at most max_bytes of them; closes fd.
+std::string read_gzip_stream(const std::string& option, const std::string& path, int fd, int64_t max_bytes) {
+  gzFile file = gzdopen(fd, "rb");
+  if (file == nullptr) {
+    ::close(fd);
+    throw Error(fmt::format("{}: cannot read '{}' as gzip", option, excerpt(path)));
+  }
+  std::string bytes;
+  char chunk[1 << 16];
+  int got = 0;
+  while ((got = gzread(file, chunk, sizeof chunk)) > 0) {
+    bytes.append(chunk, static_cast<size_t>(got));
+    if (static_cast<int64_t>(bytes.size()) > max_bytes) {
+      gzclose(file);
+      throw Error(fmt::format("{}: '{}' uncompresses to more than the limit of {} bytes (see --max-data-mb)", option,
+                              excerpt(path), max_bytes));
+    }
+  }
+  int code = Z_OK;
+  std::string why = gzerror(file, &code);  // a stream cut short ends with Z_BUF_ERROR, not a failed read
+  gzclose(file);
+  if (why.starts_with("<fd:") && why.find(": ") != std::string::npos) why.erase(0, why.find(": ") + 2);  // zlib's name for fd
+  CPPGRAD_CHECK(got == 0 && code == Z_OK, "{}: '{}' is not a readable gzip file: {}", option, excerpt(path), why);
+  return bytes;
+}
+
+}  // namespace
+
 std::string read_data_file(const std::string& option, const std::string& path, int64_t max_bytes) {
   cppgrad::files::InputFile file(path, option);
+  unsigned char head[2] = {0, 0};
+  const size_t head_bytes = file.read(head, sizeof head);
+  if ((head_bytes == 2 && head[0] == 0x1f && head[1] == 0x8b) || path.ends_with(".gz")) {  // gzip's magic number
+    const int fd = file.release();
+    CPPGRAD_CHECK(::lseek(fd, 0, SEEK_SET) == 0, "{}: cannot read '{}' from its start", option, excerpt(path));
+    return read_gzip_stream(option, path, fd, max_bytes);
+  }
   CPPGRAD_CHECK(file.size() <= max_bytes, "{}: '{}' has {} bytes, more than the limit of {} (see --max-data-mb)",
                 option, excerpt(path), file.size(), max_bytes);
-  std::string bytes(static_cast<size_t>(file.size()), '\0');
-  bytes.resize(file.read(bytes.data(), bytes.size()));
+  std::string bytes(std::max<size_t>(static_cast<size_t>(file.size()), head_bytes), '\0');
+  std::memcpy(bytes.data(), head, head_bytes);
+  bytes.resize(head_bytes + file.read(bytes.data() + head_bytes, bytes.size() - head_bytes));
   return bytes;
 }
 

@@ -129,8 +129,9 @@ void check_writable(const std::string& option, const std::string& path);
 // keeps per parameter) need more memory than the machine has.
 void check_memory(const std::string& what, double floats);
 
-// The bytes of a regular file of at most `max_bytes`; throws cppgrad::Error naming `option`
-// otherwise (a directory, a device like /dev/zero, a FIFO, a file too large).
+// The bytes of a regular file of at most `max_bytes`, uncompressed when it is gzip (its name ends
+// in .gz, or it starts with gzip's magic number); throws cppgrad::Error naming `option` otherwise
+// (a directory, a device like /dev/zero, a FIFO, a file too large, a cut gzip stream).
 std::string read_data_file(const std::string& option, const std::string& path, int64_t max_bytes);
 
 }  // namespace examples

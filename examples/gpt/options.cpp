@@ -2,7 +2,6 @@
 
 #include <cmath>
 #include <filesystem>
-#include <zlib.h>
 
 #include "common/checkpoints.h"
 #include "common/cli_app.h"
@@ -136,37 +135,6 @@ void take_pretrained(const CLI::App& app, Options& o, const HFCheckpoint& file) 
     else
       o.tokenizer = beside->kind, o.saved_tokenizer = beside;
   }
-}
-
-// A gzip file's bytes, uncompressed, at most max_bytes of them.
-std::string read_gzip_file(const std::string& path, int64_t max_bytes) {
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  CPPGRAD_CHECK(fs::is_regular_file(path, ec), "--data: '{}' is not a regular file", excerpt(path));
-  gzFile file = gzopen(path.c_str(), "rb");
-  CPPGRAD_CHECK(file != nullptr, "--data: cannot open '{}'", excerpt(path));
-  std::string bytes;
-  char chunk[1 << 16];
-  int got = 0;
-  while ((got = gzread(file, chunk, sizeof chunk)) > 0) {
-    bytes.append(chunk, static_cast<size_t>(got));
-    if (static_cast<int64_t>(bytes.size()) > max_bytes) {
-      gzclose(file);
-      throw Error(fmt::format("--data: '{}' uncompresses to more than the limit of {} bytes (see --max-data-mb)",
-                              excerpt(path), max_bytes));
-    }
-  }
-  int code = Z_OK;
-  const std::string why = gzerror(file, &code);  // a stream cut short ends with Z_BUF_ERROR, not a failed read
-  gzclose(file);
-  CPPGRAD_CHECK(got == 0 && code == Z_OK, "--data: '{}' is not a readable gzip file: {}", excerpt(path), why);
-  return bytes;
-}
-
-std::string read_text(const Options& o) {
-  const int64_t limit = o.max_data_mb * 1'000'000;
-  if (o.data.ends_with(".gz")) return read_gzip_file(o.data, limit);
-  return examples::read_data_file("--data", o.data, limit);
 }
 
 }  // namespace
@@ -448,7 +416,7 @@ Checkpoint read_checkpoint(const std::string& path) {
 }
 
 Corpus read_corpus(const Options& o, const Checkpoint* resumed) {
-  const std::string text = read_text(o);
+  const std::string text = examples::read_data_file("--data", o.data, o.max_data_mb * 1'000'000);
   const auto n = static_cast<int64_t>(text.size());
   const int64_t split = n - n / 10;  // bytes [split, n) are held out
   const std::string_view train_text = std::string_view(text).substr(0, static_cast<size_t>(split));
