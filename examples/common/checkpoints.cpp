@@ -77,12 +77,15 @@ std::optional<SignalPlan> signal_plan() {
 }  // namespace
 
 void add_checkpoint_options(CLI::App& app, CheckpointOptions& c) {
-  app.add_option("--save-every", c.save_every, "during training, write a checkpoint every N steps (and at the last) "
-                 "into --save-dir; 0: none")->check(CLI::Range(int64_t{0}, int64_t{100'000'000}));
+  CLI::Option* every = app.add_option("--save-every", c.save_every, "during training, write a checkpoint every N steps "
+                                      "(and at the last) into --save-dir; 0: none")
+                           ->check(CLI::Range(int64_t{0}, int64_t{100'000'000}));
   app.add_option("--keep-last", c.keep_last, "keep only the K newest checkpoints of --save-every (0: every one)")
-      ->check(CLI::Range(int64_t{0}, int64_t{1'000'000}));
+      ->check(CLI::Range(int64_t{0}, int64_t{1'000'000}))
+      ->needs(every);
   app.add_option("--save-dir", c.save_dir, "the directory of --save-every's checkpoints, and of --resume latest")
-      ->check(names_a_path());
+      ->check(names_a_path())
+      ->each([&c](const std::string&) { c.save_dir_given = true; });
 }
 
 CLI::Validator resume_target() {
@@ -154,6 +157,8 @@ std::optional<cppgrad::AllocationLimit> limit_to_checkpoint(const std::string& r
 }
 
 std::string resolve_resume(const std::string& resume, const CheckpointOptions& c, bool lead) {
+  CPPGRAD_CHECK(!c.save_dir_given || c.save_every > 0 || resume == "latest", "--save-dir names where --save-every "
+                "writes and where --resume latest looks; without either it would do nothing");
   std::string file = newest_checkpoint(resume, c, lead);
   announce_restart(file, lead);
   return file;
@@ -183,11 +188,7 @@ PeriodicCheckpoints::PeriodicCheckpoints(const CheckpointOptions& c, int64_t las
     if (plan->rank == distributed::rank() && restart_count() == 0)
       injected_ = InjectedSignal{plan->signal, plan->step};
   }
-  if (options_.save_every == 0 || !lead_) return;
-  std::error_code ec;
-  fs::create_directories(options_.save_dir, ec);
-  CPPGRAD_CHECK(!ec, "--save-dir: cannot create the directory '{}': {}", excerpt(options_.save_dir), ec.message());
-  check_writable("--save-dir", (fs::path(options_.save_dir) / checkpoint_file_name(0)).string());
+  if (options_.save_every > 0 && lead_) check_writable_in("--save-dir", options_.save_dir, checkpoint_file_name(0));
 }
 
 PeriodicCheckpoints::~PeriodicCheckpoints() {
@@ -211,6 +212,10 @@ bool PeriodicCheckpoints::due(int64_t step) const {
 
 void PeriodicCheckpoints::save(int64_t step, const optim::TrainingState& state, const nn::Metadata& metadata) {
   const fs::path dir(options_.save_dir);
+  // Made at the first checkpoint, so that a run which ends before it leaves no empty directory. A
+  // failure here is the write's to report, after the collective part of saving, on every rank.
+  std::error_code ignored;
+  if (lead_) fs::create_directories(dir, ignored);
   save_run_file((dir / checkpoint_file_name(step)).string(), state, metadata);  // a collective
   remove_older(step);
   if (injected_ && injected_->step >= 0 && step >= injected_->step)

@@ -39,6 +39,7 @@ struct CheckpointOptions {
   int64_t save_every = 0;  // 0: none during training
   int64_t keep_last = 3;   // 0: every one is kept
   std::string save_dir = "checkpoints";
+  bool save_dir_given = false;  // on the command line: refused where nothing would read it
 };
 
 // Declares --save-every, --keep-last and --save-dir on `app`.

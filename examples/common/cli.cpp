@@ -13,6 +13,7 @@
 #include <cstring>
 #include <filesystem>
 #include <iostream>
+#include <vector>
 
 #include "common/run_state.h"
 #include "cppgrad.h"
@@ -164,6 +165,25 @@ void check_writable(const std::string& option, const std::string& path) {
                 std::strerror(errno));
   ::close(fd);
   ::unlink(probe.c_str());
+}
+
+void check_writable_in(const std::string& option, const std::string& dir, const std::string& file) {
+  namespace fs = std::filesystem;
+  fs::path path(dir);
+  if (!path.has_filename()) path = path.parent_path();  // "out/" is "out"
+  std::error_code ec;
+  std::vector<fs::path> made;  // the directories of `dir` that do not exist yet, innermost first
+  for (fs::path p = path; !p.empty() && !fs::exists(p, ec); p = p.parent_path()) made.push_back(p);
+  fs::create_directories(path, ec);
+  CPPGRAD_CHECK(!ec, "{}: cannot create the directory '{}': {}", option, excerpt(dir), ec.message());
+  struct RemoveMade {
+    const std::vector<fs::path>& made;
+    ~RemoveMade() {
+      std::error_code ignored;
+      for (const fs::path& p : made) fs::remove(p, ignored);  // empty: the probe file is gone
+    }
+  } remove_made{made};
+  check_writable(option, (path / file).string());
 }
 
 void check_memory(const std::string& what, double floats) {

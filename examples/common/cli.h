@@ -125,6 +125,12 @@ int64_t metadata_count(const cppgrad::nn::Metadata& metadata, const std::string&
 // that opens for writing, or a new name in a writable directory. Leaves no file behind.
 void check_writable(const std::string& option, const std::string& path);
 
+// Throws cppgrad::Error naming `option` unless the directory `dir` exists or can be made, and
+// `file` can be written in it. The directories it made to ask are removed again, so a run that
+// ends before it writes there (refused, diverged, killed) leaves no empty directory behind; the
+// writer makes them.
+void check_writable_in(const std::string& option, const std::string& dir, const std::string& file);
+
 // Throws cppgrad::Error when `floats` 4-byte numbers (a model's parameters and what training
 // keeps per parameter) need more memory than the machine has.
 void check_memory(const std::string& what, double floats);

@@ -44,7 +44,7 @@ int main(int argc, char** argv) {
   app.add_option("--kv-heads", o.kv_heads, "gqa: key/value heads, each shared by a group of query heads")
       ->check(CLI::Range(1, 64))
       ->capture_default_str();
-  app.add_option("--seed", o.seed, "random seed (weights, data)")->check(examples::digits_only())->capture_default_str();
+  app.add_option("--seed", o.seed, "random seed (weights, data; with --checkpoint, the held-out sequences it is scored on)")->check(examples::digits_only())->capture_default_str();
   app.add_option("--out", o.out, "the HTML page to write")->capture_default_str();
   app.add_option("--numbers", o.numbers, "also write the page's numbers (every head's weights) as JSON here")
       ->check(examples::names_a_path());

@@ -73,6 +73,7 @@ case "$mode" in
     expect_refusal "--save" "${tiny[@]}" --steps 5 --save /nonexistent-dir/run.safetensors
     expect_refusal "--plot" "${tiny[@]}" --steps 5 --plot .
     expect_refusal "--attention" "${tiny[@]}" --steps 5 --attention run.safetensors/attention.svg
+    expect_refusal "--attention-example requires --attention" "${tiny[@]}" --steps 5 --attention-example 3  # was ignored
     expect_refusal "GB" --d-model 65536 --ff 1048576 --heads 1   # once std::bad_alloc and abort
     head -c 100 run.safetensors > truncated.safetensors
     expect_refusal "truncated.safetensors" "${tiny[@]}" --steps 70 --resume truncated.safetensors
@@ -90,6 +91,12 @@ case "$mode" in
       || fail "--lr 1000: the message is not one line about the loss: $(cat bad.err)"
     last_kept="$(ls diverged | tail -n 1)"
     [ "$last_kept" = step-00000005.safetensors ] || fail "--lr 1000: the newest checkpoint kept is '$last_kept', not step 5's"
+    # a run that stops before its first checkpoint leaves no --save-dir behind (it once left an empty one)
+    set +e
+    "$seq2seq" "${tiny[@]}" --lr 1000 --warmup 1 --steps 200 --save-every 150 --save-dir never > diverged.out 2> bad.err
+    code=$?
+    set -e
+    [ "$code" -eq 4 ] && [ ! -e never ] || fail "--lr 1000 before the first checkpoint: exit $code, $(ls -d never 2>&1)"
     ;;
   resume|ranks_resume)
     # 192 training sequences: epochs of 12 batches, so the run is resumed mid-epoch (step 20) and

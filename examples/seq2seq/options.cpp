@@ -40,11 +40,13 @@ void add_options(CLI::App& app, Options& o) {
   app.add_option("--export-onnx", o.export_onnx, "write the trained model (the weights decoding uses) as an ONNX "
                                                  "inference graph: inputs src, tgt_in, src_pad, tgt_pad; output logits")
       ->check(examples::names_a_path());
-  app.add_option("--attention", o.attention, "write every head's attention for one held-out example as an SVG grid")
-      ->check(examples::names_a_path());
+  CLI::Option* attention = app.add_option("--attention", o.attention, "write every head's attention for one held-out "
+                                          "example as an SVG grid")
+                               ->check(examples::names_a_path());
   app.add_option("--attention-example", o.attention_example,
                  "which held-out example --attention draws (default: the longest)")
-      ->check(CLI::Range(int64_t{0}, o.eval_size - 1));
+      ->check(CLI::Range(int64_t{0}, o.eval_size - 1))
+      ->needs(attention);
   app.add_option("--average", o.average, "decay of the moving average of the weights used for decoding (0: the last weights)")
       ->check(examples::number_in(0.0, 0.9999));
   app.add_flag("--profile", o.profile, "print the time per kernel kind of one training step (the 10th of this run)");
