@@ -11,14 +11,29 @@ LRScheduler::LRScheduler(Optimizer& optimizer) : optimizer_(optimizer) {
   for (const auto& g : optimizer.param_groups()) base_lrs_.push_back(g.lr.value());
 }
 
+// The rates a schedule gives pass the checks set_lr makes, so that a NaN or negative factor, or a
+// lambda returning one, is refused at the step that reaches it instead of training on a NaN rate.
+// All groups' rates are checked before any is set.
 void LRScheduler::apply() {
   auto& groups = optimizer_.param_groups();
-  for (size_t g = 0; g < groups.size(); ++g) groups[g].lr = lr_at(last_step_, base_lrs_[g]);
+  std::vector<double> rates;
+  for (size_t g = 0; g < groups.size(); ++g) {
+    const double lr = lr_at(last_step_, base_lrs_[g]);
+    CPPGRAD_CHECK(lr >= 0.0 && lr <= kMaxLearningRate, "learning-rate schedule: at step {} it gives group {} the "
+                  "learning rate {}, outside [0, {}]", last_step_, g, lr, kMaxLearningRate);
+    rates.push_back(lr);
+  }
+  for (size_t g = 0; g < groups.size(); ++g) groups[g].lr = rates[g];
 }
 
 void LRScheduler::step() {
   ++last_step_;
-  apply();
+  try {
+    apply();
+  } catch (...) {
+    --last_step_;  // a refused step is not taken
+    throw;
+  }
 }
 
 NamedTensors LRScheduler::state_dict() const {
@@ -67,6 +82,7 @@ void LRScheduler::load_state_dict(const NamedTensors& state) {
 NoamLR::NoamLR(Optimizer& optimizer, int64_t d_model_, int64_t warmup, double factor_)
     : LRScheduler(optimizer), d_model(d_model_), warmup_steps(warmup), factor(factor_) {
   CPPGRAD_CHECK(d_model > 0 && warmup_steps > 0, "NoamLR: d_model {} and warmup_steps {} must be positive", d_model, warmup);
+  CPPGRAD_CHECK(factor >= 0.0 && std::isfinite(factor), "NoamLR: factor must be finite and non-negative, got {}", factor);
   apply();
 }
 
@@ -79,6 +95,8 @@ double NoamLR::lr_at(int64_t step, double) const {
 WarmupCosineLR::WarmupCosineLR(Optimizer& optimizer, int64_t warmup, int64_t total, double min)
     : LRScheduler(optimizer), warmup_steps(warmup), total_steps(total), min_lr(min) {
   CPPGRAD_CHECK(warmup >= 0 && total > warmup, "WarmupCosineLR: need 0 ≤ warmup_steps ({}) < total_steps ({})", warmup, total);
+  CPPGRAD_CHECK(min_lr >= 0.0 && min_lr <= kMaxLearningRate, "WarmupCosineLR: min_lr must be in [0, {}], got {}",
+                kMaxLearningRate, min_lr);
   apply();
 }
 
@@ -94,6 +112,7 @@ double WarmupCosineLR::lr_at(int64_t step, double base_lr) const {
 
 StepLR::StepLR(Optimizer& optimizer, int64_t size, double g) : LRScheduler(optimizer), step_size(size), gamma(g) {
   CPPGRAD_CHECK(step_size > 0, "StepLR: step_size must be positive, got {}", step_size);
+  CPPGRAD_CHECK(gamma >= 0.0 && std::isfinite(gamma), "StepLR: gamma must be finite and non-negative, got {}", gamma);
   apply();
 }
 

@@ -1,6 +1,13 @@
 // Learning-rate schedules. A schedule sets its optimizer's learning rate for the coming step;
 // call step() after each optimizer step. As in PyTorch, constructing one sets the rate of the
 // first step, and `last_step` counts the scheduler steps taken (0 at first).
+//
+// Each rate is computed from the step count and the group's initial rate (lr_at), never from the
+// rate the group has now, as PyTorch's closed forms are. So, unlike PyTorch's chainable StepLR, a
+// rate set by hand lasts until the next step(), and two schedules on one optimizer do not compose:
+// the last to step sets the rate (write one schedule whose lr_at is the composition, as
+// WarmupCosineLR is of a warm-up and a cosine). A schedule made after loading an optimizer's
+// state takes the loaded rates as its base; load the schedule's own state_dict too.
 #pragma once
 
 #include <functional>

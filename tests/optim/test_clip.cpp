@@ -99,3 +99,52 @@ TEST_CASE("clipping rejects a non-positive max_norm and a negative clip_value") 
   CHECK(optimtest::contains(optimtest::error_message([&] { clip_grad_value_({a}, -0.1); }), "clip_value"));
   check_values(a.grad(), {1.0}, 0.0);
 }
+
+TEST_CASE("clipping changes the gradients in place: a handle taken before sees the clipped values") {
+  Tensor a = param({0.0, 0.0});
+  give_grad(a, {3.0, -4.0});
+  Tensor held = a.grad();  // as PyTorch's g = p.grad, then clip_grad_norm_(...), then g
+  clip_grad_norm_({a}, 1.0);
+  CHECK(a.grad().is_same(held));
+  check_values(held, {3.0 / (5.0 + 1e-6), -4.0 / (5.0 + 1e-6)});
+  clip_grad_value_({a}, 0.5);
+  CHECK(a.grad().is_same(held));
+  check_values(held, {0.5, -0.5});
+}
+
+TEST_CASE("clipping a gradient two parameters share changes it once") {
+  Tensor a = param({0.0, 0.0}), b = param({0.0, 0.0});
+  Tensor g = tensor(std::vector<double>{3.0, -4.0}, {2});
+  (a + b).backward(g);  // the sum hands the same gradient to both
+  const double norm = clip_grad_norm_({a, b}, 1.0);
+  CHECK(norm == doctest::Approx(std::sqrt(50.0)).epsilon(1e-15));  // counted once per parameter, as PyTorch does
+  const double coef = 1.0 / (std::sqrt(50.0) + 1e-6);
+  check_values(a.grad(), {3.0 * coef, -4.0 * coef});  // not coef²
+  check_values(b.grad(), {3.0 * coef, -4.0 * coef});
+  clip_grad_value_({a, b}, 0.1);
+  check_values(a.grad(), {0.1, -0.1});
+  check_values(b.grad(), {0.1, -0.1});
+}
+
+TEST_CASE("clipping an expanded gradient scales each element once") {
+  Tensor a = param({0.0, 0.0, 0.0, 0.0});
+  (a.sum() * 2.0).backward();  // the sum's gradient: one value, broadcast to a's shape
+  CHECK(clip_grad_norm_({a}, 1.0) == doctest::Approx(4.0));
+  check_values(a.grad(), {2.0 / (4.0 + 1e-6), 2.0 / (4.0 + 1e-6), 2.0 / (4.0 + 1e-6), 2.0 / (4.0 + 1e-6)});
+}
+
+TEST_CASE("clip_grad_norm_ with a NaN gradient makes every gradient NaN, as PyTorch's does") {
+  Tensor a = param({0.0, 0.0}), b = param({0.0, 0.0, 0.0});
+  give_grad(a, {std::nan(""), 1.0});
+  give_grad(b, {1.0, 2.0, -2.0});
+  CHECK(std::isnan(clip_grad_norm_({a, b}, 1.0)));
+  for (double v : values(a.grad())) CHECK(std::isnan(v));
+  for (double v : values(b.grad())) CHECK(std::isnan(v));  // once left as they were: only the norm said so
+}
+
+TEST_CASE("clipping refuses an undefined tensor among the parameters") {
+  Tensor a = param({0.0});
+  CHECK_THROWS_WITH_AS(clip_grad_norm_({a, Tensor()}, 1.0), doctest::Contains("parameter 1 of 2 is an undefined tensor"),
+                       Error);
+  CHECK_THROWS_WITH_AS(clip_grad_value_({Tensor()}, 1.0), doctest::Contains("parameter 0 of 1"), Error);
+}

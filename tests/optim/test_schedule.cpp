@@ -188,3 +188,24 @@ TEST_CASE("a schedule's state restores its step on a fresh optimizer") {
   CHECK(fresh.lr() == opt.lr());
   CHECK(fresh.lr() == doctest::Approx(warmup_cosine(0.1, 0.001, 3, 20, 8)));
 }
+
+TEST_CASE("a schedule's rates pass the optimizer's own checks: a NaN, negative or huge rate is refused") {
+  Tensor a = param({0.0});
+  SGD opt({a}, SGDOptions(0.1));
+  CHECK_THROWS_WITH_AS(StepLR(opt, 1, std::nan("")), doctest::Contains("gamma must be finite and non-negative"), Error);
+  CHECK_THROWS_WITH_AS(StepLR(opt, 1, -1.0), doctest::Contains("gamma"), Error);
+  CHECK_THROWS_WITH_AS(NoamLR(opt, 8, 4, -1.0), doctest::Contains("factor must be finite"), Error);
+  CHECK_THROWS_WITH_AS(WarmupCosineLR(opt, 0, 10, std::nan("")), doctest::Contains("min_lr must be in"), Error);
+  // A rate that grows past kMaxLearningRate is refused at the step that reaches it, and the
+  // group keeps the rate it had.
+  StepLR growing(opt, 1, 10.0);
+  for (int i = 0; i < 4; ++i) growing.step();  // 0.1 · 10⁴ = 1000: the limit itself is allowed
+  CHECK(opt.lr() == doctest::Approx(1000.0));
+  CHECK_THROWS_WITH_AS(growing.step(), doctest::Contains("at step 5 it gives group 0 the learning rate 10000"), Error);
+  CHECK(opt.lr() == doctest::Approx(1000.0));
+  CHECK(growing.last_step() == 4);
+  SGD other({param({0.0})}, SGDOptions(0.1));
+  LambdaLR bad(other, [](int64_t step) { return step < 2 ? 1.0 : std::nan(""); });
+  bad.step();
+  CHECK_THROWS_WITH_AS(bad.step(), doctest::Contains("learning rate nan"), Error);
+}
