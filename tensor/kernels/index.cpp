@@ -113,9 +113,14 @@ void impl::index_add_(const Tensor& out, int64_t dim, const Tensor& index, const
   check_index_tensor(index, "index_add");
   dim = wrap_dim(dim, out.dim(), "index_add");
   Tensor idx = contiguous(index);
-  CPPGRAD_CHECK(idx.dim() <= 1 && src.dim() == out.dim() && src.shape()[dim] == idx.numel(),
-        "index_add: base {}, index {}, source {}: the source must have index's length in dim {}",
-        shape_str(out.shape()), shape_str(index.shape()), shape_str(src.shape()), dim);
+  // The source is the base's shape but in `dim`, where it has one slice per index.
+  Shape expected = out.shape();
+  if (out.dim() > 0) expected[dim] = idx.numel();
+  CPPGRAD_CHECK(idx.dim() <= 1 && src.shape() == expected,
+        "index_add: base {}, index {}, source {}: the source must be of shape {} (the base's, with index's length in dim {})",
+        shape_str(out.shape()), shape_str(index.shape()), shape_str(src.shape()), shape_str(expected), dim);
+  CPPGRAD_CHECK(src.dtype() == out.dtype(), "index_add: base {} and source {} must have the same dtype",
+        dtype_name(out.dtype()), dtype_name(src.dtype()));
   const int64_t* ip = idx.data<int64_t>();
   if (dim == 0 && out.is_floating_point() && src.dtype() == out.dtype() && out.is_contiguous()) {
     // Rows of a table (an embedding's gradient): one plain loop per row, no per-row tensors.
@@ -142,6 +147,8 @@ void impl::index_add_(const Tensor& out, int64_t dim, const Tensor& index, const
 // out[i][j][k] = t[i][index[i][j][k]][k] for dim = 1
 Tensor impl::gather(const Tensor& t, int64_t dim, const Tensor& index) {
   dim = check_gather_index(t, dim, index, "gather");
+  if (t.dim() == 0)  // a 0-d tensor is read as the one-element vector it holds, as in PyTorch
+    return reshape(gather(reshape(t, {1}), 0, reshape(index, {1})), {});
   Tensor out = empty(index.shape(), t.dtype());
   const Shape& shape = t.shape();
   dispatch(t.dtype(), [&](auto tag) {
@@ -161,6 +168,9 @@ Tensor impl::scatter_add(const Tensor& base, int64_t dim, const Tensor& index, c
   dim = check_gather_index(base, dim, index, "scatter_add");
   CPPGRAD_CHECK(src.shape() == index.shape(), "scatter_add: source shape {} differs from index shape {}",
         shape_str(src.shape()), shape_str(index.shape()));
+  CPPGRAD_CHECK(src.dtype() == base.dtype(), "scatter_add: base {} and source {} must have the same dtype",
+        dtype_name(base.dtype()), dtype_name(src.dtype()));
+  if (base.dim() == 0) return reshape(scatter_add(reshape(base, {1}), 0, reshape(index, {1}), reshape(src, {1})), {});
   Tensor out = clone(base);
   Tensor source = to(src, base.dtype());
   const Shape& shape = base.shape();

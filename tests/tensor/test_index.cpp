@@ -195,6 +195,29 @@ TEST_CASE("index_add: adds whole slices at the indexed positions") {
   CHECK(mismatch(kernels::index_add(zeros({2}), 0, indices({1}), tensor({5})), {2}, {0, 5}) == "");
 }
 
+TEST_CASE("index_add and scatter_add check the source's shape and dtype; gather and scatter_add take 0-d tensors") {
+  // Only the source's length in dim was checked: a wider one wrote past the base (ASan), a
+  // narrower one into the wrong elements.
+  for (const Shape& wrong : {Shape{1, 400}, Shape{1, 5}, Shape{1, 2}, Shape{1, 4, 1}}) {
+    std::string e = error_message([&] { index_add(zeros({3, 4}), 0, indices({2}), ones(wrong)); });
+    CHECK(contains(e, "index_add: base [3, 4], index [1], source " + shape_str(wrong) + ": the source must be of shape [1, 4]"));
+  }
+  CHECK(contains(error_message([&] { index_add(zeros({3, 4}), 0, indices({2}), ones({1, 4}, kFloat64)); }),
+                 "index_add: base float32 and source float64 must have the same dtype"));
+  CHECK(contains(error_message([&] { scatter_add(zeros({3}), 0, indices({0}), ones({1}, kFloat64)); }),
+                 "scatter_add: base float32 and source float64 must have the same dtype"));
+  // A 0-d tensor is the one-element vector it holds (dim 0 or -1), as in PyTorch.
+  Tensor five = scalar_tensor(5.0);
+  Tensor g = five.gather(0, scalar_tensor(0, kInt64));
+  CHECK(g.dim() == 0);
+  CHECK(g.item<float>() == 5.0f);
+  CHECK(five.gather(-1, scalar_tensor(0, kInt64)).item<float>() == 5.0f);
+  CHECK(contains(error_message([&] { five.gather(0, scalar_tensor(1, kInt64)); }), "gather: index 1 out of range"));
+  Tensor s = scatter_add(five, 0, scalar_tensor(0, kInt64), scalar_tensor(2.0));
+  CHECK(s.dim() == 0);
+  CHECK(s.item<float>() == 7.0f);
+}
+
 // PyTorch refuses a negative index in these ops (only dims count from the end): a padding id of
 // -1 or -100 that wrapped would silently read or write a real row.
 TEST_CASE("indexing ops refuse negative and too-large indices, naming the op, the index and the size") {
