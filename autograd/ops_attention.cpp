@@ -19,6 +19,12 @@ namespace cppgrad {
 
 Tensor attention_position_bias(const AttentionPositions& o, bool is_causal, int64_t heads, int64_t target_len,
                                int64_t source_len, DType dtype) {
+  // Positions are counted in float64, exact below 2⁵³: further, neighbouring positions would merge.
+  constexpr int64_t kLastExactPosition = int64_t{1} << 53;
+  CPPGRAD_CHECK(o.query_offset >= 0 && o.query_offset <= kLastExactPosition - target_len,
+                "attention: query_offset {} must be in [0, 2^53 - {}] (the queries' positions, counted in float64)",
+                o.query_offset, target_len);
+  CPPGRAD_CHECK(!o.window || *o.window >= 1, "attention: window {} must be at least 1", o.window.value_or(0));
   const bool positional = o.window.has_value() || (is_causal && o.query_offset != 0);
   const bool alibi = o.alibi_slopes.defined();
   if (!positional && !alibi) return {};
@@ -82,8 +88,36 @@ Tensor attention_weights(const Tensor& q, const Tensor& k, const Tensor& mask, b
   return masked_softmax(q.matmul(keys.mT()), full_mask, causal, scale);  // (..., T, d) @ (..., d, S) -> (..., T, S)
 }
 
+namespace {
+// fused_attention's operands, as its header states them. Unchecked, a k narrower than q made BLAS
+// print an error and return garbage, and a short v was read past its end.
+void check_fused_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask, double dropout_p) {
+  CPPGRAD_CHECK(q.dim() >= 2 && k.dim() == q.dim() && v.dim() == q.dim() && q.size(-1) == k.size(-1) &&
+                    k.size(-2) == v.size(-2),
+                "fused_attention: q {}, k {}, v {} do not fit (..., T, d), (..., S, d), (..., S, dv) of one rank",
+                shape_str(q.shape()), shape_str(k.shape()), shape_str(v.shape()));
+  bool lead_fits = true;  // the dims before (heads, length, d) equal; k and v's heads dividing q's
+  for (int64_t d = 0; d + 3 < q.dim(); ++d) lead_fits = lead_fits && q.size(d) == k.size(d) && k.size(d) == v.size(d);
+  if (q.dim() >= 3) lead_fits = lead_fits && k.size(-3) == v.size(-3) && k.size(-3) > 0 && q.size(-3) % k.size(-3) == 0;
+  CPPGRAD_CHECK(lead_fits, "fused_attention: q {}, k {}, v {}: the leading dims must be equal, but k and v may have g "
+                "heads (dim -3) dividing q's", shape_str(q.shape()), shape_str(k.shape()), shape_str(v.shape()));
+  CPPGRAD_CHECK(q.is_floating_point() && k.dtype() == q.dtype() && v.dtype() == q.dtype(),
+                "fused_attention: q, k and v must share a floating dtype, got {}, {}, {}", dtype_name(q.dtype()),
+                dtype_name(k.dtype()), dtype_name(v.dtype()));
+  CPPGRAD_CHECK(dropout_p >= 0.0 && dropout_p < 1.0, "fused_attention: dropout_p {} must be in [0, 1)", dropout_p);
+  if (!mask.defined()) return;
+  Shape weights_shape(q.shape().begin(), q.shape().end() - 1);  // (..., h, T, S)
+  weights_shape.push_back(k.size(-2));
+  CPPGRAD_CHECK(mask.dim() <= q.dim() && (mask.dtype() == kBool || mask.is_floating_point()),
+                "fused_attention: mask {} ({}) must be bool or floating, of at most the weights' {} dims",
+                shape_str(mask.shape()), dtype_name(mask.dtype()), weights_shape.size());
+  broadcast_shapes(weights_shape, mask.shape(), "fused_attention (mask)");
+}
+}  // namespace
+
 Tensor fused_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask, bool is_causal,
                        double scale, double dropout_p, Generator& gen, const AttentionPositions& positions) {
+  check_fused_attention(q, k, v, mask, dropout_p);
   // The draw dropout() makes on the weights (..., h, T, S): one key, or inside a KeyedDropout
   // scope one per example.
   Shape weights_shape(q.shape().begin(), q.shape().end() - 1);

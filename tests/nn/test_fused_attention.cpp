@@ -7,6 +7,8 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <functional>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -245,4 +247,31 @@ TEST_CASE("fused attention reads a projection's heads in place and writes the ou
       CHECK(in_place.out.transpose(1, 2).is_contiguous());  // (B, T, h, d) in memory: merging the heads is a view
     }
   }
+}
+
+TEST_CASE("fused attention refuses operands that do not fit, as scaled_dot_product_attention does") {
+  auto refused = [](const std::function<void()>& f, const std::string& phrase) {
+    CHECK_THROWS_WITH_AS(f(), doctest::Contains(phrase.c_str()), Error);
+  };
+  // Once: BLAS printed "parameter number 8 had an illegal value" and a result came back; a v of
+  // one key was read past its end.
+  refused([] { fused_attention(randn({1, 3, 8}), randn({1, 5, 2}), randn({1, 5, 2}), Tensor(), false, 1.0); },
+          "q [1,3,8], k [1,5,2], v [1,5,2] do not fit");
+  refused([] { fused_attention(randn({1, 64, 16}), randn({1, 512, 16}), randn({1, 1, 16}), Tensor(), false, 1.0); },
+          "do not fit");
+  refused([] { fused_attention(randn({2, 4, 8, 16}), randn({3, 4, 8, 16}), randn({3, 4, 8, 16}), Tensor(), false, 1.0); },
+          "the leading dims must be equal");
+  refused([] { fused_attention(randn({1, 6, 8, 16}), randn({1, 4, 8, 16}), randn({1, 4, 8, 16}), Tensor(), false, 1.0); },
+          "heads (dim -3) dividing q's");
+  refused([] { fused_attention(randn({1, 8, 4}), randn({1, 8, 4}, kFloat64), randn({1, 8, 4}), Tensor(), false, 1.0); },
+          "must share a floating dtype");
+  for (double p : {2.0, -1.0, std::nan("")})
+    refused([p] { fused_attention(randn({1, 8, 4}), randn({1, 8, 4}), randn({1, 8, 4}), Tensor(), false, 1.0, p); },
+            "dropout_p");
+  refused([] { fused_attention(randn({1, 8, 4}), randn({1, 8, 4}), randn({1, 8, 4}), ones({7, 8}, kBool), false, 1.0); },
+          "fused_attention (mask)");
+  // A decoding offset whose positions overflow (UBSan once) or pass float64's exact integers.
+  F::AttentionOptions far = F::AttentionOptions().is_causal(true).query_offset(std::numeric_limits<int64_t>::max());
+  refused([&] { F::scaled_dot_product_attention(randn({1, 2, 4}), randn({1, 2, 4}), randn({1, 2, 4}), far); },
+          "query_offset 9223372036854775807 must be in [0, 2^53 - 2]");
 }
