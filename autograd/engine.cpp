@@ -41,10 +41,17 @@ std::string node_inputs(const Node& node) {
   return out;
 }
 
+// A hook may return a new gradient, of the gradient's own shape and dtype, as in PyTorch: one of
+// another shape once reached the optimizer, which wrote past the parameter.
 Tensor apply_hooks(const std::vector<Tensor::Hook>& hooks, Tensor grad) {
-  for (const auto& hook : hooks) {
-    Tensor replaced = hook(grad);
-    if (replaced.defined()) grad = replaced;
+  for (size_t i = 0; i < hooks.size(); ++i) {
+    Tensor replaced = hooks[i](grad);
+    if (!replaced.defined()) continue;
+    CPPGRAD_CHECK(replaced.shape() == grad.shape() && replaced.dtype() == grad.dtype(),
+                  "backward: hook {} returned a gradient {} {} for one of {} {}; a hook may change its values, not its "
+                  "shape or dtype", i, shape_str(replaced.shape()), dtype_name(replaced.dtype()),
+                  shape_str(grad.shape()), dtype_name(grad.dtype()));
+    grad = replaced;
   }
   return grad;
 }

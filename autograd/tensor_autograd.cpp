@@ -36,6 +36,8 @@ Tensor Tensor::grad() const {
 void Tensor::set_grad(const Tensor& g) const {
   CPPGRAD_CHECK(!g.defined() || g.shape() == shape(), "set_grad: gradient of shape {} for a tensor of shape {}",
         g.defined() ? shape_str(g.shape()) : "undefined", shape_str(shape()));
+  CPPGRAD_CHECK(!g.defined() || g.dtype() == dtype(), "set_grad: gradient of dtype {} for a tensor of dtype {}",
+        dtype_name(g.dtype()), dtype_name(dtype()));
   ensure_meta(*this).grad = g;
 }
 

@@ -515,3 +515,23 @@ TEST_CASE("engine: slices' gradients are added into their input's gradient where
   // w[3][1] = 7 lies in w_rows (rows 2-4: 2·7) and in the step-3 slice (rows 0 and 3: 5).
   CHECK(w_grad[7] == 14.0 + 5.0);
 }
+
+TEST_CASE("a hook may change a gradient's values, not its shape or dtype; set_grad checks both") {
+  // A hook's [1] gradient for a [1000] leaf once reached SGD, which wrote past the parameter.
+  Tensor x = zeros({1000}, TensorOptions(kFloat32).requires_grad());
+  x.register_hook([](const Tensor&) { return ones({1}); });
+  std::string e = error_message([&] { (x * 2.0).sum().backward(); });
+  CHECK(contains(e, "backward: hook 0 returned a gradient [1] float32 for one of [1000] float32"));
+  CHECK_FALSE(x.grad().defined());
+  Tensor y = zeros({3}, TensorOptions(kFloat32).requires_grad());
+  y.register_hook([](const Tensor& g) { return g.to(kFloat64); });
+  CHECK(contains(error_message([&] { y.sum().backward(); }), "returned a gradient [3] float64 for one of [3] float32"));
+  // A hook returning the same shape and dtype still replaces the gradient.
+  Tensor z = zeros({2}, TensorOptions(kFloat64).requires_grad());
+  z.register_hook([](const Tensor& g) { return g * 3.0; });
+  (z * 2.0).sum().backward();
+  CHECK(values(z.grad()) == V{6.0, 6.0});
+  CHECK(contains(error_message([&] { z.set_grad(ones({2}, kFloat32)); }),
+                 "set_grad: gradient of dtype float32 for a tensor of dtype float64"));
+  CHECK(contains(error_message([&] { z.set_grad(ones({3}, kFloat64)); }), "set_grad: gradient of shape [3]"));
+}
