@@ -97,6 +97,7 @@ void Optimizer::step() {
   // program's own.
   profile::Span span("optimizer", name_, ".step");
   NoGradGuard no_grad;
+  check_state_layouts();
   size_t index = 0;
   try {
     for (const ParamGroup& group : groups_) {
@@ -115,6 +116,32 @@ void Optimizer::step() {
     throw;
   }
   finish_step();
+}
+
+// state() is writable, as PyTorch's optimizer.state[p] is, and update() indexes every buffer as
+// its parameter: one of another shape, dtype or layout written there by hand would be read and
+// written past its end. So each is checked before any parameter is updated.
+void Optimizer::check_state_layouts() const {
+  size_t index = 0;
+  for (const ParamGroup& group : groups_)
+    for (const Tensor& p : group.params) {
+      const auto& state = state_[index];
+      for (const auto& [name, buffer] : state) {
+        if (name == "step") {
+          CPPGRAD_CHECK(buffer.defined() && buffer.numel() == 1, "{}::step: state.{}.step must be one number, got {}",
+                        name_, index, buffer.defined() ? shape_str(buffer.shape()) : std::string("an undefined tensor"));
+          continue;
+        }
+        CPPGRAD_CHECK(buffer.defined() && buffer.shape() == p.shape() && buffer.dtype() == p.dtype() &&
+                          buffer.is_contiguous(),
+                      "{}::step: state.{}.{} must be a contiguous {} {} like its parameter, got {}", name_, index, name,
+                      dtype_name(p.dtype()), shape_str(p.shape()),
+                      buffer.defined() ? fmt::format("{} {}{}", dtype_name(buffer.dtype()), shape_str(buffer.shape()),
+                                                     buffer.is_contiguous() ? "" : " (not contiguous)")
+                                       : std::string("an undefined tensor"));
+      }
+      ++index;
+    }
 }
 
 size_t Optimizer::index_of(const Tensor& param) const {

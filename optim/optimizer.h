@@ -108,6 +108,9 @@ class Optimizer {
   // Checks the state that load_state_dict read for parameter `index` (keys "state.<index>.<name>"): the
   // names update() keeps, each buffer's dtype, shape and values. An empty state (a parameter
   // not stepped yet) passes. The default accepts buffers of the parameter's shape or 0-d.
+  // step()'s check of the buffers state() may have been given by hand: each of its parameter's
+  // shape, dtype and dense layout ("step": one number).
+  void check_state_layouts() const;
   virtual void check_state(size_t index, const Tensor& param, const ParamGroup& group,
                            const std::map<std::string, Tensor>& state) const;
   // For check_state: `state` holds exactly `names` (throws naming the first missing or unexpected

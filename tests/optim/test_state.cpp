@@ -281,3 +281,32 @@ TEST_CASE("state(param) reads and writes one parameter's named state, as optimiz
   Tensor stranger = param({0.0});
   CHECK(contains(error_message([&] { opt.state(stranger); }), "Adam::state: the tensor of shape [1] is not one of"));
 }
+
+TEST_CASE("a buffer written into state() by hand must be its parameter's shape, dtype and layout") {
+  // Each once reached the update, which wrote past the smaller buffer (ASan heap-buffer-overflow).
+  Tensor w = param(std::vector<double>(8, 1.0));
+  auto train_once = [&](Optimizer& opt) {
+    (w * 2.0).sum().backward();
+    opt.step();
+  };
+  Adam adam({w}, AdamOptions(0.1));
+  train_once(adam);
+  const Tensor kept = adam.state(w).at("exp_avg");
+  adam.state(w)["exp_avg"] = ones({1}, w.dtype());
+  const std::vector<double> before = values(w);
+  std::string e = error_message([&] { train_once(adam); });
+  CHECK(contains(e, "Adam::step: state.0.exp_avg must be a contiguous float64 [8] like its parameter, got float64 [1]"));
+  CHECK(values(w) == before);  // refused before any parameter moved
+  adam.state(w)["exp_avg"] = kept;
+  adam.state(w)["exp_avg_sq"] = ones({8}, kFloat32);
+  CHECK(contains(error_message([&] { adam.step(); }), "state.0.exp_avg_sq must be a contiguous float64 [8] like its "
+                                                        "parameter, got float32 [8]"));
+  adam.state(w)["exp_avg_sq"] = ones({2, 8}, w.dtype()).t().contiguous().t().select(0, 0);  // a strided row
+  CHECK(contains(error_message([&] { adam.step(); }), "(not contiguous)"));
+  SGD sgd({w}, SGDOptions(0.1).momentum(0.9));
+  train_once(sgd);
+  sgd.state(w)["momentum_buffer"] = ones({1}, w.dtype());
+  CHECK(contains(error_message([&] { train_once(sgd); }), "SGD::step: state.0.momentum_buffer must be"));
+  sgd.state(w)["momentum_buffer"] = zeros_like(w);  // the right layout is taken
+  train_once(sgd);
+}
