@@ -1,5 +1,6 @@
 #include "data/sampler.h"
 
+#include "runtime/allocator.h"
 #include "tensor/tensor.h"
 
 namespace cppgrad::data {
@@ -22,6 +23,11 @@ RandomSampler::RandomSampler(int64_t n, bool replacement, int64_t num_samples)
                 "needs replacement=true", n_, num_samples_);
   CPPGRAD_CHECK(n_ > 0 || num_samples_ == 0, "RandomSampler: cannot draw {} samples from an empty dataset",
                 num_samples_);
+  // An epoch's indices are drawn at once: refused here rather than by the allocation they need.
+  const double index_bytes = static_cast<double>(num_samples_) * sizeof(int64_t);
+  CPPGRAD_CHECK(index_bytes <= machine_memory_bytes(), "RandomSampler: num_samples {} needs {:.3g} GB of indices an "
+                "epoch, more than this machine's {:.3g} GB of memory", num_samples_, index_bytes / 1e9,
+                machine_memory_bytes() / 1e9);
 }
 
 std::vector<int64_t> RandomSampler::indices(int64_t, Generator& gen) const {

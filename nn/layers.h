@@ -124,7 +124,10 @@ class ModuleList : public Module {
     register_module(std::to_string(items_.size()), module);
     items_.push_back(std::move(module));
   }
-  const std::shared_ptr<M>& operator[](size_t i) const { return items_.at(i); }
+  const std::shared_ptr<M>& operator[](size_t i) const {
+    CPPGRAD_CHECK(i < items_.size(), "ModuleList: index {} out of range for {} modules", i, items_.size());
+    return items_[i];
+  }
   size_t size() const { return items_.size(); }
   auto begin() const { return items_.begin(); }
   auto end() const { return items_.end(); }

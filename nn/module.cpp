@@ -93,7 +93,19 @@ void Module::add_child(const std::string& name, std::shared_ptr<Module> module) 
   check_name(name, "module");
   CPPGRAD_CHECK(module != nullptr, "register_module: '{}' is null", name);
   for (const auto& [n, m] : children_) CPPGRAD_CHECK(n != name, "register_module: '{}' is already registered", name);
+  // A module inside its own tree (s->push_back(s), or a parent under its child) would make every
+  // walk of the tree, parameters() or str(), recurse without end. The same module twice in
+  // different places (shared weights) is a tree still, and allowed.
+  CPPGRAD_CHECK(!module->is_or_holds(this), "register_module: '{}' is this module, or holds it: a module cannot be "
+                "inside itself", name);
   children_.emplace_back(name, std::move(module));
+}
+
+bool Module::is_or_holds(const Module* module) const {
+  if (this == module) return true;
+  for (const auto& [name, child] : children_)
+    if (child->is_or_holds(module)) return true;
+  return false;
 }
 
 // Calls visit(dotted_name, entry, is_parameter) for every parameter and buffer.

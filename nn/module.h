@@ -103,6 +103,7 @@ class Module : public std::enable_shared_from_this<Module> {
   template <class Visit>
   void walk(const std::string& prefix, bool recurse, Visit&& visit) const;
   void str_into(std::string& out, int indent) const;
+  bool is_or_holds(const Module* module) const;  // this module, or one in its tree
 
   std::vector<Entry> parameters_;
   std::vector<Entry> buffers_;

@@ -4,6 +4,7 @@
 
 #include "autograd/checkpoint.h"
 #include "nn/init.h"
+#include "runtime/allocator.h"
 
 namespace cppgrad::nn {
 
@@ -148,10 +149,25 @@ Tensor TransformerDecoderLayer::run(const Tensor& tgt, const Tensor& memory, con
 
 // ---- stacks -----------------------------------------------------------------------------------
 
+namespace {
+// num_layers copies of the first layer's parameters must fit in memory: a count like 2^40 would
+// otherwise build layers for hours, until the machine ran out, instead of being refused.
+void check_layers_fit(const char* op, const Module& first, int64_t num_layers) {
+  double bytes = 0;
+  for (const Tensor& p : first.parameters()) bytes += static_cast<double>(p.numel() * dtype_size(p.dtype()));
+  CPPGRAD_CHECK(bytes * static_cast<double>(num_layers) <= machine_memory_bytes(),
+                "{}: {} layers of {:.3g} MB of parameters need {:.3g} GB, more than this machine's {:.3g} GB of memory",
+                op, num_layers, bytes / 1e6, bytes * static_cast<double>(num_layers) / 1e9, machine_memory_bytes() / 1e9);
+}
+}  // namespace
+
 TransformerEncoder::TransformerEncoder(const TransformerLayerOptions& o, int64_t num_layers, bool final_norm) {
   CPPGRAD_CHECK(num_layers >= 0, "TransformerEncoder: negative num_layers {}", num_layers);
   layers = register_module("layers", std::make_shared<ModuleList<TransformerEncoderLayer>>());
-  for (int64_t i = 0; i < num_layers; ++i) layers->push_back(std::make_shared<TransformerEncoderLayer>(o));
+  for (int64_t i = 0; i < num_layers; ++i) {
+    layers->push_back(std::make_shared<TransformerEncoderLayer>(o));
+    if (i == 0) check_layers_fit("TransformerEncoder", *(*layers)[0], num_layers);
+  }
   if (final_norm) norm = register_module("norm", std::make_shared<LayerNorm>(Shape{o.d_model()}, o.layer_norm_eps()));
 }
 
@@ -182,7 +198,10 @@ Tensor TransformerEncoder::forward_step(const Tensor& x, std::vector<KVCache>& c
 TransformerDecoder::TransformerDecoder(const TransformerLayerOptions& o, int64_t num_layers, bool final_norm) {
   CPPGRAD_CHECK(num_layers >= 0, "TransformerDecoder: negative num_layers {}", num_layers);
   layers = register_module("layers", std::make_shared<ModuleList<TransformerDecoderLayer>>());
-  for (int64_t i = 0; i < num_layers; ++i) layers->push_back(std::make_shared<TransformerDecoderLayer>(o));
+  for (int64_t i = 0; i < num_layers; ++i) {
+    layers->push_back(std::make_shared<TransformerDecoderLayer>(o));
+    if (i == 0) check_layers_fit("TransformerDecoder", *(*layers)[0], num_layers);
+  }
   if (final_norm) norm = register_module("norm", std::make_shared<LayerNorm>(Shape{o.d_model()}, o.layer_norm_eps()));
 }
 

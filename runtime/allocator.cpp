@@ -9,6 +9,7 @@
 #include <limits>
 #include <mutex>
 #include <new>
+#include <unistd.h>
 #include <unordered_map>
 #include <vector>
 
@@ -148,6 +149,11 @@ void set_cache_limit(size_t bytes) {
 size_t cache_limit() {
   std::lock_guard<std::mutex> lock(cache().mutex);
   return cache().limit;
+}
+
+double machine_memory_bytes() {
+  static const double bytes = static_cast<double>(::sysconf(_SC_PHYS_PAGES)) * static_cast<double>(::sysconf(_SC_PAGESIZE));
+  return bytes;
 }
 
 AllocatorStats allocator_stats() {

@@ -27,6 +27,10 @@ struct AllocatorStats {
   int64_t cache_misses = 0;  // allocations that went to the system
 };
 AllocatorStats allocator_stats();
+// The machine's physical memory in bytes: what a request larger than it is refused against (a
+// tensor's, a model's), as such a request could only fail, or be granted by overcommit and end
+// the process when its pages are touched.
+double machine_memory_bytes();
 void reset_peak_allocated();
 // Returns every cached block to the system.
 void empty_cache();

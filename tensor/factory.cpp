@@ -4,8 +4,7 @@
 #include <cmath>
 #include <new>
 
-#include <unistd.h>
-
+#include "runtime/allocator.h"
 #include "runtime/profile.h"
 #include "tensor/iterate.h"
 #include "tensor/kernels.h"
@@ -23,10 +22,7 @@ Tensor allocate(const Shape& shape, DType dtype, Storage::Init init, std::string
   CPPGRAD_CHECK(!__builtin_mul_overflow(count, static_cast<int64_t>(dtype_size(dtype)), &nbytes),
                 "{}: shape {} of {} needs more bytes than a 64-bit count holds", op, shape_str(shape),
                 dtype_name(dtype));
-  // More than the machine's memory is refused outright: such a request could only fail, or be
-  // granted by overcommit and end the process when the pages are touched.
-  static const double memory_bytes =
-      static_cast<double>(::sysconf(_SC_PHYS_PAGES)) * static_cast<double>(::sysconf(_SC_PAGESIZE));
+  const double memory_bytes = machine_memory_bytes();
   if (static_cast<double>(nbytes) > memory_bytes) {
     throw OutOfMemoryError(fmt::format("{}: shape {} of {} needs {:.3g} GB, more than this machine's {:.3g} GB of memory",
                                        op, shape_str(shape), dtype_name(dtype), static_cast<double>(nbytes) / 1e9,

@@ -39,6 +39,10 @@ TEST_CASE("RandomSampler with replacement: num_samples draws of gen.randint(0, n
   for (int64_t index : drawn) CHECK(index == same.randint(0, 10));
   CHECK_THROWS_AS(RandomSampler(10, false, 5), Error);  // a permutation has all 10
   CHECK_THROWS_AS(RandomSampler(0, true, 5), Error);
+  // An epoch's indices beyond the machine's memory: refused when made, not when drawn (once an
+  // allocation-size abort under ASan).
+  CHECK_THROWS_WITH_AS(RandomSampler(5, true, int64_t{1} << 50),
+                       doctest::Contains("RandomSampler: num_samples 1125899906842624 needs"), Error);
 }
 
 TEST_CASE("DistributedSampler: disjoint shares covering the epoch, padded by repeating or cut by drop_last") {

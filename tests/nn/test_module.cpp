@@ -296,3 +296,31 @@ TEST_CASE("assigning to a Buffer member replaces the registered buffer, as a Par
   CHECK(m.named_parameters().at(0).second.is_same(other));
   CHECK(contains(error_message([&] { m.gain = other * 2.0; }), "computed"));
 }
+
+TEST_CASE("a module cannot be registered inside itself; a shared one may sit in two places") {
+  // s->push_back(s) was accepted, and parameters() and str() then overflowed the stack.
+  auto s = std::make_shared<Sequential>();
+  s->push_back(std::make_shared<Linear>(2, 2));
+  CHECK(contains(error_message([&] { s->push_back(s); }), "register_module: '1' is this module, or holds it"));
+  auto outer = std::make_shared<ModuleList<>>();
+  auto inner = std::make_shared<ModuleList<>>();
+  outer->push_back(inner);
+  CHECK(contains(error_message([&] { inner->push_back(outer); }), "a module cannot be inside itself"));
+  CHECK(s->parameters().size() == 2);
+  // The same module under two names (shared weights) is allowed, and its parameters counted once.
+  auto shared = std::make_shared<Linear>(2, 2);
+  auto twice = std::make_shared<ModuleList<>>();
+  twice->push_back(shared);
+  twice->push_back(shared);
+  CHECK(twice->parameters().size() == 2);
+  CHECK(contains(error_message([&] { (void)(*twice)[2]; }), "ModuleList: index 2 out of range for 2 modules"));
+}
+
+TEST_CASE("a stack of more layers than memory holds is refused before they are built") {
+  // TransformerEncoder(options, 2^40) once built layers until it was stopped.
+  const auto o = TransformerLayerOptions(8, 2).dim_feedforward(16);
+  CHECK(contains(error_message([&] { TransformerEncoder(o, int64_t{1} << 40); }),
+                 "TransformerEncoder: 1099511627776 layers of"));
+  CHECK(contains(error_message([&] { TransformerDecoder(o, int64_t{1} << 40); }), "more than this machine's"));
+  CHECK(TransformerEncoder(o, 3).layers->size() == 3);
+}
