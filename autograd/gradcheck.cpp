@@ -16,6 +16,13 @@ std::vector<size_t> checked_inputs(const std::vector<Tensor>& inputs, std::strin
     CPPGRAD_CHECK(inputs[i].dtype() == kFloat64,
           "{}: input {} is {}; finite differences need float64 (convert with .to(kFloat64))", op, i,
           dtype_name(inputs[i].dtype()));
+    // Perturbing one element of an expanded input moves every element that shares its memory, so
+    // the finite differences would not be the partial derivatives (PyTorch refuses these too).
+    bool overlapping = false;
+    for (int64_t d = 0; d < inputs[i].dim(); ++d) overlapping = overlapping || (inputs[i].stride(d) == 0 && inputs[i].size(d) > 1);
+    CPPGRAD_CHECK(!overlapping, "{}: input {} of shape {} has a dim of stride 0 (an expanded tensor): its elements share "
+                  "memory, so finite differences cannot move one alone; pass .contiguous()", op, i,
+                  shape_str(inputs[i].shape()));
     idx.push_back(i);
   }
   CPPGRAD_CHECK(!idx.empty(), "{}: no input requires grad, so there is nothing to check", op);

@@ -103,6 +103,7 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b) {
 
 Tensor layer_norm(const Tensor& x, int64_t normalized_dims, const Tensor& weight, const Tensor& bias, double eps) {
   check_layer_norm(x, normalized_dims, weight, bias);
+  CPPGRAD_CHECK(eps >= 0.0, "layer_norm: eps {} must not be negative", eps);  // as rms_norm's and batch_norm's
   autograd::TraceScope trace;  // one op in ONNX, whichever form computes it
   auto traced = [&] {
     return autograd::TracedOp{"layer_norm", {x, weight, bias}, {{"normalized_dims", normalized_dims}, {"eps", eps}}};

@@ -149,6 +149,8 @@ MultiheadAttention::MultiheadAttention(const MultiheadAttentionOptions& opts)
   CPPGRAD_CHECK(E > 0 && H > 0, "MultiheadAttention: embed_dim {} and num_heads {} must be positive", E, H);
   CPPGRAD_CHECK(opts.head_dim() >= 0, "MultiheadAttention: head_dim {} must be positive (or 0: embed_dim / num_heads)",
                 opts.head_dim());
+  CPPGRAD_CHECK(opts.kdim() >= 0 && opts.vdim() >= 0, "MultiheadAttention: kdim {} and vdim {} must be positive (or 0: "
+                "embed_dim)", opts.kdim(), opts.vdim());
   CPPGRAD_CHECK(opts.head_dim() > 0 || E % H == 0,
                 "MultiheadAttention: embed_dim {} is not divisible by num_heads {} (each head needs d_k = E / h; or "
                 "give head_dim)", E, H);

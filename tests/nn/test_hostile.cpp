@@ -277,3 +277,18 @@ TEST_CASE("layer_norm of a row with a NaN among zeros: that row NaN, the others 
     CHECK(max_abs_diff(y[2], F::layer_norm(x[2], {4})) == 0.0);
   }
 }
+
+TEST_CASE("arguments once taken without a word: MultiheadAttention's kdim, layer_norm's eps, gradcheck's expanded input") {
+  // kdim -2 and vdim -1 were read as "not given" (embed_dim).
+  CHECK_THROWS_WITH_AS(MultiheadAttention(MultiheadAttentionOptions(8, 4).kdim(-2)),
+                       Contains("kdim -2 and vdim 0 must be positive"), Error);
+  CHECK_THROWS_WITH_AS(MultiheadAttention(MultiheadAttentionOptions(8, 4).vdim(-1)), Contains("vdim -1"), Error);
+  // A negative or NaN eps gave rows of NaN; rms_norm and batch_norm refused it already.
+  for (double eps : {-1e-5, std::nan("")})
+    CHECK_THROWS_WITH_AS(F::layer_norm(randn({2, 4}), {4}, Tensor(), Tensor(), eps), Contains("layer_norm: eps"), Error);
+  // An expanded input: perturbing one element moved all four, and gradcheck reported a bogus
+  // Jacobian mismatch.
+  Tensor expanded = scalar_tensor(1.0, TensorOptions(kFloat64).requires_grad()).expand({4});
+  CHECK_THROWS_WITH_AS(gradcheck([](const std::vector<Tensor>& in) { return in[0].exp(); }, {expanded}),
+                       Contains("gradcheck: input 0 of shape [4] has a dim of stride 0"), Error);
+}
