@@ -103,11 +103,12 @@ Tensor Tensor::slice(int64_t d, int64_t start, int64_t end, int64_t step) const 
 Tensor Tensor::narrow(int64_t d, int64_t start, int64_t length) const {
   CPPGRAD_CHECK(dim() > 0, "narrow: cannot narrow a 0-d tensor");
   int64_t size = shape()[wrap_dim(d, dim(), "narrow")];
-  if (start < 0) start += size;
-  CPPGRAD_CHECK(start >= 0 && length >= 0 && start + length <= size,
+  const int64_t first = start < 0 ? start + size : start;
+  // length is compared with the room left, not added to start: start + length may overflow.
+  CPPGRAD_CHECK(first >= 0 && first <= size && length >= 0 && length <= size - first,
         "narrow: start {} and length {} do not fit in dim {} of size {} (shape {})", start, length, d, size,
         shape_str(shape()));
-  return slice(d, start, start + length, 1);
+  return slice(d, first, first + length, 1);
 }
 
 Tensor Tensor::select(int64_t d, int64_t index) const {
@@ -186,7 +187,7 @@ Tensor slice_scatter(const Tensor& src, const Shape& shape, int64_t dim, int64_t
   // dSrc = slice(dOut) at the same positions
   return record("slice_scatter", kernels::slice_scatter(src, shape, dim, start, step), {src}, {},
                 [dim, start, step, len = src.shape()[dim]](const Tensor& g, const Saved&) -> Grads {
-                  return {g.slice(dim, start, start + len * step, step)};
+                  return {g.slice(dim, start, kernels::slice_end(start, len, step), step)};
                 });
 }
 

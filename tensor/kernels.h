@@ -24,6 +24,11 @@ Tensor squeeze(const Tensor& t);
 Tensor squeeze(const Tensor& t, int64_t dim);
 Tensor unsqueeze(const Tensor& t, int64_t dim);
 Tensor slice(const Tensor& t, int64_t dim, int64_t start, int64_t end, int64_t step);
+// The end that gives slice() `count` elements from `start` by `step`: one past the last, which
+// start + count * step would overflow for a huge step. The last must be a valid index.
+inline int64_t slice_end(int64_t start, int64_t count, int64_t step) {
+  return count == 0 ? start : start + (count - 1) * step + 1;
+}
 Tensor select(const Tensor& t, int64_t dim, int64_t index);
 Tensor expand(const Tensor& t, const Shape& shape);
 // Resolves one -1 in a requested shape and checks the element count ("reshape"/"view" name it).

@@ -27,7 +27,7 @@ void add_slice(Tensor& slot, const Tensor& piece, const Shape& shape, const Slic
   else if (!owned(slot) || slot.shape() != shape || slot.dtype() != piece.dtype())
     slot = kernels::to(slot, piece.dtype()).contiguous().clone();
   const int64_t length = piece.shape()[static_cast<size_t>(at.dim)];
-  Tensor positions = kernels::slice(slot, at.dim, at.start, at.start + length * at.step, at.step);
+  Tensor positions = kernels::slice(slot, at.dim, at.start, kernels::slice_end(at.start, length, at.step), at.step);
   if (fresh)
     kernels::copy_(positions, piece);
   else

@@ -187,8 +187,19 @@ Tensor impl::scatter_add(const Tensor& base, int64_t dim, const Tensor& index, c
 }
 
 Tensor impl::slice_scatter(const Tensor& src, const Shape& shape, int64_t dim, int64_t start, int64_t step) {
+  CPPGRAD_CHECK(!shape.empty() && src.shape().size() == shape.size(),
+                "slice_scatter: a source of shape {} cannot fill a slice of shape {} (ranks must match and not be 0)",
+                shape_str(src.shape()), shape_str(shape));
+  CPPGRAD_CHECK(step > 0, "slice_scatter: step must be positive, got {}", step);
+  const int64_t size = shape[dim], count = src.shape()[dim];
+  // The last position, start + (count - 1) * step, compared by division: the product may overflow.
+  const bool fits = count == 0 ? start >= 0 && start <= size
+                                : start >= 0 && start < size && count - 1 <= (size - 1 - start) / step;
+  CPPGRAD_CHECK(fits,
+                "slice_scatter: {} elements from start {} by step {} do not fit in dim {} of size {} (shape {})", count,
+                start, step, dim, size, shape_str(shape));
   Tensor out = zeros(shape, src.dtype());
-  copy_(slice(out, dim, start, start + src.shape()[dim] * step, step), src);
+  copy_(slice(out, dim, start, slice_end(start, count, step), step), src);
   return out;
 }
 

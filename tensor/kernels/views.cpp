@@ -118,8 +118,11 @@ Tensor slice(const Tensor& t, int64_t dim, int64_t start, int64_t end, int64_t s
   end = std::clamp<int64_t>(end, start, size);
   Shape shape = t.shape();
   Strides strides = t.strides();
-  shape[dim] = (end - start + step - 1) / step;
-  strides[dim] *= step;
+  // ceil((end - start) / step) without forming end - start + step, which a huge step overflows.
+  shape[dim] = end == start ? 0 : (end - start - 1) / step + 1;
+  // A step whose product with the stride overflows leaves one element at most (two or more need
+  // step < size), and one element's stride is never used to move: it stays as it was.
+  if (__builtin_mul_overflow(strides[dim], step, &strides[dim])) strides[dim] = t.strides()[dim];
   return as_strided(t, shape, strides, t.offset() + start * t.strides()[dim]);
 }
 

@@ -94,6 +94,13 @@ TEST_CASE("errors: an index out of range") {
   CHECK_THROWS_WITH_AS(a.at<float>({3, 0}), Contains("at: index 3 out of range for dim 0 of size 3 (shape [3,2])"),
                        Error);
   CHECK_THROWS_WITH_AS(a.narrow(0, 2, 2), Contains("narrow: start 2 and length 2 do not fit in dim 0 of size 3"), Error);
+  // Bounds near INT64_MAX are refused, not overflowed; a negative start is reported as passed.
+  CHECK_THROWS_WITH_AS(a.narrow(1, INT64_MAX, 1),
+                       Contains("narrow: start 9223372036854775807 and length 1 do not fit in dim 1 of size 2"), Error);
+  CHECK_THROWS_WITH_AS(a.narrow(1, 1, INT64_MAX),
+                       Contains("narrow: start 1 and length 9223372036854775807 do not fit in dim 1 of size 2"), Error);
+  CHECK_THROWS_WITH_AS(a.narrow(1, -3, 1), Contains("narrow: start -3 and length 1 do not fit in dim 1 of size 2"),
+                       Error);
 }
 
 TEST_CASE("errors: index tensors that do not fit") {

@@ -245,4 +245,14 @@ TEST_CASE("indexing ops refuse negative and too-large indices, naming the op, th
 TEST_CASE("slice_scatter: writes a slice into zeros") {
   CHECK(mismatch(slice_scatter(tensor({7, 8}), {5}, 0, 1, 2), {5}, {0, 7, 0, 8, 0}) == "");
   CHECK(mismatch(slice_scatter(tensor({{1, 2}, {3, 4}}), {2, 3}, 1, 1, 1), {2, 3}, {0, 1, 2, 0, 3, 4}) == "");
+  // One element is at the start whatever the step; more than fit are refused, the step never multiplied.
+  CHECK(mismatch(slice_scatter(tensor({5, 6}).reshape({2, 1}), {2, 3}, 1, 2, INT64_MAX), {2, 3}, {0, 0, 5, 0, 0, 6}) == "");
+  CHECK_THROWS_WITH_AS(slice_scatter(ones({3, 2}), {3, 4}, 1, 0, INT64_MAX),
+                       doctest::Contains("slice_scatter: 2 elements from start 0 by step 9223372036854775807 do not fit "
+                                         "in dim 1 of size 4 (shape [3,4])"),
+                       Error);
+  CHECK_THROWS_WITH_AS(slice_scatter(ones({2}), {3}, 0, 3, 1),
+                       doctest::Contains("slice_scatter: 2 elements from start 3 by step 1 do not fit"), Error);
+  CHECK_THROWS_WITH_AS(slice_scatter(ones({2}), {3, 4}, 1, 0, 1),
+                       doctest::Contains("slice_scatter: a source of shape [2] cannot fill a slice of shape [3,4]"), Error);
 }

@@ -143,6 +143,10 @@ TEST_CASE("views: narrow and slice with a step") {
   CHECK(a.slice(0, 2, 1).shape() == Shape{0, 4});  // empty, not an error
   CHECK(mismatch(arange(10).slice(0, 1, 10, 3), {3}, {1, 4, 7}) == "");
   CHECK(mismatch(a.narrow(0, -1, 1), {1, 4}, {8, 9, 10, 11}) == "");
+  // As in PyTorch, a step however large selects the first element (its arithmetic does not overflow).
+  CHECK(mismatch(a.slice(1, 0, 3, INT64_MAX), {3, 1}, {0, 4, 8}) == "");
+  CHECK(mismatch(a.slice(1, 2, 4, INT64_MAX), {3, 1}, {2, 6, 10}) == "");
+  CHECK(a.slice(1, 4, 4, INT64_MAX).shape() == Shape{3, 0});
 }
 
 TEST_CASE("views: select removes a dim") {
