@@ -77,13 +77,15 @@ double Generator::normal() {
 
 int64_t Generator::randint(int64_t low, int64_t high) {
   CPPGRAD_CHECK(low < high, "randint: empty range [{}, {})", low, high);
-  uint64_t range = static_cast<uint64_t>(high - low);
+  // In uint64, where high - low and low + draw wrap instead of overflowing: [INT64_MIN, INT64_MAX) is
+  // a range of 2^64 - 1 values.
+  const uint64_t range = static_cast<uint64_t>(high) - static_cast<uint64_t>(low);
   // Rejection sampling keeps every value equally likely.
   uint64_t limit = UINT64_MAX - UINT64_MAX % range;
   uint64_t x;
   do x = next_u64();
   while (x >= limit);
-  return low + static_cast<int64_t>(x % range);
+  return static_cast<int64_t>(static_cast<uint64_t>(low) + x % range);
 }
 
 Generator& default_generator() {

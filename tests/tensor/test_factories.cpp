@@ -199,6 +199,15 @@ TEST_CASE("factories: randint draws every value from low up to high and no other
   for (int64_t c : counts) CHECK(c > 300);  // 400 expected for each of the five values
 }
 
+TEST_CASE("factories: randint over the whole int64 range, as PyTorch draws it") {
+  // 2^64 - 1 values: each draw below UINT64_MAX is taken as it comes, shifted down by 2^63.
+  Generator gen(12), same(12);
+  for (int64_t v : randint(INT64_MIN, INT64_MAX, {6}, gen).to_vector<int64_t>())
+    CHECK(v == static_cast<int64_t>(same.next_u64() - (uint64_t{1} << 63)));
+  Generator wide(13);
+  for (int64_t v : randint(-5, INT64_MAX, {100}, wide).to_vector<int64_t>()) CHECK(v >= -5);
+}
+
 TEST_CASE("factories: requires_grad option marks the tensor") {
   Tensor w = zeros({2}, TensorOptions(kFloat64).requires_grad());
   CHECK(w.requires_grad());
