@@ -92,7 +92,7 @@ Tensor Tensor::var(const std::vector<int64_t>& dims, int64_t correction, bool ke
   return record("var", kernels::var(*this, dims, correction, keepdim), {*this}, {*this},
                 [in, dims, correction, keepdim](const Tensor& g, const Saved& s) -> Grads {
                   const Tensor& x = s[0];
-                  double denom = static_cast<double>(reduced_count(in, dims) - correction);
+                  const double denom = kernels::var_divisor(reduced_count(in, dims), correction);
                   Tensor centred = x - x.mean(dims, /*keepdim=*/true);
                   return {unsqueeze_reduced(g, in, dims, keepdim) * centred * (2.0 / denom)};
                 });

@@ -6,6 +6,7 @@
 // reading; reference mode (runtime/reference_mode.h) runs without them.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <vector>
 
@@ -91,6 +92,12 @@ inline Tensor mean(const Tensor& t, const std::vector<int64_t>& dims, bool keepd
   return reduce(Reduction::Mean, t, dims, keepdim);
 }
 Tensor var(const Tensor& t, const std::vector<int64_t>& dims, int64_t correction, bool keepdim);
+// var's divisor for n values, as PyTorch's max(0, n - correction): a correction >= n divides by 0
+// (inf, or nan for 0/0). Taken in double, as n - correction overflows int64 for a correction near
+// INT64_MIN (where PyTorch's own int64 difference wraps, and it returns inf).
+inline double var_divisor(int64_t n, int64_t correction) {
+  return std::max(0.0, static_cast<double>(n) - static_cast<double>(correction));
+}
 Tensor sum_to(const Tensor& t, const Shape& shape);
 enum class Extremum { Max, Min };
 ValuesIndices extremum(Extremum which, const Tensor& t, int64_t dim, bool keepdim);

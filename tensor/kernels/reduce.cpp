@@ -213,7 +213,7 @@ Tensor var(const Tensor& t, const std::vector<int64_t>& dims, int64_t correction
   Tensor centred = binary(Binary::Sub, t, kernels::mean(t, dims, /*keepdim=*/true));
   Tensor squares = binary(Binary::Mul, centred, centred);
   Tensor total = kernels::sum(squares, dims, keepdim);
-  const double denom = static_cast<double>(p.reduced_numel - correction);
+  const double denom = var_divisor(p.reduced_numel, correction);
   return binary(Binary::Div, total, full({}, denom, t.dtype()));
 }
 

@@ -178,6 +178,14 @@ TEST_CASE("reduce: var with a correction") {
   // One element with Bessel's correction: 0/0, NaN as in PyTorch.
   CHECK(std::isnan(tensor({2}).var().item<double>()));
   CHECK(x23().var({1}).dtype() == kFloat32);
+  // A correction of n or more divides by max(0, n - correction) = 0, as in PyTorch: inf, not a negative
+  // variance; a correction near INT64_MIN divides by n - correction in double, not a wrapped int64.
+  Tensor two = tensor({1.0, 2.0}, kFloat64);
+  CHECK(two.var({}, 2).item<double>() == INFINITY);
+  CHECK(two.var({}, 3).item<double>() == INFINITY);
+  CHECK(two.var({}, INT64_MAX).item<double>() == INFINITY);
+  CHECK(two.var({}, -1).item<double>() == doctest::Approx(0.5 / 3));
+  CHECK(two.var({}, INT64_MIN).item<double>() == 0.5 / (2.0 + 0x1p63));
 }
 
 TEST_CASE("reduce: sum_to undoes broadcasting") {
