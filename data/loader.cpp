@@ -14,6 +14,12 @@ namespace cppgrad::data {
 
 namespace {
 
+// ceil(samples / batch), or with drop_last floor: a batch larger than the epoch is one short batch.
+// Not (samples + batch - 1) / batch, which overflows for a batch near INT64_MAX.
+int64_t batches_in_epoch(int64_t samples, int64_t batch, bool drop_last) {
+  return samples / batch + (!drop_last && samples % batch != 0 ? 1 : 0);
+}
+
 // Where a loader stands: `batch` batches of epoch `epoch` were handed out, and the epoch's order
 // was drawn from a generator in state `epoch_start`.
 struct Position {
@@ -177,8 +183,7 @@ DataLoader::DataLoader(std::shared_ptr<const Dataset> dataset, DataLoaderOptions
   if (!sampler_) sampler_ = std::make_shared<SequentialSampler>(dataset_->size());
   internals_ = std::make_unique<Internals>();
   const int64_t per_epoch = sampler_->size(), batch = options_.batch_size();
-  internals_->source = {dataset_, sampler_, collate_, batch, options_.drop_last() ? per_epoch / batch
-                                                                                   : (per_epoch + batch - 1) / batch};
+  internals_->source = {dataset_, sampler_, collate_, batch, batches_in_epoch(per_epoch, batch, options_.drop_last())};
   const uint64_t seed = options_.seed() ? *options_.seed() : default_generator().next_u64();
   internals_->position.epoch_start = Generator(seed).state();
 }
@@ -249,8 +254,12 @@ void DataLoader::load_state_dict(const NamedTensors& state) {
   } else {
     // Each epoch's one order dealt among another number of ranks: the same global batches
     // follow when the global batch and the batches an epoch are the same.
-    const int64_t batches = options_.drop_last() ? samples / batch_size : (samples + batch_size - 1) / batch_size;
-    CPPGRAD_CHECK(batch_size * replicas == options_.batch_size() * sampler_->replicas() && batches == size(),
+    const int64_t batches = batches_in_epoch(samples, batch_size, options_.drop_last());
+    // A global batch past the int64 range is no loader's: the products are refused, not wrapped.
+    int64_t theirs = 0, ours = 0;
+    const bool same_global = !__builtin_mul_overflow(batch_size, replicas, &theirs) &&
+                             !__builtin_mul_overflow(options_.batch_size(), sampler_->replicas(), &ours) && theirs == ours;
+    CPPGRAD_CHECK(same_global && batches == size(),
                   "DataLoader::load_state_dict: the state is of {} replicas of batch_size {} ({} batches an epoch), "
                   "this loader is one of {} of batch_size {} ({} batches): the global batches would not be the same",
                   replicas, batch_size, batches, sampler_->replicas(), options_.batch_size(), size());

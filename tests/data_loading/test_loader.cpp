@@ -36,6 +36,13 @@ TEST_CASE("DataLoader: sequential batches, the last one short, or dropped with d
   CHECK(first["x"].shape() == Shape{2, 2});
 }
 
+TEST_CASE("DataLoader: a batch_size past the dataset, up to INT64_MAX, is one short batch") {
+  DataLoader loader(numbered_dataset(3), DataLoaderOptions(INT64_MAX));
+  CHECK(loader.size() == 1);
+  CHECK(run_epochs(loader, 2) == std::vector<std::vector<int64_t>>{{0, 1, 2}, {0, 1, 2}});
+  CHECK(DataLoader(numbered_dataset(3), DataLoaderOptions(INT64_MAX).drop_last(true)).size() == 0);
+}
+
 TEST_CASE("DataLoader: with shuffle every epoch is a permutation, each a different one") {
   for (bool drop_last : {false, true}) {
     DataLoader loader(numbered_dataset(23), DataLoaderOptions(5).shuffle(true).seed(3).drop_last(drop_last));
