@@ -92,6 +92,20 @@ TEST_CASE("binary: dtype promotion") {
   CHECK(mismatch(q, {3}, {0.5, 1, 1.5}) == "");
 }
 
+TEST_CASE("binary: int64 add, sub and mul wrap in two's complement, as PyTorch's") {
+  for (bool reference : {true, false}) {
+    ReferenceModeGuard mode(reference);
+    INFO((reference ? "reference mode" : "fast forms"));
+    Tensor big = tensor(std::vector<int64_t>{INT64_MAX, INT64_MIN, 5}, {3});
+    CHECK((big + 1).to_vector<int64_t>() == std::vector<int64_t>{INT64_MIN, INT64_MIN + 1, 6});
+    CHECK((big - 1).to_vector<int64_t>() == std::vector<int64_t>{INT64_MAX - 1, INT64_MAX, 4});
+    CHECK((big * 2).to_vector<int64_t>() == std::vector<int64_t>{-2, 0, 10});
+    Tensor in_place = big.clone();
+    in_place.add_(big);
+    CHECK(in_place.to_vector<int64_t>() == std::vector<int64_t>{-2, 0, 10});
+  }
+}
+
 TEST_CASE("binary: a 0-d tensor promotes only to a higher kind, as torch.result_type") {
   // PyTorch: torch.ones(2) + torch.tensor(0.25, dtype=torch.float64) is float32.
   Tensor f32 = tensor({1.5, 2}), i64 = tensor({2, 3}, kInt64), b = tensor({1, 0}, kBool);

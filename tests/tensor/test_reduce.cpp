@@ -51,6 +51,18 @@ TEST_CASE("reduce: sum of integers and bools gives int64") {
   CHECK(b.sum({1}).to_vector<int64_t>() == std::vector<int64_t>{2, 3});
 }
 
+TEST_CASE("reduce: an int64 sum past the range wraps, as PyTorch's") {
+  for (bool reference : {true, false}) {
+    ReferenceModeGuard mode(reference);
+    INFO((reference ? "reference mode" : "fast forms"));
+    // 1.8e19 - 2^64
+    CHECK(full({2}, 9e18, kInt64).sum().item<int64_t>() == -446744073709551616);
+    Tensor m = tensor(std::vector<int64_t>{INT64_MAX, 3, INT64_MAX, 1}, {2, 2});
+    CHECK(m.sum({0}).to_vector<int64_t>() == std::vector<int64_t>{-2, 4});
+    CHECK(m.sum().item<int64_t>() == 2);
+  }
+}
+
 TEST_CASE("reduce: sum of non-contiguous and expanded inputs") {
   Tensor xt = x23().t();  // [[1, 4], [5, 2], [3, 6]]
   CHECK(mismatch(xt.sum({0}), {2}, {9, 12}) == "");

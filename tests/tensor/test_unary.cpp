@@ -34,6 +34,16 @@ TEST_CASE("unary: neg and abs keep integer dtypes") {
   CHECK(mismatch(x.sign(), {5}, {-1, -1, 0, 1, 1}) == "");
 }
 
+TEST_CASE("unary: neg and abs of INT64_MIN wrap to INT64_MIN, as PyTorch's") {
+  for (bool reference : {true, false}) {
+    ReferenceModeGuard mode(reference);
+    INFO((reference ? "reference mode" : "fast forms"));
+    Tensor i = tensor(std::vector<int64_t>{INT64_MIN, INT64_MAX, -7}, {3});
+    CHECK((-i).to_vector<int64_t>() == std::vector<int64_t>{INT64_MIN, -INT64_MAX, 7});
+    CHECK(i.abs().to_vector<int64_t>() == std::vector<int64_t>{INT64_MIN, INT64_MAX, 7});
+  }
+}
+
 TEST_CASE("unary: exp and log") {
   CHECK(mismatch(tensor({0, 1, -1, 2}).exp(), {4}, {1, kE, 1 / kE, 7.38905609893065}) == "");
   CHECK(mismatch(tensor({1, kE, 0.5, 4}, kFloat64).log(), {4}, {0, 1, -0.6931471805599453, 1.3862943611198906},
