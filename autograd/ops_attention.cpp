@@ -48,6 +48,8 @@ Tensor attention_position_bias(const AttentionPositions& o, bool is_causal, int6
 }
 
 Tensor additive_mask(const Tensor& mask, DType dtype) {
+  CPPGRAD_CHECK(is_floating(dtype), "additive_mask: dtype {} is not floating; an additive mask hides with -inf",
+                dtype_name(dtype));
   autograd::TraceScope trace;  // zeros of the mask's shape: ONNX takes the shape from the mask
   Tensor out = mask.dtype() == kBool ? zeros(mask.shape(), dtype).masked_fill(mask, -std::numeric_limits<double>::infinity())
                                      : mask.to(dtype);

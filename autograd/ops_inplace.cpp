@@ -87,6 +87,7 @@ Tensor& Tensor::div_(const Tensor& other) {
 Tensor& Tensor::div_(double value) { return div_(full({}, value, dtype())); }
 
 Tensor& Tensor::fill_(double value) {
+  check_value_fits(value, dtype(), "fill_");
   return apply_inplace(
       *this, "fill_", Tensor(), [&](const Tensor& h, const Tensor&) { return zeros_like(h) + value; },
       [&] { kernels::fill_(*this, value); });
@@ -101,6 +102,7 @@ Tensor& Tensor::copy_(const Tensor& src) {
 }
 
 Tensor& Tensor::masked_fill_(const Tensor& mask, double value) {
+  check_value_fits(value, dtype(), "masked_fill_");
   return apply_inplace(
       *this, "masked_fill_", Tensor(), [&](const Tensor& h, const Tensor&) { return h.masked_fill(mask, value); },
       [&] { kernels::masked_fill_(*this, mask, value); });

@@ -162,10 +162,11 @@ Tensor Tensor::pow(double p) const {
 }
 
 // A scalar operand becomes a 0-d tensor of the other side's dtype (float32 for a fractional
-// scalar with an integer tensor), so `x * 2.0` keeps x's dtype as in PyTorch.
+// scalar with an integer tensor, or one no int64 holds: NaN, ±inf, 1e19), so `x * 2.0` keeps
+// x's dtype as in PyTorch.
 static Tensor scalar_for(const Tensor& t, double v) {
   DType dt = t.dtype();
-  if (!is_floating(dt) && v != std::floor(v)) dt = kFloat32;
+  if (!is_floating(dt) && (v != std::floor(v) || !fits_int64(v))) dt = kFloat32;
   if (dt == kBool) dt = kInt64;
   return full({}, v, dt);
 }
@@ -190,7 +191,7 @@ Tensor operator/(double a, const Tensor& b) { return div(scalar_for(b, a), b); }
 // float64 (an integer tensor against 0.5), so `t == 0.5` is false for every integer t.
 static Tensor compare_scalar_for(const Tensor& t, double v) {
   if (is_floating(t.dtype())) return full({}, v, t.dtype());
-  if (v == std::floor(v) && t.dtype() == kInt64) return full({}, v, kInt64);
+  if (v == std::floor(v) && fits_int64(v) && t.dtype() == kInt64) return full({}, v, kInt64);
   return full({}, v, kFloat64);
 }
 
@@ -218,6 +219,7 @@ Tensor where(const Tensor& condition, const Tensor& a, const Tensor& b) {
 }
 
 Tensor Tensor::masked_fill(const Tensor& mask, double value) const {
+  check_value_fits(value, dtype(), "masked_fill");
   autograd::TraceScope trace;
   // dA = dC, with 0 where the mask is true
   Tensor out = record("masked_fill", kernels::masked_fill(*this, mask, value), {*this}, {mask},

@@ -339,6 +339,8 @@ AttentionOutput scaled_dot_product_attention(const Tensor& q, const Tensor& k, c
 
 Tensor generate_square_subsequent_mask(int64_t size, DType dtype) {
   CPPGRAD_CHECK(size >= 0, "generate_square_subsequent_mask: negative size {}", size);
+  CPPGRAD_CHECK(is_floating(dtype), "generate_square_subsequent_mask: dtype {} is not floating; the mask hides with -inf",
+                dtype_name(dtype));
   Tensor j = arange(static_cast<double>(size)).reshape({1, size});
   Tensor i = arange(static_cast<double>(size)).reshape({size, 1});
   return zeros({size, size}, dtype).masked_fill(j.gt(i), -std::numeric_limits<double>::infinity());

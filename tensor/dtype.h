@@ -40,6 +40,19 @@ constexpr std::string_view dtype_name(DType d) { return dtype_info(d).name; }
 // As torch.is_floating_point: bfloat16 is a floating type (though a storage type here).
 constexpr bool is_floating(DType d) { return d == DType::Float32 || d == DType::Float64 || d == DType::BFloat16; }
 
+// Whether an int64 element holds `value` (its fraction dropped, as a conversion drops it): NaN,
+// ±inf and the numbers outside [-2^63, 2^63) have no int64 value, and converting them is undefined
+// behaviour (it gave INT64_MIN).
+constexpr bool fits_int64(double value) { return value >= -0x1p63 && value < 0x1p63; }
+
+// A number that is to become an element of `dtype`, refused when it has no value there, as
+// PyTorch refuses it ("value cannot be converted to type int64_t without overflow"). A bool
+// element holds any number (NaN is true, as in PyTorch).
+inline void check_value_fits(double value, DType dtype, std::string_view op) {
+  CPPGRAD_CHECK(dtype != DType::Int64 || fits_int64(value), "{}: value {} cannot be converted to int64 without overflow",
+                op, value);
+}
+
 constexpr int promotion_rank(DType d) { return dtype_info(d).promotion_rank; }
 constexpr DType promote(DType a, DType b) { return promotion_rank(a) >= promotion_rank(b) ? a : b; }
 

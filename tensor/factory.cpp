@@ -39,6 +39,7 @@ Tensor allocate(const Shape& shape, DType dtype, Storage::Init init, std::string
 }
 
 Tensor from_doubles(const std::vector<double>& values, const Shape& shape, DType dtype) {
+  for (double v : values) check_value_fits(v, dtype, "tensor");
   Tensor t = empty(shape, dtype);
   dispatch(t.dtype(), [&](auto tag) {
     using T = decltype(tag);
@@ -55,13 +56,17 @@ Tensor empty(const Shape& shape, DType dtype) { return allocate(shape, dtype, St
 Tensor zeros(const Shape& shape, DType dtype) { return allocate(shape, dtype, Storage::Init::Zeroed, "zeros"); }
 
 Tensor full(const Shape& shape, double value, DType dtype) {
+  check_value_fits(value, dtype, "full");
   Tensor t = allocate(shape, dtype, Storage::Init::Uninitialized, "full");
   kernels::fill_(t, value);
   return t;
 }
 
 Tensor ones(const Shape& shape, DType dtype) { return full(shape, 1.0, dtype); }
-Tensor scalar_tensor(double value, DType dtype) { return full({}, value, dtype); }
+Tensor scalar_tensor(double value, DType dtype) {
+  check_value_fits(value, dtype, "scalar_tensor");
+  return full({}, value, dtype);
+}
 
 Tensor arange(double end, DType dtype) { return arange(0, end, 1, dtype); }
 
@@ -71,6 +76,10 @@ Tensor arange(double start, double end, double step, DType dtype) {
   const double count = std::ceil((end - start) / step);
   CPPGRAD_CHECK(count < 0x1p63, "arange: range [{}, {}) by step {} has too many elements", start, end, step);
   auto n = static_cast<int64_t>(count);
+  if (n > 0) {  // the first and last values bound the others
+    check_value_fits(start, dtype, "arange");
+    check_value_fits(start + static_cast<double>(n - 1) * step, dtype, "arange");
+  }
   Tensor t = empty({n}, dtype);
   dispatch(t.dtype(), [&](auto tag) {
     using T = decltype(tag);

@@ -106,6 +106,12 @@ TEST_CASE("generate_square_subsequent_mask has minus infinity above the diagonal
   CHECK(m64.dtype() == kFloat64);
   CHECK(values(m64) == std::vector<double>{0, -inf, 0, 0});
   CHECK(values(generate_square_subsequent_mask(1)) == std::vector<double>{0});
+  // -inf has no int64 or bool value: such a mask is refused (it held INT64_MIN).
+  CHECK(contains(error_message([] { generate_square_subsequent_mask(2, kInt64); }),
+                 "generate_square_subsequent_mask: dtype int64 is not floating"));
+  CHECK(contains(error_message([] { additive_mask(tensor({0, 1}, kBool), kInt64); }),
+                 "additive_mask: dtype int64 is not floating"));
+  CHECK(contains(error_message([] { additive_mask(zeros({2}), kBool); }), "additive_mask: dtype bool is not floating"));
 }
 
 TEST_CASE("PositionalEncoding follows the sinusoid formula") {

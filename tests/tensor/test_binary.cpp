@@ -216,6 +216,19 @@ TEST_CASE("binary: masked_fill out of place and in place") {
   // int64 tensors too.
   CHECK(arange(4).masked_fill(tensor({0, 1, 0, 1}, kBool), 7).to_vector<int64_t>() ==
         std::vector<int64_t>{0, 7, 2, 7});
+  // A value no int64 holds is refused, as PyTorch refuses it (it became INT64_MIN).
+  Tensor ints = arange(4);
+  CHECK_THROWS_WITH_AS(ints.masked_fill(tensor({0, 1, 0, 1}, kBool), -INFINITY),
+                       doctest::Contains("masked_fill: value -inf cannot be converted to int64"), Error);
+  CHECK_THROWS_WITH_AS(ints.masked_fill_(tensor({0, 1, 0, 1}, kBool), NAN),
+                       doctest::Contains("masked_fill_: value nan cannot be converted to int64"), Error);
+  CHECK_THROWS_WITH_AS(ints.fill_(1e19), doctest::Contains("fill_: value 1e+19 cannot be converted to int64"), Error);
+  CHECK(ints.to_vector<int64_t>() == std::vector<int64_t>{0, 1, 2, 3});
+  // A scalar operand no int64 holds promotes to float32, as PyTorch's float scalars do.
+  CHECK((ints + INFINITY).dtype() == kFloat32);
+  CHECK(mismatch(ints + INFINITY, {4}, {INFINITY, INFINITY, INFINITY, INFINITY}) == "");
+  CHECK((ints < INFINITY).to_vector<bool>() == std::vector<bool>{true, true, true, true});
+  CHECK((ints == NAN).to_vector<bool>() == std::vector<bool>{false, false, false, false});
 
   // In place through a view writes into the base.
   Tensor base = zeros({2, 3});

@@ -73,6 +73,23 @@ TEST_CASE("factories: full and scalar_tensor") {
   CHECK(s.item<float>() == 3.5f);
 }
 
+TEST_CASE("factories: a value no int64 holds is refused, not made INT64_MIN, as PyTorch") {
+  using doctest::Contains;
+  CHECK_THROWS_WITH_AS(full({2}, NAN, kInt64), Contains("full: value nan cannot be converted to int64"), Error);
+  CHECK_THROWS_WITH_AS(full({2}, -INFINITY, kInt64), Contains("full: value -inf cannot be converted to int64"), Error);
+  CHECK_THROWS_WITH_AS(full({2}, 0x1p63, kInt64),
+                       Contains("full: value 9.223372036854776e+18 cannot be converted to int64"), Error);
+  CHECK_THROWS_WITH_AS(scalar_tensor(INFINITY, kInt64), Contains("scalar_tensor: value inf cannot be converted"), Error);
+  CHECK_THROWS_WITH_AS(tensor({1.0, NAN}, kInt64), Contains("tensor: value nan cannot be converted to int64"), Error);
+  CHECK_THROWS_WITH_AS(arange(0x1p62, 0x1p63 + 0x1p62, 0x1p62, kInt64),
+                       Contains("arange: value 9.223372036854776e+18 cannot be converted to int64"), Error);
+  // The edges of the range, a fraction (dropped, as PyTorch's full drops it) and bool (NaN is true).
+  CHECK(full({1}, -0x1p63, kInt64).item<int64_t>() == INT64_MIN);
+  CHECK(full({1}, 2.5, kInt64).item<int64_t>() == 2);
+  CHECK(full({1}, NAN, kBool).item<bool>());
+  CHECK(std::isnan(full({1}, NAN, kFloat32).item<float>()));
+}
+
 TEST_CASE("factories: arange with a step of any sign") {
   CHECK(arange(5).to_vector<int64_t>() == std::vector<int64_t>{0, 1, 2, 3, 4});
   CHECK(arange(2, 6).to_vector<int64_t>() == std::vector<int64_t>{2, 3, 4, 5});
