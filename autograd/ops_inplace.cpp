@@ -15,11 +15,44 @@ using autograd::GradMode;
 
 namespace {
 
+// The bytes of storage that t's elements span: the first, and one past the last.
+std::pair<int64_t, int64_t> byte_span(const Tensor& t) {
+  int64_t first = t.offset(), last = t.offset();
+  for (size_t d = 0; d < t.shape().size(); ++d)
+    (t.strides()[d] < 0 ? first : last) += (t.shape()[d] - 1) * t.strides()[d];
+  const auto size = static_cast<int64_t>(dtype_size(t.dtype()));
+  return {first * size, (last + 1) * size};
+}
+
+// Whether writing dst element by element may change elements of src not yet read: src in dst's
+// storage, the two spans meeting, and src not dst's own elements in dst's order (y.mul_(y)).
+bool overlaps(const Tensor& dst, const Tensor& src) {
+  if (!src.defined() || src.storage() != dst.storage() || src.numel() == 0 || dst.numel() == 0) return false;
+  if (src.shape() == dst.shape() && src.strides() == dst.strides() && src.offset() == dst.offset() &&
+      src.dtype() == dst.dtype())
+    return false;
+  auto [dst_first, dst_end] = byte_span(dst);
+  auto [src_first, src_end] = byte_span(src);
+  return dst_first < src_end && src_first < dst_end;
+}
+
 template <class OutOfPlace, class Raw>
 Tensor& apply_inplace(Tensor& self, std::string_view op, const Tensor& other, OutOfPlace out_of_place, Raw raw) {
+  // An op with an operand writes values that differ from element to element: where two elements
+  // of self are one memory location (an expanded view), the last write would win. Refused as
+  // PyTorch refuses it; fill_ and masked_fill_, which write one value, are not.
+  if (other.defined())
+    for (size_t d = 0; d < self.shape().size(); ++d)
+      CPPGRAD_CHECK(self.shape()[d] <= 1 || self.strides()[d] != 0,
+                    "{}: unsupported operation: more than one element of the written-to tensor (shape {}, strides {}) "
+                    "refers to a single memory location. Please clone() the tensor before performing the operation.",
+                    op, shape_str(self.shape()), shape_str(self.strides()));
   const bool tracked = GradMode::is_enabled() && (self.requires_grad() || (other.defined() && other.requires_grad()));
   if (!tracked) {
-    raw();
+    // An operand in memory the op writes is read from a copy, so the result is the elementwise
+    // one from the old values, as the graph's path below gives (it computes out of place);
+    // PyTorch refuses this instead. a[1:].copy_(a[:3]) read elements already overwritten.
+    raw(overlaps(self, other) ? kernels::clone(other) : other);
     return self;
   }
   CPPGRAD_CHECK(!(self.is_leaf() && self.requires_grad()),
@@ -59,7 +92,10 @@ Tensor& apply_inplace(Tensor& self, std::string_view op, const Tensor& other, Ou
 Tensor& Tensor::add_(const Tensor& other, double alpha) {
   return apply_inplace(
       *this, "add_", other, [&](const Tensor& h, const Tensor& o) { return alpha == 1.0 ? h + o : h + o * alpha; },
-      [&] { kernels::binary_(kernels::Binary::Add, *this, alpha == 1.0 ? other : kernels::binary(kernels::Binary::Mul, other, full({}, alpha, other.dtype()))); });
+      [&](const Tensor& o) {
+        kernels::binary_(kernels::Binary::Add, *this,
+                         alpha == 1.0 ? o : kernels::binary(kernels::Binary::Mul, o, full({}, alpha, o.dtype())));
+      });
 }
 
 Tensor& Tensor::add_(double value) { return add_(full({}, value, dtype())); }
@@ -67,13 +103,13 @@ Tensor& Tensor::add_(double value) { return add_(full({}, value, dtype())); }
 Tensor& Tensor::sub_(const Tensor& other) {
   return apply_inplace(
       *this, "sub_", other, [](const Tensor& h, const Tensor& o) { return h - o; },
-      [&] { kernels::binary_(kernels::Binary::Sub, *this, other); });
+      [&](const Tensor& o) { kernels::binary_(kernels::Binary::Sub, *this, o); });
 }
 
 Tensor& Tensor::mul_(const Tensor& other) {
   return apply_inplace(
       *this, "mul_", other, [](const Tensor& h, const Tensor& o) { return h * o; },
-      [&] { kernels::binary_(kernels::Binary::Mul, *this, other); });
+      [&](const Tensor& o) { kernels::binary_(kernels::Binary::Mul, *this, o); });
 }
 
 Tensor& Tensor::mul_(double value) { return mul_(full({}, value, dtype())); }
@@ -81,7 +117,7 @@ Tensor& Tensor::mul_(double value) { return mul_(full({}, value, dtype())); }
 Tensor& Tensor::div_(const Tensor& other) {
   return apply_inplace(
       *this, "div_", other, [](const Tensor& h, const Tensor& o) { return h / o; },
-      [&] { kernels::binary_(kernels::Binary::Div, *this, other); });
+      [&](const Tensor& o) { kernels::binary_(kernels::Binary::Div, *this, o); });
 }
 
 Tensor& Tensor::div_(double value) { return div_(full({}, value, dtype())); }
@@ -90,7 +126,7 @@ Tensor& Tensor::fill_(double value) {
   check_value_fits(value, dtype(), "fill_");
   return apply_inplace(
       *this, "fill_", Tensor(), [&](const Tensor& h, const Tensor&) { return zeros_like(h) + value; },
-      [&] { kernels::fill_(*this, value); });
+      [&](const Tensor&) { kernels::fill_(*this, value); });
 }
 
 Tensor& Tensor::zero_() { return fill_(0.0); }
@@ -98,14 +134,14 @@ Tensor& Tensor::zero_() { return fill_(0.0); }
 Tensor& Tensor::copy_(const Tensor& src) {
   return apply_inplace(
       *this, "copy_", src, [](const Tensor& h, const Tensor& o) { return zeros_like(h) + o.to(h.dtype()); },
-      [&] { kernels::copy_(*this, src); });
+      [&](const Tensor& o) { kernels::copy_(*this, o); });
 }
 
 Tensor& Tensor::masked_fill_(const Tensor& mask, double value) {
   check_value_fits(value, dtype(), "masked_fill_");
   return apply_inplace(
       *this, "masked_fill_", Tensor(), [&](const Tensor& h, const Tensor&) { return h.masked_fill(mask, value); },
-      [&] { kernels::masked_fill_(*this, mask, value); });
+      [&](const Tensor&) { kernels::masked_fill_(*this, mask, value); });
 }
 
 }  // namespace cppgrad

@@ -247,3 +247,37 @@ TEST_CASE("inplace: on a view inside the graph throws") {
   CHECK(contains(msg, "mul_"));
   CHECK(contains(msg, "view"));
 }
+
+TEST_CASE("inplace: a written-to tensor whose elements share memory is refused, as PyTorch") {
+  Tensor row = zeros({1, 3});
+  Tensor rows = row.expand({2, 3});
+  const std::string message = "more than one element of the written-to tensor (shape [2,3], strides [0,1]) refers to a "
+                              "single memory location. Please clone() the tensor before performing the operation.";
+  CHECK(contains(error_message([&] { rows.copy_(tensor({{1, 2, 3}, {4, 5, 6}})); }), "copy_: unsupported operation: " + message));
+  CHECK(contains(error_message([&] { rows.add_(ones({2, 3})); }), "add_: unsupported operation: " + message));
+  CHECK(contains(error_message([&] { rows.mul_(2.0); }), "mul_: unsupported operation"));
+  CHECK(row.to_vector<float>() == std::vector<float>{0, 0, 0});
+  // One value written to every element is well defined, and PyTorch takes it.
+  rows.fill_(4.0);
+  rows.masked_fill_(tensor({1, 0, 0}, kBool), 5.0);
+  CHECK(row.to_vector<float>() == std::vector<float>{5, 4, 4});
+}
+
+TEST_CASE("inplace: an operand in the memory written reads the values from before the op") {
+  // The elementwise result from the old values, as the op gives inside a graph (PyTorch refuses).
+  Tensor a = arange(4, kFloat64);
+  a.slice(0, 1, 4).copy_(a.slice(0, 0, 3));  // left [0, 0, 0, 0], each read after its write
+  CHECK(values(a) == V{0, 0, 1, 2});
+  Tensor b = arange(4, kFloat64);
+  b.slice(0, 0, 3).add_(b.slice(0, 1, 4));
+  CHECK(values(b) == V{1, 3, 5, 3});
+  Tensor c = arange(4, kFloat64).reshape({2, 2});
+  c.add_(c.select(0, 1));  // row 1 broadcast over both rows, row 1 itself among them
+  CHECK(values(c) == V{2, 4, 4, 6});
+  Tensor d = arange(4, kFloat64).reshape({2, 2});
+  d.copy_(d.t());  // a transpose in place
+  CHECK(values(d) == V{0, 2, 1, 3});
+  Tensor e = arange(3, kFloat64);
+  e.mul_(e);  // the same elements in the same order need no copy
+  CHECK(values(e) == V{0, 1, 4});
+}
