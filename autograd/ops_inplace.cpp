@@ -5,6 +5,8 @@
 // see them, the op is computed out of place on the tensor's current history, the result is
 // written into the storage, and the tensor's grad_fn becomes the new op's node, as PyTorch's
 // in-place ops rebase history.
+#include <cmath>
+
 #include "autograd/functions.h"
 #include "tensor/kernels.h"
 
@@ -34,6 +36,26 @@ bool overlaps(const Tensor& dst, const Tensor& src) {
   auto [dst_first, dst_end] = byte_span(dst);
   auto [src_first, src_end] = byte_span(src);
   return dst_first < src_end && src_first < dst_end;
+}
+
+// An in-place op keeps self's dtype, and an integer tensor cannot hold a floating result:
+// refused as PyTorch refuses it, where a conversion would drop the fraction (add_(2.5) added 2).
+// A whole-number scalar is an integer's, so counter.add_(1) stays accepted.
+void check_integer_result(const Tensor& self, std::string_view op, const Tensor& other) {
+  CPPGRAD_CHECK(self.is_floating_point() || !other.is_floating_point(),
+                "{}: result type {} can't be cast to the desired output type {}", op, dtype_name(other.dtype()),
+                dtype_name(self.dtype()));
+}
+void check_integer_result(const Tensor& self, std::string_view op, double value) {
+  CPPGRAD_CHECK(self.is_floating_point() || (value == std::floor(value) && fits_int64(value)),
+                "{}: result type float32 (of the value {}) can't be cast to the desired output type {}", op, value,
+                dtype_name(self.dtype()));
+}
+// True division's result is floating whatever the operands (torch.div), so never an integer's.
+void check_true_division(const Tensor& self) {
+  CPPGRAD_CHECK(self.is_floating_point(),
+                "div_: result type float32 can't be cast to the desired output type {} (true division is floating; "
+                "divide out of place, or convert with .to(kFloat32) first)", dtype_name(self.dtype()));
 }
 
 template <class OutOfPlace, class Raw>
@@ -90,37 +112,54 @@ Tensor& apply_inplace(Tensor& self, std::string_view op, const Tensor& other, Ou
 }  // namespace
 
 Tensor& Tensor::add_(const Tensor& other, double alpha) {
+  check_integer_result(*this, "add_", other);
+  CPPGRAD_CHECK(is_floating_point() || (alpha == std::floor(alpha) && fits_int64(alpha)),
+                "add_: alpha {} must be a whole number, as the result keeps the dtype {}", alpha, dtype_name(dtype()));
   return apply_inplace(
       *this, "add_", other, [&](const Tensor& h, const Tensor& o) { return alpha == 1.0 ? h + o : h + o * alpha; },
       [&](const Tensor& o) {
+        // alpha in the result's dtype: in an integer operand's dtype a fraction was dropped.
+        const DType scale = promote(o.dtype(), dtype());
         kernels::binary_(kernels::Binary::Add, *this,
-                         alpha == 1.0 ? o : kernels::binary(kernels::Binary::Mul, o, full({}, alpha, o.dtype())));
+                         alpha == 1.0 ? o : kernels::binary(kernels::Binary::Mul, o, full({}, alpha, scale)));
       });
 }
 
-Tensor& Tensor::add_(double value) { return add_(full({}, value, dtype())); }
+Tensor& Tensor::add_(double value) {
+  check_integer_result(*this, "add_", value);
+  return add_(full({}, value, dtype()));
+}
 
 Tensor& Tensor::sub_(const Tensor& other) {
+  check_integer_result(*this, "sub_", other);
   return apply_inplace(
       *this, "sub_", other, [](const Tensor& h, const Tensor& o) { return h - o; },
       [&](const Tensor& o) { kernels::binary_(kernels::Binary::Sub, *this, o); });
 }
 
 Tensor& Tensor::mul_(const Tensor& other) {
+  check_integer_result(*this, "mul_", other);
   return apply_inplace(
       *this, "mul_", other, [](const Tensor& h, const Tensor& o) { return h * o; },
       [&](const Tensor& o) { kernels::binary_(kernels::Binary::Mul, *this, o); });
 }
 
-Tensor& Tensor::mul_(double value) { return mul_(full({}, value, dtype())); }
+Tensor& Tensor::mul_(double value) {
+  check_integer_result(*this, "mul_", value);
+  return mul_(full({}, value, dtype()));
+}
 
 Tensor& Tensor::div_(const Tensor& other) {
+  check_true_division(*this);
   return apply_inplace(
       *this, "div_", other, [](const Tensor& h, const Tensor& o) { return h / o; },
       [&](const Tensor& o) { kernels::binary_(kernels::Binary::Div, *this, o); });
 }
 
-Tensor& Tensor::div_(double value) { return div_(full({}, value, dtype())); }
+Tensor& Tensor::div_(double value) {
+  check_true_division(*this);
+  return div_(full({}, value, dtype()));
+}
 
 Tensor& Tensor::fill_(double value) {
   check_value_fits(value, dtype(), "fill_");

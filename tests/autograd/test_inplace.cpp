@@ -248,6 +248,34 @@ TEST_CASE("inplace: on a view inside the graph throws") {
   CHECK(contains(msg, "view"));
 }
 
+TEST_CASE("inplace: an integer tensor refuses a floating result, as PyTorch") {
+  Tensor counter = ones({3}, kInt64);
+  counter.add_(1);  // a whole number stays an integer's
+  counter.mul_(3);
+  counter.add_(ones({3}, kInt64), 2);
+  CHECK(counter.to_vector<int64_t>() == std::vector<int64_t>{8, 8, 8});
+  // Each of these truncated silently: add_(2.5) gave 3, mul_(2.5) 2, div_(2.0) 0, add_(1.5s) 1.
+  CHECK(contains(error_message([&] { counter.add_(2.5); }),
+                 "add_: result type float32 (of the value 2.5) can't be cast to the desired output type int64"));
+  CHECK(contains(error_message([&] { counter.mul_(2.5); }), "mul_: result type float32 (of the value 2.5)"));
+  CHECK(contains(error_message([&] { counter.add_(INFINITY); }), "add_: result type float32 (of the value inf)"));
+  CHECK(contains(error_message([&] { counter.add_(full({3}, 1.5)); }),
+                 "add_: result type float32 can't be cast to the desired output type int64"));
+  CHECK(contains(error_message([&] { counter.sub_(full({3}, 1.0, kFloat64)); }),
+                 "sub_: result type float64 can't be cast to the desired output type int64"));
+  CHECK(contains(error_message([&] { counter.mul_(full({3}, 2.0)); }), "mul_: result type float32 can't be cast"));
+  CHECK(contains(error_message([&] { counter.add_(ones({3}, kInt64), 0.5); }),
+                 "add_: alpha 0.5 must be a whole number, as the result keeps the dtype int64"));
+  CHECK(contains(error_message([&] { counter.div_(2.0); }),
+                 "div_: result type float32 can't be cast to the desired output type int64"));
+  CHECK(contains(error_message([&] { counter.div_(ones({3}, kInt64)); }), "div_: result type float32 can't be cast"));
+  CHECK(counter.to_vector<int64_t>() == std::vector<int64_t>{8, 8, 8});
+  // A floating tensor takes an integer operand, and a fractional alpha scales it as a fraction.
+  Tensor f = zeros({2}, kFloat64);
+  f.add_(tensor(std::vector<int64_t>{1, 2}, {2}), 2.5);
+  CHECK(values(f) == V{2.5, 5});
+}
+
 TEST_CASE("inplace: a written-to tensor whose elements share memory is refused, as PyTorch") {
   Tensor row = zeros({1, 3});
   Tensor rows = row.expand({2, 3});
