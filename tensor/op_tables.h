@@ -30,10 +30,9 @@
 // relu tests x <= 0, false for NaN, so relu(NaN) = NaN and its dA there is dC, as torch.relu's.
 #pragma once
 
-#include <cmath>
-#include <cstdint>
 #include <numbers>
-#include <type_traits>
+
+#include "tensor/wrapping_int.h"  // wrapping_add, ...: int64 arithmetic that wraps, as PyTorch's
 
 namespace cppgrad::op_constants {
 inline constexpr double sqrt_half = std::numbers::sqrt2 / 2;                              // 1/√2
@@ -43,45 +42,11 @@ inline constexpr double gelu_k = std::numbers::sqrt2 * std::numbers::inv_sqrtpi;
 inline constexpr double gelu_c = 0.044715;
 }  // namespace cppgrad::op_constants
 
-// The arithmetic of the rows (and of integer sums) that can overflow int64. PyTorch's int64
-// arithmetic wraps in two's complement (INT64_MAX + 1 is INT64_MIN, -INT64_MIN is INT64_MIN);
-// in C++ signed overflow is undefined, so int64 is computed in uint64, where it wraps, and
-// converted back (modular since C++20). The other types are the plain operators.
-namespace cppgrad::op_wrap {
-template <class T>
-constexpr bool wraps = std::is_same_v<T, int64_t>;
-template <class T>
-constexpr T add(T x, T y) {
-  if constexpr (wraps<T>) return static_cast<T>(static_cast<uint64_t>(x) + static_cast<uint64_t>(y));
-  else return x + y;
-}
-template <class T>
-constexpr T sub(T x, T y) {
-  if constexpr (wraps<T>) return static_cast<T>(static_cast<uint64_t>(x) - static_cast<uint64_t>(y));
-  else return x - y;
-}
-template <class T>
-constexpr T mul(T x, T y) {
-  if constexpr (wraps<T>) return static_cast<T>(static_cast<uint64_t>(x) * static_cast<uint64_t>(y));
-  else return x * y;
-}
-template <class T>
-constexpr T neg(T x) {
-  if constexpr (wraps<T>) return static_cast<T>(uint64_t{0} - static_cast<uint64_t>(x));
-  else return -x;
-}
-template <class T>
-T abs(T x) {
-  if constexpr (wraps<T>) return x < 0 ? neg(x) : x;
-  else return std::abs(x);
-}
-}  // namespace cppgrad::op_wrap
-
 // clang-format off
 #define CPPGRAD_UNARY_OPS(ROW) \
 /*  name       Enum      dtypes    forward: y(x)                               saves    dA (g = dC)                             domain */ \
-ROW(neg,       Neg,      numeric,  op_wrap::neg(x),                            Nothing, -g,                                     Any) \
-ROW(abs,       Abs,      numeric,  op_wrap::abs(x),                            Input,   g * A.sign(),                           AwayFromZero) \
+ROW(neg,       Neg,      numeric,  wrapping_neg(x),                            Nothing, -g,                                     Any) \
+ROW(abs,       Abs,      numeric,  wrapping_abs(x),                            Input,   g * A.sign(),                           AwayFromZero) \
 ROW(sign,      Sign,     numeric,  T((x > T(0)) - (x < T(0))),                 Nothing, zeros_like(g),                          AwayFromZero) \
 ROW(exp,       Exp,      floating, std::exp(x),                                Output,  g * C,                                  Any, vmath::exp(a)) \
 ROW(log,       Log,      floating, std::log(x),                                Input,   g / A,                                  Positive, vmath::log(a)) \
@@ -119,9 +84,9 @@ ROW(gelu_tanh, GeluTanh, floating, T(0.5) * x * (T(1) + std::tanh(T(gelu_k) * (x
 // as in torch.maximum's backward.
 #define CPPGRAD_BINARY_OPS(ROW) \
 /*  name     Enum     forward: z(x, y)            saves    dA                                        dB                                        domain of B */ \
-ROW(add,     Add,     op_wrap::add(x, y),         Nothing, g,                                g,                                        Any) \
-ROW(sub,     Sub,     op_wrap::sub(x, y),         Nothing, g,                                -g,                                       Any) \
-ROW(mul,     Mul,     op_wrap::mul(x, y),         Inputs,  g * B,                            g * A,                                    Any) \
+ROW(add,     Add,     wrapping_add(x, y),         Nothing, g,                                g,                                        Any) \
+ROW(sub,     Sub,     wrapping_sub(x, y),         Nothing, g,                                -g,                                       Any) \
+ROW(mul,     Mul,     wrapping_mul(x, y),         Inputs,  g * B,                            g * A,                                    Any) \
 ROW(div,     Div,     x / y,                      Inputs,  g / B,                            -(g * A) / (B * B),                       Positive) \
 ROW(maximum, Maximum, (x != x || x > y) ? x : y,  Inputs,  g * (1.0 - ((A < B) + 0.5 * (A == B))),   g * (1.0 - ((A > B) + 0.5 * (A == B))),   Any) \
 ROW(minimum, Minimum, (x != x || x < y) ? x : y,  Inputs,  g * (1.0 - ((A > B) + 0.5 * (A == B))),   g * (1.0 - ((A < B) + 0.5 * (A == B))),   Any)

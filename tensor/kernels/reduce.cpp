@@ -138,7 +138,7 @@ void reduce_sets(const ReducePlan& p, const Tensor& t, const Tensor& out, Shift 
           s = static_cast<V>(total);
         }
       } else if (combine == Combine::Add) {
-        for_each_x([&](T x) { s = op_wrap::add(s, term(static_cast<V>(x), m)); });  // int64 wraps, as PyTorch's
+        for_each_x([&](T x) { s = wrapping_add(s, term(static_cast<V>(x), m)); });  // int64 wraps, as PyTorch's
       }
       if (combine != Combine::Add) {  // from the first element on; the first NaN wins and stays
         bool first = true;
