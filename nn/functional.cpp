@@ -224,7 +224,10 @@ AttentionOutput scaled_dot_product_attention(const Tensor& q, const Tensor& k, c
 }
 
 Tensor alibi_slopes(int64_t num_heads) {
-  CPPGRAD_CHECK(num_heads > 0, "alibi_slopes: num_heads {} must be positive", num_heads);
+  // The bound keeps 2·power below 2^63 and the slopes' vectors a few GB at most; a head count
+  // like 2^40 once filled vectors for minutes, INT64_MAX overflowed.
+  constexpr int64_t kMostHeads = int64_t{1} << 24;
+  CPPGRAD_CHECK(num_heads > 0 && num_heads <= kMostHeads, "alibi_slopes: num_heads {} must be in [1, 2^24]", num_heads);
   // For a power of 2 n: 2^(−8/n·(1..n)). Otherwise those of the power of 2 below, then the odd
   // ones (1st, 3rd, ...) of twice that power: the paper's code, so that every h has h slopes.
   auto geometric = [](int64_t n) {
@@ -341,9 +344,10 @@ Tensor generate_square_subsequent_mask(int64_t size, DType dtype) {
   CPPGRAD_CHECK(size >= 0, "generate_square_subsequent_mask: negative size {}", size);
   CPPGRAD_CHECK(is_floating(dtype), "generate_square_subsequent_mask: dtype {} is not floating; the mask hides with -inf",
                 dtype_name(dtype));
+  Tensor mask = zeros({size, size}, dtype);  // first: a size past the memory is refused before the two aranges
   Tensor j = arange(static_cast<double>(size)).reshape({1, size});
   Tensor i = arange(static_cast<double>(size)).reshape({size, 1});
-  return zeros({size, size}, dtype).masked_fill(j.gt(i), -std::numeric_limits<double>::infinity());
+  return mask.masked_fill(j.gt(i), -std::numeric_limits<double>::infinity());
 }
 
 }  // namespace cppgrad::nn::functional

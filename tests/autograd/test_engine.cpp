@@ -516,7 +516,7 @@ TEST_CASE("engine: slices' gradients are added into their input's gradient where
   CHECK(w_grad[7] == 14.0 + 5.0);
 }
 
-TEST_CASE("a hook may change a gradient's values, not its shape or dtype; set_grad checks both") {
+TEST_CASE("a hook may change a gradient's values, not its shape or dtype, and set_grad checks both") {
   // A hook's [1] gradient for a [1000] leaf once reached SGD, which wrote past the parameter.
   Tensor x = zeros({1000}, TensorOptions(kFloat32).requires_grad());
   x.register_hook([](const Tensor&) { return ones({1}); });

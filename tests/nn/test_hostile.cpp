@@ -292,3 +292,18 @@ TEST_CASE("arguments once taken without a word: MultiheadAttention's kdim, layer
   CHECK_THROWS_WITH_AS(gradcheck([](const std::vector<Tensor>& in) { return in[0].exp(); }, {expanded}),
                        Contains("gradcheck: input 0 of shape [4] has a dim of stride 0"), Error);
 }
+
+TEST_CASE("a mask or ALiBi slopes for sizes past any model are refused before the work") {
+  // generate_square_subsequent_mask(2^32) built two aranges of 2^32 doubles (34 GB) before the
+  // refusal; 2^28 took 4 s and 2 GB to reach it.
+  CHECK_THROWS_WITH_AS(F::generate_square_subsequent_mask(int64_t{1} << 32), Contains("multiply past the int64 range"),
+                       Error);
+  reset_peak_allocated();
+  const int64_t in_use = allocator_stats().in_use_bytes;
+  CHECK_THROWS_WITH_AS(F::generate_square_subsequent_mask(int64_t{1} << 28), Contains("more than this machine's"), Error);
+  CHECK(allocator_stats().peak_bytes == in_use);  // nothing allocated on the way
+  // alibi_slopes(2^40) filled vectors for minutes; INT64_MAX overflowed.
+  for (int64_t heads : {int64_t{1} << 40, std::numeric_limits<int64_t>::max(), int64_t{0}})
+    CHECK_THROWS_WITH_AS(F::alibi_slopes(heads), Contains("alibi_slopes: num_heads"), Error);
+  CHECK(F::alibi_slopes(12).size(0) == 12);
+}

@@ -297,7 +297,7 @@ TEST_CASE("assigning to a Buffer member replaces the registered buffer, as a Par
   CHECK(contains(error_message([&] { m.gain = other * 2.0; }), "computed"));
 }
 
-TEST_CASE("a module cannot be registered inside itself; a shared one may sit in two places") {
+TEST_CASE("a module cannot be registered inside itself, and a shared one may sit in two places") {
   // s->push_back(s) was accepted, and parameters() and str() then overflowed the stack.
   auto s = std::make_shared<Sequential>();
   s->push_back(std::make_shared<Linear>(2, 2));

@@ -195,12 +195,12 @@ TEST_CASE("index_add: adds whole slices at the indexed positions") {
   CHECK(mismatch(kernels::index_add(zeros({2}), 0, indices({1}), tensor({5})), {2}, {0, 5}) == "");
 }
 
-TEST_CASE("index_add and scatter_add check the source's shape and dtype; gather and scatter_add take 0-d tensors") {
+TEST_CASE("index_add and scatter_add check the source's shape and dtype, and gather and scatter_add take 0-d tensors") {
   // Only the source's length in dim was checked: a wider one wrote past the base (ASan), a
   // narrower one into the wrong elements.
   for (const Shape& wrong : {Shape{1, 400}, Shape{1, 5}, Shape{1, 2}, Shape{1, 4, 1}}) {
     std::string e = error_message([&] { index_add(zeros({3, 4}), 0, indices({2}), ones(wrong)); });
-    CHECK(contains(e, "index_add: base [3, 4], index [1], source " + shape_str(wrong) + ": the source must be of shape [1, 4]"));
+    CHECK(contains(e, "index_add: base [3,4], index [1], source " + shape_str(wrong) + ": the source must be of shape [1,4]"));
   }
   CHECK(contains(error_message([&] { index_add(zeros({3, 4}), 0, indices({2}), ones({1, 4}, kFloat64)); }),
                  "index_add: base float32 and source float64 must have the same dtype"));
