@@ -185,7 +185,8 @@ Tensor Tensor::to(DType target) const {
 Tensor slice_scatter(const Tensor& src, const Shape& shape, int64_t dim, int64_t start, int64_t step) {
   dim = wrap_dim(dim, static_cast<int64_t>(shape.size()), "slice_scatter");
   // dSrc = slice(dOut) at the same positions
-  return record("slice_scatter", kernels::slice_scatter(src, shape, dim, start, step), {src}, {},
+  Tensor out = kernels::slice_scatter(src, shape, dim, start, step);  // first: it checks src's rank, read below
+  return record("slice_scatter", out, {src}, {},
                 [dim, start, step, len = src.shape()[dim]](const Tensor& g, const Saved&) -> Grads {
                   return {g.slice(dim, start, kernels::slice_end(start, len, step), step)};
                 });

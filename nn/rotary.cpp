@@ -13,8 +13,9 @@ Tensor rotary_angles(int64_t length, int64_t dim, int64_t position_offset, doubl
   CPPGRAD_CHECK(base > 0.0 && std::isfinite(base), "rotary: base {} must be positive and finite", base);
   CPPGRAD_CHECK(length >= 0 && position_offset >= 0, "rotary: length {} and position_offset {} must not be negative",
                 length, position_offset);
-  CPPGRAD_CHECK(length <= INT64_MAX - position_offset,
-                "rotary: position_offset {} + length {} passes the int64 range of positions", position_offset, length);
+  // The positions are counted in float64, exact below 2⁵³, as attention's are.
+  CPPGRAD_CHECK(length <= (int64_t{1} << 53) - position_offset, "rotary: position_offset {} + length {} passes 2^53, "
+                "where the positions, counted in float64, stop being exact", position_offset, length);
   autograd::TraceScope trace;  // positions 0 .. length−1: ONNX takes the length from the graph
   // θ_i = base^(−2i/d): (1, d/2);  m: (length, 1)  ->  m·θ_i: (length, d/2)
   Tensor i = arange(static_cast<double>(dim / 2), kFloat64).reshape({1, dim / 2});

@@ -11,16 +11,16 @@ namespace cppgrad::optim {
 
 namespace {
 
-// Applies `change` to every parameter's gradient in place, as PyTorch's clipping does, so that a
-// handle to the gradient taken before sees the clipped values. A gradient several parameters share
-// (autograd hands one tensor to each input of a sum) is changed once. One whose memory is also
-// another tensor's (a view of a retained gradient, an expanded one) gets a copy of its own first:
-// writing through it would change that tensor too, or one element many times.
 void check_defined(const std::vector<Tensor>& params, const char* op) {
   for (size_t i = 0; i < params.size(); ++i)
     CPPGRAD_CHECK(params[i].defined(), "{}: parameter {} of {} is an undefined tensor", op, i, params.size());
 }
 
+// Applies `change` to every parameter's gradient in place, as PyTorch's clipping does, so that a
+// handle to the gradient taken before sees the clipped values. A gradient several parameters share
+// (one tensor given to each by set_grad) is changed once. One whose memory is also another
+// tensor's (a view, an expanded tensor) gets a copy of its own first: writing through it would
+// change that tensor too, or one element many times.
 template <class Change>
 void change_grads_in_place(const std::vector<Tensor>& params, Change change) {
   // A gradient's TensorImpl -> {that gradient, kept alive so the address is not reused; what was changed for it}

@@ -128,10 +128,17 @@ void Optimizer::check_state_layouts() const {
       const auto& state = state_[index];
       for (const auto& [name, buffer] : state) {
         if (name == "step") {
-          CPPGRAD_CHECK(buffer.defined() && buffer.numel() == 1, "{}::step: state.{}.step must be one number, got {}",
-                        name_, index, buffer.defined() ? shape_str(buffer.shape()) : std::string("an undefined tensor"));
+          CPPGRAD_CHECK(buffer.defined() && buffer.numel() == 1 && buffer.dtype() == kInt64,
+                        "{}::step: state.{}.step must be one int64 count, got {}", name_, index,
+                        buffer.defined() ? fmt::format("{} {}", dtype_name(buffer.dtype()), shape_str(buffer.shape()))
+                                         : std::string("an undefined tensor"));
           continue;
         }
+        // A 0-d buffer is a subclass's number (check_state's default accepts it too), except under
+        // the names of the buffers this library's optimizers update element by element.
+        const bool elementwise = name == "exp_avg" || name == "exp_avg_sq" || name == "max_exp_avg_sq" ||
+                                 name == "momentum_buffer";
+        if (buffer.defined() && buffer.dim() == 0 && !elementwise && p.dim() != 0) continue;
         CPPGRAD_CHECK(buffer.defined() && buffer.shape() == p.shape() && buffer.dtype() == p.dtype() &&
                           buffer.is_contiguous(),
                       "{}::step: state.{}.{} must be a contiguous {} {} like its parameter, got {}", name_, index, name,

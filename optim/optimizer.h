@@ -105,12 +105,12 @@ class Optimizer {
   // them all in one parallel loop) runs them here.
   virtual void finish_step() {}
 
+  // step()'s check of the buffers state() may have been given by hand: each of its parameter's
+  // shape, dtype and dense layout ("step": one int64 count).
+  void check_state_layouts() const;
   // Checks the state that load_state_dict read for parameter `index` (keys "state.<index>.<name>"): the
   // names update() keeps, each buffer's dtype, shape and values. An empty state (a parameter
   // not stepped yet) passes. The default accepts buffers of the parameter's shape or 0-d.
-  // step()'s check of the buffers state() may have been given by hand: each of its parameter's
-  // shape, dtype and dense layout ("step": one number).
-  void check_state_layouts() const;
   virtual void check_state(size_t index, const Tensor& param, const ParamGroup& group,
                            const std::map<std::string, Tensor>& state) const;
   // For check_state: `state` holds exactly `names` (throws naming the first missing or unexpected

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <numbers>
+#include <utility>
 
 namespace cppgrad::optim {
 
@@ -74,9 +75,15 @@ void LRScheduler::load_state_dict(const NamedTensors& state) {
   }
   CPPGRAD_CHECK(found_step, "{}: 'last_step' is missing", op);
   for (size_t g = 0; g < found_lr.size(); ++g) CPPGRAD_CHECK(found_lr[g], "{}: 'base_lrs.{}' is missing", op, g);
-  last_step_ = last_step;
-  base_lrs_ = std::move(base_lrs);
-  apply();
+  std::swap(last_step_, last_step);
+  std::swap(base_lrs_, base_lrs);
+  try {
+    apply();  // the rates at the loaded step pass set_lr's checks, or the schedule stays as it was
+  } catch (...) {
+    std::swap(last_step_, last_step);
+    std::swap(base_lrs_, base_lrs);
+    throw;
+  }
 }
 
 NoamLR::NoamLR(Optimizer& optimizer, int64_t d_model_, int64_t warmup, double factor_)

@@ -19,7 +19,8 @@
 //   name        the method, the free function, the grad_fn's name and the name errors give
 //   Enum        its kernels::Unary enumerator
 //   dtypes      floating (float32, float64) or numeric (also int64)
-//   forward     the scalar op on x, of type T (float, double or int64_t)
+//   forward     the scalar op on x, of type T (float, double or int64_t); in a numeric row, what
+//               can overflow int64 is written with wrapping_add and its kin (tensor/wrapping_int.h)
 //   saves       what the backward keeps: Input (A), Output (C) or Nothing
 //   dA          the gradient of the input, from g = dC and the saved A or C
 //   domain      where gradcheck draws inputs: Any, Positive (0.5 to 2) or AwayFromZero (|x| ≥ 0.2, off a kink)

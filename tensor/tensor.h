@@ -112,7 +112,7 @@ class Tensor {
   bool requires_grad() const;
   Tensor& requires_grad_(bool enabled = true);
   Tensor grad() const;           // undefined until a backward reaches this tensor
-  void set_grad(const Tensor& g) const;
+  void set_grad(const Tensor& g) const;  // g of this tensor's shape and dtype, or undefined
   void zero_grad(bool set_to_none = true) const;
   std::shared_ptr<autograd::Node> grad_fn() const;
   bool is_leaf() const;
@@ -121,7 +121,8 @@ class Tensor {
   Tensor detach() const;  // same storage, no graph
   void retain_grad() const;
   bool retains_grad() const;
-  // A hook sees the gradient flowing into this tensor; returning a defined tensor replaces it.
+  // A hook sees the gradient flowing into this tensor; returning a defined tensor (of the
+  // gradient's shape and dtype) replaces it.
   using Hook = std::function<Tensor(const Tensor&)>;
   void register_hook(Hook hook) const;
 

@@ -80,7 +80,9 @@ case "$mode" in
     head -c 300 text.gz > cut.gz
     expect_usage_error --data cut.gz
     grep -q "'cut.gz' is not a readable gzip file: unexpected end of file" bad.err || fail "cut.gz: $(cat bad.err)"
-    expect_usage_error --data big.txt --max-data-mb 1           # beyond the limit asked for
+    gzip -c big.txt > big.gz                                    # 2 MB uncompressed, a few kB on disk
+    expect_usage_error --data big.gz --max-data-mb 1
+    grep -q "uncompresses to more than the limit of 1000000 bytes (see --max-data-mb)" bad.err || fail "big.gz: $(cat bad.err)"
     expect_usage_error "${tiny[@]}" --steps 5 --save /nonexistent-dir/run.safetensors
     expect_usage_error "${tiny[@]}" --steps 5 --save /proc/run.safetensors  # as root: once failed after training
     expect_usage_error "${tiny[@]}" --steps 5 --plot /nonexistent-dir/loss.svg

@@ -77,12 +77,11 @@ std::optional<SignalPlan> signal_plan() {
 }  // namespace
 
 void add_checkpoint_options(CLI::App& app, CheckpointOptions& c) {
-  CLI::Option* every = app.add_option("--save-every", c.save_every, "during training, write a checkpoint every N steps "
-                                      "(and at the last) into --save-dir; 0: none")
-                           ->check(CLI::Range(int64_t{0}, int64_t{100'000'000}));
+  app.add_option("--save-every", c.save_every, "during training, write a checkpoint every N steps (and at the last) "
+                 "into --save-dir; 0: none")->check(CLI::Range(int64_t{0}, int64_t{100'000'000}));
   app.add_option("--keep-last", c.keep_last, "keep only the K newest checkpoints of --save-every (0: every one)")
       ->check(CLI::Range(int64_t{0}, int64_t{1'000'000}))
-      ->needs(every);
+      ->each([&c](const std::string&) { c.keep_last_given = true; });
   app.add_option("--save-dir", c.save_dir, "the directory of --save-every's checkpoints, and of --resume latest")
       ->check(names_a_path())
       ->each([&c](const std::string&) { c.save_dir_given = true; });
@@ -157,8 +156,10 @@ std::optional<cppgrad::AllocationLimit> limit_to_checkpoint(const std::string& r
 }
 
 std::string resolve_resume(const std::string& resume, const CheckpointOptions& c, bool lead) {
-  CPPGRAD_CHECK(!c.save_dir_given || c.save_every > 0 || resume == "latest", "--save-dir names where --save-every "
-                "writes and where --resume latest looks; without either it would do nothing");
+  // Each would do nothing without the option that gives it a meaning (a --save-every of 0 is none).
+  CPPGRAD_CHECK(!c.keep_last_given || c.save_every > 0, "--keep-last requires --save-every (of 1 or more)");
+  CPPGRAD_CHECK(!c.save_dir_given || c.save_every > 0 || resume == "latest",
+                "--save-dir requires --save-every (of 1 or more) or --resume latest");
   std::string file = newest_checkpoint(resume, c, lead);
   announce_restart(file, lead);
   return file;
@@ -213,7 +214,8 @@ bool PeriodicCheckpoints::due(int64_t step) const {
 void PeriodicCheckpoints::save(int64_t step, const optim::TrainingState& state, const nn::Metadata& metadata) {
   const fs::path dir(options_.save_dir);
   // Made at the first checkpoint, so that a run which ends before it leaves no empty directory. A
-  // failure here is the write's to report, after the collective part of saving, on every rank.
+  // failure here is left to rank 0's write to report, after the collective part of saving, so
+  // that no rank waits in it for a rank that stopped.
   std::error_code ignored;
   if (lead_) fs::create_directories(dir, ignored);
   save_run_file((dir / checkpoint_file_name(step)).string(), state, metadata);  // a collective

@@ -39,7 +39,7 @@ struct CheckpointOptions {
   int64_t save_every = 0;  // 0: none during training
   int64_t keep_last = 3;   // 0: every one is kept
   std::string save_dir = "checkpoints";
-  bool save_dir_given = false;  // on the command line: refused where nothing would read it
+  bool keep_last_given = false, save_dir_given = false;  // on the command line: refused where nothing reads them
 };
 
 // Declares --save-every, --keep-last and --save-dir on `app`.
@@ -67,8 +67,9 @@ std::string resolve_resume(const std::string& resume, const CheckpointOptions& c
 // `resume` "" (a new run).
 std::optional<cppgrad::AllocationLimit> limit_to_checkpoint(const std::string& resume);
 
-// Writes the checkpoints of --save-every. Made before training, it creates --save-dir (rank 0)
-// and refuses one that cannot be written (a cppgrad::Error naming the option).
+// Writes the checkpoints of --save-every. Made before training, it refuses a --save-dir that
+// cannot be made or written (a cppgrad::Error naming the option); rank 0 makes it at the first
+// checkpoint.
 //
 // It also loses a rank on purpose, for the tests of restarts (restart_check.sh), when
 //   CPPGRAD_INJECT_SIGNAL=SIGNAL:RANK:STEP     (SIGNAL: KILL or STOP; STEP: a step, or "end")

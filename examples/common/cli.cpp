@@ -13,6 +13,7 @@
 #include <cstring>
 #include <filesystem>
 #include <iostream>
+#include <memory>
 #include <vector>
 
 #include "common/run_state.h"
@@ -45,6 +46,17 @@ CLI::Validator number_in(double min, double max) {
         return {};
       },
       fmt::format("NUMBER in [{}, {}]", min, max));
+}
+
+CLI::Validator number_above(double low, double max) {
+  return CLI::Validator(
+      [low, max](const std::string& text) -> std::string {
+        double value = 0;
+        if (!CLI::detail::lexical_cast(text, value)) return fmt::format("{} is not a number", excerpt(text));
+        if (!(value > low && value <= max)) return fmt::format("{} is not in ({}, {}]", excerpt(text), low, max);
+        return {};
+      },
+      fmt::format("NUMBER in ({}, {}]", low, max));
 }
 
 CLI::Validator names_a_path() {
@@ -171,18 +183,26 @@ void check_writable_in(const std::string& option, const std::string& dir, const 
   namespace fs = std::filesystem;
   fs::path path(dir);
   if (!path.has_filename()) path = path.parent_path();  // "out/" is "out"
-  std::error_code ec;
-  std::vector<fs::path> made;  // the directories of `dir` that do not exist yet, innermost first
-  for (fs::path p = path; !p.empty() && !fs::exists(p, ec); p = p.parent_path()) made.push_back(p);
-  fs::create_directories(path, ec);
-  CPPGRAD_CHECK(!ec, "{}: cannot create the directory '{}': {}", option, excerpt(dir), ec.message());
+  // The directories are made here one at a time, outermost first, and only those this call made
+  // are removed after: a path like new/../old names an existing directory through a missing one,
+  // which a list guessed before making them would remove.
+  std::vector<fs::path> made;
   struct RemoveMade {
     const std::vector<fs::path>& made;
     ~RemoveMade() {
-      std::error_code ignored;
-      for (const fs::path& p : made) fs::remove(p, ignored);  // empty: the probe file is gone
+      for (auto p = made.rbegin(); p != made.rend(); ++p) ::rmdir(p->c_str());  // empty: the probe file is gone
     }
   } remove_made{made};
+  fs::path so_far;
+  for (const fs::path& part : path) {
+    so_far /= part;
+    if (::mkdir(so_far.c_str(), 0777) == 0) {
+      made.push_back(so_far);
+      continue;
+    }
+    CPPGRAD_CHECK(errno == EEXIST, "{}: cannot create the directory '{}': {}", option, excerpt(so_far.string()),
+                  std::strerror(errno));
+  }
   check_writable(option, (path / file).string());
 }
 
@@ -196,26 +216,23 @@ void check_memory(const std::string& what, double floats) {
 namespace {
 
 // The bytes a gzip stream on `fd` uncompresses to, at most max_bytes of them; closes fd.
-std::string read_gzip_stream(const std::string& option, const std::string& path, int fd, int64_t max_bytes) {
-  gzFile file = gzdopen(fd, "rb");
-  if (file == nullptr) {
+std::string read_gzip_stream(const std::string& option, const std::string& path, int fd, int64_t max_bytes,
+                             const std::string& limit_hint) {
+  std::unique_ptr<gzFile_s, decltype(&gzclose)> file(gzdopen(fd, "rb"), &gzclose);  // closes fd with it
+  if (!file) {
     ::close(fd);
     throw Error(fmt::format("{}: cannot read '{}' as gzip", option, excerpt(path)));
   }
   std::string bytes;
   char chunk[1 << 16];
   int got = 0;
-  while ((got = gzread(file, chunk, sizeof chunk)) > 0) {
+  while ((got = gzread(file.get(), chunk, sizeof chunk)) > 0) {
     bytes.append(chunk, static_cast<size_t>(got));
-    if (static_cast<int64_t>(bytes.size()) > max_bytes) {
-      gzclose(file);
-      throw Error(fmt::format("{}: '{}' uncompresses to more than the limit of {} bytes (see --max-data-mb)", option,
-                              excerpt(path), max_bytes));
-    }
+    CPPGRAD_CHECK(static_cast<int64_t>(bytes.size()) <= max_bytes, "{}: '{}' uncompresses to more than the limit of {} "
+                  "bytes{}", option, excerpt(path), max_bytes, limit_hint);
   }
   int code = Z_OK;
-  std::string why = gzerror(file, &code);  // a stream cut short ends with Z_BUF_ERROR, not a failed read
-  gzclose(file);
+  std::string why = gzerror(file.get(), &code);  // a stream cut short ends with Z_BUF_ERROR, not a failed read
   if (why.starts_with("<fd:") && why.find(": ") != std::string::npos) why.erase(0, why.find(": ") + 2);  // zlib's name for fd
   CPPGRAD_CHECK(got == 0 && code == Z_OK, "{}: '{}' is not a readable gzip file: {}", option, excerpt(path), why);
   return bytes;
@@ -223,17 +240,21 @@ std::string read_gzip_stream(const std::string& option, const std::string& path,
 
 }  // namespace
 
-std::string read_data_file(const std::string& option, const std::string& path, int64_t max_bytes) {
+std::string read_data_file(const std::string& option, const std::string& path, int64_t max_bytes,
+                           const std::string& limit_hint) {
   cppgrad::files::InputFile file(path, option);
   unsigned char head[2] = {0, 0};
   const size_t head_bytes = file.read(head, sizeof head);
   if ((head_bytes == 2 && head[0] == 0x1f && head[1] == 0x8b) || path.ends_with(".gz")) {  // gzip's magic number
     const int fd = file.release();
-    CPPGRAD_CHECK(::lseek(fd, 0, SEEK_SET) == 0, "{}: cannot read '{}' from its start", option, excerpt(path));
-    return read_gzip_stream(option, path, fd, max_bytes);
+    if (::lseek(fd, 0, SEEK_SET) != 0) {
+      ::close(fd);
+      throw Error(fmt::format("{}: cannot read '{}' from its start", option, excerpt(path)));
+    }
+    return read_gzip_stream(option, path, fd, max_bytes, limit_hint);
   }
-  CPPGRAD_CHECK(file.size() <= max_bytes, "{}: '{}' has {} bytes, more than the limit of {} (see --max-data-mb)",
-                option, excerpt(path), file.size(), max_bytes);
+  CPPGRAD_CHECK(file.size() <= max_bytes, "{}: '{}' has {} bytes, more than the limit of {}{}", option, excerpt(path),
+                file.size(), max_bytes, limit_hint);
   std::string bytes(std::max<size_t>(static_cast<size_t>(file.size()), head_bytes), '\0');
   std::memcpy(bytes.data(), head, head_bytes);
   bytes.resize(head_bytes + file.read(bytes.data() + head_bytes, bytes.size() - head_bytes));

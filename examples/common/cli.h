@@ -106,6 +106,8 @@ std::optional<int> parse_options(CLI::App& app, int argc, char** argv, const std
 
 // A CLI11 check: the option is a number in [min, max] (NaN and inf are refused).
 CLI::Validator number_in(double min, double max);
+// A number in (low, max]: above low, which it may not equal.
+CLI::Validator number_above(double low, double max);
 // A CLI11 check: the option is not empty. An option that names a file or a directory is unset
 // when empty, so `--save ""` would be ignored without a word.
 CLI::Validator names_a_path();
@@ -138,6 +140,8 @@ void check_memory(const std::string& what, double floats);
 // The bytes of a regular file of at most `max_bytes`, uncompressed when it is gzip (its name ends
 // in .gz, or it starts with gzip's magic number); throws cppgrad::Error naming `option` otherwise
 // (a directory, a device like /dev/zero, a FIFO, a file too large, a cut gzip stream).
-std::string read_data_file(const std::string& option, const std::string& path, int64_t max_bytes);
+// `limit_hint` ends the message of a file past max_bytes (the option that sets the limit).
+std::string read_data_file(const std::string& option, const std::string& path, int64_t max_bytes,
+                           const std::string& limit_hint = " (see --max-data-mb)");
 
 }  // namespace examples

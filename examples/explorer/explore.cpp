@@ -232,7 +232,7 @@ std::string char_label(unsigned char c) {
 }
 
 Exploration explore_language_model(const Options& o, hf::Arch arch) {
-  const std::string text = examples::read_data_file("--data", o.data, 64 << 20);
+  const std::string text = examples::read_data_file("--data", o.data, 64 << 20, "");
   const data::CharVocabulary vocab = data::CharVocabulary::of(text);
   const std::vector<int64_t> ids = vocab.encode(text);
   hf::ModelConfig c;

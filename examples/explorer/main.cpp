@@ -37,7 +37,7 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--checkpoint", o.checkpoint, "seq2seq: read the model from a `seq2seq --save` file, not train one")
       ->check(CLI::ExistingFile);
-  app.add_option("--data", o.data, "gpt and gqa: the text they learn from")->capture_default_str();
+  app.add_option("--data", o.data, "gpt and gqa: the text they learn from, plain or .gz")->capture_default_str();
   app.add_option("--steps", o.steps, "training steps (default: seq2seq, gpt and gqa 600, rope 2000)")
       ->check(CLI::Range(1, 1'000'000));
   app.add_option("--heads", o.heads, "attention heads, query heads for gqa (default: 4, gqa 8)")->check(CLI::Range(1, 64));

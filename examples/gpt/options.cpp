@@ -187,8 +187,8 @@ void add_options(CLI::App& app, Options& o) {
       ->check(CLI::Range(1, 100'000'000));
   app.add_option("--weight-decay", o.weight_decay, "AdamW's decay of the 2-D weights (matrices and embeddings)")
       ->check(examples::number_in(0.0, 1.0));
-  app.add_option("--beta2", o.beta2, "AdamW's β₂, above β₁² = 0.81 (its β₁ is 0.9)")
-      ->check(examples::number_in(0.81, 0.9999999));
+  app.add_option("--beta2", o.beta2, "AdamW's β₂ (its β₁ is 0.9, and β₂ must be above β₁²)")
+      ->check(examples::number_above(0.81, 0.9999999));
   app.add_option("--clip", o.clip, "largest gradient norm (larger ones are scaled down to it)")
       ->check(examples::number_in(1e-6, 1e6));
   app.add_option("--seed", o.seed, "random seed (weights, windows, dropout, sampling)")->check(examples::digits_only());
@@ -334,8 +334,6 @@ int64_t finish_options(const CLI::App& app, Options& o, const Checkpoint* resume
   CPPGRAD_CHECK(m.arch == Arch::GPT2 || m.head_dim > 0 || (m.d_model / m.heads) % 2 == 0, "--heads: llama's rotary "
                 "positions need an even head width, and d_model {} / {} heads = {}", m.d_model, m.heads, m.d_model / m.heads);
   CPPGRAD_CHECK(o.min_lr <= o.lr, "--min-lr {} is above --lr {}", o.min_lr, o.lr);
-  // AdamW's own check (optim/optimizer.cpp) says why, but names its argument, not the option.
-  CPPGRAD_CHECK(o.beta2 > 0.81, "--beta2 {} must be above β₁² = 0.81 (AdamW's β₁ is 0.9)", o.beta2);
   if (!o.save.empty()) examples::check_writable("--save", o.save);
   if (!o.plot.empty()) examples::check_writable("--plot", o.plot);
   if (!o.export_onnx.empty()) examples::check_writable("--export-onnx", o.export_onnx);

@@ -122,7 +122,7 @@ void impl::index_add_(const Tensor& out, int64_t dim, const Tensor& index, const
   CPPGRAD_CHECK(src.dtype() == out.dtype(), "index_add: base {} and source {} must have the same dtype",
         dtype_name(out.dtype()), dtype_name(src.dtype()));
   const int64_t* ip = idx.data<int64_t>();
-  if (dim == 0 && out.is_floating_point() && src.dtype() == out.dtype() && out.is_contiguous()) {
+  if (dim == 0 && out.is_floating_point() && out.is_contiguous()) {
     // Rows of a table (an embedding's gradient): one plain loop per row, no per-row tensors.
     Tensor rows = contiguous(src);
     const int64_t width = idx.numel() > 0 ? rows.numel() / idx.numel() : 0;
@@ -172,7 +172,7 @@ Tensor impl::scatter_add(const Tensor& base, int64_t dim, const Tensor& index, c
         dtype_name(base.dtype()), dtype_name(src.dtype()));
   if (base.dim() == 0) return reshape(scatter_add(reshape(base, {1}), 0, reshape(index, {1}), reshape(src, {1})), {});
   Tensor out = clone(base);
-  Tensor source = to(src, base.dtype());
+  const Tensor& source = src;
   const Shape& shape = base.shape();
   dispatch_numeric(base.dtype(), "scatter_add", [&](auto tag) {
     using T = decltype(tag);
