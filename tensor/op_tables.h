@@ -33,7 +33,7 @@
 
 #include <numbers>
 
-#include "tensor/wrapping_int.h"  // wrapping_add, ...: int64 arithmetic that wraps, as PyTorch's
+#include "wrapping_int.h"  // wrapping_add, ...: int64 arithmetic that wraps, as PyTorch's
 
 namespace cppgrad::op_constants {
 inline constexpr double sqrt_half = std::numbers::sqrt2 / 2;                              // 1/√2
