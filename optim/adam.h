@@ -34,6 +34,9 @@ class Adam : public Optimizer {
   void update(const Tensor& param, const Tensor& grad, const ParamGroup& group,
               std::map<std::string, Tensor>& state) override;
   void finish_step() override;
+  std::vector<std::string> elementwise_buffers() const override {
+    return {"exp_avg", "exp_avg_sq", "max_exp_avg_sq"};
+  }
   // step (int64, 0-d, 1 to 2^53), exp_avg and exp_avg_sq (>= 0), max_exp_avg_sq with amsgrad;
   // and the moments as gradients could have left them (check_moments).
   void check_state(size_t index, const Tensor& param, const ParamGroup& group,

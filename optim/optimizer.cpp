@@ -118,27 +118,26 @@ void Optimizer::step() {
   finish_step();
 }
 
-// state() is writable, as PyTorch's optimizer.state[p] is, and update() indexes every buffer as
-// its parameter: one of another shape, dtype or layout written there by hand would be read and
-// written past its end. So each is checked before any parameter is updated.
+// state() is writable, as PyTorch's optimizer.state[p] is, and update() indexes each element-wise
+// buffer as its parameter: one of another shape, dtype or layout written there by hand would be
+// read and written past its end. So each is checked before any parameter is updated.
 void Optimizer::check_state_layouts() const {
+  const std::vector<std::string> elementwise = elementwise_buffers();
   size_t index = 0;
   for (const ParamGroup& group : groups_)
     for (const Tensor& p : group.params) {
       const auto& state = state_[index];
-      for (const auto& [name, buffer] : state) {
-        if (name == "step") {
-          CPPGRAD_CHECK(buffer.defined() && buffer.numel() == 1 && buffer.dtype() == kInt64,
-                        "{}::step: state.{}.step must be one int64 count, got {}", name_, index,
-                        buffer.defined() ? fmt::format("{} {}", dtype_name(buffer.dtype()), shape_str(buffer.shape()))
-                                         : std::string("an undefined tensor"));
-          continue;
-        }
-        // A 0-d buffer is a subclass's number (check_state's default accepts it too), except under
-        // the names of the buffers this library's optimizers update element by element.
-        const bool elementwise = name == "exp_avg" || name == "exp_avg_sq" || name == "max_exp_avg_sq" ||
-                                 name == "momentum_buffer";
-        if (buffer.defined() && buffer.dim() == 0 && !elementwise && p.dim() != 0) continue;
+      if (const auto step = state.find("step"); step != state.end()) {
+        const Tensor& t = step->second;
+        CPPGRAD_CHECK(t.defined() && t.numel() == 1 && t.dtype() == kInt64,
+                      "{}::step: state.{}.step must be one int64 count, got {}", name_, index,
+                      t.defined() ? fmt::format("{} {}", dtype_name(t.dtype()), shape_str(t.shape()))
+                                  : std::string("an undefined tensor"));
+      }
+      for (const std::string& name : elementwise) {
+        const auto found = state.find(name);
+        if (found == state.end()) continue;
+        const Tensor& buffer = found->second;
         CPPGRAD_CHECK(buffer.defined() && buffer.shape() == p.shape() && buffer.dtype() == p.dtype() &&
                           buffer.is_contiguous(),
                       "{}::step: state.{}.{} must be a contiguous {} {} like its parameter, got {}", name_, index, name,

@@ -105,8 +105,10 @@ class Optimizer {
   // them all in one parallel loop) runs them here.
   virtual void finish_step() {}
 
-  // step()'s check of the buffers state() may have been given by hand: each of its parameter's
-  // shape, dtype and dense layout ("step": one int64 count).
+  // The buffers update() reads and writes element by element as the parameter ("exp_avg", ...):
+  // step() checks that each, if present, has the parameter's shape, dtype and dense layout.
+  virtual std::vector<std::string> elementwise_buffers() const { return {}; }
+  // That check, for every parameter, before any is updated; a "step" must be one int64 count.
   void check_state_layouts() const;
   // Checks the state that load_state_dict read for parameter `index` (keys "state.<index>.<name>"): the
   // names update() keeps, each buffer's dtype, shape and values. An empty state (a parameter

@@ -28,6 +28,7 @@ class SGD : public Optimizer {
  protected:
   void update(const Tensor& param, const Tensor& grad, const ParamGroup& group,
               std::map<std::string, Tensor>& state) override;
+  std::vector<std::string> elementwise_buffers() const override { return {"momentum_buffer"}; }
   // momentum_buffer, finite, exactly when momentum is on.
   void check_state(size_t index, const Tensor& param, const ParamGroup& group,
                    const std::map<std::string, Tensor>& state) const override;

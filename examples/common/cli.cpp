@@ -37,27 +37,24 @@ std::optional<int> parse_options(CLI::App& app, int argc, char** argv, const std
   }
 }
 
-CLI::Validator number_in(double min, double max) {
+namespace {
+// A number between min and max, max included; min too unless `open_min`.
+CLI::Validator number_between(double min, double max, bool open_min) {
+  const std::string range = fmt::format("{}{}, {}]", open_min ? "(" : "[", min, max);
   return CLI::Validator(
-      [min, max](const std::string& text) -> std::string {
+      [min, max, open_min, range](const std::string& text) -> std::string {
         double value = 0;
         if (!CLI::detail::lexical_cast(text, value)) return fmt::format("{} is not a number", excerpt(text));
-        if (!(value >= min && value <= max)) return fmt::format("{} is not in [{}, {}]", excerpt(text), min, max);
+        const bool above_min = open_min ? value > min : value >= min;
+        if (!(above_min && value <= max)) return fmt::format("{} is not in {}", excerpt(text), range);
         return {};
       },
-      fmt::format("NUMBER in [{}, {}]", min, max));
+      "NUMBER in " + range);
 }
+}  // namespace
 
-CLI::Validator number_above(double low, double max) {
-  return CLI::Validator(
-      [low, max](const std::string& text) -> std::string {
-        double value = 0;
-        if (!CLI::detail::lexical_cast(text, value)) return fmt::format("{} is not a number", excerpt(text));
-        if (!(value > low && value <= max)) return fmt::format("{} is not in ({}, {}]", excerpt(text), low, max);
-        return {};
-      },
-      fmt::format("NUMBER in ({}, {}]", low, max));
-}
+CLI::Validator number_in(double min, double max) { return number_between(min, max, false); }
+CLI::Validator number_above(double low, double max) { return number_between(low, max, true); }
 
 CLI::Validator names_a_path() {
   return CLI::Validator([](const std::string& text) { return text.empty() ? "'' names no file or directory" : ""; },
@@ -208,7 +205,7 @@ void check_writable_in(const std::string& option, const std::string& dir, const 
 
 void check_memory(const std::string& what, double floats) {
   const double needed = floats * 4.0;
-  const double available = static_cast<double>(::sysconf(_SC_PHYS_PAGES)) * static_cast<double>(::sysconf(_SC_PAGESIZE));
+  const double available = cppgrad::machine_memory_bytes();
   CPPGRAD_CHECK(needed <= available, "{} needs about {:.1f} GB for its parameters and their training state, but this "
                 "machine has {:.1f} GB", what, needed / 1e9, available / 1e9);
 }
@@ -233,7 +230,8 @@ std::string read_gzip_stream(const std::string& option, const std::string& path,
   }
   int code = Z_OK;
   std::string why = gzerror(file.get(), &code);  // a stream cut short ends with Z_BUF_ERROR, not a failed read
-  if (why.starts_with("<fd:") && why.find(": ") != std::string::npos) why.erase(0, why.find(": ") + 2);  // zlib's name for fd
+  const size_t named = why.find(": ");
+  if (why.starts_with("<fd:") && named != std::string::npos) why.erase(0, named + 2);  // zlib's name for the fd
   CPPGRAD_CHECK(got == 0 && code == Z_OK, "{}: '{}' is not a readable gzip file: {}", option, excerpt(path), why);
   return bytes;
 }
