@@ -162,7 +162,7 @@ Tensor& Tensor::div_(double value) {
 }
 
 Tensor& Tensor::fill_(double value) {
-  check_value_fits(value, dtype(), "fill_");
+  check_fill_value(value, dtype(), "fill_");
   return apply_inplace(
       *this, "fill_", Tensor(), [&](const Tensor& h, const Tensor&) { return zeros_like(h) + value; },
       [&](const Tensor&) { kernels::fill_(*this, value); });
@@ -177,7 +177,7 @@ Tensor& Tensor::copy_(const Tensor& src) {
 }
 
 Tensor& Tensor::masked_fill_(const Tensor& mask, double value) {
-  check_value_fits(value, dtype(), "masked_fill_");
+  check_fill_value(value, dtype(), "masked_fill_");
   return apply_inplace(
       *this, "masked_fill_", Tensor(), [&](const Tensor& h, const Tensor&) { return h.masked_fill(mask, value); },
       [&](const Tensor&) { kernels::masked_fill_(*this, mask, value); });

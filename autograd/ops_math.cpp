@@ -219,7 +219,7 @@ Tensor where(const Tensor& condition, const Tensor& a, const Tensor& b) {
 }
 
 Tensor Tensor::masked_fill(const Tensor& mask, double value) const {
-  check_value_fits(value, dtype(), "masked_fill");
+  check_fill_value(value, dtype(), "masked_fill");
   autograd::TraceScope trace;
   // dA = dC, with 0 where the mask is true
   Tensor out = record("masked_fill", kernels::masked_fill(*this, mask, value), {*this}, {mask},

@@ -146,6 +146,9 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, const CrossEntr
 Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction) {
   CPPGRAD_CHECK(input.shape() == target.shape(), "mse_loss: input {} and target {} differ in shape", shape_str(input.shape()),
         shape_str(target.shape()));
+  CPPGRAD_CHECK(input.is_floating_point() && target.is_floating_point(),
+                "mse_loss: input and target must be floating point, got {} and {}", dtype_name(input.dtype()),
+                dtype_name(target.dtype()));
   Tensor diff = input - target;
   Tensor sq = diff * diff;
   switch (reduction) {

@@ -42,6 +42,7 @@ void normal_(const Tensor& t, double mean, double std, Generator& gen) {
 void zeros_(const Tensor& t) { constant_(t, 0.0); }
 void ones_(const Tensor& t) { constant_(t, 1.0); }
 void constant_(const Tensor& t, double value) {
+  check_fill_value(value, t.dtype(), "constant_");
   NoGradGuard no_grad;
   kernels::fill_(t, value);
 }

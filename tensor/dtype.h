@@ -53,6 +53,17 @@ inline void check_value_fits(double value, DType dtype, std::string_view op) {
                 op, value);
 }
 
+// A value that fills a tensor (full, scalar_tensor, fill_, masked_fill): refused as above, and
+// also when it is finite but beyond the largest float32 or bfloat16, as PyTorch refuses such a
+// fill. (A tensor's listed values and arange's become ±inf there instead, as in PyTorch.)
+inline void check_fill_value(double value, DType dtype, std::string_view op) {
+  check_value_fits(value, dtype, op);
+  const double largest = dtype == DType::Float32 ? 0x1.fffffep127 : dtype == DType::BFloat16 ? 0x1.fep127 : 0.0;
+  const bool finite = value - value == 0.0;  // false for NaN and ±inf
+  CPPGRAD_CHECK(largest == 0.0 || !finite || (value <= largest && value >= -largest),
+                "{}: value {} cannot be converted to {} without overflow", op, value, dtype_name(dtype));
+}
+
 constexpr int promotion_rank(DType d) { return dtype_info(d).promotion_rank; }
 constexpr DType promote(DType a, DType b) { return promotion_rank(a) >= promotion_rank(b) ? a : b; }
 

@@ -56,7 +56,7 @@ Tensor empty(const Shape& shape, DType dtype) { return allocate(shape, dtype, St
 Tensor zeros(const Shape& shape, DType dtype) { return allocate(shape, dtype, Storage::Init::Zeroed, "zeros"); }
 
 Tensor full(const Shape& shape, double value, DType dtype) {
-  check_value_fits(value, dtype, "full");
+  check_fill_value(value, dtype, "full");
   Tensor t = allocate(shape, dtype, Storage::Init::Uninitialized, "full");
   kernels::fill_(t, value);
   return t;
@@ -64,7 +64,7 @@ Tensor full(const Shape& shape, double value, DType dtype) {
 
 Tensor ones(const Shape& shape, DType dtype) { return full(shape, 1.0, dtype); }
 Tensor scalar_tensor(double value, DType dtype) {
-  check_value_fits(value, dtype, "scalar_tensor");
+  check_fill_value(value, dtype, "scalar_tensor");
   return full({}, value, dtype);
 }
 

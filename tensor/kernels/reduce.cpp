@@ -238,12 +238,16 @@ Tensor sum_to(const Tensor& t, const Shape& shape) {
 
 ValuesIndices impl::extremum(Extremum which, const Tensor& t, int64_t dim, bool keepdim) {
   const char* op = which == Extremum::Max ? "max" : "min";
-  CPPGRAD_CHECK(t.numel() > 0, "{}: cannot reduce an empty tensor of shape {}", op, shape_str(t.shape()));
   if (t.dim() == 0) return {clone(t), zeros({}, kInt64)};
   dim = wrap_dim(dim, t.dim(), op);
+  // Each set reduced must hold an element; the other dims may be empty, and then so is the
+  // result, as in PyTorch (zeros({0, 3}).max(1) is two empty tensors of shape [0]).
+  CPPGRAD_CHECK(t.shape()[dim] > 0, "{}: cannot reduce an empty tensor of shape {} over its dim {} of size 0", op,
+                shape_str(t.shape()), dim);
   ReducePlan p = plan_reduction(t, {dim}, keepdim, op);
   Tensor values = empty(p.out_shape, t.dtype());
   Tensor indices = empty(p.out_shape, kInt64);
+  if (t.numel() == 0) return {values, indices};
   dispatch_numeric(t.dtype(), op, [&](auto tag) {
     using T = decltype(tag);
     struct Best {
@@ -264,6 +268,8 @@ ValuesIndices impl::extremum(Extremum which, const Tensor& t, int64_t dim, bool 
 }
 
 ValuesIndices extremum_all(Extremum which, const Tensor& t) {
+  CPPGRAD_CHECK(t.numel() > 0, "{}: cannot reduce an empty tensor of shape {}", which == Extremum::Max ? "max" : "min",
+                shape_str(t.shape()));
   return extremum(which, reshape(t, {-1}), 0, false);
 }
 

@@ -166,3 +166,22 @@ TEST_CASE("amax and amin, one row each: max and min over a dim list, ties share 
   CHECK(test::contains(test::error_message([&] { empty_rows.amax(1); }), "amax: cannot reduce an empty set"));
   CHECK(empty_rows.amin(0).shape() == Shape{0});
 }
+
+TEST_CASE("max and min along a dim: the sets must hold an element, there may be no set") {
+  // As torch.max(dim): zeros({0, 3}).max(1) is zero maxima, each of three elements; max(0) is
+  // three maxima of nothing, refused.
+  Tensor rows = zeros({0, 3}, TensorOptions(kFloat64).requires_grad());
+  auto [values, indices] = rows.max(1);
+  CHECK(values.shape() == Shape{0});
+  CHECK(indices.shape() == Shape{0});
+  CHECK(indices.dtype() == kInt64);
+  CHECK(rows.min(1, /*keepdim=*/true).values.shape() == Shape{0, 1});
+  CHECK(rows.argmax(1).shape() == Shape{0});
+  CHECK(rows.argmin(-1).shape() == Shape{0});
+  values.sum().backward();
+  CHECK(rows.grad().shape() == Shape{0, 3});
+  CHECK(test::contains(test::error_message([&] { rows.max(0); }),
+                       "max: cannot reduce an empty tensor of shape [0,3] over its dim 0 of size 0"));
+  CHECK(test::contains(test::error_message([&] { rows.argmin(0); }), "min: cannot reduce an empty tensor of shape [0,3]"));
+  CHECK(test::contains(test::error_message([&] { rows.min(); }), "min: cannot reduce an empty tensor of shape [0,3]"));
+}

@@ -202,6 +202,9 @@ TEST_CASE("mse_loss with reductions") {
   std::string msg = error_message([&] { F::mse_loss(a, ones({4}, kFloat64)); });
   CHECK(contains(msg, "mse_loss"));
   CHECK(contains(msg, "[2,2]"));
+  // Integers are refused by name, as PyTorch has no integer mse ("not implemented for 'Long'").
+  CHECK(contains(error_message([&] { F::mse_loss(a.to(kInt64), b.to(kInt64)); }),
+                 "mse_loss: input and target must be floating point, got int64 and int64"));
 }
 
 TEST_CASE("gradcheck cross_entropy in every mode") {

@@ -1,5 +1,7 @@
 // Factories and dtypes: tensors made from sizes, values and random draws.
 #include <algorithm>
+#include <cmath>
+#include <limits>
 
 #include "helpers.h"
 
@@ -88,6 +90,29 @@ TEST_CASE("factories: a value no int64 holds is refused, not made INT64_MIN, as 
   CHECK(full({1}, 2.5, kInt64).item<int64_t>() == 2);
   CHECK(full({1}, NAN, kBool).item<bool>());
   CHECK(std::isnan(full({1}, NAN, kFloat32).item<float>()));
+}
+
+TEST_CASE("factories: a finite fill beyond float32's or bfloat16's range is refused, as PyTorch") {
+  using doctest::Contains;
+  CHECK_THROWS_WITH_AS(full({2}, 1e300, kFloat32), Contains("full: value 1e+300 cannot be converted to float32 without overflow"),
+                       Error);
+  CHECK_THROWS_WITH_AS(full({2}, -3.4028235e38, kFloat32), Contains("cannot be converted to float32"), Error);  // past -FLT_MAX
+  CHECK_THROWS_WITH_AS(scalar_tensor(3.39e38, kBFloat16), Contains("scalar_tensor: value 3.39e+38 cannot be converted to bfloat16"),
+                       Error);
+  Tensor t = zeros({2});
+  CHECK_THROWS_WITH_AS(t.fill_(1e39), Contains("fill_: value 1e+39 cannot be converted to float32"), Error);
+  CHECK_THROWS_WITH_AS(t.masked_fill(tensor({1, 0}, kBool), -1e39), Contains("masked_fill: value -1e+39"), Error);
+  CHECK_THROWS_WITH_AS(t.masked_fill_(tensor({1, 0}, kBool), 1e39), Contains("masked_fill_: value 1e+39"), Error);
+  CHECK_THROWS_WITH_AS(nn::init::constant_(t, 1e39), Contains("constant_: value 1e+39"), Error);
+  CHECK(t.to_vector<float>() == std::vector<float>{0, 0});
+  // The largest floats themselves, ±inf and NaN fill; float64 takes any double; a tensor's listed
+  // values and arange's go to inf instead, as torch.tensor and torch.arange do.
+  CHECK(full({1}, 0x1.fffffep127, kFloat32).item<float>() == std::numeric_limits<float>::max());
+  CHECK(full({1}, -INFINITY, kFloat32).item<float>() == -INFINITY);
+  CHECK(std::isnan(full({1}, NAN, kBFloat16).to(kFloat32).item<float>()));
+  CHECK(full({1}, 1e300, kFloat64).item<double>() == 1e300);
+  CHECK(tensor({1e300}, kFloat32).item<float>() == INFINITY);
+  CHECK(arange(0, 1e300, 5e299, kFloat32).to_vector<float>() == std::vector<float>{0, INFINITY});
 }
 
 TEST_CASE("factories: arange with a step of any sign") {
