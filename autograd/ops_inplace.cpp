@@ -121,13 +121,13 @@ Tensor& Tensor::add_(const Tensor& other, double alpha) {
         // alpha in the result's dtype: in an integer operand's dtype a fraction was dropped.
         const DType scale = promote(o.dtype(), dtype());
         kernels::binary_(kernels::Binary::Add, *this,
-                         alpha == 1.0 ? o : kernels::binary(kernels::Binary::Mul, o, full({}, alpha, scale)));
+                         alpha == 1.0 ? o : kernels::binary(kernels::Binary::Mul, o, kernels::scalar_operand(alpha, scale)));
       });
 }
 
 Tensor& Tensor::add_(double value) {
   check_integer_result(*this, "add_", value);
-  return add_(full({}, value, dtype()));
+  return add_(kernels::scalar_operand(value, dtype()));
 }
 
 Tensor& Tensor::sub_(const Tensor& other) {
@@ -146,7 +146,7 @@ Tensor& Tensor::mul_(const Tensor& other) {
 
 Tensor& Tensor::mul_(double value) {
   check_integer_result(*this, "mul_", value);
-  return mul_(full({}, value, dtype()));
+  return mul_(kernels::scalar_operand(value, dtype()));
 }
 
 Tensor& Tensor::div_(const Tensor& other) {
@@ -158,7 +158,7 @@ Tensor& Tensor::div_(const Tensor& other) {
 
 Tensor& Tensor::div_(double value) {
   check_true_division(*this);
-  return div_(full({}, value, dtype()));
+  return div_(kernels::scalar_operand(value, dtype()));
 }
 
 Tensor& Tensor::fill_(double value) {

@@ -130,8 +130,8 @@ Tensor Tensor::clamp(std::optional<double> min, std::optional<double> max) const
   CPPGRAD_CHECK(is_floating_point(), "clamp: {} tensor; clamp works on floating tensors", dtype_name(dtype()));
   autograd::TraceScope trace;
   Tensor out = *this;
-  if (min) out = kernels::binary(Binary::Maximum, out, full({}, *min, dtype()));
-  if (max) out = kernels::binary(Binary::Minimum, out, full({}, *max, dtype()));
+  if (min) out = kernels::binary(Binary::Maximum, out, kernels::scalar_operand(*min, dtype()));
+  if (max) out = kernels::binary(Binary::Minimum, out, kernels::scalar_operand(*max, dtype()));
   // dA = dC where min ≤ A ≤ max, else 0 (so 0 where A is NaN, as torch.clamp's)
   out = record("clamp", out, {*this}, {*this}, [min, max](const Tensor& g, const Saved& s) -> Grads {
     Tensor grad = g;
@@ -168,7 +168,7 @@ static Tensor scalar_for(const Tensor& t, double v) {
   DType dt = t.dtype();
   if (!is_floating(dt) && (v != std::floor(v) || !fits_int64(v))) dt = kFloat32;
   if (dt == kBool) dt = kInt64;
-  return full({}, v, dt);
+  return kernels::scalar_operand(v, dt);
 }
 
 Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }
@@ -190,9 +190,9 @@ Tensor operator/(double a, const Tensor& b) { return div(scalar_for(b, a), b); }
 // A number compared with a tensor: in the tensor's dtype when that holds it exactly, else in
 // float64 (an integer tensor against 0.5), so `t == 0.5` is false for every integer t.
 static Tensor compare_scalar_for(const Tensor& t, double v) {
-  if (is_floating(t.dtype())) return full({}, v, t.dtype());
-  if (v == std::floor(v) && fits_int64(v) && t.dtype() == kInt64) return full({}, v, kInt64);
-  return full({}, v, kFloat64);
+  if (is_floating(t.dtype())) return kernels::scalar_operand(v, t.dtype());
+  if (v == std::floor(v) && fits_int64(v) && t.dtype() == kInt64) return kernels::scalar_operand(v, kInt64);
+  return kernels::scalar_operand(v, kFloat64);
 }
 
 #define CPPGRAD_COMPARE_OP(name, Enum, symbol)                                                         \

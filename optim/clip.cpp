@@ -61,7 +61,7 @@ double clip_grad_norm_(const std::vector<Tensor>& params, double max_norm) {
   // returned norm. (An infinite one scales by 0: the infinite elements become NaN, the rest 0.)
   if (!(coef >= 1.0))
     change_grads_in_place(params, [coef](const Tensor& g) {
-      kernels::binary_(kernels::Binary::Mul, g, full({}, coef, g.dtype()));
+      kernels::binary_(kernels::Binary::Mul, g, kernels::scalar_operand(coef, g.dtype()));
     });
   return total;
 }
@@ -71,8 +71,8 @@ void clip_grad_value_(const std::vector<Tensor>& params, double clip_value) {
   check_defined(params, "clip_grad_value_");
   NoGradGuard no_grad;
   change_grads_in_place(params, [clip_value](const Tensor& g) {
-    kernels::binary_(kernels::Binary::Minimum, g, full({}, clip_value, g.dtype()));
-    kernels::binary_(kernels::Binary::Maximum, g, full({}, -clip_value, g.dtype()));
+    kernels::binary_(kernels::Binary::Minimum, g, kernels::scalar_operand(clip_value, g.dtype()));
+    kernels::binary_(kernels::Binary::Maximum, g, kernels::scalar_operand(-clip_value, g.dtype()));
   });
 }
 

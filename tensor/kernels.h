@@ -43,6 +43,10 @@ Tensor contiguous(const Tensor& t);
 Tensor clone(const Tensor& t);
 Tensor to(const Tensor& t, DType dtype);
 void fill_(const Tensor& t, double value);
+// A number as a 0-d tensor of `dtype`, an op's other operand (x * 2.0, clamp's bounds, x < 1e300):
+// converted as PyTorch converts a scalar operand, to ±inf past float32's range, where full()
+// refuses such a value, as torch.full does.
+Tensor scalar_operand(double value, DType dtype);
 
 // ---- elementwise (tensor/kernels/elementwise.cpp) ------------------------------------------
 // One enumerator per row of CPPGRAD_UNARY_OPS (tensor/op_tables.h): Unary::Neg, ..., Unary::Sin;

@@ -52,4 +52,11 @@ void impl::fill_(const Tensor& t, double value) {
   t.bump_version();
 }
 
+Tensor scalar_operand(double value, DType dtype) {
+  check_value_fits(value, dtype, "scalar operand");
+  Tensor t = empty({}, dtype);
+  fill_(t, value);
+  return t;
+}
+
 }  // namespace cppgrad::kernels

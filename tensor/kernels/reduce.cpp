@@ -214,7 +214,7 @@ Tensor var(const Tensor& t, const std::vector<int64_t>& dims, int64_t correction
   Tensor squares = binary(Binary::Mul, centred, centred);
   Tensor total = kernels::sum(squares, dims, keepdim);
   const double denom = var_divisor(p.reduced_numel, correction);
-  return binary(Binary::Div, total, full({}, denom, t.dtype()));
+  return binary(Binary::Div, total, scalar_operand(denom, t.dtype()));
 }
 
 Tensor sum_to(const Tensor& t, const Shape& shape) {

@@ -113,6 +113,12 @@ TEST_CASE("factories: a finite fill beyond float32's or bfloat16's range is refu
   CHECK(full({1}, 1e300, kFloat64).item<double>() == 1e300);
   CHECK(tensor({1e300}, kFloat32).item<float>() == INFINITY);
   CHECK(arange(0, 1e300, 5e299, kFloat32).to_vector<float>() == std::vector<float>{0, INFINITY});
+  // So do the numbers an op takes beside a tensor, as PyTorch's scalar operands.
+  const Tensor two = full({2}, 2.0, kFloat32);
+  CHECK((two * 1e300).to_vector<float>() == std::vector<float>{INFINITY, INFINITY});
+  CHECK((two < 1e300).to_vector<bool>() == std::vector<bool>{true, true});
+  CHECK(two.clamp(-1e300, 1e300).to_vector<float>() == std::vector<float>{2, 2});
+  CHECK(two.clone().add_(-1e300).to_vector<float>() == std::vector<float>{-INFINITY, -INFINITY});
 }
 
 TEST_CASE("factories: arange with a step of any sign") {
