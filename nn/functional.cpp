@@ -72,23 +72,22 @@ Tensor tanh(const Tensor& x) { return x.tanh(); }
 Tensor sigmoid(const Tensor& x) { return x.sigmoid(); }
 
 namespace {
-// cross_entropy's arguments: floating logits (N, C, d1, ...) or (C), int64 targets of their
-// shape without the class dim, every target a class or the ignored index.
-void check_cross_entropy(const Tensor& logits, const Tensor& target, const CrossEntropyOptions& options) {
-  CPPGRAD_CHECK(logits.is_floating_point(), "cross_entropy: logits must be floating, got {}", dtype_name(logits.dtype()));
-  CPPGRAD_CHECK(target.dtype() == kInt64, "cross_entropy: target must hold int64 class indices, got {}",
+// The arguments of a loss over class indices (cross_entropy's, nll_loss's): floating scores
+// (N, C, d1, ...) or (C), int64 targets of their shape without the class dim, every target a
+// class or the ignored index.
+void check_class_targets(const char* op, const Tensor& scores, const Tensor& target, int64_t ignore_index) {
+  CPPGRAD_CHECK(scores.is_floating_point(), "{}: input must be floating, got {}", op, dtype_name(scores.dtype()));
+  CPPGRAD_CHECK(target.dtype() == kInt64, "{}: target must hold int64 class indices, got {}", op,
         dtype_name(target.dtype()));
-  CPPGRAD_CHECK(options.label_smoothing() >= 0.0 && options.label_smoothing() <= 1.0,
-        "cross_entropy: label_smoothing must be in [0, 1], got {}", options.label_smoothing());
-  CPPGRAD_CHECK(logits.dim() >= 1, "cross_entropy: logits need a class dim, got a 0-d tensor");
-  Shape expected = logits.shape();
-  expected.erase(expected.begin() + (logits.dim() == 1 ? 0 : 1));
-  CPPGRAD_CHECK(target.shape() == expected, "cross_entropy: logits {} need a target of shape {}, got {}",
-        shape_str(logits.shape()), shape_str(expected), shape_str(target.shape()));
-  const int64_t classes = logits.dim() == 1 ? logits.size(0) : logits.size(1);
+  CPPGRAD_CHECK(scores.dim() >= 1, "{}: input needs a class dim, got a 0-d tensor", op);
+  Shape expected = scores.shape();
+  expected.erase(expected.begin() + (scores.dim() == 1 ? 0 : 1));
+  CPPGRAD_CHECK(target.shape() == expected, "{}: input {} needs a target of shape {}, got {}", op,
+        shape_str(scores.shape()), shape_str(expected), shape_str(target.shape()));
+  const int64_t classes = scores.dim() == 1 ? scores.size(0) : scores.size(1);
   for (int64_t t : target.reshape({-1}).to_vector<int64_t>())
-    CPPGRAD_CHECK(t == options.ignore_index() || (t >= 0 && t < classes), "cross_entropy: target {} is out of range for {} classes",
-          t, classes);
+    CPPGRAD_CHECK(t == ignore_index || (t >= 0 && t < classes), "{}: target {} is out of range for {} classes", op, t,
+          classes);
 }
 
 // −log softmax(logits)[target] of (M, C) logits in one kernel each way (autograd/fast/
@@ -102,37 +101,29 @@ Tensor fused_log_softmax_nll(const Tensor& logits, const Tensor& target) {
 
 // ---- cross_entropy: -log softmax(logits)[target], averaged ------------------------------------
 
-Tensor cross_entropy(const Tensor& logits, const Tensor& target, const CrossEntropyOptions& options) {
-  check_cross_entropy(logits, target, options);
-  // Bring the class dim last and flatten: (M, C) logits against (M) targets.
-  Tensor flat_logits = logits.dim() == 1 ? logits.unsqueeze(0) : logits;
-  if (logits.dim() > 2) {
+namespace {
+// (N, C, d1, ...) scores as (M, C) rows, the class dim last and the others flattened, in the
+// order of the target's elements; (C) as one row.
+Tensor class_rows(const Tensor& scores) {
+  Tensor rows = scores.dim() == 1 ? scores.unsqueeze(0) : scores;
+  if (scores.dim() > 2) {
     std::vector<int64_t> class_last{0};  // (N, C, d1, ...) -> (N, d1, ..., C)
-    for (int64_t d = 2; d < logits.dim(); ++d) class_last.push_back(d);
+    for (int64_t d = 2; d < scores.dim(); ++d) class_last.push_back(d);
     class_last.push_back(1);
-    flat_logits = logits.permute(class_last);
+    rows = scores.permute(class_last);
   }
-  flat_logits = flat_logits.reshape({-1, flat_logits.size(-1)});
-  Tensor flat_target = target.reshape({-1});
-  Tensor valid = flat_target.ne(scalar_tensor(static_cast<double>(options.ignore_index()), kInt64));
-  Tensor safe_target = where(valid, flat_target, zeros({}, kInt64));  // ignored targets read class 0
-  // −log softmax(logits)[target] (M); log_softmax's (M, C) rows are made where smoothing reads them
-  Tensor nll = options.label_smoothing() > 0.0 ? Tensor() : fused_log_softmax_nll(flat_logits, safe_target);
-  Tensor log_probs = nll.defined() ? Tensor() : flat_logits.log_softmax(1);
-  if (!nll.defined()) nll = -log_probs.gather(1, safe_target.unsqueeze(1)).squeeze(1);
-  Tensor loss = nll;
-  if (options.label_smoothing() > 0.0) {
-    // The target distribution is (1-ε)·one_hot + ε/C: its cross-entropy adds ε·mean_c(-log p_c).
-    const double eps = options.label_smoothing();
-    loss = (1.0 - eps) * nll + eps * (-log_probs.mean({1}));
-  }
-  loss = loss.masked_fill(valid.logical_not(), 0.0);
-  switch (options.reduction()) {
-    case Reduction::None: return loss.reshape(target.shape());
+  return rows.reshape({-1, rows.size(-1)});
+}
+
+// A target's terms (M), where `valid` is false for the ignored targets, reduced as asked: with
+// every target ignored the mean is over no terms, NaN as in PyTorch (1.13 and later), but added
+// as a constant, so the gradient is zero rather than 0 · (1/0) = NaN.
+Tensor reduce_over_targets(const Tensor& terms, const Tensor& valid, Reduction reduction, const Shape& target_shape) {
+  Tensor loss = terms.masked_fill(valid.logical_not(), 0.0);
+  switch (reduction) {
+    case Reduction::None: return loss.reshape(target_shape);
     case Reduction::Sum: return loss.sum();
     case Reduction::Mean: {
-      // With every target ignored the mean is over no terms: NaN, as in PyTorch (1.13 and later),
-      // but added as a constant, so the gradient is zero rather than 0 · (1/0) = NaN.
       const auto count = kernels::sum(valid, {}, false).item<int64_t>();
       if (count == 0) return loss.sum() + std::numeric_limits<double>::quiet_NaN();
       return loss.sum() / static_cast<double>(count);
@@ -140,23 +131,117 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, const CrossEntr
   }
   return loss;
 }
+}  // namespace
+
+Tensor cross_entropy(const Tensor& logits, const Tensor& target, const CrossEntropyOptions& options) {
+  check_class_targets("cross_entropy", logits, target, options.ignore_index());
+  CPPGRAD_CHECK(options.label_smoothing() >= 0.0 && options.label_smoothing() <= 1.0,
+        "cross_entropy: label_smoothing must be in [0, 1], got {}", options.label_smoothing());
+  Tensor rows = class_rows(logits);  // (M, C) logits against (M) targets
+  Tensor flat_target = target.reshape({-1});
+  Tensor valid = flat_target.ne(scalar_tensor(static_cast<double>(options.ignore_index()), kInt64));
+  Tensor safe_target = where(valid, flat_target, zeros({}, kInt64));  // ignored targets read class 0
+  // −log softmax(logits)[target] (M); log_softmax's (M, C) rows are made where smoothing reads them
+  Tensor nll = options.label_smoothing() > 0.0 ? Tensor() : fused_log_softmax_nll(rows, safe_target);
+  Tensor log_probs = nll.defined() ? Tensor() : rows.log_softmax(1);
+  if (!nll.defined()) nll = -log_probs.gather(1, safe_target.unsqueeze(1)).squeeze(1);
+  Tensor loss = nll;
+  if (options.label_smoothing() > 0.0) {
+    // The target distribution is (1-ε)·one_hot + ε/C: its cross-entropy adds ε·mean_c(-log p_c).
+    const double eps = options.label_smoothing();
+    loss = (1.0 - eps) * nll + eps * (-log_probs.mean({1}));
+  }
+  return reduce_over_targets(loss, valid, options.reduction(), target.shape());
+}
 
 // ---- the other losses ---------------------------------------------------------------------------
 
-Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction) {
-  CPPGRAD_CHECK(input.shape() == target.shape(), "mse_loss: input {} and target {} differ in shape", shape_str(input.shape()),
-        shape_str(target.shape()));
+// −log_probs[target]: cross_entropy's second half, for scores that are log-probabilities already.
+Tensor nll_loss(const Tensor& log_probs, const Tensor& target, const NllLossOptions& options) {
+  check_class_targets("nll_loss", log_probs, target, options.ignore_index());
+  Tensor flat_target = target.reshape({-1});
+  Tensor valid = flat_target.ne(scalar_tensor(static_cast<double>(options.ignore_index()), kInt64));
+  Tensor safe_target = where(valid, flat_target, zeros({}, kInt64));
+  Tensor terms = -class_rows(log_probs).gather(1, safe_target.unsqueeze(1)).squeeze(1);
+  return reduce_over_targets(terms, valid, options.reduction(), target.shape());
+}
+
+namespace {
+// An elementwise loss's input and target: floating, of one shape.
+void check_pair(const char* op, const Tensor& input, const Tensor& target) {
+  CPPGRAD_CHECK(input.shape() == target.shape(), "{}: input {} and target {} differ in shape", op,
+        shape_str(input.shape()), shape_str(target.shape()));
   CPPGRAD_CHECK(input.is_floating_point() && target.is_floating_point(),
-                "mse_loss: input and target must be floating point, got {} and {}", dtype_name(input.dtype()),
+                "{}: input and target must be floating point, got {} and {}", op, dtype_name(input.dtype()),
                 dtype_name(target.dtype()));
-  Tensor diff = input - target;
-  Tensor sq = diff * diff;
+}
+
+Tensor reduce_terms(const Tensor& terms, Reduction reduction) {
   switch (reduction) {
-    case Reduction::None: return sq;
-    case Reduction::Sum: return sq.sum();
-    case Reduction::Mean: return sq.mean();
+    case Reduction::None: return terms;
+    case Reduction::Sum: return terms.sum();
+    case Reduction::Mean: return terms.mean();
   }
-  return sq;
+  return terms;
+}
+
+// A weight that scales a loss's terms: floating, broadcasting to the input's shape.
+void check_weight(const char* op, const char* name, const Tensor& weight, const Tensor& input) {
+  if (!weight.defined()) return;
+  CPPGRAD_CHECK(weight.is_floating_point(), "{}: {} must be floating, got {}", op, name, dtype_name(weight.dtype()));
+  bool broadcasts = weight.dim() <= input.dim();
+  for (int64_t d = 1; broadcasts && d <= weight.dim(); ++d)
+    broadcasts = weight.size(-d) == 1 || weight.size(-d) == input.size(-d);
+  CPPGRAD_CHECK(broadcasts, "{}: {} of shape {} does not broadcast to the input's {}", op, name, shape_str(weight.shape()),
+        shape_str(input.shape()));
+}
+}  // namespace
+
+// (x − y)²
+Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction) {
+  check_pair("mse_loss", input, target);
+  Tensor diff = input - target;
+  return reduce_terms(diff * diff, reduction);
+}
+
+// |x − y| (its gradient at x = y is 0, as PyTorch's)
+Tensor l1_loss(const Tensor& input, const Tensor& target, Reduction reduction) {
+  check_pair("l1_loss", input, target);
+  return reduce_terms((input - target).abs(), reduction);
+}
+
+// ½d²/β where d = |x − y| < β, else d − ½β; β = 0 is l1_loss
+Tensor smooth_l1_loss(const Tensor& input, const Tensor& target, Reduction reduction, double beta) {
+  check_pair("smooth_l1_loss", input, target);
+  CPPGRAD_CHECK(beta >= 0.0, "smooth_l1_loss: beta must not be negative, got {}", beta);
+  if (beta == 0.0) return l1_loss(input, target, reduction);
+  Tensor d = (input - target).abs();
+  return reduce_terms(where(d < beta, 0.5 * d * d / beta, d - 0.5 * beta), reduction);
+}
+
+// ½d² where d = |x − y| < δ, else δ·(d − ½δ): smooth_l1_loss scaled by β = δ
+Tensor huber_loss(const Tensor& input, const Tensor& target, Reduction reduction, double delta) {
+  check_pair("huber_loss", input, target);
+  CPPGRAD_CHECK(delta > 0.0, "huber_loss: delta must be positive, got {}", delta);
+  Tensor d = (input - target).abs();
+  return reduce_terms(where(d < delta, 0.5 * d * d, delta * (d - 0.5 * delta)), reduction);
+}
+
+// −w·[p·y·log σ(x) + (1 − y)·log(1 − σ(x))], in PyTorch's form that no large |x| overflows: with
+// m = max(−x, 0), −log σ(x) = log(e^{−m} + e^{−x−m}) + m, and the loss is
+//   (1 − y)·x + (1 + (p − 1)·y)·(−log σ(x))      (p = pos_weight, 1 when not given)
+Tensor binary_cross_entropy_with_logits(const Tensor& logits, const Tensor& target, const BceWithLogitsOptions& options) {
+  const char* op = "binary_cross_entropy_with_logits";
+  check_pair(op, logits, target);
+  check_weight(op, "weight", options.weight(), logits);
+  check_weight(op, "pos_weight", options.pos_weight(), logits);
+  Tensor m = (-logits).clamp(0.0);
+  Tensor log_sum = ((-m).exp() + (-logits - m).exp()).log();
+  Tensor terms = options.pos_weight().defined()
+                     ? (1.0 - target) * logits + ((options.pos_weight() - 1.0) * target + 1.0) * (log_sum + m)
+                     : (1.0 - target) * logits + m + log_sum;
+  if (options.weight().defined()) terms = terms * options.weight();
+  return reduce_terms(terms, options.reduction());
 }
 
 // ---- attention as its formula: softmax(q·kᵀ/√d + mask)·v ---------------------------------------

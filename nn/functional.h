@@ -44,7 +44,30 @@ struct CrossEntropyOptions {
 // target is ignored, the mean is NaN (a mean of no terms, as PyTorch gives) and its gradient is
 // zero; sum gives 0.
 Tensor cross_entropy(const Tensor& logits, const Tensor& target, const CrossEntropyOptions& options = {});
+// −log_probs[target] with cross_entropy's shapes, ignore_index and reductions: cross_entropy of
+// logits is nll_loss of their log_softmax.
+struct NllLossOptions {
+  CPPGRAD_ARG(int64_t, ignore_index, -100)
+  CPPGRAD_ARG(Reduction, reduction, Reduction::Mean)
+};
+Tensor nll_loss(const Tensor& log_probs, const Tensor& target, const NllLossOptions& options = {});
+
+// Elementwise losses of an input and a target of one shape, as torch.nn.functional's.
 Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction = Reduction::Mean);
+Tensor l1_loss(const Tensor& input, const Tensor& target, Reduction reduction = Reduction::Mean);
+Tensor smooth_l1_loss(const Tensor& input, const Tensor& target, Reduction reduction = Reduction::Mean, double beta = 1.0);
+Tensor huber_loss(const Tensor& input, const Tensor& target, Reduction reduction = Reduction::Mean, double delta = 1.0);
+
+// Binary cross-entropy of logits against targets in [0, 1] (σ and the log in one stable form).
+// weight scales each term; pos_weight the positive part of each, by class (last dim): both
+// broadcast to the logits' shape.
+struct BceWithLogitsOptions {
+  CPPGRAD_ARG(Tensor, weight, {})
+  CPPGRAD_ARG(Tensor, pos_weight, {})
+  CPPGRAD_ARG(Reduction, reduction, Reduction::Mean)
+};
+Tensor binary_cross_entropy_with_logits(const Tensor& logits, const Tensor& target,
+                                        const BceWithLogitsOptions& options = {});
 
 struct AttentionOutput {
   Tensor output;   // (..., T, Dv)

@@ -58,12 +58,24 @@ void xavier_normal_(const Tensor& t, double gain, Generator& gen) {
   normal_(t, 0.0, gain * std::sqrt(2.0 / static_cast<double>(fan_in + fan_out)), gen);
 }
 
-void kaiming_uniform_(const Tensor& t, double a, Generator& gen) {
+namespace {
+// fan_in, and leaky_relu's gain √(2 / (1 + a²)) for its negative slope a: the kaiming inits' terms.
+std::pair<double, double> fan_in_and_gain(const char* op, const Tensor& t, double a) {
   auto [fan_in, fan_out] = fans(t);
-  CPPGRAD_CHECK(fan_in > 0, "kaiming_uniform_: fan_in is 0 for shape {}", shape_str(t.shape()));
-  double gain = std::sqrt(2.0 / (1.0 + a * a));
-  double bound = gain * std::sqrt(3.0 / static_cast<double>(fan_in));
+  CPPGRAD_CHECK(fan_in > 0, "{}: fan_in is 0 for shape {}", op, shape_str(t.shape()));
+  return {static_cast<double>(fan_in), std::sqrt(2.0 / (1.0 + a * a))};
+}
+}  // namespace
+
+void kaiming_uniform_(const Tensor& t, double a, Generator& gen) {
+  auto [fan_in, gain] = fan_in_and_gain("kaiming_uniform_", t, a);
+  const double bound = gain * std::sqrt(3.0 / fan_in);
   uniform_(t, -bound, bound, gen);
+}
+
+void kaiming_normal_(const Tensor& t, double a, Generator& gen) {
+  auto [fan_in, gain] = fan_in_and_gain("kaiming_normal_", t, a);
+  normal_(t, 0.0, gain / std::sqrt(fan_in), gen);
 }
 
 }  // namespace cppgrad::nn::init

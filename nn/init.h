@@ -20,5 +20,7 @@ void xavier_normal_(const Tensor& t, double gain = 1.0, Generator& gen = default
 // U(-b, b), b = gain·√(3 / fan_in), gain = √(2 / (1 + a²)) for leaky_relu's negative slope a.
 // Linear's default is a = √5, which makes b = 1/√fan_in.
 void kaiming_uniform_(const Tensor& t, double a = 0.0, Generator& gen = default_generator());
+// N(0, std²), std = gain / √fan_in: the same variance as kaiming_uniform_'s.
+void kaiming_normal_(const Tensor& t, double a = 0.0, Generator& gen = default_generator());
 
 }  // namespace cppgrad::nn::init
